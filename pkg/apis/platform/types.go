@@ -1,0 +1,129 @@
+package platform
+
+import (
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// ClusterNamespace describes one namespace of one member cluster. It lives in
+// the namespace it describes and is named after the cluster.
+type ClusterNamespace struct {
+	metav1.TypeMeta
+	metav1.ObjectMeta
+
+	Status ClusterNamespaceStatus
+}
+
+// NamespacePhase is a member namespace's lifecycle phase.
+type NamespacePhase string
+
+const (
+	NamespaceActive      NamespacePhase = "Active"
+	NamespaceTerminating NamespacePhase = "Terminating"
+)
+
+// ClusterNamespaceStatus is the observed state of a member namespace.
+type ClusterNamespaceStatus struct {
+	Cluster           string
+	Phase             NamespacePhase
+	UID               types.UID
+	CreationTimestamp metav1.Time
+	PodCount          int64
+	Requests          ComputeResources
+	Quotas            []ResourceQuotaStatus
+}
+
+// ComputeResources is an amount of CPU and memory.
+type ComputeResources struct {
+	CPU    resource.Quantity
+	Memory resource.Quantity
+}
+
+// ResourceQuotaStatus is one member ResourceQuota's hard limits and usage.
+type ResourceQuotaStatus struct {
+	Name string
+	Hard map[string]resource.Quantity
+	Used map[string]resource.Quantity
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// ClusterNamespaceList is a list of ClusterNamespace.
+type ClusterNamespaceList struct {
+	metav1.TypeMeta
+	metav1.ListMeta
+
+	Items []ClusterNamespace
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// NodeCapacity combines one member node's capacity, the requests of the pods
+// bound to it, its measured usage and its schedulability. It is named
+// <cluster id>.<node name>.
+type NodeCapacity struct {
+	metav1.TypeMeta
+	metav1.ObjectMeta
+
+	Status NodeCapacityStatus
+}
+
+// NodeCapacityStatus is the observed state of a member node.
+type NodeCapacityStatus struct {
+	Cluster       string
+	NodeName      string
+	Capacity      NodeResources
+	Allocatable   NodeResources
+	Requested     NodeResources
+	Available     NodeResources
+	Usage         *NodeUsage
+	Schedulable   bool
+	Unschedulable bool
+	Ready         bool
+	Conditions    []NodeCondition
+	Taints        []Taint
+}
+
+// NodeResources is an amount of CPU, memory and pods.
+type NodeResources struct {
+	CPU    resource.Quantity
+	Memory resource.Quantity
+	Pods   int64
+}
+
+// NodeUsage is a node's latest metrics.k8s.io sample.
+type NodeUsage struct {
+	CPU       resource.Quantity
+	Memory    resource.Quantity
+	Timestamp metav1.Time
+	Window    metav1.Duration
+}
+
+// NodeCondition is a member node's condition.
+type NodeCondition struct {
+	Type               string
+	Status             string
+	Reason             string
+	Message            string
+	LastTransitionTime metav1.Time
+}
+
+// Taint is a member node's taint.
+type Taint struct {
+	Key    string
+	Value  string
+	Effect string
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// NodeCapacityList is a list of NodeCapacity.
+type NodeCapacityList struct {
+	metav1.TypeMeta
+	metav1.ListMeta
+
+	Items []NodeCapacity
+}

@@ -1,0 +1,210 @@
+package v1alpha1
+
+import (
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// +genclient
+// +genclient:onlyVerbs=get,list,watch
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// ClusterNamespace describes one namespace of one member cluster, as the
+// platform registry last observed it. It lives in the namespace it describes
+// and is named after the cluster, so namespaced RBAC grants a tenant team its
+// namespace in every cluster. Read-only.
+type ClusterNamespace struct {
+	metav1.TypeMeta `json:",inline"`
+	// Standard object metadata. Labels are the member namespace's labels plus
+	// platform.example.io/cluster.
+	// +optional
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// Status is the observed state of the member namespace.
+	// +optional
+	Status ClusterNamespaceStatus `json:"status,omitempty"`
+}
+
+// NamespacePhase is a member namespace's lifecycle phase.
+type NamespacePhase string
+
+const (
+	// NamespaceActive means the namespace is available for use.
+	NamespaceActive NamespacePhase = "Active"
+	// NamespaceTerminating means the namespace is being deleted.
+	NamespaceTerminating NamespacePhase = "Terminating"
+)
+
+// ClusterNamespaceStatus is the observed state of a member namespace.
+type ClusterNamespaceStatus struct {
+	// Cluster is the id of the member cluster the namespace belongs to.
+	Cluster string `json:"cluster"`
+	// Phase is the namespace's lifecycle phase: Active or Terminating.
+	Phase NamespacePhase `json:"phase"`
+	// UID is the namespace's uid in the member cluster.
+	// +optional
+	UID types.UID `json:"uid,omitempty"`
+	// CreationTimestamp is when the namespace was created in the member cluster.
+	// +optional
+	CreationTimestamp metav1.Time `json:"creationTimestamp,omitempty"`
+	// PodCount is the number of non-terminal pods in the namespace.
+	PodCount int64 `json:"podCount"`
+	// Requests is the sum of the CPU and memory requests of the namespace's non-terminal pods.
+	Requests ComputeResources `json:"requests"`
+	// Quotas are the namespace's ResourceQuotas with their hard limits and usage.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	Quotas []ResourceQuotaStatus `json:"quotas,omitempty"`
+}
+
+// ComputeResources is an amount of CPU and memory.
+type ComputeResources struct {
+	// CPU in cores (for example 1500m).
+	CPU resource.Quantity `json:"cpu"`
+	// Memory in bytes (for example 512Mi).
+	Memory resource.Quantity `json:"memory"`
+}
+
+// ResourceQuotaStatus is one member ResourceQuota's hard limits and usage.
+type ResourceQuotaStatus struct {
+	// Name of the ResourceQuota.
+	Name string `json:"name"`
+	// Hard is the enforced limit per resource name.
+	// +optional
+	Hard map[string]resource.Quantity `json:"hard,omitempty"`
+	// Used is the observed usage per resource name.
+	// +optional
+	Used map[string]resource.Quantity `json:"used,omitempty"`
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// ClusterNamespaceList is a list of ClusterNamespace.
+type ClusterNamespaceList struct {
+	metav1.TypeMeta `json:",inline"`
+	// +optional
+	metav1.ListMeta `json:"metadata,omitempty"`
+
+	Items []ClusterNamespace `json:"items"`
+}
+
+// +genclient
+// +genclient:nonNamespaced
+// +genclient:onlyVerbs=get,list,watch
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// NodeCapacity combines one member node's capacity, the requests of the pods
+// bound to it, its measured usage and its schedulability, as the platform
+// registry last observed them. It is named <cluster id>.<node name>. Read-only.
+type NodeCapacity struct {
+	metav1.TypeMeta `json:",inline"`
+	// Standard object metadata. Labels are the member node's labels plus
+	// platform.example.io/cluster.
+	// +optional
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// Status is the observed state of the member node.
+	// +optional
+	Status NodeCapacityStatus `json:"status,omitempty"`
+}
+
+// NodeCapacityStatus is the observed state of a member node.
+type NodeCapacityStatus struct {
+	// Cluster is the id of the member cluster the node belongs to.
+	Cluster string `json:"cluster"`
+	// NodeName is the node's name in the member cluster.
+	NodeName string `json:"nodeName"`
+	// Capacity is the node's total resources (status.capacity of the Node).
+	Capacity NodeResources `json:"capacity"`
+	// Allocatable is what pods may use (status.allocatable of the Node).
+	Allocatable NodeResources `json:"allocatable"`
+	// Requested is the sum of the requests of non-terminal pods bound to the
+	// node; pods is their count.
+	Requested NodeResources `json:"requested"`
+	// Available is allocatable minus requested.
+	Available NodeResources `json:"available"`
+	// Usage is the node's latest measured usage from metrics.k8s.io; absent
+	// when no sample exists (usage unknown, not zero).
+	// +optional
+	Usage *NodeUsage `json:"usage,omitempty"`
+	// Schedulable is true when the node is Ready, not cordoned and has no
+	// NoSchedule or NoExecute taint.
+	Schedulable bool `json:"schedulable"`
+	// Unschedulable mirrors spec.unschedulable of the Node (cordoned).
+	Unschedulable bool `json:"unschedulable"`
+	// Ready is true when the node's Ready condition is True.
+	Ready bool `json:"ready"`
+	// Conditions are the node's conditions.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []NodeCondition `json:"conditions,omitempty"`
+	// Taints are the node's taints.
+	// +optional
+	// +listType=atomic
+	Taints []Taint `json:"taints,omitempty"`
+}
+
+// NodeResources is an amount of CPU, memory and pods.
+type NodeResources struct {
+	// CPU in cores (for example 3920m).
+	CPU resource.Quantity `json:"cpu"`
+	// Memory in bytes (for example 15Gi).
+	Memory resource.Quantity `json:"memory"`
+	// Pods is a number of pods: the pod limit for capacity and allocatable,
+	// the count of pods for requested, what is left for available.
+	Pods int64 `json:"pods"`
+}
+
+// NodeUsage is a node's latest metrics.k8s.io sample.
+type NodeUsage struct {
+	// CPU used, averaged over the window.
+	CPU resource.Quantity `json:"cpu"`
+	// Memory working set.
+	Memory resource.Quantity `json:"memory"`
+	// Timestamp is when the sample was taken.
+	Timestamp metav1.Time `json:"timestamp"`
+	// Window is the interval the CPU usage was averaged over.
+	Window metav1.Duration `json:"window"`
+}
+
+// NodeCondition is a member node's condition.
+type NodeCondition struct {
+	// Type of the condition, for example Ready or MemoryPressure.
+	Type string `json:"type"`
+	// Status of the condition: True, False or Unknown.
+	Status string `json:"status"`
+	// Reason is a machine-readable reason for the last transition.
+	// +optional
+	Reason string `json:"reason,omitempty"`
+	// Message is a human-readable explanation.
+	// +optional
+	Message string `json:"message,omitempty"`
+	// LastTransitionTime is when the status last changed.
+	// +optional
+	LastTransitionTime metav1.Time `json:"lastTransitionTime,omitempty"`
+}
+
+// Taint is a member node's taint.
+type Taint struct {
+	// Key of the taint.
+	Key string `json:"key"`
+	// Value of the taint.
+	// +optional
+	Value string `json:"value,omitempty"`
+	// Effect: NoSchedule, PreferNoSchedule or NoExecute.
+	Effect string `json:"effect"`
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// NodeCapacityList is a list of NodeCapacity.
+type NodeCapacityList struct {
+	metav1.TypeMeta `json:",inline"`
+	// +optional
+	metav1.ListMeta `json:"metadata,omitempty"`
+
+	Items []NodeCapacity `json:"items"`
+}

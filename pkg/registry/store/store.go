@@ -1,0 +1,240 @@
+// Package store defines the registry's storage contract: the records discovery
+// writes and the API reads, in plain numbers (millicores, bytes, counts). It
+// knows nothing of Kubernetes API types; pkg/registry/<resource> turns its
+// records into platform.example.io objects, and pkg/registry/postgres
+// implements it on PostgreSQL.
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
+)
+
+// Errors every implementation returns (wrapped) so the API layer can map them
+// to Kubernetes status codes in one place.
+var (
+	// ErrNotFound: the object does not exist.
+	ErrNotFound = errors.New("not found")
+	// ErrInvalidContinue: a continue token that is malformed or was not issued by this registry.
+	ErrInvalidContinue = errors.New("invalid continue token")
+	// ErrExpiredContinue: a well-formed continue token that is too old to be honoured.
+	ErrExpiredContinue = errors.New("continue token expired")
+	// ErrUnavailable: the database cannot be reached or its schema is not migrated.
+	ErrUnavailable = errors.New("registry unavailable")
+)
+
+// Resource names one kind of member-cluster object that discovery mirrors.
+type Resource string
+
+const (
+	ResourceNamespaces     Resource = "namespaces"
+	ResourceNodes          Resource = "nodes"
+	ResourcePods           Resource = "pods"
+	ResourceResourceQuotas Resource = "resourcequotas"
+)
+
+// Resources is an amount of compute. Pods is a pod count (capacity,
+// allocatable) or the number of pods making up a request sum.
+type Resources struct {
+	CPUMillis   int64
+	MemoryBytes int64
+	Pods        int64
+}
+
+// NodeCondition mirrors a member node's condition.
+type NodeCondition struct {
+	Type               string    `json:"type"`
+	Status             string    `json:"status"`
+	Reason             string    `json:"reason,omitempty"`
+	Message            string    `json:"message,omitempty"`
+	LastTransitionTime time.Time `json:"lastTransitionTime"`
+}
+
+// Taint mirrors a member node's taint.
+type Taint struct {
+	Key    string `json:"key"`
+	Value  string `json:"value,omitempty"`
+	Effect string `json:"effect"`
+}
+
+// Node is a member cluster's node as discovery records it.
+type Node struct {
+	Name          string
+	UID           string
+	Labels        map[string]string
+	CreatedAt     time.Time
+	Capacity      Resources
+	Allocatable   Resources
+	Unschedulable bool
+	Ready         bool
+	Conditions    []NodeCondition
+	Taints        []Taint
+}
+
+// Namespace is a member cluster's namespace as discovery records it.
+type Namespace struct {
+	Name      string
+	UID       string
+	Labels    map[string]string
+	CreatedAt time.Time
+	Phase     string // Active or Terminating
+}
+
+// Pod is the part of a non-terminal member pod that requests and counts need.
+type Pod struct {
+	Namespace          string
+	Name               string
+	UID                string
+	NodeName           string // empty while unscheduled
+	Phase              string
+	CPURequestMillis   int64
+	MemoryRequestBytes int64
+}
+
+// Quota is a member ResourceQuota; quantities are kept as their canonical strings.
+type Quota struct {
+	Namespace string            `json:"-"`
+	Name      string            `json:"name"`
+	Hard      map[string]string `json:"hard,omitempty"`
+	Used      map[string]string `json:"used,omitempty"`
+}
+
+// ObjectKey names a namespaced member object.
+type ObjectKey struct {
+	Namespace string
+	Name      string
+}
+
+// NodeMetricsSample is one metrics.k8s.io NodeMetrics reading.
+type NodeMetricsSample struct {
+	ClusterID    string
+	Node         string
+	CPUNanoCores int64
+	MemoryBytes  int64
+	ObservedAt   time.Time
+	Window       time.Duration
+}
+
+// Usage is a node's latest metrics sample.
+type Usage struct {
+	CPUNanoCores int64
+	MemoryBytes  int64
+	Timestamp    time.Time
+	Window       time.Duration
+}
+
+// NodeCapacity is the computed per-node view: the node plus the sums of
+// requests of its non-terminal pods (Requested.Pods is their count) and its
+// latest usage sample (nil when no sample exists).
+type NodeCapacity struct {
+	ClusterID       string
+	Node            Node
+	Requested       Resources
+	Usage           *Usage
+	Schedulable     bool
+	FirstSeen       time.Time
+	ResourceVersion int64
+}
+
+// ClusterNamespace is the computed per-namespace view.
+type ClusterNamespace struct {
+	ClusterID       string
+	Namespace       Namespace
+	PodCount        int64
+	Requested       Resources // CPUMillis and MemoryBytes of non-terminal pods
+	Quotas          []Quota
+	FirstSeen       time.Time
+	ResourceVersion int64
+}
+
+// Field names a column a field selector may filter on.
+type Field string
+
+const (
+	FieldName        Field = "name"        // NodeCapacity: <cluster>.<node>; ClusterNamespace: the cluster id
+	FieldNamespace   Field = "namespace"   // ClusterNamespace only
+	FieldCluster     Field = "cluster"     // both
+	FieldPhase       Field = "phase"       // ClusterNamespace only
+	FieldNodeName    Field = "nodeName"    // NodeCapacity only
+	FieldSchedulable Field = "schedulable" // NodeCapacity only, "true" or "false"
+)
+
+// FieldRequirement is one field-selector term; Op is selection.Equals,
+// selection.DoubleEquals or selection.NotEquals.
+type FieldRequirement struct {
+	Field Field
+	Op    selection.Operator
+	Value string
+}
+
+// ListOptions selects and pages a list. Label requirements are evaluated in
+// SQL; the synthetic label platform.example.io/cluster matches the cluster id.
+type ListOptions struct {
+	Labels labels.Requirements
+	Fields []FieldRequirement
+	// Limit caps the page size; 0 means everything.
+	Limit int64
+	// Continue is an opaque token from a previous page of the same list.
+	Continue string
+}
+
+// Page is one page of a list.
+type Page[T any] struct {
+	Items []T
+	// ResourceVersion is the registry's change sequence value the list reflects.
+	ResourceVersion int64
+	// Continue is set when more items follow.
+	Continue string
+	// RemainingItemCount counts the items after this page, when known.
+	RemainingItemCount *int64
+}
+
+// Reader is what the API serves from.
+type Reader interface {
+	GetNodeCapacity(ctx context.Context, clusterID, node string) (*NodeCapacity, error)
+	ListNodeCapacities(ctx context.Context, opts ListOptions) (*Page[NodeCapacity], error)
+	GetClusterNamespace(ctx context.Context, namespace, clusterID string) (*ClusterNamespace, error)
+	ListClusterNamespaces(ctx context.Context, opts ListOptions) (*Page[ClusterNamespace], error)
+}
+
+// Batch is a set of changes to one member cluster committed atomically,
+// together with the discovery cursors they reach.
+type Batch struct {
+	ClusterID string
+
+	Namespaces        []Namespace
+	DeletedNamespaces []string
+	Nodes             []Node
+	DeletedNodes      []string
+	Pods              []Pod
+	DeletedPods       []ObjectKey
+	Quotas            []Quota
+	DeletedQuotas     []ObjectKey
+
+	// Replace lists resources this batch carries in full (a relist): rows of
+	// those resources in this cluster that the batch does not contain are deleted.
+	Replace []Resource
+	// Cursors are the member resourceVersions the batch reaches, per resource.
+	Cursors map[Resource]string
+}
+
+// Writer is what discovery writes through.
+type Writer interface {
+	// Apply commits the batch and its cursors in one transaction, stamping
+	// every changed view object with the next registry resourceVersion.
+	Apply(ctx context.Context, b Batch) error
+	// Cursor returns the persisted member resourceVersion for a resource, "" if none.
+	Cursor(ctx context.Context, clusterID string, r Resource) (string, error)
+	// DeleteCluster removes every row of a member cluster.
+	DeleteCluster(ctx context.Context, clusterID string) error
+	// InsertNodeMetrics stores samples, ignoring duplicates of (cluster, node,
+	// observed_at); it returns how many rows were new.
+	InsertNodeMetrics(ctx context.Context, samples []NodeMetricsSample) (int64, error)
+	// PruneNodeMetrics deletes samples observed before the given time, keeping
+	// each node's latest sample; it returns how many were deleted.
+	PruneNodeMetrics(ctx context.Context, before time.Time) (int64, error)
+}
