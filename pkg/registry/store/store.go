@@ -23,6 +23,9 @@ var (
 	ErrInvalidContinue = errors.New("invalid continue token")
 	// ErrExpiredContinue: a well-formed continue token that is too old to be honoured.
 	ErrExpiredContinue = errors.New("continue token expired")
+	// ErrInvalidSelector: a label or field requirement the store cannot evaluate
+	// (for example status.schedulable=maybe).
+	ErrInvalidSelector = errors.New("invalid selector")
 	// ErrUnavailable: the database cannot be reached or its schema is not migrated.
 	ErrUnavailable = errors.New("registry unavailable")
 )

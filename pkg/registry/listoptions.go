@@ -1,0 +1,102 @@
+package registry
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/selection"
+	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
+
+	"github.com/example/platform-apiserver/pkg/registry/store"
+)
+
+// FieldMap maps the field-selector paths a kind supports to store fields.
+type FieldMap map[string]store.Field
+
+func (m FieldMap) supported() string {
+	paths := make([]string, 0, len(m))
+	for p := range m {
+		paths = append(paths, p)
+	}
+	sort.Strings(paths)
+	return strings.Join(paths, ", ")
+}
+
+// StoreListOptions converts Kubernetes list options into store list options.
+// The request namespace, when set, becomes a namespace field requirement.
+// matchesNothing is true when the label selector can select nothing, in which
+// case the list is empty without asking the store.
+func StoreListOptions(ctx context.Context, opts *metainternalversion.ListOptions, fields FieldMap) (so store.ListOptions, matchesNothing bool, err error) {
+	if ns, ok := genericapirequest.NamespaceFrom(ctx); ok && ns != metav1.NamespaceAll {
+		so.Fields = append(so.Fields, store.FieldRequirement{Field: store.FieldNamespace, Op: selection.Equals, Value: ns})
+	}
+	if opts == nil {
+		return so, false, nil
+	}
+	if opts.Limit < 0 {
+		return so, false, apierrors.NewBadRequest(fmt.Sprintf("limit must be zero (no limit) or positive, got %d", opts.Limit))
+	}
+	so.Limit = opts.Limit
+	so.Continue = opts.Continue
+
+	if opts.LabelSelector != nil {
+		reqs, selectable := opts.LabelSelector.Requirements()
+		if !selectable {
+			return so, true, nil
+		}
+		so.Labels = reqs
+	}
+	if opts.FieldSelector != nil {
+		for _, r := range opts.FieldSelector.Requirements() {
+			f, ok := fields[r.Field]
+			if !ok {
+				return so, false, apierrors.NewBadRequest(fmt.Sprintf(
+					"field selector %q is not supported; supported field selectors: %s", r.Field, fields.supported()))
+			}
+			so.Fields = append(so.Fields, store.FieldRequirement{Field: f, Op: r.Operator, Value: r.Value})
+		}
+	}
+	return so, false, nil
+}
+
+// CheckListResourceVersion applies the list resourceVersion semantics of
+// Kubernetes against the registry resourceVersion a list was served at:
+// unset or "0" accept anything; NotOlderThan (the default) needs the registry
+// to have reached the requested version; Exact needs it to be the served one,
+// since the registry keeps no older snapshots.
+func CheckListResourceVersion(opts *metainternalversion.ListOptions, served int64) error {
+	if opts == nil || opts.ResourceVersion == "" || opts.ResourceVersion == "0" {
+		return nil
+	}
+	requested, err := ParseResourceVersion(opts.ResourceVersion)
+	if err != nil {
+		return err
+	}
+	if requested > served {
+		// What kube-apiserver answers too: 504 with a cause clients retry on.
+		err := apierrors.NewTimeoutError(fmt.Sprintf("Too large resource version: %d, current: %d", requested, served), 1)
+		err.ErrStatus.Details.Causes = []metav1.StatusCause{{Type: metav1.CauseTypeResourceVersionTooLarge, Message: "Too large resource version"}}
+		return err
+	}
+	if opts.ResourceVersionMatch == metav1.ResourceVersionMatchExact && requested != served {
+		return apierrors.NewGone(fmt.Sprintf(
+			"resourceVersion %d is not retained for exact reads (current is %d); list without resourceVersionMatch=Exact", requested, served))
+	}
+	return nil
+}
+
+// ParseResourceVersion parses a registry resourceVersion, answering 400 for
+// anything that is not one.
+func ParseResourceVersion(rv string) (int64, error) {
+	v, err := strconv.ParseInt(rv, 10, 64)
+	if err != nil || v < 0 {
+		return 0, apierrors.NewBadRequest(fmt.Sprintf("invalid resourceVersion %q: expected a non-negative integer", rv))
+	}
+	return v, nil
+}

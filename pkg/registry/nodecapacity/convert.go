@@ -1,0 +1,84 @@
+package nodecapacity
+
+import (
+	"strconv"
+
+	"github.com/google/uuid"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/example/platform-apiserver/pkg/apis/platform"
+	"github.com/example/platform-apiserver/pkg/registry/store"
+)
+
+// uidSpace namespaces the name-based UUIDs of NodeCapacity objects.
+var uidSpace = uuid.MustParse("3f0c7e58-8f5e-4a53-9d55-7a8a2f0b6c11")
+
+// ToObject builds the API object from a registry record.
+func ToObject(nc *store.NodeCapacity) platform.NodeCapacity {
+	n := &nc.Node
+	labels := make(map[string]string, len(n.Labels)+1)
+	for k, v := range n.Labels {
+		labels[k] = v
+	}
+	labels[platform.ClusterLabel] = nc.ClusterID
+
+	created := n.CreatedAt
+	if created.IsZero() {
+		created = nc.FirstSeen
+	}
+	available := store.Resources{
+		CPUMillis:   n.Allocatable.CPUMillis - nc.Requested.CPUMillis,
+		MemoryBytes: n.Allocatable.MemoryBytes - nc.Requested.MemoryBytes,
+		Pods:        n.Allocatable.Pods - nc.Requested.Pods,
+	}
+	obj := platform.NodeCapacity{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:              Name(nc.ClusterID, n.Name),
+			UID:               types.UID(uuid.NewSHA1(uidSpace, []byte(nc.ClusterID+"/"+n.Name+"/"+n.UID)).String()),
+			ResourceVersion:   strconv.FormatInt(nc.ResourceVersion, 10),
+			CreationTimestamp: metav1.NewTime(created),
+			Labels:            labels,
+		},
+		Status: platform.NodeCapacityStatus{
+			Cluster:       nc.ClusterID,
+			NodeName:      n.Name,
+			Capacity:      resources(n.Capacity),
+			Allocatable:   resources(n.Allocatable),
+			Requested:     resources(nc.Requested),
+			Available:     resources(available),
+			Schedulable:   nc.Schedulable,
+			Unschedulable: n.Unschedulable,
+			Ready:         n.Ready,
+		},
+	}
+	if u := nc.Usage; u != nil {
+		obj.Status.Usage = &platform.NodeUsage{
+			CPU:       *resource.NewScaledQuantity(u.CPUNanoCores, resource.Nano),
+			Memory:    *resource.NewQuantity(u.MemoryBytes, resource.BinarySI),
+			Timestamp: metav1.NewTime(u.Timestamp),
+			Window:    metav1.Duration{Duration: u.Window},
+		}
+		// Print usage in the units people read (millicores), not nanocores.
+		obj.Status.Usage.CPU.SetMilli(obj.Status.Usage.CPU.MilliValue())
+	}
+	for _, c := range n.Conditions {
+		obj.Status.Conditions = append(obj.Status.Conditions, platform.NodeCondition{
+			Type: c.Type, Status: c.Status, Reason: c.Reason, Message: c.Message,
+			LastTransitionTime: metav1.NewTime(c.LastTransitionTime),
+		})
+	}
+	for _, t := range n.Taints {
+		obj.Status.Taints = append(obj.Status.Taints, platform.Taint{Key: t.Key, Value: t.Value, Effect: t.Effect})
+	}
+	return obj
+}
+
+func resources(r store.Resources) platform.NodeResources {
+	return platform.NodeResources{
+		CPU:    *resource.NewMilliQuantity(r.CPUMillis, resource.DecimalSI),
+		Memory: *resource.NewQuantity(r.MemoryBytes, resource.BinarySI),
+		Pods:   r.Pods,
+	}
+}
