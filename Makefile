@@ -1,0 +1,53 @@
+# platform-apiserver: see README.md. Every target works on a fresh machine;
+# the control plane binaries are built once into ~/.cache/platform-apiserver.
+
+GO        ?= go
+BIN       := _output/bin
+FUZZTIME  ?= 10s
+BENCHTIME ?= 5x
+
+.PHONY: all build tools run test unit integration verify generate bench fuzz clean
+
+all: build
+
+## build: the platform-apiserver binary in _output/bin
+build:
+	$(GO) build -o $(BIN)/platform-apiserver ./cmd/apiserver
+
+## tools: etcd, kube-apiserver, kube-controller-manager and kubectl v1.37.2 (cached)
+tools:
+	@hack/build-tools.sh
+
+## run: a local control plane, Postgres and platform-apiserver in the foreground (Ctrl-C stops it)
+run:
+	$(GO) run ./hack/localup
+
+## test: every test, unit and integration, against real Postgres, etcd and kube-apiserver
+test: tools
+	$(GO) test -count=1 -timeout 45m ./...
+
+## unit: tests that need no control plane (Postgres is still real)
+unit:
+	$(GO) test -count=1 $$($(GO) list ./... | grep -v /test/)
+
+## verify: every check CI runs besides the tests
+verify:
+	hack/verify-gofmt.sh
+	$(GO) vet ./...
+	hack/verify-gomod.sh
+	hack/verify-codegen.sh
+
+## generate: regenerate deepcopy, conversion, OpenAPI, clientset, listers and informers
+generate:
+	hack/update-codegen.sh
+
+## fuzz: run each fuzz target for FUZZTIME
+fuzz:
+	hack/fuzz.sh $(FUZZTIME)
+
+## bench: the list/get benchmarks against kube-apiserver's own, see docs/benchmarks.md
+bench: tools
+	$(GO) test -count=1 -timeout 60m -run '^$$' -bench . -benchtime $(BENCHTIME) ./test/bench/
+
+clean:
+	rm -rf _output

@@ -1,0 +1,49 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/example/platform-apiserver/pkg/registry/store"
+)
+
+// Cursor returns the persisted member resourceVersion for a resource, "" if none.
+func (s *Store) Cursor(ctx context.Context, clusterID string, r store.Resource) (string, error) {
+	var rv string
+	err := s.pool.QueryRow(ctx, `SELECT resource_version FROM discovery_cursor WHERE cluster_id = $1 AND resource = $2`,
+		clusterID, string(r)).Scan(&rv)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("read cursor %s/%s: %w", clusterID, r, interpretError(err))
+	}
+	return rv, nil
+}
+
+// DeleteCluster removes every row of a member cluster in one transaction;
+// each removed view row takes a resourceVersion.
+func (s *Store) DeleteCluster(ctx context.Context, clusterID string) error {
+	err := s.write(ctx, func(w *writer) error {
+		for _, table := range []string{"cluster_namespace", "cluster_node"} {
+			if err := w.stamp("delete "+table, `
+				WITH d AS (DELETE FROM `+table+` WHERE cluster_id = $1 RETURNING nextval('registry_resource_version') AS rv)
+				SELECT coalesce(max(rv), 0) FROM d`, clusterID); err != nil {
+				return err
+			}
+		}
+		for _, table := range []string{"cluster_pod", "cluster_resource_quota", "cluster_node_metrics", "discovery_cursor"} {
+			if _, err := w.tx.Exec(ctx, `DELETE FROM `+table+` WHERE cluster_id = $1`, clusterID); err != nil {
+				return fmt.Errorf("delete %s: %w", table, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("delete cluster %s: %w", clusterID, err)
+	}
+	return nil
+}

@@ -1,0 +1,47 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/example/platform-apiserver/pkg/registry/store"
+)
+
+// interpretError maps pgx errors to the store's errors; every method passes
+// its database errors through it. Unknown errors are returned unchanged.
+func interpretError(err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("%w: %w", store.ErrNotFound, err)
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch {
+		case pgErr.Code == "42P01", // undefined_table: not migrated
+			pgErr.Code == "3D000",                          // invalid_catalog_name: no such database
+			pgErr.Code == "53300",                          // too_many_connections
+			pgErr.Code == "57P01",                          // admin_shutdown
+			pgErr.Code == "57P02",                          // crash_shutdown
+			pgErr.Code == "57P03",                          // cannot_connect_now
+			len(pgErr.Code) == 5 && pgErr.Code[:2] == "08": // connection_exception class
+			return fmt.Errorf("%w: %w", store.ErrUnavailable, err)
+		}
+		return err
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err // the caller gave up; the database may be fine
+	}
+	var connectErr *pgconn.ConnectError
+	var netErr net.Error
+	if errors.As(err, &connectErr) || errors.As(err, &netErr) {
+		return fmt.Errorf("%w: %w", store.ErrUnavailable, err)
+	}
+	return err
+}

@@ -1,0 +1,23 @@
+package postgres_test
+
+import (
+	"strings"
+
+	"github.com/example/platform-apiserver/pkg/registry/store"
+)
+
+func nodeKeys(items []store.NodeCapacity) string {
+	keys := make([]string, len(items))
+	for i, n := range items {
+		keys[i] = n.ClusterID + "." + n.Node.Name
+	}
+	return strings.Join(keys, ",")
+}
+
+func namespaceKeys(items []store.ClusterNamespace) string {
+	keys := make([]string, len(items))
+	for i, n := range items {
+		keys[i] = n.Namespace.Name + "/" + n.ClusterID
+	}
+	return strings.Join(keys, ",")
+}

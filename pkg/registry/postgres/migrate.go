@@ -1,0 +1,246 @@
+package postgres
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"k8s.io/klog/v2"
+
+	"github.com/example/platform-apiserver/pkg/registry/store"
+)
+
+//go:embed migrations/*.sql
+var migrationFiles embed.FS
+
+// migrationLockKey is the advisory lock that serializes migrations across
+// replicas; the value is arbitrary but fixed ("platreg1" in ASCII).
+const migrationLockKey int64 = 0x70_6c_61_74_72_65_67_31 // "platreg1"
+
+type migration struct {
+	Version int
+	Name    string // e.g. 001_registry
+	Up      string
+	Down    string
+}
+
+// migrations parses the embedded NNN_name.{up,down}.sql files, in order.
+func migrations() ([]migration, error) {
+	entries, err := fs.ReadDir(migrationFiles, "migrations")
+	if err != nil {
+		return nil, err
+	}
+	byName := map[string]*migration{}
+	for _, e := range entries {
+		file := e.Name()
+		base, dir, ok := strings.Cut(strings.TrimSuffix(file, ".sql"), ".")
+		if !ok || (dir != "up" && dir != "down") {
+			return nil, fmt.Errorf("migration %s: want NNN_name.up.sql or NNN_name.down.sql", file)
+		}
+		num, _, _ := strings.Cut(base, "_")
+		v, err := strconv.Atoi(num)
+		if err != nil {
+			return nil, fmt.Errorf("migration %s: want a numeric prefix: %w", file, err)
+		}
+		body, err := fs.ReadFile(migrationFiles, path.Join("migrations", file))
+		if err != nil {
+			return nil, err
+		}
+		m := byName[base]
+		if m == nil {
+			m = &migration{Version: v, Name: base}
+			byName[base] = m
+		}
+		if dir == "up" {
+			m.Up = string(body)
+		} else {
+			m.Down = string(body)
+		}
+	}
+	out := make([]migration, 0, len(byName))
+	for _, m := range byName {
+		if m.Up == "" || m.Down == "" {
+			return nil, fmt.Errorf("migration %s lacks its up or down file", m.Name)
+		}
+		out = append(out, *m)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Version < out[j].Version })
+	for i := 1; i < len(out); i++ {
+		if out[i].Version == out[i-1].Version {
+			return nil, fmt.Errorf("migrations %s and %s share a version", out[i-1].Name, out[i].Name)
+		}
+	}
+	return out, nil
+}
+
+// Migrate applies every pending migration, each in its own transaction. An
+// advisory lock makes replicas that start together take turns.
+func (s *Store) Migrate(ctx context.Context) error {
+	all, err := migrations()
+	if err != nil {
+		return err
+	}
+	return s.withMigrationLock(ctx, func(conn *pgxpool.Conn) error {
+		applied, err := appliedVersions(ctx, conn)
+		if err != nil {
+			return err
+		}
+		for _, m := range all {
+			if applied[m.Version] {
+				continue
+			}
+			err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+				if _, err := tx.Exec(ctx, m.Up); err != nil {
+					return err
+				}
+				_, err := tx.Exec(ctx, `INSERT INTO schema_migrations (version, name) VALUES ($1, $2)`, m.Version, m.Name)
+				return err
+			})
+			if err != nil {
+				return fmt.Errorf("apply migration %s: %w", m.Name, interpretError(err))
+			}
+			klog.InfoS("Applied registry migration", "migration", m.Name)
+		}
+		return nil
+	})
+}
+
+// MigrateDown reverts the newest steps applied migrations (all if steps < 0).
+func (s *Store) MigrateDown(ctx context.Context, steps int) error {
+	all, err := migrations()
+	if err != nil {
+		return err
+	}
+	return s.withMigrationLock(ctx, func(conn *pgxpool.Conn) error {
+		applied, err := appliedVersions(ctx, conn)
+		if err != nil {
+			return err
+		}
+		for i := len(all) - 1; i >= 0 && steps != 0; i-- {
+			m := all[i]
+			if !applied[m.Version] {
+				continue
+			}
+			err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+				if _, err := tx.Exec(ctx, m.Down); err != nil {
+					return err
+				}
+				_, err := tx.Exec(ctx, `DELETE FROM schema_migrations WHERE version = $1`, m.Version)
+				return err
+			})
+			if err != nil {
+				return fmt.Errorf("revert migration %s: %w", m.Name, interpretError(err))
+			}
+			klog.InfoS("Reverted registry migration", "migration", m.Name)
+			steps--
+		}
+		return nil
+	})
+}
+
+// PendingMigrations names the embedded migrations not yet applied.
+func (s *Store) PendingMigrations(ctx context.Context) ([]string, error) {
+	all, err := migrations()
+	if err != nil {
+		return nil, err
+	}
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return nil, interpretError(err)
+	}
+	defer conn.Release()
+	applied, err := appliedVersionsIfAny(ctx, conn)
+	if err != nil {
+		return nil, err
+	}
+	var pending []string
+	for _, m := range all {
+		if !applied[m.Version] {
+			pending = append(pending, m.Name)
+		}
+	}
+	return pending, nil
+}
+
+// Ready returns nil when the database is reachable and fully migrated, and
+// otherwise an error wrapping store.ErrUnavailable that says what is wrong.
+func (s *Store) Ready(ctx context.Context) error {
+	pending, err := s.PendingMigrations(ctx)
+	if err != nil {
+		if errors.Is(err, store.ErrUnavailable) {
+			return err
+		}
+		return fmt.Errorf("%w: %w", store.ErrUnavailable, err)
+	}
+	if n := len(pending); n > 0 {
+		noun := "migrations"
+		if n == 1 {
+			noun = "migration"
+		}
+		return fmt.Errorf("%w: %d %s pending (%s); run `platform-apiserver migrate`",
+			store.ErrUnavailable, n, noun, strings.Join(pending, ", "))
+	}
+	return nil
+}
+
+func (s *Store) withMigrationLock(ctx context.Context, fn func(*pgxpool.Conn) error) error {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("migrate: %w", interpretError(err))
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, migrationLockKey); err != nil {
+		return fmt.Errorf("migrate: take advisory lock: %w", interpretError(err))
+	}
+	defer func() {
+		// Unlock on the same session; if that fails the session ends and
+		// Postgres releases the lock, so destroy the connection.
+		if _, err := conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, migrationLockKey); err != nil {
+			_ = conn.Conn().Close(context.WithoutCancel(ctx))
+		}
+	}()
+	if _, err := conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+		version    integer PRIMARY KEY,
+		name       text NOT NULL,
+		applied_at timestamptz NOT NULL DEFAULT now()
+	)`); err != nil {
+		return fmt.Errorf("migrate: create schema_migrations: %w", interpretError(err))
+	}
+	return fn(conn)
+}
+
+func appliedVersions(ctx context.Context, conn *pgxpool.Conn) (map[int]bool, error) {
+	rows, err := conn.Query(ctx, `SELECT version FROM schema_migrations`)
+	if err != nil {
+		return nil, fmt.Errorf("read schema_migrations: %w", interpretError(err))
+	}
+	versions, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+	if err != nil {
+		return nil, fmt.Errorf("read schema_migrations: %w", interpretError(err))
+	}
+	applied := make(map[int]bool, len(versions))
+	for _, v := range versions {
+		applied[int(v)] = true
+	}
+	return applied, nil
+}
+
+// appliedVersionsIfAny treats a missing schema_migrations table as nothing applied.
+func appliedVersionsIfAny(ctx context.Context, conn *pgxpool.Conn) (map[int]bool, error) {
+	var exists bool
+	if err := conn.QueryRow(ctx, `SELECT to_regclass('schema_migrations') IS NOT NULL`).Scan(&exists); err != nil {
+		return nil, fmt.Errorf("check schema_migrations: %w", interpretError(err))
+	}
+	if !exists {
+		return map[int]bool{}, nil
+	}
+	return appliedVersions(ctx, conn)
+}

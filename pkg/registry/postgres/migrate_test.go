@@ -1,0 +1,116 @@
+package postgres_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/example/platform-apiserver/pkg/registry/postgres"
+	"github.com/example/platform-apiserver/pkg/registry/store"
+)
+
+func TestMigrateUpDownUp(t *testing.T) {
+	t.Parallel()
+	s, b := setupUnmigrated(t, postgres.Options{})
+	conn, err := pgx.Connect(b.ctx, b.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(b.ctx)
+	tables := func() int {
+		var n int
+		if err := conn.QueryRow(b.ctx, `SELECT count(*) FROM pg_tables WHERE schemaname = 'public' AND tablename <> 'schema_migrations'`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	steps := []struct {
+		name       string
+		run        func(context.Context) error
+		wantTables int
+	}{
+		{name: "up", run: s.Migrate, wantTables: 8},
+		{name: "up again is a no-op", run: s.Migrate, wantTables: 8},
+		{name: "down", run: func(ctx context.Context) error { return s.MigrateDown(ctx, -1) }, wantTables: 0},
+		{name: "up after down", run: s.Migrate, wantTables: 8},
+	}
+	for _, step := range steps {
+		if err := step.run(b.ctx); err != nil {
+			t.Fatalf("%s: %v", step.name, err)
+		}
+		if got := tables(); got != step.wantTables {
+			t.Fatalf("%s: %d tables, want %d", step.name, got, step.wantTables)
+		}
+	}
+	var seq int
+	if err := conn.QueryRow(b.ctx, `SELECT count(*) FROM pg_class WHERE relkind = 'S' AND relname = 'registry_resource_version'`).Scan(&seq); err != nil || seq != 1 {
+		t.Fatalf("sequence after up/down/up: count %d, err %v", seq, err)
+	}
+}
+
+func TestMigrateConcurrently(t *testing.T) {
+	t.Parallel()
+	s, b := setupUnmigrated(t, postgres.Options{})
+	other, err := postgres.Open(b.ctx, b.dsn, postgres.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	errs := make(chan error, 2)
+	for _, st := range []*postgres.Store{s, other} {
+		go func() { errs <- st.Migrate(b.ctx) }()
+	}
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatalf("concurrent Migrate: %v", err)
+		}
+	}
+	if err := s.Ready(b.ctx); err != nil {
+		t.Fatalf("Ready after concurrent Migrate: %v", err)
+	}
+}
+
+func TestReady(t *testing.T) {
+	t.Parallel()
+	s, b := setupUnmigrated(t, postgres.Options{})
+	err := s.Ready(b.ctx)
+	if !errors.Is(err, store.ErrUnavailable) || !strings.Contains(err.Error(), "1 migration pending (001_registry); run `platform-apiserver migrate`") {
+		t.Fatalf("Ready before Migrate: %v", err)
+	}
+	pending, err := s.PendingMigrations(b.ctx)
+	if err != nil || len(pending) != 1 {
+		t.Fatalf("PendingMigrations: %v, %v", pending, err)
+	}
+	if _, err := s.ListNodeCapacities(b.ctx, store.ListOptions{}); !errors.Is(err, store.ErrUnavailable) {
+		t.Fatalf("list before Migrate: got %v, want ErrUnavailable", err)
+	}
+	if err := s.Migrate(b.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Ready(b.ctx); err != nil {
+		t.Fatalf("Ready after Migrate: %v", err)
+	}
+}
+
+func TestUnreachable(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	// Port 1 on loopback: nothing listens there.
+	s, err := postgres.Open(ctx, "postgres://postgres@127.0.0.1:1/postgres?sslmode=disable&connect_timeout=2", postgres.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Ready(ctx); !errors.Is(err, store.ErrUnavailable) {
+		t.Fatalf("Ready: got %v, want ErrUnavailable", err)
+	}
+	if _, err := s.GetNodeCapacity(ctx, "c", "n"); !errors.Is(err, store.ErrUnavailable) {
+		t.Fatalf("Get: got %v, want ErrUnavailable", err)
+	}
+	if err := s.Apply(ctx, store.Batch{ClusterID: "c"}); !errors.Is(err, store.ErrUnavailable) {
+		t.Fatalf("Apply: got %v, want ErrUnavailable", err)
+	}
+}

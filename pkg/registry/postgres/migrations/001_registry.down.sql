@@ -1,0 +1,9 @@
+DROP TABLE IF EXISTS discovery_cursor;
+DROP TABLE IF EXISTS cluster_node_metrics;
+DROP TABLE IF EXISTS cluster_resource_quota;
+DROP TABLE IF EXISTS cluster_pod;
+DROP TABLE IF EXISTS cluster_node;
+DROP TABLE IF EXISTS cluster_namespace;
+DROP TABLE IF EXISTS registry_secret;
+DROP TABLE IF EXISTS registry_state;
+DROP SEQUENCE IF EXISTS registry_resource_version;

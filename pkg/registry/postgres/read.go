@@ -1,0 +1,111 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/example/platform-apiserver/pkg/registry/continuetoken"
+	"github.com/example/platform-apiserver/pkg/registry/store"
+)
+
+// listSpec describes how to list one view table.
+type listSpec[T any] struct {
+	kind    kind
+	table   string
+	columns string
+	// order is the keyset: two key columns, bytewise (COLLATE "C") order.
+	order [2]string
+	scan  func(pgx.Row) (T, error)
+	key   func(T) [2]string
+}
+
+// list reads one page in a REPEATABLE READ READ ONLY transaction, so the
+// page and its resourceVersion come from one snapshot. Paging is keyset:
+// the continue token carries the last key, and limit+1 rows tell whether
+// more follow.
+func list[T any](ctx context.Context, s *Store, spec listSpec[T], opts store.ListOptions) (*store.Page[T], error) {
+	var args sqlArgs
+	conds, err := selectorSQL(&args, spec.kind, opts.Labels, opts.Fields)
+	if err != nil {
+		return nil, err
+	}
+	var tok *continuetoken.Token
+	if opts.Continue != "" {
+		if tok, err = s.decodeContinue(ctx, spec.kind, opts.Continue); err != nil {
+			return nil, err
+		}
+		conds = append(conds, fmt.Sprintf("(%s, %s) > (%s, %s)", spec.order[0], spec.order[1], args.add(tok.Key[0]), args.add(tok.Key[1])))
+	}
+	query := "SELECT " + spec.columns + " FROM " + spec.table
+	if len(conds) > 0 {
+		query += " WHERE " + strings.Join(conds, " AND ")
+	}
+	query += " ORDER BY " + spec.order[0] + ", " + spec.order[1]
+	if opts.Limit > 0 {
+		query += " LIMIT " + strconv.FormatInt(opts.Limit+1, 10)
+	}
+
+	page := &store.Page[T]{Items: []T{}}
+	err = pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		if err := tx.QueryRow(ctx, `SELECT resource_version FROM registry_state`).Scan(&page.ResourceVersion); err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, query, args...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			item, err := spec.scan(rows)
+			if err != nil {
+				return err
+			}
+			page.Items = append(page.Items, item)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", spec.kind.name, interpretError(err))
+	}
+
+	if tok != nil {
+		// Like Kubernetes, every page of a list reports the first page's version.
+		page.ResourceVersion = tok.ResourceVersion
+	}
+	if opts.Limit > 0 && int64(len(page.Items)) > opts.Limit {
+		page.Items = page.Items[:opts.Limit]
+		next := continuetoken.Token{Kind: spec.kind.name, ResourceVersion: page.ResourceVersion, IssuedAt: s.opts.Now()}
+		if tok != nil {
+			next.IssuedAt = tok.IssuedAt // the TTL bounds the whole list
+		}
+		last := spec.key(page.Items[len(page.Items)-1])
+		next.Key = last[:]
+		codec, err := s.continueCodec(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if page.Continue, err = codec.Encode(next); err != nil {
+			return nil, err
+		}
+	}
+	return page, nil
+}
+
+func (s *Store) decodeContinue(ctx context.Context, k kind, token string) (*continuetoken.Token, error) {
+	codec, err := s.continueCodec(ctx)
+	if err != nil {
+		return nil, err
+	}
+	tok, err := codec.Decode(token, k.name)
+	if err != nil {
+		return nil, err
+	}
+	if len(tok.Key) != 2 {
+		return nil, fmt.Errorf("%w: continue token is not valid for this list; restart the list without continue", store.ErrInvalidContinue)
+	}
+	return &tok, nil
+}

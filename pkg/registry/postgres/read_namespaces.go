@@ -1,0 +1,60 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/example/platform-apiserver/pkg/registry/store"
+)
+
+const namespaceColumns = `cluster_id, name, uid, labels, phase, created_at,
+	pod_count, cpu_request_millis, memory_request_bytes, quotas, first_seen, resource_version`
+
+// ClusterNamespace objects live in the member namespace and are named after
+// the cluster, so lists order by (name, cluster_id).
+var clusterNamespaceList = listSpec[store.ClusterNamespace]{
+	kind:    clusterNamespaceKind,
+	table:   "cluster_namespace",
+	columns: namespaceColumns,
+	order:   [2]string{"name", "cluster_id"},
+	scan:    scanClusterNamespace,
+	key:     func(n store.ClusterNamespace) [2]string { return [2]string{n.Namespace.Name, n.ClusterID} },
+}
+
+// GetClusterNamespace returns the view of namespace in cluster clusterID.
+func (s *Store) GetClusterNamespace(ctx context.Context, namespace, clusterID string) (*store.ClusterNamespace, error) {
+	row := s.pool.QueryRow(ctx, `SELECT `+namespaceColumns+` FROM cluster_namespace WHERE cluster_id = $1 AND name = $2`, clusterID, namespace)
+	n, err := scanClusterNamespace(row)
+	if err != nil {
+		return nil, fmt.Errorf("get clusternamespace %s/%s: %w", namespace, clusterID, interpretError(err))
+	}
+	return &n, nil
+}
+
+// ListClusterNamespaces lists namespace views ordered by (namespace, cluster).
+func (s *Store) ListClusterNamespaces(ctx context.Context, opts store.ListOptions) (*store.Page[store.ClusterNamespace], error) {
+	return list(ctx, s, clusterNamespaceList, opts)
+}
+
+func scanClusterNamespace(row pgx.Row) (store.ClusterNamespace, error) {
+	var (
+		n       store.ClusterNamespace
+		created *time.Time
+	)
+	err := row.Scan(&n.ClusterID, &n.Namespace.Name, &n.Namespace.UID, &n.Namespace.Labels, &n.Namespace.Phase, &created,
+		&n.PodCount, &n.Requested.CPUMillis, &n.Requested.MemoryBytes, &n.Quotas, &n.FirstSeen, &n.ResourceVersion)
+	if err != nil {
+		return n, err
+	}
+	if created != nil {
+		n.Namespace.CreatedAt = *created
+	}
+	n.Requested.Pods = n.PodCount
+	for i := range n.Quotas {
+		n.Quotas[i].Namespace = n.Namespace.Name
+	}
+	return n, nil
+}

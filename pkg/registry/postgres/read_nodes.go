@@ -1,0 +1,74 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/example/platform-apiserver/pkg/registry/store"
+)
+
+const nodeColumns = `cluster_id, name, uid, labels, created_at,
+	capacity_cpu_millis, capacity_memory_bytes, capacity_pods,
+	allocatable_cpu_millis, allocatable_memory_bytes, allocatable_pods,
+	unschedulable, ready, conditions, taints, schedulable,
+	requested_cpu_millis, requested_memory_bytes, pod_count,
+	usage_cpu_nanocores, usage_memory_bytes, usage_observed_at, usage_window_seconds,
+	first_seen, resource_version`
+
+var nodeCapacityList = listSpec[store.NodeCapacity]{
+	kind:    nodeCapacityKind,
+	table:   "cluster_node",
+	columns: nodeColumns,
+	order:   [2]string{"cluster_id", "name"},
+	scan:    scanNodeCapacity,
+	key:     func(n store.NodeCapacity) [2]string { return [2]string{n.ClusterID, n.Node.Name} },
+}
+
+// GetNodeCapacity returns one node's view.
+func (s *Store) GetNodeCapacity(ctx context.Context, clusterID, node string) (*store.NodeCapacity, error) {
+	row := s.pool.QueryRow(ctx, `SELECT `+nodeColumns+` FROM cluster_node WHERE cluster_id = $1 AND name = $2`, clusterID, node)
+	n, err := scanNodeCapacity(row)
+	if err != nil {
+		return nil, fmt.Errorf("get nodecapacity %s.%s: %w", clusterID, node, interpretError(err))
+	}
+	return &n, nil
+}
+
+// ListNodeCapacities lists node views ordered by (cluster, node).
+func (s *Store) ListNodeCapacities(ctx context.Context, opts store.ListOptions) (*store.Page[store.NodeCapacity], error) {
+	return list(ctx, s, nodeCapacityList, opts)
+}
+
+func scanNodeCapacity(row pgx.Row) (store.NodeCapacity, error) {
+	var (
+		n        store.NodeCapacity
+		created  *time.Time
+		cpu, mem *int64
+		observed *time.Time
+		window   *float64
+	)
+	err := row.Scan(&n.ClusterID, &n.Node.Name, &n.Node.UID, &n.Node.Labels, &created,
+		&n.Node.Capacity.CPUMillis, &n.Node.Capacity.MemoryBytes, &n.Node.Capacity.Pods,
+		&n.Node.Allocatable.CPUMillis, &n.Node.Allocatable.MemoryBytes, &n.Node.Allocatable.Pods,
+		&n.Node.Unschedulable, &n.Node.Ready, &n.Node.Conditions, &n.Node.Taints, &n.Schedulable,
+		&n.Requested.CPUMillis, &n.Requested.MemoryBytes, &n.Requested.Pods,
+		&cpu, &mem, &observed, &window,
+		&n.FirstSeen, &n.ResourceVersion)
+	if err != nil {
+		return n, err
+	}
+	if created != nil {
+		n.Node.CreatedAt = *created
+	}
+	if observed != nil && cpu != nil && mem != nil {
+		u := &store.Usage{CPUNanoCores: *cpu, MemoryBytes: *mem, Timestamp: *observed}
+		if window != nil {
+			u.Window = time.Duration(*window * float64(time.Second))
+		}
+		n.Usage = u
+	}
+	return n, nil
+}

@@ -1,0 +1,153 @@
+package postgres_test
+
+import (
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
+
+	"github.com/example/platform-apiserver/pkg/registry/postgres"
+	"github.com/example/platform-apiserver/pkg/registry/store"
+)
+
+// TestLabelSelectors evaluates selectors in SQL and compares the result with
+// labels.Selector.Matches on the same objects.
+func TestLabelSelectors(t *testing.T) {
+	t.Parallel()
+	s, b := setup(t, postgres.Options{})
+	ctx := b.ctx
+	objects := map[string]map[string]string{
+		"c1.a": {"app": "web", "tier": "front", "size": "3"},
+		"c1.b": {"app": "db", "size": "10"},
+		"c1.c": {"app": "web", "size": "big"},
+		"c2.a": {"tier": "back", "size": "-1"},
+		"c2.b": {"app": "it's \"quoted\"", "size": "99999999999999999999"},
+		"3.a":  {},
+	}
+	for key, l := range objects {
+		cluster, name, _ := strings.Cut(key, ".")
+		n := node(name, 1000, 1<<30)
+		n.Labels = l
+		mustApply(t, s, ctx, store.Batch{ClusterID: cluster, Nodes: []store.Node{n}})
+	}
+	selectors := []string{
+		"", "app=web", "app==db", "app!=web", "app in (web,db)", "app notin (web)", "app", "!app",
+		"size>3", "size<10", "size<0", "size>0", "app=web,size>2", "tier,!app",
+		postgres.ClusterLabel + "=c1", postgres.ClusterLabel + "!=c1", postgres.ClusterLabel + " in (c2,3)",
+		postgres.ClusterLabel + " notin (c2)", postgres.ClusterLabel, "!" + postgres.ClusterLabel,
+		postgres.ClusterLabel + ">2", postgres.ClusterLabel + "=c1,app=web",
+	}
+	for _, sel := range selectors {
+		t.Run(sel, func(t *testing.T) {
+			parsed, err := labels.Parse(sel)
+			if err != nil {
+				t.Fatal(err)
+			}
+			reqs, _ := parsed.Requirements()
+			var want []string
+			for key, l := range objects {
+				withCluster := labels.Set{}
+				for k, v := range l {
+					withCluster[k] = v
+				}
+				withCluster[postgres.ClusterLabel], _, _ = strings.Cut(key, ".")
+				if parsed.Matches(withCluster) {
+					want = append(want, key)
+				}
+			}
+			got := listNodes(t, s, ctx, store.ListOptions{Labels: reqs}).Items
+			if g, w := sortedKeys(nodeKeys(got)), sortedKeys(strings.Join(want, ",")); g != w {
+				t.Errorf("selector %q: got %s, want %s", sel, g, w)
+			}
+		})
+	}
+}
+
+func sortedKeys(csv string) string {
+	if csv == "" {
+		return ""
+	}
+	parts := strings.Split(csv, ",")
+	for i := range parts {
+		for j := i + 1; j < len(parts); j++ {
+			if parts[j] < parts[i] {
+				parts[i], parts[j] = parts[j], parts[i]
+			}
+		}
+	}
+	return strings.Join(parts, ",")
+}
+
+func TestFieldSelectors(t *testing.T) {
+	t.Parallel()
+	s, b := setup(t, postgres.Options{})
+	ctx := b.ctx
+	ready := node("ready", 1000, 1)
+	cordoned := node("cordoned", 1000, 1)
+	cordoned.Unschedulable = true
+	noSchedule := node("noschedule", 1000, 1)
+	noSchedule.Taints = []store.Taint{{Key: "dedicated", Value: "gpu", Effect: "NoSchedule"}}
+	noExecute := node("noexecute", 1000, 1)
+	noExecute.Taints = []store.Taint{{Key: "x", Effect: "PreferNoSchedule"}, {Key: "y", Effect: "NoExecute"}}
+	prefer := node("prefer", 1000, 1)
+	prefer.Taints = []store.Taint{{Key: "x", Effect: "PreferNoSchedule"}}
+	notReady := node("notready", 1000, 1)
+	notReady.Ready = false
+	mustApply(t, s, ctx, store.Batch{ClusterID: "c1", Nodes: []store.Node{ready, cordoned, noSchedule, noExecute, prefer, notReady},
+		Namespaces: []store.Namespace{namespace("a"), {Name: "b", Phase: "Terminating"}}})
+	mustApply(t, s, ctx, store.Batch{ClusterID: "c2", Nodes: []store.Node{ready}, Namespaces: []store.Namespace{namespace("a")}})
+
+	eq, ne := selection.Equals, selection.NotEquals
+	nodeTests := []struct {
+		name   string
+		fields []store.FieldRequirement
+		want   string
+	}{
+		{name: "schedulable", fields: []store.FieldRequirement{{Field: store.FieldSchedulable, Op: eq, Value: "true"}}, want: "c1.prefer,c1.ready,c2.ready"},
+		{name: "unschedulable", fields: []store.FieldRequirement{{Field: store.FieldSchedulable, Op: eq, Value: "false"}}, want: "c1.cordoned,c1.noexecute,c1.noschedule,c1.notready"},
+		{name: "schedulable != true", fields: []store.FieldRequirement{{Field: store.FieldSchedulable, Op: ne, Value: "true"}}, want: "c1.cordoned,c1.noexecute,c1.noschedule,c1.notready"},
+		{name: "metadata.name", fields: []store.FieldRequirement{{Field: store.FieldName, Op: eq, Value: "c2.ready"}}, want: "c2.ready"},
+		{name: "metadata.name without dot", fields: []store.FieldRequirement{{Field: store.FieldName, Op: eq, Value: "ready"}}, want: ""},
+		{name: "metadata.name != without dot", fields: []store.FieldRequirement{{Field: store.FieldName, Op: ne, Value: "ready"}, {Field: store.FieldCluster, Op: eq, Value: "c2"}}, want: "c2.ready"},
+		{name: "nodeName", fields: []store.FieldRequirement{{Field: store.FieldNodeName, Op: eq, Value: "ready"}}, want: "c1.ready,c2.ready"},
+		{name: "cluster and not schedulable", fields: []store.FieldRequirement{{Field: store.FieldCluster, Op: ne, Value: "c1"}, {Field: store.FieldSchedulable, Op: eq, Value: "false"}}, want: ""},
+	}
+	for _, tc := range nodeTests {
+		t.Run("nodes/"+tc.name, func(t *testing.T) {
+			got := nodeKeys(listNodes(t, s, ctx, store.ListOptions{Fields: tc.fields}).Items)
+			if got != tc.want {
+				t.Errorf("got %s, want %s", got, tc.want)
+			}
+		})
+	}
+	nsTests := []struct {
+		name   string
+		fields []store.FieldRequirement
+		want   string
+	}{
+		{name: "namespace", fields: []store.FieldRequirement{{Field: store.FieldNamespace, Op: eq, Value: "a"}}, want: "a/c1,a/c2"},
+		{name: "name is cluster", fields: []store.FieldRequirement{{Field: store.FieldName, Op: eq, Value: "c2"}}, want: "a/c2"},
+		{name: "phase", fields: []store.FieldRequirement{{Field: store.FieldPhase, Op: eq, Value: "Terminating"}}, want: "b/c1"},
+		{name: "cluster", fields: []store.FieldRequirement{{Field: store.FieldCluster, Op: ne, Value: "c2"}}, want: "a/c1,b/c1"},
+	}
+	for _, tc := range nsTests {
+		t.Run("namespaces/"+tc.name, func(t *testing.T) {
+			p, err := s.ListClusterNamespaces(ctx, store.ListOptions{Fields: tc.fields})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := namespaceKeys(p.Items); got != tc.want {
+				t.Errorf("got %s, want %s", got, tc.want)
+			}
+		})
+	}
+	for _, bad := range []store.FieldRequirement{{Field: store.FieldSchedulable, Op: eq, Value: "yes"}, {Field: store.FieldPhase, Op: eq, Value: "x"}} {
+		if _, err := s.ListNodeCapacities(ctx, store.ListOptions{Fields: []store.FieldRequirement{bad}}); err == nil {
+			t.Errorf("field %+v: want an error", bad)
+		}
+	}
+	if _, err := s.ListClusterNamespaces(ctx, store.ListOptions{Fields: []store.FieldRequirement{{Field: store.FieldNodeName, Op: eq, Value: "x"}}}); err == nil {
+		t.Error("nodeName on namespaces: want an error")
+	}
+}

@@ -1,0 +1,105 @@
+package postgres_test
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/example/platform-apiserver/pkg/registry/postgres"
+	"github.com/example/platform-apiserver/pkg/registry/store"
+	pgtest "github.com/example/platform-apiserver/test/framework/postgres"
+)
+
+func TestMain(m *testing.M) { os.Exit(pgtest.RunTests(m)) }
+
+// testBundle is what setup returns beside the store.
+type testBundle struct {
+	ctx context.Context
+	dsn string
+}
+
+// setup returns a migrated store on a fresh database.
+func setup(t *testing.T, opts postgres.Options) (*postgres.Store, testBundle) {
+	t.Helper()
+	s, b := setupUnmigrated(t, opts)
+	if err := s.Migrate(b.ctx); err != nil {
+		t.Fatalf("Migrate: %v", err)
+	}
+	return s, b
+}
+
+func setupUnmigrated(t *testing.T, opts postgres.Options) (*postgres.Store, testBundle) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	dsn := pgtest.NewTestDatabase(t)
+	s, err := postgres.Open(ctx, dsn, opts)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(s.Close)
+	return s, testBundle{ctx: ctx, dsn: dsn}
+}
+
+func mustApply(t *testing.T, s *postgres.Store, ctx context.Context, b store.Batch) {
+	t.Helper()
+	if err := s.Apply(ctx, b); err != nil {
+		t.Fatalf("Apply: %v", err)
+	}
+}
+
+func node(name string, cpu, mem int64) store.Node {
+	return store.Node{
+		Name:        name,
+		UID:         "uid-" + name,
+		Labels:      map[string]string{"kubernetes.io/hostname": name},
+		CreatedAt:   time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC),
+		Capacity:    store.Resources{CPUMillis: cpu, MemoryBytes: mem, Pods: 110},
+		Allocatable: store.Resources{CPUMillis: cpu - 80, MemoryBytes: mem - 1<<20, Pods: 110},
+		Ready:       true,
+		Conditions:  []store.NodeCondition{{Type: "Ready", Status: "True", LastTransitionTime: time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)}},
+	}
+}
+
+func namespace(name string) store.Namespace {
+	return store.Namespace{Name: name, UID: "uid-" + name, Phase: "Active", Labels: map[string]string{"team": name},
+		CreatedAt: time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)}
+}
+
+func pod(ns, name, nodeName string, cpu, mem int64) store.Pod {
+	return store.Pod{Namespace: ns, Name: name, UID: "uid-" + name, NodeName: nodeName, Phase: "Running",
+		CPURequestMillis: cpu, MemoryRequestBytes: mem}
+}
+
+func getNode(t *testing.T, s *postgres.Store, ctx context.Context, cluster, name string) *store.NodeCapacity {
+	t.Helper()
+	n, err := s.GetNodeCapacity(ctx, cluster, name)
+	if err != nil {
+		t.Fatalf("GetNodeCapacity(%s, %s): %v", cluster, name, err)
+	}
+	return n
+}
+
+func getNamespace(t *testing.T, s *postgres.Store, ctx context.Context, cluster, name string) *store.ClusterNamespace {
+	t.Helper()
+	n, err := s.GetClusterNamespace(ctx, name, cluster)
+	if err != nil {
+		t.Fatalf("GetClusterNamespace(%s, %s): %v", name, cluster, err)
+	}
+	return n
+}
+
+func listNodes(t *testing.T, s *postgres.Store, ctx context.Context, opts store.ListOptions) *store.Page[store.NodeCapacity] {
+	t.Helper()
+	p, err := s.ListNodeCapacities(ctx, opts)
+	if err != nil {
+		t.Fatalf("ListNodeCapacities: %v", err)
+	}
+	return p
+}
+
+func registryRV(t *testing.T, s *postgres.Store, ctx context.Context) int64 {
+	t.Helper()
+	return listNodes(t, s, ctx, store.ListOptions{Limit: 1}).ResourceVersion
+}

@@ -1,0 +1,79 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// writer is one write transaction. Every writer first locks the single
+// registry_state row, so writers run one at a time and the sequence values
+// they take are handed out in commit order (see docs/registry.md).
+type writer struct {
+	ctx context.Context
+	tx  pgx.Tx
+	// startRV is the registry resourceVersion when the lock was taken; rows
+	// with a higher resource_version were stamped by this transaction.
+	startRV int64
+	// maxRV is the highest sequence value this transaction took.
+	maxRV int64
+}
+
+// write runs fn in a serialized write transaction and then records the
+// highest resourceVersion it took in registry_state.
+func (s *Store) write(ctx context.Context, fn func(w *writer) error) error {
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		w := &writer{ctx: ctx, tx: tx}
+		if err := tx.QueryRow(ctx, `SELECT resource_version FROM registry_state FOR UPDATE`).Scan(&w.startRV); err != nil {
+			return fmt.Errorf("lock registry_state: %w", err)
+		}
+		w.maxRV = w.startRV
+		if err := fn(w); err != nil {
+			return err
+		}
+		if w.maxRV == w.startRV {
+			return nil
+		}
+		_, err := tx.Exec(ctx, `UPDATE registry_state SET resource_version = $1`, w.maxRV)
+		return err
+	})
+	return interpretError(err)
+}
+
+// stamp runs a statement that returns the highest resource_version it
+// assigned (0 if none) and remembers it.
+func (w *writer) stamp(what, sql string, args ...any) error {
+	var rv int64
+	if err := w.tx.QueryRow(w.ctx, sql, args...).Scan(&rv); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	w.maxRV = max(w.maxRV, rv)
+	return nil
+}
+
+// nextRV is the SQL that stamps a row: a row already stamped by this
+// transaction keeps its value, so one commit gives each row one version.
+// $N must be bound to w.startRV.
+func nextRV(table, startParam string) string {
+	return "CASE WHEN " + table + ".resource_version > " + startParam +
+		" THEN " + table + ".resource_version ELSE nextval('registry_resource_version') END"
+}
+
+// pairs is a set of (cluster, name) keys, e.g. nodes whose aggregates to recompute.
+type pairs map[[2]string]struct{}
+
+func (p pairs) add(cluster, name string) {
+	if name != "" {
+		p[[2]string{cluster, name}] = struct{}{}
+	}
+}
+
+// arrays returns the keys as two parallel arrays for unnest.
+func (p pairs) arrays() (clusters, names []string) {
+	for k := range p {
+		clusters = append(clusters, k[0])
+		names = append(names, k[1])
+	}
+	return clusters, names
+}
