@@ -1,0 +1,89 @@
+// Command localup runs the platform locally for `make run`: PostgreSQL, etcd,
+// kube-apiserver, kube-controller-manager and platform-apiserver registered
+// through an APIService, seeded with sample data, until SIGINT or SIGTERM.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+
+	"k8s.io/klog/v2"
+
+	"github.com/example/platform-apiserver/test/framework"
+)
+
+func main() {
+	klog.InitFlags(nil)
+	platformBinary := flag.String("platform-apiserver-binary", "", "a prebuilt platform-apiserver to run instead of building ./cmd/apiserver")
+	flag.Parse()
+	if err := run(*platformBinary); err != nil {
+		klog.ErrorS(err, "Local platform failed")
+		klog.Flush()
+		os.Exit(1)
+	}
+	klog.Flush()
+}
+
+func run(platformBinary string) (err error) {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	root, err := framework.ModuleRoot()
+	if err != nil {
+		return err
+	}
+	workDir := filepath.Join(root, "_output", "local")
+	// A fresh directory each run: old data and PKI would not match the new processes.
+	if err := os.RemoveAll(workDir); err != nil {
+		return fmt.Errorf("wipe %s (is another `make run` still using it?): %w", workDir, err)
+	}
+	klog.InfoS("Starting local platform (the first run builds the control plane, about 10 minutes)", "workDir", workDir)
+	cp, err := framework.Start(ctx, framework.Options{
+		WorkDir:                 workDir,
+		PlatformAPIServerBinary: platformBinary,
+		PlatformAPIServerLog:    os.Stderr,
+		StartControllerManager:  true,
+	})
+	if err != nil {
+		return fmt.Errorf("start the local control plane: %w", err)
+	}
+	defer func() {
+		klog.InfoS("Stopping local platform")
+		if stopErr := cp.Stop(); stopErr != nil && err == nil {
+			err = fmt.Errorf("stop the local control plane: %w", stopErr)
+		}
+	}()
+
+	if err := seedSampleData(ctx, cp.DatabaseURL()); err != nil {
+		return fmt.Errorf("seed sample data into %s: %w", cp.DatabaseURL(), err)
+	}
+	printUsage(cp)
+	<-ctx.Done()
+	klog.InfoS("Received a stop signal")
+	return nil
+}
+
+// printUsage tells the person at the terminal how to reach the platform API.
+func printUsage(cp *framework.ControlPlane) {
+	fmt.Printf(`
+Platform API is up (logs in %s).
+
+  export KUBECONFIG=%s
+  export PATH=%s:$PATH   # kubectl v1.37.2
+
+Try:
+  kubectl get nodecapacities
+  kubectl get clusternamespaces -A
+  kubectl get platform -A
+  kubectl explain nodecapacity.status
+  kubectl api-resources --api-group=%s
+
+Database: %s
+Press Ctrl-C to stop.
+`, cp.WorkDir(), cp.AdminKubeconfig(), cp.BinDir(), framework.PlatformGroup, cp.DatabaseURL())
+}

@@ -1,0 +1,57 @@
+package framework
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+const controllerManagerStartTimeout = 2 * time.Minute
+
+// controllerManagerControllers are the controllers tests need: namespace
+// deletion, garbage collection and service accounts. The rest would only burn
+// CPU on a loopback cluster without nodes.
+var controllerManagerControllers = []string{
+	"namespace-controller",
+	"garbage-collector-controller",
+	"serviceaccount-controller",
+	"serviceaccount-token-controller",
+}
+
+// startControllerManager runs kube-controller-manager against kube-apiserver
+// with the admin identity and waits for its /healthz.
+func (cp *ControlPlane) startControllerManager(ctx context.Context) error {
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	p := cp.pki
+	args := []string{
+		"--kubeconfig=" + cp.adminKubeconfig,
+		"--authentication-kubeconfig=" + cp.adminKubeconfig,
+		"--authorization-kubeconfig=" + cp.adminKubeconfig,
+		"--bind-address=127.0.0.1",
+		"--secure-port=" + strconv.Itoa(port),
+		"--tls-cert-file=" + p.kcmServing.certFile,
+		"--tls-private-key-file=" + p.kcmServing.keyFile,
+		"--leader-elect=false",
+		"--controllers=" + strings.Join(controllerManagerControllers, ","),
+		"--service-account-private-key-file=" + p.serviceAccountKeyFile,
+		"--root-ca-file=" + p.clusterCA.certFile,
+		"--use-service-account-credentials=false",
+	}
+	tlsConfig, err := tlsTo(p.clusterCA.certPEM, nil)
+	if err != nil {
+		return err
+	}
+	proc, err := cp.startComponent(ctx, "kube-controller-manager", filepath.Join(cp.binDir, "kube-controller-manager"), args,
+		controllerManagerStartTimeout, httpCheck("https://127.0.0.1:"+strconv.Itoa(port)+"/healthz", tlsConfig))
+	if err != nil {
+		return fmt.Errorf("start kube-controller-manager: %w", err)
+	}
+	cp.controllerManager = proc
+	return nil
+}

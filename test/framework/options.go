@@ -1,0 +1,41 @@
+package framework
+
+import "io"
+
+// Options configures Start. The zero value is usable: it starts everything in a
+// fresh temporary directory with binaries built by hack/build-tools.sh.
+type Options struct {
+	// WorkDir holds PKI, kubeconfigs, data directories and process logs.
+	// Empty means a new temporary directory that Stop removes.
+	// A given directory is created if missing and never removed.
+	WorkDir string
+
+	// BinDir holds etcd, kube-apiserver, kube-controller-manager and kubectl.
+	// Empty means the directory printed by hack/build-tools.sh, which builds
+	// them into a cache on first use.
+	BinDir string
+
+	// DatabaseURL is the PostgreSQL DSN for the platform-apiserver. Empty means
+	// the framework's postgres package starts one (it honours
+	// TEST_DATABASE_URL itself).
+	DatabaseURL string
+
+	// PlatformAPIServerBinary is the platform-apiserver to run. Empty means it is
+	// built from ./cmd/apiserver of this module into WorkDir.
+	PlatformAPIServerBinary string
+
+	// ExtraPlatformArgs are appended to the platform-apiserver's flags.
+	ExtraPlatformArgs []string
+
+	// Log, when set, receives every process's output, each line prefixed with
+	// the process name. The output always goes to <WorkDir>/<name>.log too.
+	Log io.Writer
+
+	// PlatformAPIServerLog, when set, also receives the platform-apiserver's
+	// raw output (make run points it at the terminal).
+	PlatformAPIServerLog io.Writer
+
+	// StartControllerManager starts kube-controller-manager, which namespace
+	// deletion (and garbage collection) needs.
+	StartControllerManager bool
+}

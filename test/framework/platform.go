@@ -1,0 +1,113 @@
+package framework
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+)
+
+const platformStartTimeout = 2 * time.Minute
+
+// preparePlatform picks the platform-apiserver's port and flags once, so every
+// later start (after a kill or a restart) runs with the same arguments on the
+// port the APIService points at.
+func (cp *ControlPlane) preparePlatform() error {
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	cp.platformPort = port
+	p := cp.pki
+	cp.platformArgs = append([]string{
+		"--secure-port=" + strconv.Itoa(port),
+		"--bind-address=127.0.0.1",
+		"--tls-cert-file=" + p.platformServing.certFile,
+		"--tls-private-key-file=" + p.platformServing.keyFile,
+		"--authentication-kubeconfig=" + cp.adminKubeconfig,
+		"--authorization-kubeconfig=" + cp.adminKubeconfig,
+		"--postgres-dsn=" + cp.databaseURL,
+	}, cp.opts.ExtraPlatformArgs...)
+	return nil
+}
+
+// StartPlatformAPIServer starts the platform-apiserver with the arguments of
+// its first start and waits until it answers /readyz directly and its group
+// is served through kube-apiserver. It is an error if it is already running.
+func (cp *ControlPlane) StartPlatformAPIServer(ctx context.Context) error {
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	return cp.startPlatformLocked(ctx)
+}
+
+func (cp *ControlPlane) startPlatformLocked(ctx context.Context) error {
+	if cp.platform != nil {
+		if done, _ := cp.platform.exited(); !done {
+			return fmt.Errorf("platform-apiserver is already running (pid %d)", cp.platform.pid())
+		}
+	}
+	tlsConfig, err := tlsTo(cp.pki.platformCA.certPEM, cp.pki.admin)
+	if err != nil {
+		return err
+	}
+	proc, err := cp.startComponent(ctx, "platform-apiserver", cp.platformBinary, cp.platformArgs, platformStartTimeout,
+		httpCheck(cp.PlatformServerURL()+"/readyz", tlsConfig))
+	if err != nil {
+		return fmt.Errorf("start platform-apiserver: %w", err)
+	}
+	cp.platform = proc
+	if cp.platformRegistered {
+		return cp.waitPlatformServed(ctx)
+	}
+	return nil
+}
+
+// StopPlatformAPIServer stops the platform-apiserver gracefully (SIGTERM, then
+// SIGKILL after a grace period). Stopping a stopped server is not an error.
+func (cp *ControlPlane) StopPlatformAPIServer() error {
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	if cp.platform == nil {
+		return nil
+	}
+	return cp.platform.stop()
+}
+
+// KillPlatformAPIServer sends SIGKILL to the platform-apiserver and waits
+// until it is gone, to test recovery from a crash.
+func (cp *ControlPlane) KillPlatformAPIServer() error {
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	if cp.platform == nil {
+		return errors.New("platform-apiserver was never started")
+	}
+	return cp.platform.kill()
+}
+
+// RestartPlatformAPIServer stops the platform-apiserver (if running) and starts
+// it again with the same arguments, waiting for readiness as Start does.
+func (cp *ControlPlane) RestartPlatformAPIServer(ctx context.Context) error {
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	if cp.platform != nil {
+		if err := cp.platform.stop(); err != nil {
+			return fmt.Errorf("restart platform-apiserver: %w", err)
+		}
+	}
+	return cp.startPlatformLocked(ctx)
+}
+
+// PlatformAPIServerPID returns the pid of the running platform-apiserver, or 0
+// when it is not running.
+func (cp *ControlPlane) PlatformAPIServerPID() int {
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	if cp.platform == nil {
+		return 0
+	}
+	if done, _ := cp.platform.exited(); done {
+		return 0
+	}
+	return cp.platform.pid()
+}

@@ -1,0 +1,34 @@
+package framework
+
+import (
+	"testing"
+
+	"github.com/example/platform-apiserver/test/framework/postgres"
+)
+
+// ForTest starts a control plane for t and stops it in t.Cleanup. It fails the
+// test (never skips it) when the stack cannot start. Without
+// Options.DatabaseURL the platform-apiserver gets a fresh database on the test
+// binary's shared PostgreSQL (or on TEST_DATABASE_URL); call
+// postgres.RunTests from TestMain so that server stops with the binary.
+// When the test fails, the work directory and its logs are kept and named.
+func ForTest(t testing.TB, opts Options) *ControlPlane {
+	t.Helper()
+	if opts.DatabaseURL == "" {
+		opts.DatabaseURL = postgres.NewTestDatabase(t)
+	}
+	cp, err := Start(t.Context(), opts)
+	if err != nil {
+		t.Fatalf("start control plane: %v", err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() && opts.WorkDir == "" {
+			cp.keepWorkDir()
+			t.Logf("control plane logs kept in %s", cp.WorkDir())
+		}
+		if err := cp.Stop(); err != nil {
+			t.Errorf("stop control plane: %v", err)
+		}
+	})
+	return cp
+}

@@ -1,0 +1,89 @@
+package framework
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"k8s.io/klog/v2"
+)
+
+// controlPlaneBinaries are the programs hack/build-tools.sh provides.
+var controlPlaneBinaries = []string{"etcd", "kube-apiserver", "kube-controller-manager", "kubectl"}
+
+// ModuleRoot returns the directory of this module's go.mod, from `go env GOMOD`
+// or else by walking up from the working directory.
+func ModuleRoot() (string, error) {
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err == nil {
+		if gomod := strings.TrimSpace(string(out)); gomod != "" && gomod != os.DevNull {
+			return filepath.Dir(gomod), nil
+		}
+	}
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", fmt.Errorf("find module root: %w", err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("find module root: no go.mod in the working directory or above it; run from inside the platform-apiserver checkout")
+		}
+		dir = parent
+	}
+}
+
+// resolveBinDir returns binDir after checking it, or runs hack/build-tools.sh
+// (building missing binaries into its cache) and returns the directory it prints.
+func resolveBinDir(ctx context.Context, binDir string, log io.Writer) (string, error) {
+	if binDir == "" {
+		root, err := ModuleRoot()
+		if err != nil {
+			return "", err
+		}
+		script := filepath.Join(root, "hack", "build-tools.sh")
+		klog.InfoS("Resolving control-plane binaries (the first build takes about 10 minutes)", "script", script)
+		cmd := exec.CommandContext(ctx, "bash", script)
+		cmd.Dir = root
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		if log != nil {
+			cmd.Stderr = io.MultiWriter(&stderr, log)
+		}
+		out, err := cmd.Output()
+		if err != nil {
+			return "", fmt.Errorf("build control-plane binaries with %s: %w\n%s", script, err, stderr.String())
+		}
+		binDir = strings.TrimSpace(string(out))
+	}
+	for _, b := range controlPlaneBinaries {
+		if _, err := os.Stat(filepath.Join(binDir, b)); err != nil {
+			return "", fmt.Errorf("control-plane binary %s missing from %s (run hack/build-tools.sh or fix Options.BinDir): %w", b, binDir, err)
+		}
+	}
+	return binDir, nil
+}
+
+// buildPlatformAPIServer builds ./cmd/apiserver of this module to out.
+func buildPlatformAPIServer(ctx context.Context, out string) error {
+	root, err := ModuleRoot()
+	if err != nil {
+		return err
+	}
+	klog.InfoS("Building platform-apiserver", "output", out)
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, "./cmd/apiserver")
+	cmd.Dir = root
+	if combined, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("build platform-apiserver (go build ./cmd/apiserver in %s): %w\n%s", root, err, combined)
+	}
+	return nil
+}
