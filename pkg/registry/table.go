@@ -69,12 +69,9 @@ func Ratio(part, whole string, partValue, wholeValue float64) string {
 	return fmt.Sprintf("%s/%s (%d%%)", part, whole, int64(partValue*100/wholeValue))
 }
 
-// MilliCPU prints millicores as kubectl users read CPU: "3500m", or whole
-// cores when exact ("4").
+// MilliCPU prints CPU in millicores, as kubectl top does ("3500m"), so the
+// two sides of a ratio always share a unit.
 func MilliCPU(m int64) string {
-	if m%1000 == 0 {
-		return fmt.Sprintf("%d", m/1000)
-	}
 	return fmt.Sprintf("%dm", m)
 }
 

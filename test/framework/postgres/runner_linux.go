@@ -40,7 +40,9 @@ func currentRunner() (runner, error) {
 // with dropped credentials (rather than through runuser) so the pid we hold
 // is the postmaster's own, and it gets SIGINT (fast shutdown) if we die.
 func (r runner) apply(cmd *exec.Cmd) {
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGINT}
+	// Own process group: a terminal Ctrl-C must reach the harness, which stops
+	// postgres last, not postgres directly.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGINT, Setpgid: true}
 	if r.cred == nil {
 		return
 	}
