@@ -31,7 +31,7 @@ func list[T any](ctx context.Context, s *Store, spec listSpec[T], opts store.Lis
 	var args sqlArgs
 	conds, err := selectorSQL(&args, spec.kind, opts.Labels, opts.Fields)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: %w", store.ErrInvalidSelector, err)
 	}
 	var tok *continuetoken.Token
 	if opts.Continue != "" {
