@@ -1,0 +1,58 @@
+package app
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+// TestBadFlags checks that bad flags and configs end the command with a
+// message that says what is wrong, before anything starts.
+func TestBadFlags(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{"malformed dsn", []string{"--postgres-dsn=postgres://[::1"}, []string{"--postgres-dsn", "expected postgres://"}},
+		{"non-positive continue ttl", []string{"--continue-token-ttl=0s"}, []string{"--continue-token-ttl must be positive"}},
+		{"port out of range", []string{"--secure-port=70000"}, []string{"--secure-port 70000 must be between 1 and 65535"}},
+		{"several problems reported together", []string{"--continue-token-ttl=-1s", "--secure-port=70000"}, []string{"--continue-token-ttl", "--secure-port"}},
+		{"unknown flag", []string{"--etcd-servers=http://127.0.0.1:2379"}, []string{"unknown flag: --etcd-servers"}},
+		{"migrate with malformed dsn", []string{"migrate", "--postgres-dsn=host=h port=notaport"}, []string{"--postgres-dsn"}},
+		{"positional arguments", []string{"serve"}, []string{"unknown command \"serve\""}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cmd := NewCommand(t.Context())
+			var out bytes.Buffer
+			cmd.SetOut(&out)
+			cmd.SetErr(&out)
+			cmd.SetArgs(tt.args)
+			err := cmd.Execute()
+			if err == nil {
+				t.Fatalf("%v: no error", tt.args)
+			}
+			for _, want := range tt.want {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("%v: error %q lacks %q", tt.args, err, want)
+				}
+			}
+		})
+	}
+}
+
+func TestHelpNamesTheSections(t *testing.T) {
+	cmd := NewCommand(t.Context())
+	var out bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetArgs([]string{"--help"})
+	if err := cmd.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"Registry database flags", "--postgres-dsn", "Delegated authentication flags", "migrate"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("--help lacks %q", want)
+		}
+	}
+}
