@@ -241,3 +241,58 @@ type Writer interface {
 	// each node's latest sample; it returns how many were deleted.
 	PruneNodeMetrics(ctx context.Context, before time.Time) (int64, error)
 }
+
+// ErrCompacted: a resourceVersion older than the retained change history.
+var ErrCompacted = errors.New("resourceVersion compacted")
+
+// ChangeType says what a change did to a view object.
+type ChangeType string
+
+const (
+	ChangeAdded    ChangeType = "ADDED"
+	ChangeModified ChangeType = "MODIFIED"
+	ChangeDeleted  ChangeType = "DELETED"
+)
+
+// Kind names a view kind in the change feed.
+type Kind string
+
+const (
+	KindNodeCapacity     Kind = "NodeCapacity"
+	KindClusterNamespace Kind = "ClusterNamespace"
+)
+
+// Change is one entry of the change feed: a view object as of
+// ResourceVersion (its last state for a deletion) and, when the object
+// existed before this change, its state just before, so watchers can tell an
+// object that stopped matching their selector.
+type Change struct {
+	ResourceVersion int64
+	Type            ChangeType
+	Kind            Kind
+
+	// Exactly one pair is set, by Kind.
+	NodeCapacity         *NodeCapacity
+	PrevNodeCapacity     *NodeCapacity
+	ClusterNamespace     *ClusterNamespace
+	PrevClusterNamespace *ClusterNamespace
+}
+
+// ChangeFeed reads the registry's changes in resourceVersion order. Writers
+// are serialized, so a change feed never shows a version before all lower
+// versions are visible.
+type ChangeFeed interface {
+	// Changes returns up to limit changes with ResourceVersion > after, in
+	// order, and the registry resourceVersion they were read at (every
+	// change up to it has been returned once the result is short of limit).
+	// It fails with ErrCompacted when after is below the retained history.
+	Changes(ctx context.Context, after int64, limit int) (changes []Change, readAt int64, err error)
+	// Notifications delivers a value soon after each commit that changed
+	// the registry (best effort, may coalesce; callers also poll). The
+	// channel closes when ctx ends.
+	Notifications(ctx context.Context) (<-chan struct{}, error)
+	// Compact drops history older than the given time, keeping what is
+	// needed to resume from any later resourceVersion; it returns the new
+	// oldest resumable resourceVersion.
+	Compact(ctx context.Context, olderThan time.Time) (int64, error)
+}
