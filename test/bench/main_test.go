@@ -1,0 +1,69 @@
+// Package bench compares the platform-apiserver's list and get of
+// NodeCapacity, served through kube-apiserver's aggregator, with
+// kube-apiserver's own list and get of Nodes, with 5,000 objects on each side.
+// See docs/benchmarks.md for how to run it and what the goals are.
+//
+// The control plane is started once per test binary, by the first benchmark
+// that needs it, so `go test ./...` without -bench starts nothing.
+package bench
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"sync"
+	"testing"
+	"time"
+)
+
+var profileDir = flag.String("platform-profile-dir", "",
+	"after the benchmarks, write CPU and heap profiles of the platform-apiserver, taken while listing NodeCapacities, to this directory")
+
+// shared is the one environment of this test binary.
+var shared struct {
+	once sync.Once
+	env  *env
+	err  error
+}
+
+// setup returns the shared environment, starting and seeding it on first use.
+// It fails the benchmark, never skips it, when the environment cannot start.
+func setup(b *testing.B) *env {
+	b.Helper()
+	shared.once.Do(func() {
+		begin := time.Now()
+		shared.env, shared.err = startEnv(context.Background())
+		if shared.err == nil {
+			fmt.Fprintf(os.Stderr, "benchmark environment ready in %s\n", time.Since(begin).Round(time.Second))
+		}
+	})
+	if shared.err != nil {
+		b.Fatalf("benchmark setup: %v", shared.err)
+	}
+	return shared.env
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if e := shared.env; e != nil {
+		if code == 0 && shared.err == nil {
+			printSummary(os.Stdout, e)
+			if *profileDir != "" {
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+				if err := e.captureProfiles(ctx, *profileDir); err != nil {
+					fmt.Fprintf(os.Stderr, "capture profiles: %v\n", err)
+					code = 1
+				}
+				cancel()
+			}
+		}
+		// Keep the logs of a failed run for whoever reads the failure.
+		keepLogs := code != 0 || shared.err != nil
+		if err := e.stop(keepLogs); err != nil {
+			fmt.Fprintf(os.Stderr, "stop benchmark environment: %v\n", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}

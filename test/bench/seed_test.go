@@ -1,0 +1,370 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/workqueue"
+
+	"github.com/example/platform-apiserver/pkg/registry/nodecapacity"
+	"github.com/example/platform-apiserver/pkg/registry/postgres"
+	"github.com/example/platform-apiserver/pkg/registry/store"
+)
+
+const (
+	// nodeCount is how many objects each side serves.
+	nodeCount = 5000
+	// clusterID is the member cluster the registry's nodes belong to.
+	clusterID = "bench"
+	// podsPerNode pods bound to each registry node make its requests non-zero.
+	podsPerNode = 4
+	// namespaceCount namespaces hold those pods.
+	namespaceCount = 20
+	// createWorkers bounds concurrent Node creates against kube-apiserver.
+	createWorkers = 16
+	// getNodeIndex picks the node the get benchmarks fetch, mid-list.
+	getNodeIndex = nodeCount / 2
+
+	gi = int64(1) << 30
+	mi = int64(1) << 20
+)
+
+// nodeName is the member node name of index i, the same on both sides.
+func nodeName(i int) string { return fmt.Sprintf("node-%05d", i) }
+
+// getNodeName and getNodeCapacityName are the objects the get benchmarks fetch.
+var (
+	getNodeName         = nodeName(getNodeIndex)
+	getNodeCapacityName = nodecapacity.Name(clusterID, getNodeName)
+)
+
+// instanceType is one machine size of the simulated fleet.
+type instanceType struct {
+	name         string
+	cpuMillis    int64
+	memoryBytes  int64
+	reservedCPU  int64 // system and kube reserved, as a kubelet subtracts them
+	reservedMem  int64
+	maxPods      int64
+	ephemeralGiB int64
+}
+
+var instanceTypes = []instanceType{
+	{name: "m6i.xlarge", cpuMillis: 4000, memoryBytes: 16 * gi, reservedCPU: 80, reservedMem: 1200 * mi, maxPods: 58, ephemeralGiB: 100},
+	{name: "m6i.2xlarge", cpuMillis: 8000, memoryBytes: 32 * gi, reservedCPU: 90, reservedMem: 1800 * mi, maxPods: 58, ephemeralGiB: 100},
+	{name: "m6i.4xlarge", cpuMillis: 16000, memoryBytes: 64 * gi, reservedCPU: 110, reservedMem: 2600 * mi, maxPods: 234, ephemeralGiB: 200},
+}
+
+// storeNode is node i as discovery records it: a mix of sizes and zones,
+// every 20th node tainted for a dedicated pool, every 100th cordoned and
+// every 500th NotReady. kubeNode derives the kube-apiserver Node from it, so
+// both sides hold the same shapes.
+func storeNode(i int, now time.Time) store.Node {
+	it := instanceTypes[i%len(instanceTypes)]
+	name := nodeName(i)
+	created := now.Add(-time.Duration(24+i%240) * time.Hour)
+	heartbeat := now.Add(-time.Duration(i%40) * time.Second)
+	n := store.Node{
+		Name:      name,
+		UID:       fmt.Sprintf("6f1c2a4e-0000-4000-8000-%012d", i),
+		CreatedAt: created,
+		Labels: map[string]string{
+			"kubernetes.io/hostname":           name,
+			"kubernetes.io/os":                 "linux",
+			"kubernetes.io/arch":               "amd64",
+			"beta.kubernetes.io/os":            "linux",
+			"beta.kubernetes.io/arch":          "amd64",
+			"beta.kubernetes.io/instance-type": it.name,
+			"node.kubernetes.io/instance-type": it.name,
+			"topology.kubernetes.io/region":    "eu-west-1",
+			"topology.kubernetes.io/zone":      fmt.Sprintf("eu-west-1%c", 'a'+i%3),
+			"platform.example.io/pool":         "general",
+		},
+		Capacity:    store.Resources{CPUMillis: it.cpuMillis, MemoryBytes: it.memoryBytes, Pods: it.maxPods},
+		Allocatable: store.Resources{CPUMillis: it.cpuMillis - it.reservedCPU, MemoryBytes: it.memoryBytes - it.reservedMem, Pods: it.maxPods},
+		Ready:       true,
+		Conditions: []store.NodeCondition{
+			{Type: "MemoryPressure", Status: "False", Reason: "KubeletHasSufficientMemory", Message: "kubelet has sufficient memory available", LastTransitionTime: created},
+			{Type: "DiskPressure", Status: "False", Reason: "KubeletHasNoDiskPressure", Message: "kubelet has no disk pressure", LastTransitionTime: created},
+			{Type: "PIDPressure", Status: "False", Reason: "KubeletHasSufficientPID", Message: "kubelet has sufficient PID available", LastTransitionTime: created},
+			{Type: "Ready", Status: "True", Reason: "KubeletReady", Message: "kubelet is posting ready status", LastTransitionTime: created.Add(30 * time.Second)},
+		},
+	}
+	if i%20 == 0 {
+		n.Labels["platform.example.io/pool"] = "infra"
+		n.Taints = append(n.Taints, store.Taint{Key: "dedicated", Value: "infra", Effect: "NoSchedule"})
+	}
+	if i%100 == 1 {
+		n.Unschedulable = true
+		n.Taints = append(n.Taints, store.Taint{Key: "node.kubernetes.io/unschedulable", Effect: "NoSchedule"})
+	}
+	if i%500 == 7 {
+		n.Ready = false
+		ready := &n.Conditions[3]
+		ready.Status, ready.Reason, ready.Message = "Unknown", "NodeStatusUnknown", "Kubelet stopped posting node status."
+		ready.LastTransitionTime = heartbeat
+		n.Taints = append(n.Taints, store.Taint{Key: "node.kubernetes.io/unreachable", Effect: "NoExecute"})
+	}
+	return n
+}
+
+// kubeNode is n as a kubelet would have registered it, with the fields every
+// real Node carries besides those the registry keeps (addresses, node info,
+// pod CIDR, ephemeral storage). It carries no image list: real Nodes do,
+// which makes them larger than these.
+func kubeNode(i int, n store.Node, now time.Time) *corev1.Node {
+	it := instanceTypes[i%len(instanceTypes)]
+	resources := func(r store.Resources, ephemeral int64) corev1.ResourceList {
+		return corev1.ResourceList{
+			corev1.ResourceCPU:              *resource.NewMilliQuantity(r.CPUMillis, resource.DecimalSI),
+			corev1.ResourceMemory:           *resource.NewQuantity(r.MemoryBytes, resource.BinarySI),
+			corev1.ResourcePods:             *resource.NewQuantity(r.Pods, resource.DecimalSI),
+			corev1.ResourceEphemeralStorage: *resource.NewQuantity(ephemeral, resource.BinarySI),
+			"hugepages-1Gi":                 *resource.NewQuantity(0, resource.DecimalSI),
+			"hugepages-2Mi":                 *resource.NewQuantity(0, resource.DecimalSI),
+		}
+	}
+	heartbeat := metav1.NewTime(now.Add(-time.Duration(i%40) * time.Second))
+	conditions := make([]corev1.NodeCondition, len(n.Conditions))
+	for c, cond := range n.Conditions {
+		conditions[c] = corev1.NodeCondition{
+			Type: corev1.NodeConditionType(cond.Type), Status: corev1.ConditionStatus(cond.Status),
+			Reason: cond.Reason, Message: cond.Message,
+			LastHeartbeatTime: heartbeat, LastTransitionTime: metav1.NewTime(cond.LastTransitionTime),
+		}
+	}
+	taints := make([]corev1.Taint, len(n.Taints))
+	for t, taint := range n.Taints {
+		taints[t] = corev1.Taint{Key: taint.Key, Value: taint.Value, Effect: corev1.TaintEffect(taint.Effect)}
+	}
+	ip := fmt.Sprintf("10.%d.%d.%d", 20+i%3, i/250, 10+i%250)
+	podCIDR := fmt.Sprintf("100.%d.%d.0/24", 64+i/256, i%256)
+	return &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:   n.Name,
+			Labels: n.Labels,
+			Annotations: map[string]string{
+				"node.alpha.kubernetes.io/ttl":                           "0",
+				"volumes.kubernetes.io/controller-managed-attach-detach": "true",
+			},
+		},
+		Spec: corev1.NodeSpec{
+			PodCIDR:       podCIDR,
+			PodCIDRs:      []string{podCIDR},
+			ProviderID:    fmt.Sprintf("aws:///eu-west-1%c/i-0%016x", 'a'+i%3, i),
+			Unschedulable: n.Unschedulable,
+			Taints:        taints,
+		},
+		Status: corev1.NodeStatus{
+			Capacity:    resources(n.Capacity, it.ephemeralGiB*gi),
+			Allocatable: resources(n.Allocatable, it.ephemeralGiB*gi*9/10),
+			Conditions:  conditions,
+			Addresses: []corev1.NodeAddress{
+				{Type: corev1.NodeInternalIP, Address: ip},
+				{Type: corev1.NodeHostName, Address: n.Name},
+				{Type: corev1.NodeInternalDNS, Address: n.Name + ".eu-west-1.compute.internal"},
+			},
+			DaemonEndpoints: corev1.NodeDaemonEndpoints{KubeletEndpoint: corev1.DaemonEndpoint{Port: 10250}},
+			NodeInfo: corev1.NodeSystemInfo{
+				MachineID:               fmt.Sprintf("ec2%029x", i),
+				SystemUUID:              fmt.Sprintf("ec2%05x-0000-0000-0000-%012x", i, i),
+				BootID:                  fmt.Sprintf("%08x-1111-4222-8333-%012x", i, i),
+				KernelVersion:           "6.8.0-1021-aws",
+				OSImage:                 "Ubuntu 24.04.2 LTS",
+				ContainerRuntimeVersion: "containerd://2.1.3",
+				KubeletVersion:          "v1.37.2",
+				OperatingSystem:         "linux",
+				Architecture:            "amd64",
+			},
+		},
+	}
+}
+
+// registryBatch is the registry's side: every node, podsPerNode pods bound to
+// each (so requested is non-zero) spread over namespaceCount namespaces.
+func registryBatch(now time.Time) store.Batch {
+	b := store.Batch{ClusterID: clusterID}
+	namespaces := make([]string, namespaceCount)
+	for n := range namespaces {
+		namespaces[n] = fmt.Sprintf("team-%02d", n)
+		b.Namespaces = append(b.Namespaces, store.Namespace{
+			Name: namespaces[n], UID: fmt.Sprintf("ns-%02d", n), Phase: "Active", CreatedAt: now.Add(-90 * 24 * time.Hour),
+			Labels: map[string]string{"kubernetes.io/metadata.name": namespaces[n]},
+		})
+	}
+	for i := range nodeCount {
+		n := storeNode(i, now)
+		b.Nodes = append(b.Nodes, n)
+		for p := range podsPerNode {
+			b.Pods = append(b.Pods, store.Pod{
+				Namespace:          namespaces[(i+p)%namespaceCount],
+				Name:               fmt.Sprintf("app-%05d-%d", i, p),
+				UID:                fmt.Sprintf("pod-%05d-%d", i, p),
+				NodeName:           n.Name,
+				Phase:              "Running",
+				CPURequestMillis:   int64(100 + 150*((i+p)%4)),
+				MemoryRequestBytes: int64(128+256*((i+p)%4)) * mi,
+			})
+		}
+	}
+	return b
+}
+
+// seed writes nodeCount Nodes into kube-apiserver and nodeCount nodes (with
+// pods and one metrics sample each) into the registry, then waits until both
+// lists serve all of them.
+func (e *env) seed(ctx context.Context) error {
+	e.logPlatformMemory("before seeding")
+	now := time.Now().UTC().Truncate(time.Second)
+	begin := time.Now()
+	if err := e.createKubeNodes(ctx, now); err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "created %d Nodes in kube-apiserver in %s\n", nodeCount, time.Since(begin).Round(time.Millisecond))
+
+	begin = time.Now()
+	if err := seedRegistry(ctx, e.cp.DatabaseURL(), now); err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "wrote %d nodes, %d pods and %d metrics samples into the registry in %s\n",
+		nodeCount, nodeCount*podsPerNode, nodeCount, time.Since(begin).Round(time.Millisecond))
+	return e.waitSeeded(ctx)
+}
+
+// createKubeNodes creates the Nodes with createWorkers concurrent requests.
+// kube-apiserver's TaintNodesByCondition admission adds a not-ready taint to
+// every new Node, which the node lifecycle controller would remove once the
+// kubelet reports Ready; with no controller here, each Node is updated once to
+// carry exactly its intended taints.
+func (e *env) createKubeNodes(ctx context.Context, now time.Time) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	nodes := e.kube.CoreV1().Nodes()
+	workqueue.ParallelizeUntil(ctx, createWorkers, nodeCount, func(i int) {
+		want := kubeNode(i, storeNode(i, now), now)
+		created, err := nodes.Create(ctx, want, metav1.CreateOptions{})
+		if err != nil {
+			cancel(fmt.Errorf("create Node %s: %w", want.Name, err))
+			return
+		}
+		if len(created.Spec.Taints) == len(want.Spec.Taints) {
+			return
+		}
+		created.Spec.Taints = want.Spec.Taints
+		if _, err := nodes.Update(ctx, created, metav1.UpdateOptions{}); err != nil {
+			cancel(fmt.Errorf("set taints of Node %s: %w", want.Name, err))
+		}
+	})
+	return context.Cause(ctx)
+}
+
+// seedRegistry writes the registry's side through the store, the path
+// discovery takes: one batch, then one metrics sample per node.
+func seedRegistry(ctx context.Context, dsn string, now time.Time) error {
+	reg, err := postgres.Open(ctx, dsn, postgres.Options{})
+	if err != nil {
+		return fmt.Errorf("open registry: %w", err)
+	}
+	defer reg.Close()
+	// The platform-apiserver migrates at start; this waits for (or does) it.
+	if err := reg.Migrate(ctx); err != nil {
+		return fmt.Errorf("migrate registry: %w", err)
+	}
+	if err := reg.Apply(ctx, registryBatch(now)); err != nil {
+		return fmt.Errorf("apply registry batch: %w", err)
+	}
+	samples := make([]store.NodeMetricsSample, nodeCount)
+	for i := range samples {
+		n := storeNode(i, now)
+		samples[i] = store.NodeMetricsSample{
+			ClusterID: clusterID, Node: n.Name,
+			CPUNanoCores: n.Allocatable.CPUMillis * int64(20+i%50) / 100 * 1_000_000,
+			MemoryBytes:  n.Allocatable.MemoryBytes * int64(30+i%40) / 100,
+			ObservedAt:   now.Add(-15 * time.Second), Window: 20 * time.Second,
+		}
+	}
+	inserted, err := reg.InsertNodeMetrics(ctx, samples)
+	if err != nil {
+		return fmt.Errorf("insert node metrics: %w", err)
+	}
+	if inserted != nodeCount {
+		return fmt.Errorf("inserted %d metrics samples, want %d", inserted, nodeCount)
+	}
+	return nil
+}
+
+// waitSeeded polls until kube-apiserver lists every Node and the aggregated
+// API lists every NodeCapacity, and checks that the fetched NodeCapacity
+// carries requests and usage, so the benchmarks measure complete objects.
+func (e *env) waitSeeded(ctx context.Context) error {
+	var last string
+	err := wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		nodes, err := e.kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			last = fmt.Sprintf("list Nodes: %v", err)
+			return false, nil
+		}
+		ncs, err := e.platform.PlatformV1alpha1().NodeCapacities().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			last = fmt.Sprintf("list NodeCapacities: %v", err)
+			return false, nil
+		}
+		if len(nodes.Items) != nodeCount || len(ncs.Items) != nodeCount {
+			last = fmt.Sprintf("%d Nodes and %d NodeCapacities, want %d of each", len(nodes.Items), len(ncs.Items), nodeCount)
+			return false, nil
+		}
+		return true, nil
+	})
+	if err != nil {
+		return fmt.Errorf("wait for both sides to serve %d objects: %w (last: %s)", nodeCount, err, last)
+	}
+
+	node, err := e.kube.CoreV1().Nodes().Get(ctx, getNodeName, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("get Node %s: %w", getNodeName, err)
+	}
+	nc, err := e.platform.PlatformV1alpha1().NodeCapacities().Get(ctx, getNodeCapacityName, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("get NodeCapacity %s: %w", getNodeCapacityName, err)
+	}
+	if nc.Status.Requested.CPU.IsZero() || nc.Status.Requested.Pods != podsPerNode || nc.Status.Usage == nil {
+		return fmt.Errorf("NodeCapacity %s lacks requests or usage: requested %+v, usage %v", nc.Name, nc.Status.Requested, nc.Status.Usage)
+	}
+	if node.Status.Allocatable.Cpu().IsZero() || len(node.Spec.Taints) != len(storeNode(getNodeIndex, time.Now()).Taints) {
+		return fmt.Errorf("node %s lacks its status or has unexpected taints %v", node.Name, node.Spec.Taints)
+	}
+	nodeJSON, err := json.Marshal(node)
+	if err != nil {
+		return err
+	}
+	ncJSON, err := json.Marshal(nc)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "one object as JSON: Node %d bytes (%d of them managedFields, which kubectl hides but the server sends), NodeCapacity %d bytes\n",
+		len(nodeJSON), managedFieldsSize(node.ManagedFields), len(ncJSON))
+	e.logPlatformMemory("after seeding and one list")
+	return nil
+}
+
+// logPlatformMemory prints the platform-apiserver's memory, for the record.
+func (e *env) logPlatformMemory(when string) {
+	if rss, hwm, err := e.platformMemory(); err == nil {
+		fmt.Fprintf(os.Stderr, "platform-apiserver memory %s: VmRSS %.1f MiB, VmHWM %.1f MiB\n", when, float64(rss)/mib, float64(hwm)/mib)
+	}
+}
+
+func managedFieldsSize(fields []metav1.ManagedFieldsEntry) int {
+	b, err := json.Marshal(fields)
+	if err != nil {
+		return 0
+	}
+	return len(b)
+}
