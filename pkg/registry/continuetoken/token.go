@@ -89,7 +89,9 @@ func (c *Codec) Encode(t Token) (string, error) {
 // and with store.ErrExpiredContinue for a valid token older than the TTL.
 func (c *Codec) Decode(s, kind string) (Token, error) {
 	raw, err := encoding.DecodeString(s)
-	if err != nil || len(raw) <= macSize {
+	// Only the canonical encoding is a token: the decoder skips line breaks,
+	// and a token with one inserted is not what the server issued.
+	if err != nil || len(raw) <= macSize || encoding.EncodeToString(raw) != s {
 		return Token{}, invalid("malformed")
 	}
 	body, sum := raw[:len(raw)-macSize], raw[len(raw)-macSize:]
