@@ -6,6 +6,7 @@ package apiserver
 import (
 	"context"
 	"net/http"
+	"time"
 
 	"k8s.io/apiserver/pkg/registry/rest"
 	genericapiserver "k8s.io/apiserver/pkg/server"
@@ -13,27 +14,48 @@ import (
 
 	"github.com/example/platform-apiserver/pkg/apis/platform"
 	"github.com/example/platform-apiserver/pkg/apis/platform/v1alpha1"
+	"github.com/example/platform-apiserver/pkg/registry"
 	"github.com/example/platform-apiserver/pkg/registry/clusternamespace"
+	"github.com/example/platform-apiserver/pkg/registry/feed"
 	"github.com/example/platform-apiserver/pkg/registry/nodecapacity"
+	"github.com/example/platform-apiserver/pkg/registry/store"
 )
 
 // Registry is what the server reads from and checks readiness against.
 type Registry interface {
 	clusternamespace.Reader
 	nodecapacity.Reader
+	store.ChangeFeed
 	// Ready fails while the database is unreachable or migrations are pending.
 	Ready(ctx context.Context) error
+}
+
+// WatchConfig tunes how watches follow the registry's change feed.
+type WatchConfig struct {
+	// PollInterval bounds how late a change is seen when a notification is lost.
+	PollInterval time.Duration
+	// BookmarkInterval is how often watches that allow bookmarks get one.
+	BookmarkInterval time.Duration
+	// HistoryRetention is how long changes stay resumable; older
+	// resourceVersions get 410 Gone.
+	HistoryRetention time.Duration
+	// CompactionInterval is how often history older than the retention is dropped.
+	CompactionInterval time.Duration
+	// WatcherBuffer is how many events a watcher may lag before it is dropped.
+	WatcherBuffer int
 }
 
 // Config is the server's configuration.
 type Config struct {
 	Generic  *genericapiserver.RecommendedConfig
 	Registry Registry
+	Watch    WatchConfig
 }
 
 type completedConfig struct {
 	generic  genericapiserver.CompletedConfig
 	registry Registry
+	watch    WatchConfig
 }
 
 // CompletedConfig is a Config with defaults filled in, ready for New.
@@ -54,6 +76,7 @@ func (c *Config) Complete() CompletedConfig {
 	return CompletedConfig{&completedConfig{
 		generic:  c.Generic.Complete(),
 		registry: c.Registry,
+		watch:    c.Watch,
 	}}
 }
 
@@ -63,13 +86,20 @@ func (c CompletedConfig) New() (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	follower := feed.New(c.registry, feed.Options{PollInterval: c.watch.PollInterval, SubscriberBuffer: c.watch.WatcherBuffer})
+	watches := registry.WatchConfig{Follower: follower, BookmarkInterval: c.watch.BookmarkInterval}
 	group := genericapiserver.NewDefaultAPIGroupInfo(platform.GroupName, Scheme, metav1ParameterCodec, Codecs)
 	group.VersionedResourcesStorageMap[v1alpha1.SchemeGroupVersion.Version] = map[string]rest.Storage{
-		"clusternamespaces": clusternamespace.NewREST(c.registry),
-		"nodecapacities":    nodecapacity.NewREST(c.registry),
+		"clusternamespaces": clusternamespace.NewREST(c.registry, watches),
+		"nodecapacities":    nodecapacity.NewREST(c.registry, watches),
 	}
 	if err := generic.InstallAPIGroup(&group); err != nil {
 		return nil, err
 	}
+	generic.AddPostStartHookOrDie("registry-change-feed", func(ctx genericapiserver.PostStartHookContext) error {
+		go follower.Run(ctx)
+		go compactHistory(ctx, c.registry, c.watch)
+		return nil
+	})
 	return &Server{GenericAPIServer: generic}, nil
 }

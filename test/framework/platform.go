@@ -111,3 +111,21 @@ func (cp *ControlPlane) PlatformAPIServerPID() int {
 	}
 	return cp.platform.pid()
 }
+
+// StartPlatformReplica starts one more platform-apiserver with the same
+// arguments on the same port, as a second replica behind the APIService would
+// run: the kernel spreads new connections over both, and one keeps serving
+// while the other restarts. The first start needs --permit-port-sharing in
+// Options.ExtraPlatformArgs too. stop ends the replica (SIGTERM, then SIGKILL).
+func (cp *ControlPlane) StartPlatformReplica(ctx context.Context, name string) (stop func() error, err error) {
+	tlsConfig, err := tlsTo(cp.pki.platformCA.certPEM, cp.pki.admin)
+	if err != nil {
+		return nil, err
+	}
+	proc, err := cp.startComponent(ctx, name, cp.platformBinary, cp.platformArgs, platformStartTimeout,
+		httpCheck(cp.PlatformServerURL()+"/readyz", tlsConfig))
+	if err != nil {
+		return nil, fmt.Errorf("start platform-apiserver replica %s: %w", name, err)
+	}
+	return proc.stop, nil
+}

@@ -31,9 +31,12 @@ type env struct {
 
 func setup(t *testing.T) *env {
 	t.Helper()
-	cp := framework.ForTest(t, framework.Options{
-		PlatformAPIServerBinary: os.Getenv("PLATFORM_APISERVER_BINARY"),
-	})
+	return setupWith(t, framework.Options{PlatformAPIServerBinary: os.Getenv("PLATFORM_APISERVER_BINARY")})
+}
+
+func setupWith(t *testing.T, opts framework.Options) *env {
+	t.Helper()
+	cp := framework.ForTest(t, opts)
 	ctx := t.Context()
 	reg, err := postgres.Open(ctx, cp.DatabaseURL(), postgres.Options{})
 	if err != nil {

@@ -71,7 +71,7 @@ func run(ctx context.Context, o *options.Options) error {
 	}
 	defer reg.Close()
 
-	config := &apiserver.Config{Generic: generic, Registry: reg}
+	config := &apiserver.Config{Generic: generic, Registry: reg, Watch: o.Watch.Config()}
 	server, err := config.Complete().New()
 	if err != nil {
 		return err

@@ -26,17 +26,18 @@ type Reader interface {
 	ListClusterNamespaces(ctx context.Context, opts store.ListOptions) (*store.Page[store.ClusterNamespace], error)
 }
 
-var fields = registry.FieldMap{
+var fieldMap = registry.FieldMap{
 	"metadata.name":      store.FieldName,
 	"metadata.namespace": store.FieldNamespace,
 	"status.cluster":     store.FieldCluster,
 	"status.phase":       store.FieldPhase,
 }
 
-// REST implements a read-only RESTStorage for ClusterNamespace; the verbs it
+// REST implements a read-only (get, list, watch) RESTStorage for ClusterNamespace; the verbs it
 // does not implement (create, update, patch, delete) answer 405.
 type REST struct {
 	reader Reader
+	watch  registry.WatchConfig
 	registry.TableConvertor
 }
 
@@ -45,6 +46,7 @@ var (
 	_ rest.Scoper               = &REST{}
 	_ rest.Getter               = &REST{}
 	_ rest.Lister               = &REST{}
+	_ rest.Watcher              = &REST{}
 	_ rest.TableConvertor       = &REST{}
 	_ rest.ShortNamesProvider   = &REST{}
 	_ rest.CategoriesProvider   = &REST{}
@@ -52,8 +54,8 @@ var (
 )
 
 // NewREST returns the ClusterNamespace storage over a registry reader.
-func NewREST(r Reader) *REST {
-	return &REST{reader: r, TableConvertor: tableConvertor}
+func NewREST(r Reader, w registry.WatchConfig) *REST {
+	return &REST{reader: r, watch: w, TableConvertor: tableConvertor}
 }
 
 func (r *REST) New() runtime.Object     { return &platform.ClusterNamespace{} }
@@ -81,7 +83,7 @@ func (r *REST) Get(ctx context.Context, name string, _ *metav1.GetOptions) (runt
 // List returns the ClusterNamespaces matching the options in the request
 // namespace (all namespaces for -A), one page at a time when a limit is given.
 func (r *REST) List(ctx context.Context, options *metainternalversion.ListOptions) (runtime.Object, error) {
-	opts, nothing, err := registry.StoreListOptions(ctx, options, fields)
+	opts, nothing, err := registry.StoreListOptions(ctx, options, fieldMap)
 	if err != nil {
 		return nil, err
 	}

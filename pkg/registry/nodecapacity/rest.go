@@ -23,17 +23,18 @@ type Reader interface {
 	ListNodeCapacities(ctx context.Context, opts store.ListOptions) (*store.Page[store.NodeCapacity], error)
 }
 
-var fields = registry.FieldMap{
+var fieldMap = registry.FieldMap{
 	"metadata.name":      store.FieldName,
 	"status.cluster":     store.FieldCluster,
 	"status.nodeName":    store.FieldNodeName,
 	"status.schedulable": store.FieldSchedulable,
 }
 
-// REST implements a read-only RESTStorage for NodeCapacity; the verbs it does
+// REST implements a read-only (get, list, watch) RESTStorage for NodeCapacity; the verbs it does
 // not implement (create, update, patch, delete) answer 405.
 type REST struct {
 	reader Reader
+	watch  registry.WatchConfig
 	registry.TableConvertor
 }
 
@@ -42,6 +43,7 @@ var (
 	_ rest.Scoper               = &REST{}
 	_ rest.Getter               = &REST{}
 	_ rest.Lister               = &REST{}
+	_ rest.Watcher              = &REST{}
 	_ rest.TableConvertor       = &REST{}
 	_ rest.ShortNamesProvider   = &REST{}
 	_ rest.CategoriesProvider   = &REST{}
@@ -49,8 +51,8 @@ var (
 )
 
 // NewREST returns the NodeCapacity storage over a registry reader.
-func NewREST(r Reader) *REST {
-	return &REST{reader: r, TableConvertor: tableConvertor}
+func NewREST(r Reader, w registry.WatchConfig) *REST {
+	return &REST{reader: r, watch: w, TableConvertor: tableConvertor}
 }
 
 func (r *REST) New() runtime.Object     { return &platform.NodeCapacity{} }
@@ -78,7 +80,7 @@ func (r *REST) Get(ctx context.Context, name string, _ *metav1.GetOptions) (runt
 // List returns the NodeCapacities matching the options, one page at a time
 // when a limit is given.
 func (r *REST) List(ctx context.Context, options *metainternalversion.ListOptions) (runtime.Object, error) {
-	opts, nothing, err := registry.StoreListOptions(ctx, options, fields)
+	opts, nothing, err := registry.StoreListOptions(ctx, options, fieldMap)
 	if err != nil {
 		return nil, err
 	}

@@ -140,17 +140,14 @@ func (a *applier) absentKeys(table string, present []store.ObjectKey) ([]store.O
 }
 
 // deleteNamespaces removes namespace view rows (each deletion takes a
-// resourceVersion) and the pods and quotas of those namespaces.
+// resourceVersion, its tombstone's) and the pods and quotas of those namespaces.
 func (a *applier) deleteNamespaces() error {
 	if len(a.b.DeletedNamespaces) == 0 {
 		return nil
 	}
 	names := a.b.DeletedNamespaces
-	if err := a.stamp("delete namespaces", `
-		WITH d AS (
-			DELETE FROM cluster_namespace WHERE cluster_id = $1 AND name = ANY($2::text[])
-			RETURNING nextval('registry_resource_version') AS rv)
-		SELECT coalesce(max(rv), 0) FROM d`, a.cluster, names); err != nil {
+	if err := a.deleteViewRows("delete namespaces",
+		`DELETE FROM cluster_namespace WHERE cluster_id = $1 AND name = ANY($2::text[])`, a.cluster, names); err != nil {
 		return err
 	}
 	rows, err := a.tx.Query(a.ctx, `
@@ -174,11 +171,8 @@ func (a *applier) deleteNodes() error {
 	if len(a.b.DeletedNodes) == 0 {
 		return nil
 	}
-	return a.stamp("delete nodes", `
-		WITH d AS (
-			DELETE FROM cluster_node WHERE cluster_id = $1 AND name = ANY($2::text[])
-			RETURNING nextval('registry_resource_version') AS rv)
-		SELECT coalesce(max(rv), 0) FROM d`, a.cluster, a.b.DeletedNodes)
+	return a.deleteViewRows("delete nodes",
+		`DELETE FROM cluster_node WHERE cluster_id = $1 AND name = ANY($2::text[])`, a.cluster, a.b.DeletedNodes)
 }
 
 func (a *applier) deletePods() error {

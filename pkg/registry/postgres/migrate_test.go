@@ -32,10 +32,10 @@ func TestMigrateUpDownUp(t *testing.T) {
 		run        func(context.Context) error
 		wantTables int
 	}{
-		{name: "up", run: s.Migrate, wantTables: 8},
-		{name: "up again is a no-op", run: s.Migrate, wantTables: 8},
+		{name: "up", run: s.Migrate, wantTables: 10},
+		{name: "up again is a no-op", run: s.Migrate, wantTables: 10},
 		{name: "down", run: func(ctx context.Context) error { return s.MigrateDown(ctx, -1) }, wantTables: 0},
-		{name: "up after down", run: s.Migrate, wantTables: 8},
+		{name: "up after down", run: s.Migrate, wantTables: 10},
 	}
 	for _, step := range steps {
 		if err := step.run(b.ctx); err != nil {
@@ -77,11 +77,11 @@ func TestReady(t *testing.T) {
 	t.Parallel()
 	s, b := setupUnmigrated(t, postgres.Options{})
 	err := s.Ready(b.ctx)
-	if !errors.Is(err, store.ErrUnavailable) || !strings.Contains(err.Error(), "1 migration pending (001_registry); run `platform-apiserver migrate`") {
+	if !errors.Is(err, store.ErrUnavailable) || !strings.Contains(err.Error(), "2 migrations pending (001_registry, 002_change_feed); run `platform-apiserver migrate`") {
 		t.Fatalf("Ready before Migrate: %v", err)
 	}
 	pending, err := s.PendingMigrations(b.ctx)
-	if err != nil || len(pending) != 1 {
+	if err != nil || len(pending) != 2 {
 		t.Fatalf("PendingMigrations: %v, %v", pending, err)
 	}
 	if _, err := s.ListNodeCapacities(b.ctx, store.ListOptions{}); !errors.Is(err, store.ErrUnavailable) {

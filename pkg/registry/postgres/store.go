@@ -16,8 +16,9 @@ import (
 )
 
 var (
-	_ store.Reader = &Store{}
-	_ store.Writer = &Store{}
+	_ store.Reader     = &Store{}
+	_ store.Writer     = &Store{}
+	_ store.ChangeFeed = &Store{}
 )
 
 // DefaultContinueTTL is how long a continue token is honoured by default.

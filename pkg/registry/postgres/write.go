@@ -52,6 +52,20 @@ func (w *writer) stamp(what, sql string, args ...any) error {
 	return nil
 }
 
+// deleteViewRows runs a DELETE of view rows (cluster_node,
+// cluster_namespace). The change-log trigger gives each deleted row the
+// version of its tombstone (migration 002); this reads the highest back.
+func (w *writer) deleteViewRows(what, sql string, args ...any) error {
+	tag, err := w.tx.Exec(w.ctx, sql, args...)
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return nil
+	}
+	return w.stamp(what, `SELECT coalesce(max(resource_version), 0) FROM registry_change WHERE resource_version > $1`, w.startRV)
+}
+
 // nextRV is the SQL that stamps a row: a row already stamped by this
 // transaction keeps its value, so one commit gives each row one version.
 // $N must be bound to w.startRV.

@@ -284,12 +284,15 @@ type Change struct {
 type ChangeFeed interface {
 	// Changes returns up to limit changes with ResourceVersion > after, in
 	// order, and the registry resourceVersion they were read at (every
-	// change up to it has been returned once the result is short of limit).
+	// change up to it has been returned once the result is short of limit;
+	// limit <= 0 returns only readAt, and after > readAt is not an error).
+	// A DELETED change's object carries the deletion's resourceVersion.
 	// It fails with ErrCompacted when after is below the retained history.
 	Changes(ctx context.Context, after int64, limit int) (changes []Change, readAt int64, err error)
 	// Notifications delivers a value soon after each commit that changed
-	// the registry (best effort, may coalesce; callers also poll). The
-	// channel closes when ctx ends.
+	// the registry (best effort, may coalesce; callers also poll). Each call
+	// holds a database connection of its own: call it once per process and
+	// fan out. The channel closes when ctx ends.
 	Notifications(ctx context.Context) (<-chan struct{}, error)
 	// Compact drops history older than the given time, keeping what is
 	// needed to resume from any later resourceVersion; it returns the new

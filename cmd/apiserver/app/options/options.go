@@ -10,7 +10,6 @@ import (
 	openapinamer "k8s.io/apiserver/pkg/endpoints/openapi"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	genericoptions "k8s.io/apiserver/pkg/server/options"
-	"k8s.io/apiserver/pkg/util/compatibility"
 	cliflag "k8s.io/component-base/cli/flag"
 	"k8s.io/component-base/logs"
 	logsapi "k8s.io/component-base/logs/api/v1"
@@ -22,6 +21,7 @@ import (
 
 // Options are all of platform-apiserver's flags.
 type Options struct {
+	ServerRun      *genericoptions.ServerRunOptions
 	SecureServing  *genericoptions.SecureServingOptionsWithLoopback
 	Authentication *genericoptions.DelegatingAuthenticationOptions
 	Authorization  *genericoptions.DelegatingAuthorizationOptions
@@ -29,11 +29,13 @@ type Options struct {
 	Features       *genericoptions.FeatureOptions
 	Logging        *logs.Options
 	Postgres       *PostgresOptions
+	Watch          *WatchOptions
 }
 
 // NewOptions returns the defaults.
 func NewOptions() *Options {
 	o := &Options{
+		ServerRun:      genericoptions.NewServerRunOptions(),
 		SecureServing:  genericoptions.NewSecureServingOptions().WithLoopback(),
 		Authentication: genericoptions.NewDelegatingAuthenticationOptions(),
 		Authorization:  genericoptions.NewDelegatingAuthorizationOptions(),
@@ -41,6 +43,7 @@ func NewOptions() *Options {
 		Features:       genericoptions.NewFeatureOptions(),
 		Logging:        logs.NewOptions(),
 		Postgres:       NewPostgresOptions(),
+		Watch:          NewWatchOptions(),
 	}
 	o.SecureServing.BindPort = 6443
 	return o
@@ -49,6 +52,8 @@ func NewOptions() *Options {
 // Flags returns the flags in named sections, for help output.
 func (o *Options) Flags() (fss cliflag.NamedFlagSets) {
 	o.Postgres.AddFlags(fss.FlagSet("registry database"))
+	o.Watch.AddFlags(fss.FlagSet("watch"))
+	o.ServerRun.AddUniversalFlags(fss.FlagSet("generic"))
 	o.SecureServing.AddFlags(fss.FlagSet("secure serving"))
 	o.Authentication.AddFlags(fss.FlagSet("delegated authentication"))
 	o.Authorization.AddFlags(fss.FlagSet("delegated authorization"))
@@ -61,12 +66,14 @@ func (o *Options) Flags() (fss cliflag.NamedFlagSets) {
 // Validate returns every problem with the options, not just the first.
 func (o *Options) Validate() []error {
 	var errs []error
+	errs = append(errs, o.ServerRun.Validate()...)
 	errs = append(errs, o.SecureServing.Validate()...)
 	errs = append(errs, o.Authentication.Validate()...)
 	errs = append(errs, o.Authorization.Validate()...)
 	errs = append(errs, o.Audit.Validate()...)
 	errs = append(errs, o.Features.Validate()...)
 	errs = append(errs, o.Postgres.Validate()...)
+	errs = append(errs, o.Watch.Validate()...)
 	if err := logsapi.ValidateAndApply(o.Logging, nil); err != nil {
 		errs = append(errs, err)
 	}
@@ -82,7 +89,9 @@ func (o *Options) GenericConfig() (*genericapiserver.RecommendedConfig, error) {
 		return nil, fmt.Errorf("creating self-signed certificates: %w", err)
 	}
 	config := genericapiserver.NewRecommendedConfig(apiserver.Codecs)
-	config.EffectiveVersion = compatibility.DefaultBuildEffectiveVersion()
+	if err := o.ServerRun.ApplyTo(&config.Config); err != nil {
+		return nil, err
+	}
 
 	if err := o.SecureServing.ApplyTo(&config.SecureServing, &config.LoopbackClientConfig); err != nil {
 		return nil, err
@@ -98,6 +107,7 @@ func (o *Options) GenericConfig() (*genericapiserver.RecommendedConfig, error) {
 	if err := o.Authentication.ApplyTo(&config.Authentication, config.SecureServing, config.OpenAPIConfig); err != nil {
 		return nil, err
 	}
+	config.AddReadyzChecks(authenticationLoaded(&config.Authentication))
 	if err := o.Authorization.ApplyTo(&config.Authorization); err != nil {
 		return nil, err
 	}

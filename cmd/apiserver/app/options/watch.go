@@ -1,0 +1,74 @@
+package options
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/example/platform-apiserver/pkg/apiserver"
+)
+
+// WatchOptions tune how watches follow the registry's change feed.
+type WatchOptions struct {
+	PollInterval       time.Duration
+	BookmarkInterval   time.Duration
+	HistoryRetention   time.Duration
+	CompactionInterval time.Duration
+	WatcherBuffer      int
+}
+
+// NewWatchOptions returns the defaults.
+func NewWatchOptions() *WatchOptions {
+	return &WatchOptions{
+		PollInterval:       time.Second,
+		BookmarkInterval:   time.Minute,
+		HistoryRetention:   time.Hour,
+		CompactionInterval: time.Minute,
+		WatcherBuffer:      1000,
+	}
+}
+
+// AddFlags adds the watch flags.
+func (o *WatchOptions) AddFlags(fs *pflag.FlagSet) {
+	fs.DurationVar(&o.PollInterval, "watch-poll-interval", o.PollInterval,
+		"How often the change feed is read when no LISTEN/NOTIFY wake-up arrives; bounds event latency when notifications are lost.")
+	fs.DurationVar(&o.BookmarkInterval, "watch-bookmark-interval", o.BookmarkInterval,
+		"How often watches that set allowWatchBookmarks receive a bookmark.")
+	fs.DurationVar(&o.HistoryRetention, "watch-history-retention", o.HistoryRetention,
+		"How long changes stay in the registry's history; a watch resuming from an older resourceVersion gets 410 Gone and relists.")
+	fs.DurationVar(&o.CompactionInterval, "watch-compaction-interval", o.CompactionInterval,
+		"How often history older than --watch-history-retention is deleted.")
+	fs.IntVar(&o.WatcherBuffer, "watch-buffer", o.WatcherBuffer,
+		"How many events a watcher may fall behind before it is closed (the client re-watches from its last resourceVersion).")
+}
+
+// Validate returns every problem with the options.
+func (o *WatchOptions) Validate() []error {
+	var errs []error
+	for name, d := range map[string]time.Duration{
+		"--watch-poll-interval":       o.PollInterval,
+		"--watch-bookmark-interval":   o.BookmarkInterval,
+		"--watch-history-retention":   o.HistoryRetention,
+		"--watch-compaction-interval": o.CompactionInterval,
+	} {
+		if d <= 0 {
+			errs = append(errs, fmt.Errorf("%s must be positive, got %s", name, d))
+		}
+	}
+	if o.WatcherBuffer < 1 {
+		errs = append(errs, fmt.Errorf("--watch-buffer must be at least 1, got %d", o.WatcherBuffer))
+	}
+	return errs
+}
+
+// Config returns the server's watch configuration.
+func (o *WatchOptions) Config() apiserver.WatchConfig {
+	return apiserver.WatchConfig{
+		PollInterval:       o.PollInterval,
+		BookmarkInterval:   o.BookmarkInterval,
+		HistoryRetention:   o.HistoryRetention,
+		CompactionInterval: o.CompactionInterval,
+		WatcherBuffer:      o.WatcherBuffer,
+	}
+}

@@ -1,0 +1,27 @@
+package apiserver
+
+import (
+	"context"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/klog/v2"
+
+	"github.com/example/platform-apiserver/pkg/registry/store"
+)
+
+// compactHistory drops change history older than the retention on every
+// interval. Every replica runs it; compaction is idempotent.
+func compactHistory(ctx context.Context, feed store.ChangeFeed, cfg WatchConfig) {
+	if cfg.HistoryRetention <= 0 || cfg.CompactionInterval <= 0 {
+		return
+	}
+	wait.UntilWithContext(ctx, func(ctx context.Context) {
+		horizon, err := feed.Compact(ctx, time.Now().Add(-cfg.HistoryRetention))
+		if err != nil {
+			klog.ErrorS(err, "Compacting the registry change history failed")
+			return
+		}
+		klog.V(2).InfoS("Compacted the registry change history", "oldestResumableResourceVersion", horizon)
+	}, cfg.CompactionInterval)
+}

@@ -1,0 +1,91 @@
+package postgres_test
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/example/platform-apiserver/pkg/registry/postgres"
+	"github.com/example/platform-apiserver/pkg/registry/store"
+)
+
+func TestCompact(t *testing.T) {
+	t.Parallel()
+	s, b := setup(t, postgres.Options{})
+	ctx := b.ctx
+
+	// Enough entries for several compaction batches.
+	var nodes []store.Node
+	for i := range 2500 {
+		nodes = append(nodes, node(fmt.Sprintf("n%04d", i), 1000, 1<<30))
+	}
+	mustApply(t, s, ctx, store.Batch{ClusterID: "old", Nodes: nodes})
+	old := registryRV(t, s, ctx)
+	time.Sleep(50 * time.Millisecond)
+	cut := time.Now()
+	time.Sleep(50 * time.Millisecond)
+	mustApply(t, s, ctx, store.Batch{ClusterID: "new", Nodes: []store.Node{node("n1", 1000, 1<<30)}})
+	mustApply(t, s, ctx, store.Batch{ClusterID: "old", DeletedNodes: []string{"n0000"}})
+	now := registryRV(t, s, ctx)
+
+	if h, err := s.Compact(ctx, cut.Add(-time.Hour)); err != nil || h != 0 {
+		t.Fatalf("Compact(before everything) = %d, %v; want horizon 0", h, err)
+	}
+	horizon, err := s.Compact(ctx, cut)
+	if err != nil {
+		t.Fatalf("Compact: %v", err)
+	}
+	if horizon != old {
+		t.Fatalf("Compact horizon %d, want %d (the last entry committed before the cut)", horizon, old)
+	}
+	if _, _, err := s.Changes(ctx, horizon-1, 10); !errors.Is(err, store.ErrCompacted) {
+		t.Errorf("Changes below the horizon: %v, want ErrCompacted", err)
+	}
+	if _, _, err := s.Changes(ctx, 0, 10); !errors.Is(err, store.ErrCompacted) {
+		t.Errorf("Changes(0) after compaction: %v, want ErrCompacted", err)
+	}
+	changes, readAt, err := s.Changes(ctx, horizon, 10)
+	if err != nil {
+		t.Fatalf("Changes at the horizon: %v", err)
+	}
+	if len(changes) != 2 || changes[0].Type != store.ChangeAdded || changes[1].Type != store.ChangeDeleted || readAt != now {
+		t.Errorf("Changes at the horizon = %v read at %d, want ADDED new/n1 and DELETED old/n0000 at %d", changes, readAt, now)
+	}
+
+	// Compacting everything leaves the present resumable.
+	horizon, err = s.Compact(ctx, time.Now().Add(time.Hour))
+	if err != nil || horizon != now {
+		t.Fatalf("Compact(everything) = %d, %v; want %d", horizon, err, now)
+	}
+	if changes, readAt, err := s.Changes(ctx, now, 10); err != nil || len(changes) != 0 || readAt != now {
+		t.Errorf("Changes at the present after full compaction = %v at %d, %v", changes, readAt, err)
+	}
+	mustApply(t, s, ctx, store.Batch{ClusterID: "new", DeletedNodes: []string{"n1"}})
+	if changes, _, err := s.Changes(ctx, now, 10); err != nil || len(changes) != 1 || changes[0].Type != store.ChangeDeleted {
+		t.Errorf("Changes after a write following full compaction = %v, %v", changes, err)
+	}
+}
+
+// TestChangeFeedHistoryStartsAtMigration: versions taken before the change
+// log existed cannot be resumed from.
+func TestChangeFeedHistoryStartsAtMigration(t *testing.T) {
+	t.Parallel()
+	s, b := setup(t, postgres.Options{})
+	ctx := b.ctx
+	mustApply(t, s, ctx, store.Batch{ClusterID: "c", Nodes: []store.Node{node("n1", 1000, 1)}})
+	if err := s.MigrateDown(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	mustApply(t, s, ctx, store.Batch{ClusterID: "c", Nodes: []store.Node{node("n2", 1000, 1)}})
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rv := registryRV(t, s, ctx)
+	if _, _, err := s.Changes(ctx, rv-1, 10); !errors.Is(err, store.ErrCompacted) {
+		t.Errorf("Changes before the migration's version: %v, want ErrCompacted", err)
+	}
+	if changes, readAt, err := s.Changes(ctx, rv, 10); err != nil || len(changes) != 0 || readAt != rv {
+		t.Errorf("Changes at the migration's version = %v at %d, %v", changes, readAt, err)
+	}
+}

@@ -1,0 +1,142 @@
+package postgres_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"testing"
+
+	"github.com/example/platform-apiserver/pkg/registry/postgres"
+	"github.com/example/platform-apiserver/pkg/registry/store"
+)
+
+// changeKey names a change's object: "node/<cluster>/<name>" or "ns/<cluster>/<name>".
+func changeKey(c store.Change) string {
+	switch c.Kind {
+	case store.KindNodeCapacity:
+		return "node/" + c.NodeCapacity.ClusterID + "/" + c.NodeCapacity.Node.Name
+	default:
+		return "ns/" + c.ClusterNamespace.ClusterID + "/" + c.ClusterNamespace.Namespace.Name
+	}
+}
+
+// changeObject and changePrev return the change's object and previous state
+// as any (a *store.NodeCapacity or *store.ClusterNamespace, nil when unset).
+func changeObject(c store.Change) any {
+	if c.Kind == store.KindNodeCapacity {
+		return c.NodeCapacity
+	}
+	return c.ClusterNamespace
+}
+
+func changePrev(c store.Change) any {
+	if c.Kind == store.KindNodeCapacity {
+		if c.PrevNodeCapacity == nil {
+			return nil
+		}
+		return c.PrevNodeCapacity
+	}
+	if c.PrevClusterNamespace == nil {
+		return nil
+	}
+	return c.PrevClusterNamespace
+}
+
+func objectRV(obj any) int64 {
+	switch o := obj.(type) {
+	case *store.NodeCapacity:
+		return o.ResourceVersion
+	case *store.ClusterNamespace:
+		return o.ResourceVersion
+	}
+	panic(fmt.Sprintf("unexpected %T", obj))
+}
+
+// withRV returns a copy of obj at resourceVersion rv.
+func withRV(obj any, rv int64) any {
+	switch o := obj.(type) {
+	case *store.NodeCapacity:
+		c := *o
+		c.ResourceVersion = rv
+		return &c
+	case *store.ClusterNamespace:
+		c := *o
+		c.ResourceVersion = rv
+		return &c
+	}
+	panic(fmt.Sprintf("unexpected %T", obj))
+}
+
+// viewState lists every view object by changeKey.
+func viewState(t *testing.T, s *postgres.Store, ctx context.Context) map[string]any {
+	t.Helper()
+	out := map[string]any{}
+	for _, n := range listNodes(t, s, ctx, store.ListOptions{}).Items {
+		out["node/"+n.ClusterID+"/"+n.Node.Name] = &n
+	}
+	nss, err := s.ListClusterNamespaces(ctx, store.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range nss.Items {
+		out["ns/"+n.ClusterID+"/"+n.Namespace.Name] = &n
+	}
+	return out
+}
+
+// getView gets one object by changeKey, nil when it does not exist.
+func getView(t *testing.T, s *postgres.Store, ctx context.Context, kind store.Kind, cluster, name string) any {
+	t.Helper()
+	var (
+		obj any
+		err error
+	)
+	if kind == store.KindNodeCapacity {
+		obj, err = s.GetNodeCapacity(ctx, cluster, name)
+	} else {
+		obj, err = s.GetClusterNamespace(ctx, name, cluster)
+	}
+	if errors.Is(err, store.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		t.Fatalf("get %s %s/%s: %v", kind, cluster, name, err)
+	}
+	return obj
+}
+
+// replay applies changes to state (by changeKey), checking that each one is
+// consistent with it: ADDED for an absent object without prev, MODIFIED and
+// DELETED for a present one with prev equal to its current state, and the
+// object at the change's version.
+func replay(t *testing.T, state map[string]any, changes []store.Change) {
+	t.Helper()
+	for _, c := range changes {
+		key, obj, prev := changeKey(c), changeObject(c), changePrev(c)
+		cur, present := state[key]
+		if objectRV(obj) != c.ResourceVersion {
+			t.Errorf("change %d %s %s: object at RV %d", c.ResourceVersion, c.Type, key, objectRV(obj))
+		}
+		switch c.Type {
+		case store.ChangeAdded:
+			if present || prev != nil {
+				t.Errorf("change %d ADDED %s: present before %v, prev %+v", c.ResourceVersion, key, present, prev)
+			}
+		case store.ChangeModified, store.ChangeDeleted:
+			if !present || !reflect.DeepEqual(prev, cur) {
+				t.Errorf("change %d %s %s: prev\n%+v\nwant the state before\n%+v", c.ResourceVersion, c.Type, key, prev, cur)
+			}
+			if c.Type == store.ChangeDeleted && !reflect.DeepEqual(obj, withRV(prev, c.ResourceVersion)) {
+				t.Errorf("change %d DELETED %s: tombstone %+v is not the last state %+v", c.ResourceVersion, key, obj, prev)
+			}
+		default:
+			t.Errorf("change %d: type %q", c.ResourceVersion, c.Type)
+		}
+		if c.Type == store.ChangeDeleted {
+			delete(state, key)
+		} else {
+			state[key] = obj
+		}
+	}
+}

@@ -1,0 +1,183 @@
+package postgres_test
+
+import (
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/example/platform-apiserver/pkg/registry/postgres"
+	"github.com/example/platform-apiserver/pkg/registry/store"
+)
+
+// TestChangeFeed checks the entries each kind of write produces: their type,
+// their previous state, and that each is what a get returns right after the
+// commit.
+func TestChangeFeed(t *testing.T) {
+	t.Parallel()
+	s, b := setup(t, postgres.Options{})
+	ctx := b.ctx
+	const c = "prod-1"
+	initial := store.Batch{
+		ClusterID:  c,
+		Nodes:      []store.Node{node("n1", 4000, 8<<30), node("n2", 2000, 4<<30), node("n3", 1000, 1<<30)},
+		Namespaces: []store.Namespace{namespace("a"), namespace("b")},
+		Pods:       []store.Pod{pod("a", "p1", "n1", 500, 1<<30)},
+		Quotas:     []store.Quota{{Namespace: "a", Name: "q", Hard: map[string]string{"pods": "10"}}},
+	}
+	sample := store.NodeMetricsSample{ClusterID: c, Node: "n1", CPUNanoCores: 12345, MemoryBytes: 1 << 28,
+		ObservedAt: time.Date(2025, 6, 1, 12, 0, 0, 123456000, time.UTC), Window: 15500 * time.Millisecond}
+	steps := []struct {
+		name  string
+		write func() error
+		want  []string // "<type> <key>", in any order
+	}{
+		{name: "add (insert and aggregates in one commit)", write: func() error { return s.Apply(ctx, initial) },
+			want: []string{"ADDED node/prod-1/n1", "ADDED node/prod-1/n2", "ADDED node/prod-1/n3", "ADDED ns/prod-1/a", "ADDED ns/prod-1/b"}},
+		{name: "no-op apply", write: func() error { return s.Apply(ctx, initial) }},
+		{name: "cursor only", write: func() error {
+			return s.Apply(ctx, store.Batch{ClusterID: c, Cursors: map[store.Resource]string{store.ResourcePods: "7"}})
+		}},
+		{name: "pod added (aggregates only)", write: func() error {
+			return s.Apply(ctx, store.Batch{ClusterID: c, Pods: []store.Pod{pod("b", "p2", "n2", 250, 1<<20)}})
+		}, want: []string{"MODIFIED node/prod-1/n2", "MODIFIED ns/prod-1/b"}},
+		{name: "quota used (aggregates only)", write: func() error {
+			return s.Apply(ctx, store.Batch{ClusterID: c, Quotas: []store.Quota{{Namespace: "a", Name: "q", Hard: map[string]string{"pods": "10"}, Used: map[string]string{"pods": "1"}}}})
+		}, want: []string{"MODIFIED ns/prod-1/a"}},
+		{name: "metrics sample", write: func() error { _, err := s.InsertNodeMetrics(ctx, []store.NodeMetricsSample{sample}); return err },
+			want: []string{"MODIFIED node/prod-1/n1"}},
+		{name: "duplicate metrics sample", write: func() error { _, err := s.InsertNodeMetrics(ctx, []store.NodeMetricsSample{sample}); return err }},
+		{name: "node cordoned and tainted, pod moved onto it", write: func() error {
+			n := withLabel(node("n2", 2000, 4<<30), "zone", "b")
+			n.Unschedulable = true
+			n.Taints = []store.Taint{{Key: "k", Effect: "NoSchedule"}}
+			return s.Apply(ctx, store.Batch{ClusterID: c, Nodes: []store.Node{n}, Pods: []store.Pod{pod("a", "p1", "n2", 500, 1<<30)}})
+		}, want: []string{"MODIFIED node/prod-1/n1", "MODIFIED node/prod-1/n2"}},
+		{name: "node deleted", write: func() error {
+			return s.Apply(ctx, store.Batch{ClusterID: c, DeletedNodes: []string{"n1"}})
+		}, want: []string{"DELETED node/prod-1/n1"}},
+		{name: "namespace deleted with its pods", write: func() error {
+			return s.Apply(ctx, store.Batch{ClusterID: c, DeletedNamespaces: []string{"b"}})
+		}, want: []string{"DELETED ns/prod-1/b", "MODIFIED node/prod-1/n2"}},
+		{name: "deleted and re-added in one batch", write: func() error {
+			return s.Apply(ctx, store.Batch{ClusterID: c, DeletedNodes: []string{"n3"}, Nodes: []store.Node{withLabel(node("n3", 1000, 1<<30), "x", "y")}})
+		}, want: []string{"DELETED node/prod-1/n3", "ADDED node/prod-1/n3"}},
+		{name: "relist (Replace) drops absent rows", write: func() error {
+			return s.Apply(ctx, store.Batch{ClusterID: c, Replace: []store.Resource{store.ResourceNodes}, Nodes: []store.Node{withLabel(node("n3", 1000, 1<<30), "x", "y")}})
+		}, want: []string{"DELETED node/prod-1/n2"}},
+		{name: "cluster deleted", write: func() error { return s.DeleteCluster(ctx, c) },
+			want: []string{"DELETED node/prod-1/n3", "DELETED ns/prod-1/a"}},
+	}
+
+	state := map[string]any{}
+	var after int64
+	for _, step := range steps {
+		before := viewState(t, s, ctx)
+		if err := step.write(); err != nil {
+			t.Fatalf("%s: %v", step.name, err)
+		}
+		changes, readAt, err := s.Changes(ctx, after, 100)
+		if err != nil {
+			t.Fatalf("%s: Changes(%d): %v", step.name, after, err)
+		}
+		if rv := registryRV(t, s, ctx); readAt != rv {
+			t.Errorf("%s: Changes read at %d, registry RV %d", step.name, readAt, rv)
+		}
+		var got []string
+		for i, ch := range changes {
+			got = append(got, string(ch.Type)+" "+changeKey(ch))
+			if ch.ResourceVersion <= after || ch.ResourceVersion > readAt || (i > 0 && ch.ResourceVersion <= changes[i-1].ResourceVersion) {
+				t.Errorf("%s: change RVs %v out of order or outside (%d, %d]", step.name, rvs(changes), after, readAt)
+			}
+			key := strings.SplitN(changeKey(ch), "/", 3)
+			current := getView(t, s, ctx, ch.Kind, key[1], key[2])
+			switch {
+			case ch.Type == store.ChangeDeleted && i == len(changes)-1 || ch.Type == store.ChangeDeleted && changeKey(changes[i+1]) != changeKey(ch):
+				if current != nil {
+					t.Errorf("%s: %s deleted but get returns %+v", step.name, changeKey(ch), current)
+				}
+			case ch.Type != store.ChangeDeleted && !reflect.DeepEqual(changeObject(ch), current):
+				t.Errorf("%s: %s %s decodes to\n%+v\nget returns\n%+v", step.name, ch.Type, changeKey(ch), changeObject(ch), current)
+			}
+			if ch.Type != store.ChangeAdded && !reflect.DeepEqual(changePrev(ch), before[changeKey(ch)]) {
+				t.Errorf("%s: %s %s prev\n%+v\nwant the state before the commit\n%+v", step.name, ch.Type, changeKey(ch), changePrev(ch), before[changeKey(ch)])
+			}
+		}
+		if !sameSet(got, step.want) {
+			t.Errorf("%s: changes %q, want %q", step.name, got, step.want)
+		}
+		replay(t, state, changes)
+		after = readAt
+	}
+	if len(state) != 0 {
+		t.Errorf("replayed state after DeleteCluster: %v", state)
+	}
+
+	// The usage sample round-trips through the log exactly (sub-second time, fractional window).
+	changes, _, err := s.Changes(ctx, 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ch := range changes {
+		if ch.Type == store.ChangeDeleted && ch.Kind == store.KindNodeCapacity && ch.NodeCapacity.Node.Name == "n1" {
+			u := ch.NodeCapacity.Usage
+			if u == nil || u.CPUNanoCores != 12345 || !u.Timestamp.Equal(sample.ObservedAt) || u.Window != sample.Window {
+				t.Errorf("n1 tombstone usage %+v, want the sample %+v", u, sample)
+			}
+		}
+	}
+}
+
+func TestChangesLimit(t *testing.T) {
+	t.Parallel()
+	s, b := setup(t, postgres.Options{})
+	ctx := b.ctx
+	nodes := []store.Node{node("n1", 1000, 1), node("n2", 1000, 1), node("n3", 1000, 1)}
+	mustApply(t, s, ctx, store.Batch{ClusterID: "c", Nodes: nodes, Namespaces: []store.Namespace{namespace("a"), namespace("b")}})
+	all, readAt, err := s.Changes(ctx, 0, 100)
+	if err != nil || len(all) != 5 {
+		t.Fatalf("Changes = %d changes, %v; want 5", len(all), err)
+	}
+	for _, limit := range []int{1, 2, 4} {
+		var got []int64
+		for after := int64(0); ; {
+			page, at, err := s.Changes(ctx, after, limit)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if at != readAt || len(page) > limit {
+				t.Fatalf("limit %d: %d changes read at %d", limit, len(page), at)
+			}
+			got = append(got, rvs(page)...)
+			if len(page) < limit {
+				break
+			}
+			after = page[len(page)-1].ResourceVersion
+		}
+		if !slices.Equal(got, rvs(all)) {
+			t.Errorf("limit %d: paged RVs %v, want %v", limit, got, rvs(all))
+		}
+	}
+	if page, at, err := s.Changes(ctx, 0, 0); err != nil || len(page) != 0 || at != readAt {
+		t.Errorf("Changes(limit 0) = %d changes at %d, %v; want none at %d", len(page), at, err, readAt)
+	}
+	if page, at, err := s.Changes(ctx, 1<<62, 10); err != nil || len(page) != 0 || at != readAt {
+		t.Errorf("Changes(after the present) = %d changes at %d, %v; want none at %d", len(page), at, err, readAt)
+	}
+}
+
+func rvs(changes []store.Change) []int64 {
+	out := make([]int64, len(changes))
+	for i, c := range changes {
+		out[i] = c.ResourceVersion
+	}
+	return out
+}
+
+func sameSet(a, b []string) bool {
+	a, b = slices.Clone(a), slices.Clone(b)
+	slices.Sort(a)
+	slices.Sort(b)
+	return slices.Equal(a, b)
+}

@@ -1,0 +1,82 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"k8s.io/klog/v2"
+)
+
+// compactBatch bounds the entries one compaction transaction deletes.
+const compactBatch = 1000
+
+// Compact deletes change-log entries committed before olderThan and returns
+// the new horizon: the highest deleted version, from which (and from any
+// later version) Changes still serves every change. It deletes a prefix in
+// version order: it stops at the first entry committed at or after olderThan
+// (commit times follow transaction start, so they are not strictly ordered
+// by version) and at the registry version it started at, so it ends under a
+// steady stream of writes. Each batch is its own short transaction that
+// touches neither registry_state nor the view rows, so writers never wait on
+// it; concurrent Compact calls take turns on the horizon row.
+func (s *Store) Compact(ctx context.Context, olderThan time.Time) (int64, error) {
+	var stop int64 // exclusive bound
+	err := s.pool.QueryRow(ctx, `
+		SELECT coalesce((
+			SELECT c.resource_version FROM registry_change c
+			WHERE c.resource_version > (SELECT compacted_rv FROM registry_change_horizon LIMIT 1) AND c.committed_at >= $1
+			ORDER BY c.resource_version LIMIT 1), (SELECT resource_version FROM registry_state LIMIT 1) + 1)`, olderThan).Scan(&stop)
+	if err != nil {
+		return 0, fmt.Errorf("compact change log: %w", interpretError(err))
+	}
+	var total int64
+	for {
+		n, err := s.compactBatch(ctx, stop)
+		if err != nil {
+			return 0, fmt.Errorf("compact change log: %w", interpretError(err))
+		}
+		total += n
+		if n < compactBatch {
+			break
+		}
+	}
+	var horizon int64
+	if err := s.pool.QueryRow(ctx, `SELECT compacted_rv FROM registry_change_horizon`).Scan(&horizon); err != nil {
+		return 0, fmt.Errorf("compact change log: %w", interpretError(err))
+	}
+	if total > 0 {
+		klog.V(2).InfoS("Compacted registry change log", "deleted", total, "horizon", horizon)
+	}
+	return horizon, nil
+}
+
+// compactBatch deletes up to compactBatch of the oldest entries below stop and
+// raises the horizon to the highest it deleted, in one transaction.
+func (s *Store) compactBatch(ctx context.Context, stop int64) (int64, error) {
+	var deleted int64
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var horizon int64
+		if err := tx.QueryRow(ctx, `SELECT compacted_rv FROM registry_change_horizon FOR UPDATE`).Scan(&horizon); err != nil {
+			return err
+		}
+		var highest int64
+		if err := tx.QueryRow(ctx, `
+			WITH d AS (
+				DELETE FROM registry_change WHERE resource_version IN (
+					SELECT resource_version FROM registry_change
+					WHERE resource_version > $1 AND resource_version < $2
+					ORDER BY resource_version LIMIT $3)
+				RETURNING resource_version)
+			SELECT count(*), coalesce(max(resource_version), 0) FROM d`, horizon, stop, compactBatch).Scan(&deleted, &highest); err != nil {
+			return err
+		}
+		if deleted == 0 {
+			return nil
+		}
+		_, err := tx.Exec(ctx, `UPDATE registry_change_horizon SET compacted_rv = $1`, highest)
+		return err
+	})
+	return deleted, err
+}

@@ -1,0 +1,13 @@
+DROP TRIGGER IF EXISTS registry_state_notify ON registry_state;
+DROP TRIGGER IF EXISTS cluster_namespace_log_delete ON cluster_namespace;
+DROP TRIGGER IF EXISTS cluster_namespace_log_update ON cluster_namespace;
+DROP TRIGGER IF EXISTS cluster_namespace_log_insert ON cluster_namespace;
+DROP TRIGGER IF EXISTS cluster_node_log_delete ON cluster_node;
+DROP TRIGGER IF EXISTS cluster_node_log_update ON cluster_node;
+DROP TRIGGER IF EXISTS cluster_node_log_insert ON cluster_node;
+DROP FUNCTION IF EXISTS registry_notify();
+DROP FUNCTION IF EXISTS registry_log_delete();
+DROP FUNCTION IF EXISTS registry_log_update();
+DROP FUNCTION IF EXISTS registry_log_insert();
+DROP TABLE IF EXISTS registry_change_horizon;
+DROP TABLE IF EXISTS registry_change;

@@ -1,0 +1,133 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/klog/v2"
+
+	"github.com/example/platform-apiserver/pkg/registry/store"
+)
+
+// notifyChannel is the NOTIFY channel registry_state's trigger signals on
+// each commit that published a new registry version (migration 002).
+const notifyChannel = "registry_change"
+
+// listenerAppName marks the listening session in pg_stat_activity.
+const listenerAppName = "platform-apiserver-listen"
+
+// errListenUnsupported: the server rejected LISTEN (some Postgres-compatible
+// engines lack it).
+var errListenUnsupported = errors.New("LISTEN not supported")
+
+// Notifications delivers a value soon after each commit that changed the
+// registry, coalesced in a channel of capacity 1. Each call holds one
+// dedicated connection outside the pool (call it once and fan out). LISTEN
+// is in place when it returns, so a commit after the call is not missed;
+// after the connection drops it reconnects with backoff and then delivers a
+// value, since commits in between went unnoticed. If the server rejects
+// LISTEN the channel never fires and callers rely on polling. The channel
+// closes when ctx ends; the error is ctx's if it already has.
+func (s *Store) Notifications(ctx context.Context) (<-chan struct{}, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	out := make(chan struct{}, 1)
+	conn, err := s.listen(ctx)
+	switch {
+	case errors.Is(err, errListenUnsupported):
+		klog.InfoS("Registry database rejects LISTEN; change-feed readers poll", "err", err)
+		go func() {
+			<-ctx.Done()
+			close(out)
+		}()
+		return out, nil
+	case err != nil:
+		klog.ErrorS(err, "Cannot listen for registry changes yet; retrying in the background")
+	}
+	go s.forwardNotifications(ctx, conn, out)
+	return out, nil
+}
+
+// forwardNotifications relays notifications from conn (nil: not connected
+// yet) to out until ctx ends, reconnecting with backoff.
+func (s *Store) forwardNotifications(ctx context.Context, conn *pgx.Conn, out chan struct{}) {
+	defer close(out)
+	backoff := listenBackoff()
+	for {
+		if conn == nil {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(backoff.Step()):
+			}
+			var err error
+			if conn, err = s.listen(ctx); err != nil {
+				if ctx.Err() != nil {
+					return
+				}
+				if errors.Is(err, errListenUnsupported) {
+					klog.InfoS("Registry database rejects LISTEN; change-feed readers poll", "err", err)
+					<-ctx.Done()
+					return
+				}
+				klog.V(2).InfoS("Reconnecting to listen for registry changes failed; retrying", "err", err)
+				continue
+			}
+			backoff = listenBackoff()
+			signal(out) // commits while disconnected went unnoticed
+		}
+		if _, err := conn.WaitForNotification(ctx); err != nil {
+			closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+			_ = conn.Close(closeCtx)
+			cancel()
+			conn = nil
+			if ctx.Err() != nil {
+				return
+			}
+			klog.ErrorS(err, "Lost the registry notification connection; reconnecting")
+			continue
+		}
+		signal(out)
+	}
+}
+
+// listen opens a dedicated connection with the pool's settings and LISTENs.
+func (s *Store) listen(ctx context.Context) (*pgx.Conn, error) {
+	cfg := s.pool.Config().ConnConfig.Copy()
+	if cfg.RuntimeParams == nil {
+		cfg.RuntimeParams = map[string]string{}
+	}
+	cfg.RuntimeParams["application_name"] = listenerAppName
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("connect to listen: %w", interpretError(err))
+	}
+	if _, err := conn.Exec(ctx, "LISTEN "+notifyChannel); err != nil {
+		_ = conn.Close(context.WithoutCancel(ctx))
+		var pgErr *pgconn.PgError
+		if ierr := interpretError(err); errors.As(err, &pgErr) && !errors.Is(ierr, store.ErrUnavailable) {
+			return nil, fmt.Errorf("%w: %w", errListenUnsupported, err)
+		}
+		return nil, fmt.Errorf("listen: %w", interpretError(err))
+	}
+	return conn, nil
+}
+
+func listenBackoff() wait.Backoff {
+	return wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Jitter: 0.2, Steps: math.MaxInt32, Cap: 30 * time.Second}
+}
+
+// signal makes a value pending on out unless one already is.
+func signal(out chan struct{}) {
+	select {
+	case out <- struct{}{}:
+	default:
+	}
+}

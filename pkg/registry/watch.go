@@ -1,0 +1,309 @@
+package registry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
+
+	"github.com/example/platform-apiserver/pkg/registry/feed"
+	"github.com/example/platform-apiserver/pkg/registry/store"
+)
+
+// WatchSpec is what the shared watch logic needs to know of one kind.
+type WatchSpec struct {
+	Kind     store.Kind
+	Resource schema.GroupResource
+	Fields   FieldMap
+	// Convert builds the internal API object of a change and, when the
+	// change has one, of the state before it.
+	Convert func(c *store.Change) (obj, prev runtime.Object)
+	// List returns the current objects matching opts (no limit) and the
+	// registry resourceVersion they reflect.
+	List func(ctx context.Context, opts store.ListOptions) ([]runtime.Object, int64, error)
+	// NewObject returns an empty object of the kind, for bookmarks.
+	NewObject func() runtime.Object
+	// Attrs returns the labels and field-selector values of an object.
+	Attrs func(obj runtime.Object) (labels.Set, fields.Set)
+}
+
+// WatchConfig is what every watch of the server shares.
+type WatchConfig struct {
+	Follower *feed.Follower
+	// BookmarkInterval is how often a watch that allows bookmarks gets one.
+	BookmarkInterval time.Duration
+}
+
+// historyBatch is how many changes a resuming watch reads at a time.
+const historyBatch = 1000
+
+// Watch serves a Kubernetes watch of one kind from the change feed with the
+// semantics of kube-apiserver: resourceVersion "" or "0" start with ADDED
+// events for the current objects (unless sendInitialEvents=false), an exact
+// resourceVersion resumes after it (410 when compacted), sendInitialEvents
+// ends the initial events with a bookmark annotated
+// k8s.io/initial-events-end, selectors filter, and an object that stops
+// matching is sent as DELETED.
+func Watch(ctx context.Context, cfg WatchConfig, spec WatchSpec, options *metainternalversion.ListOptions) (watch.Interface, error) {
+	if options == nil {
+		options = &metainternalversion.ListOptions{}
+	}
+	storeOpts, nothing, err := StoreListOptions(ctx, options, spec.Fields)
+	if err != nil {
+		return nil, err
+	}
+	storeOpts.Limit, storeOpts.Continue = 0, ""
+
+	w := &watcher{
+		cfg:       cfg,
+		spec:      spec,
+		result:    make(chan watch.Event),
+		bookmarks: options.AllowWatchBookmarks,
+		nothing:   nothing,
+		labels:    options.LabelSelector,
+		fields:    options.FieldSelector,
+	}
+	w.namespace, _ = genericapirequest.NamespaceFrom(ctx)
+	if w.labels == nil {
+		w.labels = labels.Everything()
+	}
+	if w.fields == nil {
+		w.fields = fields.Everything()
+	}
+
+	rv := options.ResourceVersion
+	w.initial = rv == "" || rv == "0"
+	if options.SendInitialEvents != nil {
+		w.initial = *options.SendInitialEvents
+		w.initialEndBookmark = w.initial
+	}
+	if err := cfg.Follower.WaitSynced(ctx); err != nil {
+		return nil, apierrors.NewServiceUnavailable("the registry change feed is not ready yet; retry")
+	}
+	w.sub = cfg.Follower.Subscribe(spec.Kind)
+	w.cursor = w.sub.From
+	if rv != "" && rv != "0" {
+		from, err := ParseResourceVersion(rv)
+		if err != nil {
+			w.sub.Close()
+			return nil, err
+		}
+		if !w.initial {
+			w.cursor = from
+			if from < w.sub.From {
+				// Fail now, not mid-stream, when history is gone.
+				if _, _, err := cfg.Follower.Changes(ctx, from, 1); err != nil {
+					w.sub.Close()
+					return nil, watchError(err, from)
+				}
+			}
+		}
+	}
+
+	var initial []runtime.Object
+	if w.initial && !nothing {
+		objs, listRV, err := spec.List(ctx, storeOpts)
+		if err != nil {
+			w.sub.Close()
+			return nil, APIError(err, spec.Resource, "")
+		}
+		if err := CheckListResourceVersion(&metainternalversion.ListOptions{ResourceVersion: rv}, listRV); err != nil && rv != "0" {
+			w.sub.Close()
+			return nil, err
+		}
+		initial, w.cursor = objs, listRV
+	}
+
+	pw := watch.NewProxyWatcher(w.result)
+	go w.run(ctx, pw.StopChan(), initial)
+	return pw, nil
+}
+
+func watchError(err error, from int64) error {
+	if errors.Is(err, store.ErrCompacted) {
+		return apierrors.NewResourceExpired(fmt.Sprintf("too old resource version: %d (%v)", from, err))
+	}
+	return APIError(err, schema.GroupResource{}, "")
+}
+
+type watcher struct {
+	cfg       WatchConfig
+	spec      WatchSpec
+	sub       *feed.Subscription
+	result    chan watch.Event
+	namespace string
+	labels    labels.Selector
+	fields    fields.Selector
+	nothing   bool
+
+	initial            bool
+	initialEndBookmark bool
+	bookmarks          bool
+	// cursor: every change up to it has been considered for this watch.
+	cursor int64
+}
+
+func (w *watcher) run(ctx context.Context, stop <-chan struct{}, initial []runtime.Object) {
+	defer close(w.result)
+	defer w.sub.Close()
+
+	for _, obj := range initial {
+		if !w.emit(stop, watch.Event{Type: watch.Added, Object: obj}) {
+			return
+		}
+	}
+	if w.initialEndBookmark && w.bookmarks {
+		if !w.emit(stop, w.bookmark(true)) {
+			return
+		}
+	}
+	if !w.replayHistory(ctx, stop) {
+		return
+	}
+
+	var tick <-chan time.Time
+	if w.bookmarks && w.cfg.BookmarkInterval > 0 {
+		t := time.NewTicker(w.cfg.BookmarkInterval)
+		defer t.Stop()
+		tick = t.C
+	}
+	for {
+		select {
+		case <-stop:
+			return
+		case <-ctx.Done():
+			return
+		case <-tick:
+			if !w.emit(stop, w.bookmark(false)) {
+				return
+			}
+		case it, ok := <-w.sub.C:
+			if !ok {
+				if w.sub.Dropped() {
+					w.emit(stop, errorEvent(http.StatusInternalServerError, metav1.StatusReasonInternalError,
+						"watch fell behind the change feed and was closed; re-watch from the last resourceVersion received"))
+				}
+				return
+			}
+			if it.ResourceVersion <= w.cursor {
+				continue
+			}
+			w.cursor = it.ResourceVersion
+			if it.Change != nil && !w.consider(stop, it.Change) {
+				return
+			}
+		}
+	}
+}
+
+// replayHistory delivers changes between the cursor and the subscription's
+// start, read from the feed, so a resumed watch has no gap.
+func (w *watcher) replayHistory(ctx context.Context, stop <-chan struct{}) bool {
+	for w.cursor < w.sub.From {
+		changes, _, err := w.cfg.Follower.Changes(ctx, w.cursor, historyBatch)
+		if err != nil {
+			if ctx.Err() == nil {
+				var status apierrors.APIStatus
+				if errors.As(watchError(err, w.cursor), &status) {
+					w.emit(stop, watch.Event{Type: watch.Error, Object: ptr(status.Status())})
+				}
+			}
+			return false
+		}
+		if len(changes) == 0 {
+			break
+		}
+		for i := range changes {
+			c := &changes[i]
+			if c.ResourceVersion > w.sub.From {
+				return true // the subscription delivers the rest
+			}
+			w.cursor = c.ResourceVersion
+			if c.Kind == w.spec.Kind && !w.consider(stop, c) {
+				return false
+			}
+		}
+	}
+	w.cursor = max(w.cursor, w.sub.From)
+	return true
+}
+
+// consider turns a change into the event this watch should see, if any.
+func (w *watcher) consider(stop <-chan struct{}, c *store.Change) bool {
+	if w.nothing {
+		return true
+	}
+	obj, prev := w.spec.Convert(c)
+	now := w.matches(obj)
+	before := prev != nil && w.matches(prev)
+	var ev watch.Event
+	switch {
+	case c.Type == store.ChangeDeleted && now:
+		ev = watch.Event{Type: watch.Deleted, Object: obj}
+	case c.Type == store.ChangeDeleted:
+		return true
+	case now && before:
+		ev = watch.Event{Type: watch.Modified, Object: obj}
+	case now:
+		ev = watch.Event{Type: watch.Added, Object: obj}
+	case before:
+		// Stopped matching: Kubernetes sends DELETED with the last state
+		// that matched, at the version of this change.
+		if m, err := meta.Accessor(prev); err == nil {
+			m.SetResourceVersion(fmt.Sprint(c.ResourceVersion))
+		}
+		ev = watch.Event{Type: watch.Deleted, Object: prev}
+	default:
+		return true
+	}
+	return w.emit(stop, ev)
+}
+
+func (w *watcher) matches(obj runtime.Object) bool {
+	l, f := w.spec.Attrs(obj)
+	if w.namespace != "" && f["metadata.namespace"] != w.namespace {
+		return false
+	}
+	return w.labels.Matches(l) && w.fields.Matches(f)
+}
+
+func (w *watcher) bookmark(initialEnd bool) watch.Event {
+	obj := w.spec.NewObject()
+	if m, err := meta.Accessor(obj); err == nil {
+		m.SetResourceVersion(fmt.Sprint(w.cursor))
+		if initialEnd {
+			m.SetAnnotations(map[string]string{metav1.InitialEventsAnnotationKey: "true"})
+		}
+	}
+	return watch.Event{Type: watch.Bookmark, Object: obj}
+}
+
+// emit sends ev unless the client has gone; it reports whether to go on.
+func (w *watcher) emit(stop <-chan struct{}, ev watch.Event) bool {
+	select {
+	case w.result <- ev:
+		return true
+	case <-stop:
+		return false
+	}
+}
+
+func errorEvent(code int32, reason metav1.StatusReason, msg string) watch.Event {
+	return watch.Event{Type: watch.Error, Object: &metav1.Status{
+		Status: metav1.StatusFailure, Code: code, Reason: reason, Message: msg,
+	}}
+}
+
+func ptr[T any](v T) *T { return &v }
