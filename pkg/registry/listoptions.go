@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/selection"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 
@@ -99,4 +100,35 @@ func ParseResourceVersion(rv string) (int64, error) {
 		return 0, apierrors.NewBadRequest(fmt.Sprintf("invalid resourceVersion %q: expected a non-negative integer", rv))
 	}
 	return v, nil
+}
+
+// List runs one kind's list: the request's options become store options,
+// the store answers, and the resourceVersion semantics are checked. A label
+// selector that can match nothing yields an empty page without a query.
+func List[R any](ctx context.Context, options *metainternalversion.ListOptions, fields FieldMap, resource schema.GroupResource,
+	list func(context.Context, store.ListOptions) (*store.Page[R], error)) (*store.Page[R], error) {
+	opts, nothing, err := StoreListOptions(ctx, options, fields)
+	if err != nil {
+		return nil, err
+	}
+	if nothing {
+		return &store.Page[R]{}, nil
+	}
+	page, err := list(ctx, opts)
+	if err != nil {
+		return nil, APIError(err, resource, "")
+	}
+	if err := CheckListResourceVersion(options, page.ResourceVersion); err != nil {
+		return nil, err
+	}
+	return page, nil
+}
+
+// ListMeta is the list metadata of a page.
+func ListMeta[R any](page *store.Page[R]) metav1.ListMeta {
+	m := metav1.ListMeta{Continue: page.Continue, RemainingItemCount: page.RemainingItemCount}
+	if page.ResourceVersion > 0 {
+		m.ResourceVersion = strconv.FormatInt(page.ResourceVersion, 10)
+	}
+	return m
 }

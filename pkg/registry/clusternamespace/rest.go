@@ -6,7 +6,6 @@ package clusternamespace
 
 import (
 	"context"
-	"strconv"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
@@ -83,24 +82,11 @@ func (r *REST) Get(ctx context.Context, name string, _ *metav1.GetOptions) (runt
 // List returns the ClusterNamespaces matching the options in the request
 // namespace (all namespaces for -A), one page at a time when a limit is given.
 func (r *REST) List(ctx context.Context, options *metainternalversion.ListOptions) (runtime.Object, error) {
-	opts, nothing, err := registry.StoreListOptions(ctx, options, fieldMap)
+	page, err := registry.List(ctx, options, fieldMap, platform.Resource("clusternamespaces"), r.reader.ListClusterNamespaces)
 	if err != nil {
 		return nil, err
 	}
-	list := &platform.ClusterNamespaceList{}
-	if nothing {
-		return list, nil
-	}
-	page, err := r.reader.ListClusterNamespaces(ctx, opts)
-	if err != nil {
-		return nil, registry.APIError(err, platform.Resource("clusternamespaces"), "")
-	}
-	if err := registry.CheckListResourceVersion(options, page.ResourceVersion); err != nil {
-		return nil, err
-	}
-	list.ResourceVersion = strconv.FormatInt(page.ResourceVersion, 10)
-	list.Continue = page.Continue
-	list.RemainingItemCount = page.RemainingItemCount
+	list := &platform.ClusterNamespaceList{ListMeta: registry.ListMeta(page)}
 	list.Items = make([]platform.ClusterNamespace, len(page.Items))
 	for i := range page.Items {
 		list.Items[i] = ToObject(&page.Items[i])

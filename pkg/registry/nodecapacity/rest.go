@@ -4,7 +4,6 @@ package nodecapacity
 
 import (
 	"context"
-	"strconv"
 	"strings"
 
 	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
@@ -80,24 +79,11 @@ func (r *REST) Get(ctx context.Context, name string, _ *metav1.GetOptions) (runt
 // List returns the NodeCapacities matching the options, one page at a time
 // when a limit is given.
 func (r *REST) List(ctx context.Context, options *metainternalversion.ListOptions) (runtime.Object, error) {
-	opts, nothing, err := registry.StoreListOptions(ctx, options, fieldMap)
+	page, err := registry.List(ctx, options, fieldMap, platform.Resource("nodecapacities"), r.reader.ListNodeCapacities)
 	if err != nil {
 		return nil, err
 	}
-	list := &platform.NodeCapacityList{}
-	if nothing {
-		return list, nil
-	}
-	page, err := r.reader.ListNodeCapacities(ctx, opts)
-	if err != nil {
-		return nil, registry.APIError(err, platform.Resource("nodecapacities"), "")
-	}
-	if err := registry.CheckListResourceVersion(options, page.ResourceVersion); err != nil {
-		return nil, err
-	}
-	list.ResourceVersion = strconv.FormatInt(page.ResourceVersion, 10)
-	list.Continue = page.Continue
-	list.RemainingItemCount = page.RemainingItemCount
+	list := &platform.NodeCapacityList{ListMeta: registry.ListMeta(page)}
 	list.Items = make([]platform.NodeCapacity, len(page.Items))
 	for i := range page.Items {
 		list.Items[i] = ToObject(&page.Items[i])
