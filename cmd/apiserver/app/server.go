@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
+	genericapiserver "k8s.io/apiserver/pkg/server"
 	cliflag "k8s.io/component-base/cli/flag"
 	"k8s.io/component-base/cli/globalflag"
 	"k8s.io/component-base/term"
@@ -71,12 +72,27 @@ func run(ctx context.Context, o *options.Options) error {
 	}
 	defer reg.Close()
 
+	disc, err := o.Discovery.NewDiscovery(reg)
+	if err != nil {
+		return err
+	}
+	if disc != nil {
+		generic.AddLivezChecks(disc.LivezCheck())
+		generic.AddReadyzChecks(disc.ReadyzCheck())
+	}
 	config := &apiserver.Config{Generic: generic, Registry: reg, Watch: o.Watch.Config()}
 	server, err := config.Complete().New()
 	if err != nil {
 		return err
 	}
 	server.GenericAPIServer.AddPostStartHookOrDie("registry-migrations", migrateInBackground(reg))
+	if disc != nil {
+		// In the background: serving never waits for members or the lease.
+		server.GenericAPIServer.AddPostStartHookOrDie("discovery", func(hookCtx genericapiserver.PostStartHookContext) error {
+			go disc.Run(hookCtx)
+			return nil
+		})
+	}
 	return server.GenericAPIServer.PrepareRun().RunWithContext(ctx)
 }
 

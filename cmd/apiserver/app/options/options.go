@@ -30,6 +30,7 @@ type Options struct {
 	Logging        *logs.Options
 	Postgres       *PostgresOptions
 	Watch          *WatchOptions
+	Discovery      *DiscoveryOptions
 }
 
 // NewOptions returns the defaults.
@@ -44,6 +45,7 @@ func NewOptions() *Options {
 		Logging:        logs.NewOptions(),
 		Postgres:       NewPostgresOptions(),
 		Watch:          NewWatchOptions(),
+		Discovery:      NewDiscoveryOptions(),
 	}
 	o.SecureServing.BindPort = 6443
 	return o
@@ -53,6 +55,7 @@ func NewOptions() *Options {
 func (o *Options) Flags() (fss cliflag.NamedFlagSets) {
 	o.Postgres.AddFlags(fss.FlagSet("registry database"))
 	o.Watch.AddFlags(fss.FlagSet("watch"))
+	o.Discovery.AddFlags(fss.FlagSet("discovery"))
 	o.ServerRun.AddUniversalFlags(fss.FlagSet("generic"))
 	o.SecureServing.AddFlags(fss.FlagSet("secure serving"))
 	o.Authentication.AddFlags(fss.FlagSet("delegated authentication"))
@@ -74,6 +77,7 @@ func (o *Options) Validate() []error {
 	errs = append(errs, o.Features.Validate()...)
 	errs = append(errs, o.Postgres.Validate()...)
 	errs = append(errs, o.Watch.Validate()...)
+	errs = append(errs, o.Discovery.Validate()...)
 	if err := logsapi.ValidateAndApply(o.Logging, nil); err != nil {
 		errs = append(errs, err)
 	}

@@ -1,0 +1,166 @@
+package options
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/spf13/pflag"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	componentbaseconfig "k8s.io/component-base/config"
+	configoptions "k8s.io/component-base/config/options"
+	"k8s.io/klog/v2"
+
+	"github.com/example/platform-apiserver/pkg/discovery"
+	"github.com/example/platform-apiserver/pkg/registry/store"
+)
+
+// DiscoveryOptions configure the discovery worker that mirrors member
+// clusters into the registry.
+type DiscoveryOptions struct {
+	ClusterID           string
+	MemberKubeconfig    string
+	MemberKubeconfigDir string
+	MemberDirInterval   time.Duration
+	BatchSize           int
+	BatchDelay          time.Duration
+	LeaderElection      componentbaseconfig.LeaderElectionConfiguration
+}
+
+// NewDiscoveryOptions returns the defaults.
+func NewDiscoveryOptions() *DiscoveryOptions {
+	t := discovery.DefaultTuning()
+	return &DiscoveryOptions{
+		MemberDirInterval: 10 * time.Second,
+		BatchSize:         t.BatchSize,
+		BatchDelay:        t.BatchDelay,
+		LeaderElection: componentbaseconfig.LeaderElectionConfiguration{
+			LeaderElect:       true,
+			LeaseDuration:     metav1.Duration{Duration: 15 * time.Second},
+			RenewDeadline:     metav1.Duration{Duration: 10 * time.Second},
+			RetryPeriod:       metav1.Duration{Duration: 2 * time.Second},
+			ResourceLock:      "leases",
+			ResourceName:      "platform-apiserver-discovery",
+			ResourceNamespace: "kube-system",
+		},
+	}
+}
+
+// AddFlags adds the discovery flags.
+func (o *DiscoveryOptions) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.ClusterID, "cluster-id", o.ClusterID, ""+
+		"Id of the hosting cluster (a DNS label), under which it is mirrored. Required when discovery runs.")
+	fs.StringVar(&o.MemberKubeconfig, "member-kubeconfig", o.MemberKubeconfig, ""+
+		"Kubeconfig of the hosting cluster, mirrored as --cluster-id; it also holds the leader Lease. "+
+		"Empty means the in-cluster config when running in a pod; without either, discovery is disabled.")
+	fs.StringVar(&o.MemberKubeconfigDir, "member-kubeconfig-dir", o.MemberKubeconfigDir, ""+
+		"Directory of kubeconfig files of further member clusters, each named by its cluster id. "+
+		"Files added or removed are picked up; a removed member's rows are deleted.")
+	fs.DurationVar(&o.MemberDirInterval, "member-kubeconfig-dir-interval", o.MemberDirInterval,
+		"How often --member-kubeconfig-dir is read for added, changed and removed members.")
+	fs.IntVar(&o.BatchSize, "discovery-batch-size", o.BatchSize,
+		"Member events committed to the registry in one transaction at most.")
+	fs.DurationVar(&o.BatchDelay, "discovery-batch-delay", o.BatchDelay,
+		"How long a member event may wait for more to share its transaction; bounds the freshness cost of batching.")
+	configoptions.BindLeaderElectionFlags(&o.LeaderElection, fs)
+}
+
+// Validate returns every problem with the options.
+func (o *DiscoveryOptions) Validate() []error {
+	var errs []error
+	if o.ClusterID != "" {
+		for _, msg := range validation.IsDNS1123Label(o.ClusterID) {
+			errs = append(errs, fmt.Errorf("--cluster-id %q: %s", o.ClusterID, msg))
+		}
+	}
+	if o.MemberKubeconfig != "" && o.ClusterID == "" {
+		errs = append(errs, errors.New("--cluster-id is required with --member-kubeconfig: the hosting cluster is mirrored under it"))
+	}
+	if o.MemberDirInterval <= 0 {
+		errs = append(errs, fmt.Errorf("--member-kubeconfig-dir-interval must be positive, got %s", o.MemberDirInterval))
+	}
+	if o.BatchSize < 1 {
+		errs = append(errs, fmt.Errorf("--discovery-batch-size must be at least 1, got %d", o.BatchSize))
+	}
+	if o.BatchDelay <= 0 {
+		errs = append(errs, fmt.Errorf("--discovery-batch-delay must be positive, got %s", o.BatchDelay))
+	}
+	if o.LeaderElection.LeaderElect {
+		le := o.LeaderElection
+		if le.ResourceLock != "leases" {
+			errs = append(errs, fmt.Errorf("--leader-elect-resource-lock must be leases, got %q", le.ResourceLock))
+		}
+		if le.LeaseDuration.Duration <= 0 || le.RenewDeadline.Duration <= 0 || le.RetryPeriod.Duration <= 0 {
+			errs = append(errs, errors.New("--leader-elect-lease-duration, --leader-elect-renew-deadline and --leader-elect-retry-period must be positive"))
+		} else if le.RenewDeadline.Duration >= le.LeaseDuration.Duration {
+			errs = append(errs, fmt.Errorf("--leader-elect-renew-deadline (%s) must be less than --leader-elect-lease-duration (%s)",
+				le.RenewDeadline.Duration, le.LeaseDuration.Duration))
+		}
+		if le.ResourceName == "" || le.ResourceNamespace == "" {
+			errs = append(errs, errors.New("--leader-elect-resource-name and --leader-elect-resource-namespace must be set"))
+		}
+	}
+	return errs
+}
+
+// NewDiscovery returns discovery writing through reg, or nil (with a log
+// line saying why) when no member cluster is configured.
+func (o *DiscoveryOptions) NewDiscovery(reg store.Writer) (*discovery.Discovery, error) {
+	hosting, err := o.hostingConfig()
+	if err != nil {
+		return nil, err
+	}
+	if hosting == nil && o.MemberKubeconfigDir == "" {
+		klog.InfoS("Discovery disabled: no member cluster configured (no --member-kubeconfig, not running in a pod, no --member-kubeconfig-dir); serving the registry as it is")
+		return nil, nil
+	}
+	tuning := discovery.DefaultTuning()
+	tuning.BatchSize, tuning.BatchDelay = o.BatchSize, o.BatchDelay
+	le := o.LeaderElection
+	cfg := discovery.Config{
+		MemberDir:         o.MemberKubeconfigDir,
+		MemberDirInterval: o.MemberDirInterval,
+		Tuning:            tuning,
+		LeaderElection: discovery.LeaderElection{
+			Enabled:       le.LeaderElect,
+			Namespace:     le.ResourceNamespace,
+			Name:          le.ResourceName,
+			LeaseDuration: le.LeaseDuration.Duration,
+			RenewDeadline: le.RenewDeadline.Duration,
+			RetryPeriod:   le.RetryPeriod.Duration,
+		},
+		Store: reg,
+	}
+	if hosting != nil {
+		if o.ClusterID == "" {
+			return nil, errors.New("--cluster-id is required: running in a pod, the hosting cluster is mirrored under it")
+		}
+		cfg.Hosting = &discovery.Member{ID: o.ClusterID, Config: hosting}
+	}
+	klog.InfoS("Discovery enabled", "cluster", o.ClusterID, "memberDir", o.MemberKubeconfigDir,
+		"leaderElect", le.LeaderElect, "lease", klog.KRef(le.ResourceNamespace, le.ResourceName))
+	return discovery.New(cfg)
+}
+
+// hostingConfig returns the hosting cluster's config: --member-kubeconfig,
+// else the in-cluster config, else nil.
+func (o *DiscoveryOptions) hostingConfig() (*rest.Config, error) {
+	if o.MemberKubeconfig != "" {
+		cfg, err := clientcmd.BuildConfigFromFlags("", o.MemberKubeconfig)
+		if err != nil {
+			return nil, fmt.Errorf("--member-kubeconfig: %w", err)
+		}
+		return cfg, nil
+	}
+	cfg, err := rest.InClusterConfig()
+	if errors.Is(err, rest.ErrNotInCluster) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("in-cluster config: %w", err)
+	}
+	return cfg, nil
+}

@@ -1,0 +1,88 @@
+package discovery
+
+import (
+	"time"
+
+	"github.com/example/platform-apiserver/pkg/registry/store"
+)
+
+// change is one object's latest fate in a pending batch.
+type change struct {
+	key store.ObjectKey // Namespace empty for cluster-scoped kinds
+	rec any             // store.Namespace, store.Node, store.Pod or store.Quota; nil deletes
+}
+
+// pending accumulates the changes of one resource until they are committed.
+// Only each object's latest state is kept, so a burst of events on few
+// objects stays small, and no object appears twice in a batch (Apply's rule).
+type pending struct {
+	resource store.Resource
+	changes  map[store.ObjectKey]change
+	// events counts what was absorbed (events, or objects of a relist).
+	events int
+	// byType counts events per watch event type, for the applied metric.
+	byType map[string]int
+	// received holds each absorbed event's arrival, for the lag metric.
+	received []time.Time
+	// cursor is the member resourceVersion the batch reaches.
+	cursor string
+	// replace marks a relist: rows absent from the batch are deleted.
+	replace bool
+}
+
+func newPending(r store.Resource, cursor string) *pending {
+	return &pending{resource: r, changes: map[store.ObjectKey]change{}, byType: map[string]int{}, cursor: cursor}
+}
+
+// add records an event (or listed object) received at t.
+func (p *pending) add(eventType string, c change, t time.Time) {
+	p.changes[c.key] = c
+	p.count(eventType, t)
+}
+
+// count records an event that changes no row but moves the cursor (a bookmark).
+func (p *pending) count(eventType string, t time.Time) {
+	p.events++
+	p.byType[eventType]++
+	p.received = append(p.received, t)
+}
+
+// dirty reports whether the batch has anything to commit beyond committedCursor.
+func (p *pending) dirty(committedCursor string) bool {
+	return len(p.changes) > 0 || p.replace || p.cursor != committedCursor
+}
+
+// batch builds the store batch for cluster.
+func (p *pending) batch(cluster string) store.Batch {
+	b := store.Batch{ClusterID: cluster, Cursors: map[store.Resource]string{}}
+	if p.cursor != "" {
+		b.Cursors[p.resource] = p.cursor
+	}
+	if p.replace {
+		b.Replace = []store.Resource{p.resource}
+	}
+	for _, c := range p.changes {
+		switch rec := c.rec.(type) {
+		case store.Namespace:
+			b.Namespaces = append(b.Namespaces, rec)
+		case store.Node:
+			b.Nodes = append(b.Nodes, rec)
+		case store.Pod:
+			b.Pods = append(b.Pods, rec)
+		case store.Quota:
+			b.Quotas = append(b.Quotas, rec)
+		case nil:
+			switch p.resource {
+			case store.ResourceNamespaces:
+				b.DeletedNamespaces = append(b.DeletedNamespaces, c.key.Name)
+			case store.ResourceNodes:
+				b.DeletedNodes = append(b.DeletedNodes, c.key.Name)
+			case store.ResourcePods:
+				b.DeletedPods = append(b.DeletedPods, c.key)
+			case store.ResourceResourceQuotas:
+				b.DeletedQuotas = append(b.DeletedQuotas, c.key)
+			}
+		}
+	}
+	return b
+}

@@ -1,0 +1,169 @@
+package discovery
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/google/uuid"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	"github.com/example/platform-apiserver/pkg/registry/store"
+)
+
+// Member is a member cluster to mirror, keyed by its cluster id (a DNS label).
+type Member struct {
+	ID     string
+	Config *rest.Config
+}
+
+// Tuning holds the knobs of every worker.
+type Tuning struct {
+	// BatchSize commits a batch once it holds this many events.
+	BatchSize int
+	// BatchDelay commits a non-empty batch at the latest this long after its first event.
+	BatchDelay time.Duration
+	// Backoff paces retries after member or registry failures.
+	Backoff wait.Backoff
+	// ApplyTimeout bounds one commit attempt.
+	ApplyTimeout time.Duration
+	// WatchTimeout is the shortest server-side timeout of a watch request.
+	WatchTimeout time.Duration
+	// WedgeTimeout fails /livez when a worker has events pending and no sign
+	// of life for this long.
+	WedgeTimeout time.Duration
+	Clock        clock.Clock
+}
+
+// DefaultTuning returns the defaults.
+func DefaultTuning() Tuning {
+	return Tuning{
+		BatchSize:    1000,
+		BatchDelay:   100 * time.Millisecond,
+		Backoff:      wait.Backoff{Duration: 500 * time.Millisecond, Factor: 2, Jitter: 0.2, Steps: 1 << 30, Cap: 30 * time.Second},
+		ApplyTimeout: time.Minute,
+		WatchTimeout: 5 * time.Minute,
+		WedgeTimeout: 5 * time.Minute,
+		Clock:        clock.RealClock{},
+	}
+}
+
+// LeaderElection configures the Lease that lets one replica run discovery.
+type LeaderElection struct {
+	Enabled       bool
+	Namespace     string
+	Name          string
+	LeaseDuration time.Duration
+	RenewDeadline time.Duration
+	RetryPeriod   time.Duration
+}
+
+// Config configures discovery.
+type Config struct {
+	// Hosting is the cluster the server runs in, mirrored under its id; it
+	// holds the leader Lease. Nil when there is none.
+	Hosting *Member
+	// MemberDir holds one kubeconfig per further member, named by its cluster id.
+	MemberDir string
+	// MemberDirInterval is how often MemberDir is read for added and removed members.
+	MemberDirInterval time.Duration
+	Tuning            Tuning
+	LeaderElection    LeaderElection
+	Store             store.Writer
+}
+
+// Discovery runs the workers of every member cluster while it leads.
+type Discovery struct {
+	cfg     Config
+	members *members
+	ready   readiness
+}
+
+// New checks the configuration and returns discovery, not yet running.
+func New(cfg Config) (*Discovery, error) {
+	var errs []error
+	if cfg.Hosting == nil && cfg.MemberDir == "" {
+		errs = append(errs, errors.New("no member cluster: neither a hosting cluster nor a member directory"))
+	}
+	if cfg.Hosting != nil {
+		for _, msg := range validation.IsDNS1123Label(cfg.Hosting.ID) {
+			errs = append(errs, fmt.Errorf("cluster id %q: %s", cfg.Hosting.ID, msg))
+		}
+	}
+	if cfg.LeaderElection.Enabled && cfg.Hosting == nil {
+		errs = append(errs, errors.New("leader election needs a hosting cluster for its Lease"))
+	}
+	if cfg.Store == nil {
+		errs = append(errs, errors.New("no store"))
+	}
+	t := cfg.Tuning
+	if t.BatchSize < 1 || t.BatchDelay <= 0 || t.ApplyTimeout <= 0 || t.WatchTimeout <= 0 || t.WedgeTimeout <= 0 || t.Clock == nil {
+		errs = append(errs, fmt.Errorf("invalid tuning %+v", t))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("discovery: %w", err)
+	}
+	RegisterMetrics()
+	d := &Discovery{cfg: cfg}
+	d.members = newMembers(membersParams{
+		Hosting:     cfg.Hosting,
+		Dir:         cfg.MemberDir,
+		DirInterval: cfg.MemberDirInterval,
+		Tuning:      cfg.Tuning,
+		Store:       cfg.Store,
+	})
+	d.ready = readiness{store: cfg.Store}
+	if cfg.Hosting != nil {
+		d.ready.clusterID = cfg.Hosting.ID
+	}
+	return d, nil
+}
+
+// Run runs discovery until ctx ends: under the leader Lease when leader
+// election is enabled (re-contending after losing it), else at once.
+func (d *Discovery) Run(ctx context.Context) {
+	if !d.cfg.LeaderElection.Enabled {
+		leader.Set(1)
+		defer leader.Set(0)
+		d.members.run(ctx)
+		return
+	}
+	client, err := kubernetes.NewForConfig(leaseConfig(d.cfg.Hosting.Config))
+	if err != nil {
+		klog.FromContext(ctx).Error(err, "Discovery cannot run: no client for the leader Lease")
+		return
+	}
+	runElected(ctx, electionParams{
+		Client:   client,
+		Config:   d.cfg.LeaderElection,
+		Identity: identity(),
+		Run:      d.members.run,
+	})
+}
+
+// identity names this replica in the Lease: host name and a random suffix,
+// so a restarted replica does not pose as its predecessor.
+func identity() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "platform-apiserver"
+	}
+	return host + "_" + uuid.NewString()
+}
+
+// leaseConfig is the hosting cluster's config for Lease calls: short timeouts.
+func leaseConfig(c *rest.Config) *rest.Config {
+	cfg := rest.CopyConfig(c)
+	cfg.UserAgent = "platform-apiserver-discovery-leader-election"
+	if cfg.Timeout == 0 {
+		cfg.Timeout = 10 * time.Second
+	}
+	return cfg
+}

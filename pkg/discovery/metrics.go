@@ -1,0 +1,95 @@
+package discovery
+
+import (
+	"sync"
+
+	"k8s.io/component-base/metrics"
+	"k8s.io/component-base/metrics/legacyregistry"
+)
+
+const metricsSubsystem = "platform_discovery"
+
+var (
+	eventsApplied = metrics.NewCounterVec(&metrics.CounterOpts{
+		Subsystem:      metricsSubsystem,
+		Name:           "events_applied_total",
+		Help:           "Member watch events (ADDED, MODIFIED, DELETED, BOOKMARK) and relisted objects committed to the registry.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"cluster", "resource", "type"})
+	batchSize = metrics.NewHistogramVec(&metrics.HistogramOpts{
+		Subsystem:      metricsSubsystem,
+		Name:           "batch_size",
+		Help:           "Events (or relisted objects) per committed batch.",
+		Buckets:        metrics.ExponentialBuckets(1, 4, 9),
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"cluster", "resource"})
+	commitLag = metrics.NewHistogramVec(&metrics.HistogramOpts{
+		Subsystem:      metricsSubsystem,
+		Name:           "commit_lag_seconds",
+		Help:           "Time from receiving a member event to committing it to the registry.",
+		Buckets:        metrics.ExponentialBuckets(0.005, 2, 14),
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"cluster", "resource"})
+	applyDuration = metrics.NewHistogramVec(&metrics.HistogramOpts{
+		Subsystem:      metricsSubsystem,
+		Name:           "apply_duration_seconds",
+		Help:           "Duration of successful registry transactions that commit a batch.",
+		Buckets:        metrics.ExponentialBuckets(0.001, 2, 15),
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"cluster", "resource"})
+	relists = metrics.NewCounterVec(&metrics.CounterOpts{
+		Subsystem:      metricsSubsystem,
+		Name:           "relists_total",
+		Help:           "Full lists of a member resource, by reason: initial (no persisted cursor) or expired (410 Gone).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"cluster", "resource", "reason"})
+	resumes = metrics.NewCounterVec(&metrics.CounterOpts{
+		Subsystem:      metricsSubsystem,
+		Name:           "resumes_total",
+		Help:           "Starts that resumed a member watch from the persisted cursor without listing.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"cluster", "resource"})
+	expired = metrics.NewCounterVec(&metrics.CounterOpts{
+		Subsystem:      metricsSubsystem,
+		Name:           "watch_expired_total",
+		Help:           "410 Gone / Expired answers from a member (the cursor was too old), each followed by a relist.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"cluster", "resource"})
+	errorsTotal = metrics.NewCounterVec(&metrics.CounterOpts{
+		Subsystem: metricsSubsystem,
+		Name:      "errors_total",
+		Help: "Discovery errors by reason: forbidden, unauthorized, member_unavailable, decode, " +
+			"store_unavailable, store, or conversion (a value that could not be mirrored, e.g. a malformed quantity).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"cluster", "resource", "reason"})
+	synced = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Subsystem:      metricsSubsystem,
+		Name:           "synced",
+		Help:           "1 once a member resource has completed its first list or resumed its watch, else 0.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"cluster", "resource"})
+	leader = metrics.NewGauge(&metrics.GaugeOpts{
+		Subsystem:      metricsSubsystem,
+		Name:           "leader",
+		Help:           "1 while this replica holds the discovery lease and runs discovery, else 0.",
+		StabilityLevel: metrics.ALPHA,
+	})
+)
+
+var registerOnce sync.Once
+
+// RegisterMetrics registers discovery's metrics with the legacy registry the
+// API server's /metrics serves. It is safe to call more than once.
+func RegisterMetrics() {
+	registerOnce.Do(func() {
+		legacyregistry.MustRegister(eventsApplied, batchSize, commitLag, applyDuration,
+			relists, resumes, expired, errorsTotal, synced, leader)
+	})
+}
+
+// forgetCluster drops the series of a member that was removed.
+func forgetCluster(cluster string) {
+	for _, r := range allResources {
+		synced.DeleteLabelValues(cluster, string(r))
+	}
+}

@@ -1,0 +1,393 @@
+package discovery
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	"github.com/example/platform-apiserver/pkg/registry/store"
+)
+
+// listPageSize is the limit of each list page.
+const listPageSize = 500
+
+// listed is the event type objects of a list are counted under.
+const listed watch.EventType = "LISTED"
+
+// syncerParams configure the mirror of one member resource.
+type syncerParams struct {
+	Cluster    string
+	Source     source
+	Store      store.Writer
+	BatchSize  int
+	BatchDelay time.Duration
+	Clock      clock.Clock
+	// Backoff paces retries after member or registry failures.
+	Backoff wait.Backoff
+	// ApplyTimeout bounds one commit attempt.
+	ApplyTimeout time.Duration
+	// WatchTimeout is the shortest server-side watch timeout; each watch
+	// picks a random one between it and twice it, as client-go's reflector does.
+	WatchTimeout time.Duration
+}
+
+// syncer mirrors one member resource into the registry: list (or resume from
+// the persisted cursor), then watch, committing each batch of changes and the
+// cursor it reaches in one Apply.
+type syncer struct {
+	syncerParams
+	logger klog.Logger
+
+	mu        sync.Mutex
+	synced    bool
+	pending   int       // events received and not yet committed
+	lastBeat  time.Time // last sign of life: an event received or a commit attempt finished
+	committed string    // the cursor of the last commit
+}
+
+func newSyncer(p syncerParams) *syncer {
+	return &syncer{syncerParams: p, lastBeat: p.Clock.Now()}
+}
+
+func (s *syncer) resource() string { return string(s.Source.resource) }
+
+// run mirrors the resource until ctx ends.
+func (s *syncer) run(ctx context.Context) {
+	s.logger = klog.FromContext(ctx).WithValues("cluster", s.Cluster, "resource", s.resource())
+	ctx = klog.NewContext(ctx, s.logger)
+	defer synced.WithLabelValues(s.Cluster, s.resource()).Set(0)
+
+	cursor, ok := s.loadCursor(ctx)
+	if !ok {
+		return
+	}
+	reason := "initial"
+	if cursor != "" {
+		s.logger.Info("Resuming member watch from the persisted cursor, without listing", "resourceVersion", cursor)
+		resumes.WithLabelValues(s.Cluster, s.resource()).Inc()
+	}
+	backoff := s.Backoff
+	for ctx.Err() == nil {
+		if cursor == "" {
+			rv, err := s.relist(ctx, reason)
+			s.setPending(0)
+			if err != nil {
+				s.failed("list", err)
+				s.sleep(ctx, backoff.Step())
+				continue
+			}
+			cursor, backoff = rv, s.Backoff
+		}
+		next, received, err := s.watch(ctx, cursor)
+		s.setPending(0) // what was not committed will be received again
+		cursor = next
+		if received {
+			backoff = s.Backoff
+		}
+		switch {
+		case ctx.Err() != nil:
+		case err == nil:
+			// The server ended the watch (its timeout): watch again from the cursor.
+		case isExpired(err):
+			s.logger.Info("Member cursor expired (410); relisting and deleting rows the list no longer has",
+				"resourceVersion", cursor, "err", err.Error())
+			expired.WithLabelValues(s.Cluster, s.resource()).Inc()
+			cursor, reason = "", "expired"
+		default:
+			s.failed("watch", err)
+			s.sleep(ctx, backoff.Step())
+		}
+	}
+}
+
+// loadCursor reads the persisted cursor, retrying while the registry is
+// unavailable; ok is false when ctx ended first.
+func (s *syncer) loadCursor(ctx context.Context) (string, bool) {
+	backoff := s.Backoff
+	for {
+		cursor, err := s.Store.Cursor(ctx, s.Cluster, s.Source.resource)
+		if err == nil {
+			s.setCommitted(cursor)
+			return cursor, true
+		}
+		if ctx.Err() != nil {
+			return "", false
+		}
+		s.failed("read cursor", storeError{err})
+		if !s.sleep(ctx, backoff.Step()) {
+			return "", false
+		}
+	}
+}
+
+// relist lists the resource page by page, converting each page as it comes,
+// and commits everything with Replace; it returns the list's resourceVersion.
+func (s *syncer) relist(ctx context.Context, reason string) (string, error) {
+	s.logger.Info("Listing member resource", "reason", reason)
+	start := s.Clock.Now()
+	p := newPending(s.Source.resource, "")
+	p.replace = true
+	opts := metav1.ListOptions{Limit: listPageSize}
+	listRV := ""
+	for {
+		list, err := s.Source.list(ctx, opts)
+		if err != nil {
+			if opts.Continue != "" && isExpired(err) {
+				s.logger.Info("List continue token expired; listing again from the start")
+				p = newPending(s.Source.resource, "")
+				p.replace, opts.Continue, listRV = true, "", ""
+				continue
+			}
+			return "", fmt.Errorf("list: %w", err)
+		}
+		lm, err := meta.ListAccessor(list)
+		if err != nil {
+			return "", decodeError{fmt.Errorf("list: %w", err)}
+		}
+		if listRV == "" {
+			listRV = lm.GetResourceVersion() // later pages report the first page's
+		}
+		now := s.Clock.Now()
+		if err := meta.EachListItem(list, func(obj runtime.Object) error {
+			s.absorb(p, listed, obj, now)
+			return nil
+		}); err != nil {
+			return "", decodeError{fmt.Errorf("list: %w", err)}
+		}
+		p.cursor = listRV // not the items' own (older) versions
+		s.setPending(p.events)
+		if lm.GetContinue() == "" {
+			break
+		}
+		opts.Continue = lm.GetContinue()
+	}
+	relists.WithLabelValues(s.Cluster, s.resource(), reason).Inc()
+	if err := s.commit(ctx, p); err != nil {
+		return "", err
+	}
+	s.logger.Info("Listed member resource", "objects", len(p.changes), "resourceVersion", p.cursor,
+		"took", s.Clock.Since(start).Round(time.Millisecond))
+	s.markSynced()
+	return p.cursor, nil
+}
+
+// watch follows the resource from cursor and commits batches as they fill
+// or age. It returns the cursor of the last commit, whether any event
+// arrived, and why the watch ended (nil when the server closed it).
+func (s *syncer) watch(ctx context.Context, cursor string) (string, bool, error) {
+	timeout := int64(s.WatchTimeout.Seconds() * (1 + rand.Float64()))
+	w, err := s.Source.watch(ctx, metav1.ListOptions{
+		ResourceVersion:     cursor,
+		AllowWatchBookmarks: true,
+		TimeoutSeconds:      &timeout,
+	})
+	if err != nil {
+		return cursor, false, fmt.Errorf("watch from resourceVersion %q: %w", cursor, err)
+	}
+	defer w.Stop()
+
+	p := newPending(s.Source.resource, cursor)
+	received := false
+	var flush <-chan time.Time
+	// A watch that stays open for a batch delay without an error is in sync.
+	settled := s.Clock.After(s.BatchDelay)
+	commit := func() error {
+		flush = nil
+		if err := s.commit(ctx, p); err != nil {
+			return err
+		}
+		p = newPending(s.Source.resource, p.cursor)
+		return nil
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return s.committedCursor(), received, ctx.Err()
+		case <-settled:
+			settled = nil
+			s.markSynced()
+		case <-flush:
+			if err := commit(); err != nil {
+				return s.committedCursor(), received, err
+			}
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				err := commit()
+				return s.committedCursor(), received, err
+			}
+			if ev.Type == watch.Error {
+				if err := commit(); err != nil {
+					return s.committedCursor(), received, err
+				}
+				return s.committedCursor(), received, watchError(ev.Object)
+			}
+			received = true
+			s.absorb(p, ev.Type, ev.Object, s.Clock.Now())
+			s.setPending(p.events)
+			switch {
+			case p.events >= s.BatchSize:
+				if err := commit(); err != nil {
+					return s.committedCursor(), received, err
+				}
+			case flush == nil:
+				flush = s.Clock.After(s.BatchDelay)
+			}
+		}
+	}
+}
+
+// absorb converts one event's object into the pending batch and advances its cursor.
+func (s *syncer) absorb(p *pending, t watch.EventType, obj runtime.Object, now time.Time) {
+	s.beat()
+	acc, err := meta.Accessor(obj)
+	if err != nil {
+		s.failed("decode event", decodeError{fmt.Errorf("%s event: %w", t, err)})
+		return
+	}
+	if rv := acc.GetResourceVersion(); rv != "" {
+		p.cursor = rv
+	}
+	key := store.ObjectKey{Namespace: acc.GetNamespace(), Name: acc.GetName()}
+	switch t {
+	case watch.Bookmark:
+		p.count(string(t), now)
+	case watch.Deleted:
+		p.add(string(t), change{key: key}, now)
+	default:
+		rec, issues, err := s.Source.convert(obj)
+		if err != nil {
+			s.failed("convert", decodeError{fmt.Errorf("%s %s: %w", t, key, err)})
+			return
+		}
+		for _, is := range issues {
+			s.logger.Error(nil, "Member object has a value that cannot be mirrored as is; recording it without",
+				"object", klog.KRef(key.Namespace, key.Name), "field", is.Field, "value", is.Value, "problem", is.Reason)
+			errorsTotal.WithLabelValues(s.Cluster, s.resource(), "conversion").Inc()
+		}
+		p.add(string(t), change{key: key, rec: rec}, now)
+	}
+}
+
+// commit applies the pending batch, retrying with backoff until it commits
+// or ctx ends (the batch is never dropped: its events are still pending).
+func (s *syncer) commit(ctx context.Context, p *pending) error {
+	if !p.dirty(s.committedCursor()) {
+		return nil
+	}
+	b := p.batch(s.Cluster)
+	backoff := s.Backoff
+	for {
+		start := s.Clock.Now()
+		actx, cancel := context.WithTimeout(ctx, s.ApplyTimeout)
+		err := s.Store.Apply(actx, b)
+		cancel()
+		if err == nil {
+			s.committedBatch(p, start)
+			return nil
+		}
+		s.beat()
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		s.failed("commit", storeError{err})
+		if !s.sleep(ctx, backoff.Step()) {
+			return ctx.Err()
+		}
+	}
+}
+
+func (s *syncer) committedBatch(p *pending, start time.Time) {
+	now := s.Clock.Now()
+	applyDuration.WithLabelValues(s.Cluster, s.resource()).Observe(now.Sub(start).Seconds())
+	batchSize.WithLabelValues(s.Cluster, s.resource()).Observe(float64(p.events))
+	lag := commitLag.WithLabelValues(s.Cluster, s.resource())
+	for _, t := range p.received {
+		lag.Observe(now.Sub(t).Seconds())
+	}
+	for t, n := range p.byType {
+		eventsApplied.WithLabelValues(s.Cluster, s.resource(), t).Add(float64(n))
+	}
+	s.mu.Lock()
+	s.pending = 0
+	s.lastBeat = now
+	s.committed = p.cursor
+	s.mu.Unlock()
+	s.logger.V(4).Info("Committed batch", "events", p.events, "objects", len(p.changes), "resourceVersion", p.cursor)
+}
+
+// failed logs and counts an error; a member refusing access gets a hint.
+func (s *syncer) failed(op string, err error) {
+	reason := errorReason(err)
+	errorsTotal.WithLabelValues(s.Cluster, s.resource(), reason).Inc()
+	switch reason {
+	case "forbidden", "unauthorized":
+		s.logger.Error(err, "Member cluster refused access; discovery's identity needs get, list and watch on this resource there. Retrying with backoff",
+			"op", op, "reason", reason)
+	default:
+		s.logger.Error(err, "Discovery failed; retrying with backoff", "op", op, "reason", reason)
+	}
+}
+
+// sleep waits d or until ctx ends; it reports whether ctx is still live.
+func (s *syncer) sleep(ctx context.Context, d time.Duration) bool {
+	select {
+	case <-ctx.Done():
+		return false
+	case <-s.Clock.After(d):
+		return true
+	}
+}
+
+func (s *syncer) beat() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.lastBeat = s.Clock.Now()
+}
+
+func (s *syncer) setPending(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.pending = n
+}
+
+func (s *syncer) markSynced() {
+	s.mu.Lock()
+	s.synced = true
+	s.mu.Unlock()
+	synced.WithLabelValues(s.Cluster, s.resource()).Set(1)
+}
+
+func (s *syncer) setCommitted(cursor string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.committed = cursor
+}
+
+func (s *syncer) committedCursor() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.committed
+}
+
+// status is a syncer's health at a glance.
+type status struct {
+	synced   bool
+	pending  int
+	lastBeat time.Time
+}
+
+func (s *syncer) status() status {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return status{synced: s.synced, pending: s.pending, lastBeat: s.lastBeat}
+}

@@ -1,0 +1,243 @@
+package discovery
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes/fake"
+	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/component-base/metrics/testutil"
+	"k8s.io/utils/clock"
+
+	"github.com/example/platform-apiserver/pkg/registry/store"
+)
+
+// recordingStore is a store.Writer that keeps every applied batch.
+type recordingStore struct {
+	mu      sync.Mutex
+	cursor  string
+	batches []store.Batch
+}
+
+func (s *recordingStore) Apply(_ context.Context, b store.Batch) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.batches = append(s.batches, b)
+	return nil
+}
+
+func (s *recordingStore) Cursor(context.Context, string, store.Resource) (string, error) {
+	return s.cursor, nil
+}
+func (s *recordingStore) DeleteCluster(context.Context, string) error { return nil }
+func (s *recordingStore) InsertNodeMetrics(context.Context, []store.NodeMetricsSample) (int64, error) {
+	return 0, nil
+}
+func (s *recordingStore) PruneNodeMetrics(context.Context, time.Time) (int64, error) { return 0, nil }
+
+func (s *recordingStore) snapshot() []store.Batch {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]store.Batch(nil), s.batches...)
+}
+
+// fakeMember serves namespaces: a list of two at resourceVersion 100, and
+// watches the test feeds.
+type fakeMember struct {
+	client  *fake.Clientset
+	mu      sync.Mutex
+	lists   int
+	watches []string // resourceVersion of each watch
+	watcher chan *watch.FakeWatcher
+}
+
+func newFakeMember() *fakeMember {
+	m := &fakeMember{client: fake.NewClientset(), watcher: make(chan *watch.FakeWatcher, 10)}
+	m.client.PrependReactor("list", "namespaces", func(clienttesting.Action) (bool, runtime.Object, error) {
+		m.mu.Lock()
+		m.lists++
+		m.mu.Unlock()
+		return true, &corev1.NamespaceList{
+			ListMeta: metav1.ListMeta{ResourceVersion: "100"},
+			Items:    []corev1.Namespace{namespace("a", "90"), namespace("b", "95")},
+		}, nil
+	})
+	m.client.PrependWatchReactor("namespaces", func(a clienttesting.Action) (bool, watch.Interface, error) {
+		w := watch.NewFakeWithChanSize(5000, false)
+		m.mu.Lock()
+		m.watches = append(m.watches, a.(clienttesting.WatchActionImpl).ListOptions.ResourceVersion)
+		m.mu.Unlock()
+		m.watcher <- w
+		return true, w, nil
+	})
+	return m
+}
+
+func namespace(name, rv string) corev1.Namespace {
+	return corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, ResourceVersion: rv, Labels: map[string]string{"rv": rv}},
+		Status: corev1.NamespaceStatus{Phase: corev1.NamespaceActive}}
+}
+
+func startSyncer(t *testing.T, m *fakeMember, st *recordingStore) {
+	t.Helper()
+	RegisterMetrics()
+	s := newSyncer(syncerParams{
+		Cluster: "c1", Source: sourceFor(m.client, store.ResourceNamespaces), Store: st,
+		BatchSize: 1000, BatchDelay: 20 * time.Millisecond, Clock: clock.RealClock{},
+		Backoff:      wait.Backoff{Duration: 10 * time.Millisecond, Factor: 1, Steps: 1 << 30},
+		ApplyTimeout: time.Second, WatchTimeout: time.Minute,
+	})
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { defer close(done); s.run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	if err := wait.PollUntilContextTimeout(t.Context(), 5*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return cond(), nil
+	}); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
+func nextWatcher(t *testing.T, m *fakeMember) *watch.FakeWatcher {
+	t.Helper()
+	select {
+	case w := <-m.watcher:
+		return w
+	case <-time.After(10 * time.Second):
+		t.Fatal("no watch started")
+		return nil
+	}
+}
+
+func TestSyncerListThenBatchedWatch(t *testing.T) {
+	m, st := newFakeMember(), &recordingStore{}
+	startSyncer(t, m, st)
+	w := nextWatcher(t, m)
+
+	batches := st.snapshot()
+	if len(batches) != 1 || len(batches[0].Namespaces) != 2 || batches[0].Cursors[store.ResourceNamespaces] != "100" ||
+		len(batches[0].Replace) != 1 {
+		t.Fatalf("initial list commit = %+v, want both namespaces, Replace and cursor 100", batches)
+	}
+	if m.watches[0] != "100" {
+		t.Errorf("watch from %q, want the list's resourceVersion 100", m.watches[0])
+	}
+
+	// A burst of 3000 events on ten namespaces, then a deletion.
+	const events = 3000
+	for i := range events {
+		ns := namespace(fmt.Sprintf("ns-%d", i%10), strconv.Itoa(101+i))
+		w.Modify(&ns)
+	}
+	gone := namespace("a", strconv.Itoa(101+events))
+	w.Delete(&gone)
+	last := strconv.Itoa(101 + events)
+	waitFor(t, "the burst committed", func() bool {
+		b := st.snapshot()
+		return b[len(b)-1].Cursors[store.ResourceNamespaces] == last
+	})
+	burst := st.snapshot()[1:]
+	if len(burst) > 5 {
+		t.Errorf("%d transactions for %d events, want a handful", len(burst), events+1)
+	}
+	final := map[string]string{}
+	deleted := false
+	for _, b := range burst {
+		for _, ns := range b.Namespaces {
+			if seen := final[ns.Name]; seen != "" && seen == ns.Labels["rv"] {
+				t.Errorf("namespace %s written twice at the same version", ns.Name)
+			}
+			final[ns.Name] = ns.Labels["rv"]
+		}
+		for _, name := range b.DeletedNamespaces {
+			deleted = deleted || name == "a"
+		}
+		if len(b.Replace) != 0 {
+			t.Errorf("a watch batch carries Replace %v", b.Replace)
+		}
+	}
+	if !deleted {
+		t.Error("the DELETED event did not delete")
+	}
+	if final["ns-9"] != strconv.Itoa(100+events) {
+		t.Errorf("ns-9 ends at %q, want its last event's version %d", final["ns-9"], 100+events)
+	}
+}
+
+func TestSyncerResumesFromCursor(t *testing.T) {
+	m, st := newFakeMember(), &recordingStore{cursor: "500"}
+	startSyncer(t, m, st)
+	w := nextWatcher(t, m)
+	if m.watches[0] != "500" || m.lists != 0 {
+		t.Fatalf("watches %v after %d lists, want a watch from the cursor 500 and no list", m.watches, m.lists)
+	}
+	w.Action(watch.Bookmark, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{ResourceVersion: "600"}})
+	waitFor(t, "the bookmark moved the cursor", func() bool {
+		b := st.snapshot()
+		return len(b) == 1 && b[0].Cursors[store.ResourceNamespaces] == "600" && len(b[0].Namespaces) == 0
+	})
+}
+
+func TestSyncerRelistsAfterExpired(t *testing.T) {
+	m, st := newFakeMember(), &recordingStore{cursor: "500"}
+	startSyncer(t, m, st)
+	w := nextWatcher(t, m)
+	gone := apierrors.NewResourceExpired("too old resource version: 500 (700)")
+	w.Error(&gone.ErrStatus)
+
+	nextWatcher(t, m)
+	b := st.snapshot()
+	if m.lists != 1 || len(b) != 1 || len(b[0].Replace) != 1 || b[0].Replace[0] != store.ResourceNamespaces ||
+		b[0].Cursors[store.ResourceNamespaces] != "100" {
+		t.Fatalf("after 410: %d lists, batches %+v; want one relist committed with Replace at 100", m.lists, b)
+	}
+	if m.watches[1] != "100" {
+		t.Errorf("re-watch from %q, want 100", m.watches[1])
+	}
+}
+
+func TestSyncerForbiddenRetries(t *testing.T) {
+	m, st := newFakeMember(), &recordingStore{}
+	calls := 0
+	m.client.PrependReactor("list", "namespaces", func(clienttesting.Action) (bool, runtime.Object, error) {
+		calls++
+		if calls <= 3 {
+			return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "namespaces"}, "", fmt.Errorf("no RBAC"))
+		}
+		return false, nil, nil // fall through to the list above
+	})
+	RegisterMetrics()
+	before := errorCount(t, "forbidden")
+	startSyncer(t, m, st)
+	nextWatcher(t, m)
+	if got := errorCount(t, "forbidden") - before; got != 3 {
+		t.Errorf("forbidden errors counted = %v, want 3", got)
+	}
+	if len(st.snapshot()) != 1 {
+		t.Errorf("want the list committed once access was granted")
+	}
+}
+
+func errorCount(t *testing.T, reason string) float64 {
+	t.Helper()
+	v, err := testutil.GetCounterMetricValue(errorsTotal.WithLabelValues("c1", "namespaces", reason))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
