@@ -39,19 +39,25 @@ type Tuning struct {
 	// WedgeTimeout fails /livez when a worker has events pending and no sign
 	// of life for this long.
 	WedgeTimeout time.Duration
-	Clock        clock.Clock
+	// MetricsInterval is how often metrics.k8s.io NodeMetrics are scraped.
+	MetricsInterval time.Duration
+	// MetricsRetention is how long node metrics samples are kept.
+	MetricsRetention time.Duration
+	Clock            clock.Clock
 }
 
 // DefaultTuning returns the defaults.
 func DefaultTuning() Tuning {
 	return Tuning{
-		BatchSize:    1000,
-		BatchDelay:   100 * time.Millisecond,
-		Backoff:      wait.Backoff{Duration: 500 * time.Millisecond, Factor: 2, Jitter: 0.2, Steps: 1 << 30, Cap: 30 * time.Second},
-		ApplyTimeout: time.Minute,
-		WatchTimeout: 5 * time.Minute,
-		WedgeTimeout: 5 * time.Minute,
-		Clock:        clock.RealClock{},
+		BatchSize:        1000,
+		BatchDelay:       100 * time.Millisecond,
+		Backoff:          wait.Backoff{Duration: 500 * time.Millisecond, Factor: 2, Jitter: 0.2, Steps: 1 << 30, Cap: 30 * time.Second},
+		ApplyTimeout:     time.Minute,
+		WatchTimeout:     5 * time.Minute,
+		WedgeTimeout:     5 * time.Minute,
+		MetricsInterval:  30 * time.Second,
+		MetricsRetention: 24 * time.Hour,
+		Clock:            clock.RealClock{},
 	}
 }
 

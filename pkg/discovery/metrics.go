@@ -68,6 +68,25 @@ var (
 		Help:           "1 once a member resource has completed its first list or resumed its watch, else 0.",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"cluster", "resource"})
+	scrapeDuration = metrics.NewHistogramVec(&metrics.HistogramOpts{
+		Subsystem:      metricsSubsystem,
+		Name:           "metrics_scrape_duration_seconds",
+		Help:           "Duration of successful metrics.k8s.io scrapes, from list to stored samples.",
+		Buckets:        metrics.ExponentialBuckets(0.005, 2, 12),
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"cluster"})
+	samplesStored = metrics.NewCounterVec(&metrics.CounterOpts{
+		Subsystem:      metricsSubsystem,
+		Name:           "metrics_samples_stored_total",
+		Help:           "New NodeMetrics samples stored (duplicates of a stored sample are not counted).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"cluster"})
+	scrapeErrors = metrics.NewCounterVec(&metrics.CounterOpts{
+		Subsystem:      metricsSubsystem,
+		Name:           "metrics_scrape_errors_total",
+		Help:           "Failed metrics.k8s.io scrapes by reason: metrics_api_absent, member_unavailable, store, conversion.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"cluster", "reason"})
 	leader = metrics.NewGauge(&metrics.GaugeOpts{
 		Subsystem:      metricsSubsystem,
 		Name:           "leader",
@@ -83,7 +102,8 @@ var registerOnce sync.Once
 func RegisterMetrics() {
 	registerOnce.Do(func() {
 		legacyregistry.MustRegister(eventsApplied, batchSize, commitLag, applyDuration,
-			relists, resumes, expired, errorsTotal, synced, leader)
+			relists, resumes, expired, errorsTotal, synced, leader,
+			scrapeDuration, samplesStored, scrapeErrors)
 	})
 }
 

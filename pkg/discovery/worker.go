@@ -9,6 +9,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
+	metricsclient "k8s.io/metrics/pkg/client/clientset/versioned"
 
 	"github.com/example/platform-apiserver/pkg/registry/store"
 )
@@ -25,6 +26,7 @@ type workerParams struct {
 type worker struct {
 	clusterID string
 	syncers   []*syncer
+	scraper   *scraper
 }
 
 func newWorker(p workerParams) (*worker, error) {
@@ -37,7 +39,18 @@ func newWorker(p workerParams) (*worker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("member cluster %s: client: %w", p.ClusterID, err)
 	}
-	w := &worker{clusterID: p.ClusterID}
+	metrics, err := metricsclient.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("member cluster %s: metrics client: %w", p.ClusterID, err)
+	}
+	w := &worker{clusterID: p.ClusterID, scraper: newScraper(scraperParams{
+		ClusterID: p.ClusterID,
+		Client:    metrics,
+		Store:     p.Store,
+		Interval:  p.Tuning.MetricsInterval,
+		Retention: p.Tuning.MetricsRetention,
+		Clock:     p.Tuning.Clock,
+	})}
 	for _, r := range allResources {
 		w.syncers = append(w.syncers, newSyncer(syncerParams{
 			Cluster:      p.ClusterID,
@@ -62,6 +75,7 @@ func (w *worker) run(ctx context.Context) {
 	for _, s := range w.syncers {
 		wg.Go(func() { s.run(ctx) })
 	}
+	wg.Go(func() { w.scraper.run(ctx) })
 	wg.Wait()
 	logger.Info("Stopped discovery of member cluster")
 }

@@ -27,6 +27,8 @@ type DiscoveryOptions struct {
 	MemberDirInterval   time.Duration
 	BatchSize           int
 	BatchDelay          time.Duration
+	MetricsInterval     time.Duration
+	MetricsRetention    time.Duration
 	LeaderElection      componentbaseconfig.LeaderElectionConfiguration
 }
 
@@ -37,6 +39,8 @@ func NewDiscoveryOptions() *DiscoveryOptions {
 		MemberDirInterval: 10 * time.Second,
 		BatchSize:         t.BatchSize,
 		BatchDelay:        t.BatchDelay,
+		MetricsInterval:   t.MetricsInterval,
+		MetricsRetention:  t.MetricsRetention,
 		LeaderElection: componentbaseconfig.LeaderElectionConfiguration{
 			LeaderElect:       true,
 			LeaseDuration:     metav1.Duration{Duration: 15 * time.Second},
@@ -65,6 +69,10 @@ func (o *DiscoveryOptions) AddFlags(fs *pflag.FlagSet) {
 		"Member events committed to the registry in one transaction at most.")
 	fs.DurationVar(&o.BatchDelay, "discovery-batch-delay", o.BatchDelay,
 		"How long a member event may wait for more to share its transaction; bounds the freshness cost of batching.")
+	fs.DurationVar(&o.MetricsInterval, "metrics-interval", o.MetricsInterval,
+		"How often each member's metrics.k8s.io NodeMetrics are scraped into the registry.")
+	fs.DurationVar(&o.MetricsRetention, "metrics-retention", o.MetricsRetention,
+		"How long node metrics samples are kept; older ones are pruned (each node's latest is always kept).")
 	configoptions.BindLeaderElectionFlags(&o.LeaderElection, fs)
 }
 
@@ -87,6 +95,12 @@ func (o *DiscoveryOptions) Validate() []error {
 	}
 	if o.BatchDelay <= 0 {
 		errs = append(errs, fmt.Errorf("--discovery-batch-delay must be positive, got %s", o.BatchDelay))
+	}
+	if o.MetricsInterval <= 0 {
+		errs = append(errs, fmt.Errorf("--metrics-interval must be positive, got %s", o.MetricsInterval))
+	}
+	if o.MetricsRetention < o.MetricsInterval {
+		errs = append(errs, fmt.Errorf("--metrics-retention (%s) must be at least --metrics-interval (%s)", o.MetricsRetention, o.MetricsInterval))
 	}
 	if o.LeaderElection.LeaderElect {
 		le := o.LeaderElection
@@ -119,6 +133,7 @@ func (o *DiscoveryOptions) NewDiscovery(reg store.Writer) (*discovery.Discovery,
 	}
 	tuning := discovery.DefaultTuning()
 	tuning.BatchSize, tuning.BatchDelay = o.BatchSize, o.BatchDelay
+	tuning.MetricsInterval, tuning.MetricsRetention = o.MetricsInterval, o.MetricsRetention
 	le := o.LeaderElection
 	cfg := discovery.Config{
 		MemberDir:         o.MemberKubeconfigDir,
