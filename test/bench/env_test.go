@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -18,6 +20,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/example/platform-apiserver/pkg/generated/clientset/versioned"
+	registrypostgres "github.com/example/platform-apiserver/pkg/registry/postgres"
 	"github.com/example/platform-apiserver/test/framework"
 	"github.com/example/platform-apiserver/test/framework/postgres"
 )
@@ -43,6 +46,18 @@ type env struct {
 	kube     kubernetes.Interface // kube-apiserver, JSON
 	platform versioned.Interface  // platform.example.io through kube-apiserver's aggregator, JSON
 	direct   versioned.Interface  // the platform-apiserver's own port, bypassing the aggregator, JSON
+
+	// registry writes to the platform-apiserver's PostgreSQL through the
+	// store, as discovery does: the seed, and the watch benchmark's changes.
+	registry *registrypostgres.Store
+	// seededAt is the clock the seed used, so later writes of a seeded
+	// node change only what they mean to.
+	seededAt time.Time
+	// flips counts the changes the watch benchmark has committed; the next
+	// one is labelled with it.
+	flips int
+	// kubePID caches kubeAPIServerPID.
+	kubePID int
 
 	kubectlPath  string
 	kubectlFlags []string
@@ -76,6 +91,9 @@ func startEnv(ctx context.Context) (*env, error) {
 	}
 	if err := e.buildClients(); err != nil {
 		return e, err
+	}
+	if e.registry, err = registrypostgres.Open(ctx, e.cp.DatabaseURL(), registrypostgres.Options{}); err != nil {
+		return e, fmt.Errorf("open registry: %w", err)
 	}
 	if err := e.seed(ctx); err != nil {
 		return e, fmt.Errorf("seed: %w", err)
@@ -138,10 +156,143 @@ func (e *env) platformMemory() (rss, hwm int64, err error) {
 	return processMemory(pid)
 }
 
+// platformCPU returns how many cores the platform-apiserver used on average
+// (user plus system CPU time over wall time) during the next window.
+func (e *env) platformCPU(ctx context.Context, window time.Duration) (float64, error) {
+	pid := e.cp.PlatformAPIServerPID()
+	if pid == 0 {
+		return 0, errors.New("platform-apiserver is not running")
+	}
+	before, err := processCPUTime(pid)
+	if err != nil {
+		return 0, err
+	}
+	begin := time.Now()
+	select {
+	case <-time.After(window):
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+	after, err := processCPUTime(pid)
+	if err != nil {
+		return 0, err
+	}
+	return float64(after-before) / float64(time.Since(begin)), nil
+}
+
+// platformMetrics returns the platform-apiserver's /metrics, in the
+// Prometheus text format.
+func (e *env) platformMetrics(ctx context.Context) (string, error) {
+	body, err := e.direct.PlatformV1alpha1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return "", fmt.Errorf("read platform-apiserver metrics: %w", err)
+	}
+	return string(body), nil
+}
+
+// platformWatches returns how many NodeCapacity watches the platform-apiserver
+// is serving, from its apiserver_longrunning_requests gauge.
+func (e *env) platformWatches(ctx context.Context) (int, error) {
+	body, err := e.platformMetrics(ctx)
+	if err != nil {
+		return 0, err
+	}
+	if !strings.Contains(body, "apiserver_longrunning_requests") {
+		return 0, errors.New("platform-apiserver metrics lack apiserver_longrunning_requests")
+	}
+	n, err := metricSum(body, "apiserver_longrunning_requests", `resource="nodecapacities"`, `verb="WATCH"`)
+	return int(n), err
+}
+
+// metricSum adds up the samples of the metric name, in the Prometheus text
+// format, whose labels contain every one of labels (as `key="value"`).
+func metricSum(body, name string, labels ...string) (float64, error) {
+	total := 0.0
+	for line := range strings.Lines(body) {
+		rest, ok := strings.CutPrefix(line, name)
+		if !ok || (!strings.HasPrefix(rest, "{") && !strings.HasPrefix(rest, " ")) {
+			continue
+		}
+		if !all(labels, func(l string) bool { return strings.Contains(rest, l) }) {
+			continue
+		}
+		fields := strings.Fields(rest)
+		v, err := strconv.ParseFloat(fields[len(fields)-1], 64)
+		if err != nil {
+			return 0, fmt.Errorf("parse metric line %q: %w", strings.TrimSpace(line), err)
+		}
+		total += v
+	}
+	return total, nil
+}
+
+func all[T any](s []T, f func(T) bool) bool {
+	for _, v := range s {
+		if !f(v) {
+			return false
+		}
+	}
+	return true
+}
+
+// kubeAPIServerPID finds the pid of this environment's kube-apiserver, which
+// the framework does not expose: the kube-apiserver process whose arguments
+// name this environment's work directory.
+func (e *env) kubeAPIServerPID() (int, error) {
+	if e.kubePID != 0 {
+		return e.kubePID, nil
+	}
+	dirs, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0, fmt.Errorf("find kube-apiserver: %w", err)
+	}
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join("/proc", d.Name(), "cmdline"))
+		if err != nil {
+			continue // gone, or not ours to read
+		}
+		args := strings.Split(string(cmdline), "\x00")
+		if filepath.Base(args[0]) == "kube-apiserver" && strings.Contains(string(cmdline), e.workDir+string(filepath.Separator)) {
+			e.kubePID = pid
+			return pid, nil
+		}
+	}
+	return 0, fmt.Errorf("no kube-apiserver process with arguments under %s", e.workDir)
+}
+
+// connectionCounts describes how many TCP connections kube-apiserver and the
+// platform-apiserver are serving, for the log.
+func (e *env) connectionCounts() string {
+	count := func(serverURL string) string {
+		u, err := url.Parse(serverURL)
+		if err != nil {
+			return err.Error()
+		}
+		port, err := strconv.Atoi(u.Port())
+		if err != nil {
+			return err.Error()
+		}
+		n, err := establishedConnections(port)
+		if err != nil {
+			return err.Error()
+		}
+		return strconv.Itoa(n)
+	}
+	return fmt.Sprintf("TCP connections served: kube-apiserver %s, platform-apiserver %s",
+		count(e.cp.KubeAPIServerURL()), count(e.cp.PlatformServerURL()))
+}
+
 // stop stops everything startEnv started and removes the work directory
 // unless keepLogs is set, in which case it names it.
 func (e *env) stop(keepLogs bool) error {
 	var errs []error
+	if e.registry != nil {
+		e.registry.Close()
+	}
 	if e.cp != nil {
 		if err := e.cp.Stop(); err != nil {
 			errs = append(errs, fmt.Errorf("stop control plane: %w", err))

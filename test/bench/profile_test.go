@@ -55,15 +55,24 @@ loop:
 		return err
 	}
 
-	heap, err := debug.Get().AbsPath("/debug/pprof/heap").DoRaw(ctx)
-	if err != nil {
-		return fmt.Errorf("heap profile of the platform-apiserver: %w", err)
-	}
 	heapPath := filepath.Join(dir, "platform-apiserver.heap.pprof")
-	if err := os.WriteFile(heapPath, heap, 0o644); err != nil {
+	if err := e.writeHeapProfile(ctx, heapPath); err != nil {
 		return err
 	}
 	fmt.Fprintf(os.Stderr, "profiles of the platform-apiserver over %d lists in %ds: %s, %s\n",
 		lists, profileSeconds, cpuPath, heapPath)
 	return nil
+}
+
+// writeHeapProfile writes a heap profile of the platform-apiserver to path,
+// creating its directory.
+func (e *env) writeHeapProfile(ctx context.Context, path string) error {
+	heap, err := e.direct.PlatformV1alpha1().RESTClient().Get().AbsPath("/debug/pprof/heap").DoRaw(ctx)
+	if err != nil {
+		return fmt.Errorf("heap profile of the platform-apiserver: %w", err)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("create profile directory: %w", err)
+	}
+	return os.WriteFile(path, heap, 0o644)
 }

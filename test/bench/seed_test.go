@@ -223,6 +223,7 @@ func registryBatch(now time.Time) store.Batch {
 func (e *env) seed(ctx context.Context) error {
 	e.logPlatformMemory("before seeding")
 	now := time.Now().UTC().Truncate(time.Second)
+	e.seededAt = now
 	begin := time.Now()
 	if err := e.createKubeNodes(ctx, now); err != nil {
 		return err
@@ -230,7 +231,7 @@ func (e *env) seed(ctx context.Context) error {
 	fmt.Fprintf(os.Stderr, "created %d Nodes in kube-apiserver in %s\n", nodeCount, time.Since(begin).Round(time.Millisecond))
 
 	begin = time.Now()
-	if err := seedRegistry(ctx, e.cp.DatabaseURL(), now); err != nil {
+	if err := seedRegistry(ctx, e.registry, now); err != nil {
 		return err
 	}
 	fmt.Fprintf(os.Stderr, "wrote %d nodes, %d pods and %d metrics samples into the registry in %s\n",
@@ -267,12 +268,7 @@ func (e *env) createKubeNodes(ctx context.Context, now time.Time) error {
 
 // seedRegistry writes the registry's side through the store, the path
 // discovery takes: one batch, then one metrics sample per node.
-func seedRegistry(ctx context.Context, dsn string, now time.Time) error {
-	reg, err := postgres.Open(ctx, dsn, postgres.Options{})
-	if err != nil {
-		return fmt.Errorf("open registry: %w", err)
-	}
-	defer reg.Close()
+func seedRegistry(ctx context.Context, reg *postgres.Store, now time.Time) error {
 	// The platform-apiserver migrates at start; this waits for (or does) it.
 	if err := reg.Migrate(ctx); err != nil {
 		return fmt.Errorf("migrate registry: %w", err)

@@ -26,6 +26,7 @@ type results struct {
 type result struct {
 	perOp          time.Duration
 	rssMiB, hwmMiB float64
+	watch          *watchLatency
 }
 
 func (r *results) get(name string) *result {
@@ -50,6 +51,12 @@ func (r *results) recordMemory(b *testing.B, rssMiB, hwmMiB float64) {
 	defer r.mu.Unlock()
 	res := r.get(b.Name())
 	res.rssMiB, res.hwmMiB = rssMiB, hwmMiB
+}
+
+func (r *results) recordWatch(b *testing.B, lat watchLatency) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.get(b.Name()).watch = &lat
 }
 
 func (r *results) lookup(name string) (result, bool) {
@@ -92,7 +99,32 @@ func printSummary(w io.Writer, e *env) {
 		}
 	}
 	if peak > 0 {
-		fmt.Fprintf(w, "  peak resident (VmHWM) %.1f MiB against %d MiB: %s\n", peak, maxRSSMiB, verdict(peak < maxRSSMiB))
+		fmt.Fprintf(w, "  peak resident (VmHWM) after the list benchmarks %.1f MiB against %d MiB: %s\n", peak, maxRSSMiB, verdict(peak < maxRSSMiB))
+	}
+	printWatchSummary(w, e)
+}
+
+// printWatchSummary prints the watch latencies and idle cost per watcher
+// count, and the p99 at watchGoalWatchers against its goal.
+func printWatchSummary(w io.Writer, e *env) {
+	header := false
+	for _, n := range watcherCounts {
+		res, ok := e.results.lookup(fmt.Sprintf("BenchmarkWatchLatency/watchers=%d", n))
+		if !ok || res.watch == nil {
+			continue
+		}
+		if !header {
+			fmt.Fprintf(w, "  watch, commit to client receipt through the aggregator (goal: p99 < %s with %d watchers):\n", maxWatchP99, watchGoalWatchers)
+			header = true
+		}
+		lat := res.watch
+		line := fmt.Sprintf("    %4d watchers  p50 %9s  p99 %9s  max %9s  (%d samples)  idle: %.3f cores, VmRSS %.1f MiB, VmHWM %.1f MiB",
+			n, lat.p50.Round(10*time.Microsecond), lat.p99.Round(10*time.Microsecond), lat.max.Round(10*time.Microsecond),
+			lat.samples, lat.idleCores, res.rssMiB, res.hwmMiB)
+		if n == watchGoalWatchers {
+			line += "  " + verdict(lat.p99 < maxWatchP99)
+		}
+		fmt.Fprintln(w, line)
 	}
 }
 
