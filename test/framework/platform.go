@@ -112,12 +112,21 @@ func (cp *ControlPlane) PlatformAPIServerPID() int {
 	return cp.platform.pid()
 }
 
+// Replica is an extra platform-apiserver started by StartPlatformReplica.
+type Replica struct{ proc *process }
+
+// Stop ends the replica gracefully (SIGTERM, then SIGKILL after a grace period).
+func (r *Replica) Stop() error { return r.proc.stop() }
+
+// Kill sends SIGKILL and waits until the replica is gone, as a crash would.
+func (r *Replica) Kill() error { return r.proc.kill() }
+
 // StartPlatformReplica starts one more platform-apiserver with the same
 // arguments on the same port, as a second replica behind the APIService would
 // run: the kernel spreads new connections over both, and one keeps serving
 // while the other restarts. The first start needs --permit-port-sharing in
-// Options.ExtraPlatformArgs too. stop ends the replica (SIGTERM, then SIGKILL).
-func (cp *ControlPlane) StartPlatformReplica(ctx context.Context, name string) (stop func() error, err error) {
+// Options.ExtraPlatformArgs too.
+func (cp *ControlPlane) StartPlatformReplica(ctx context.Context, name string) (*Replica, error) {
 	tlsConfig, err := tlsTo(cp.pki.platformCA.certPEM, cp.pki.admin)
 	if err != nil {
 		return nil, err
@@ -127,5 +136,5 @@ func (cp *ControlPlane) StartPlatformReplica(ctx context.Context, name string) (
 	if err != nil {
 		return nil, fmt.Errorf("start platform-apiserver replica %s: %w", name, err)
 	}
-	return proc.stop, nil
+	return &Replica{proc: proc}, nil
 }

@@ -389,14 +389,14 @@ func (e *env) testInformer(t *testing.T) {
 		if err := e.cp.RestartPlatformAPIServer(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if err := replica(); err != nil {
+		if err := replica.Stop(); err != nil {
 			t.Fatal(err)
 		}
 		if replica, err = e.cp.StartPlatformReplica(ctx, next); err != nil {
 			t.Fatal(err)
 		}
 	}
-	t.Cleanup(func() { _ = replica() })
+	t.Cleanup(func() { _ = replica.Stop() })
 	e.apply(t, store.Batch{ClusterID: "inf", DeletedNodes: []string{"i1"}, Nodes: []store.Node{node("i2")}})
 	restartBoth("platform-apiserver-3")
 	eventually("delete", func() bool { return count(deletes, "inf.i1") == 1 })
