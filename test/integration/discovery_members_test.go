@@ -1,0 +1,95 @@
+package integration
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/example/platform-apiserver/test/framework"
+)
+
+// TestDiscoveryMembers mirrors a second control plane added through
+// --member-kubeconfig-dir, keyed by its file name, drops its rows when the
+// file is removed, and survives a member that refuses access (403).
+func TestDiscoveryMembers(t *testing.T) {
+	binary := os.Getenv("PLATFORM_APISERVER_BINARY")
+	second := framework.ForTest(t, framework.Options{PlatformAPIServerBinary: binary})
+	dir := t.TempDir()
+	e := setupWith(t, framework.Options{
+		PlatformAPIServerBinary: binary,
+		ExtraPlatformArgs: []string{
+			"--cluster-id=local",
+			"--member-kubeconfig=kubeconfig",
+			"--member-kubeconfig-dir=" + dir,
+			"--member-kubeconfig-dir-interval=300ms",
+			"--discovery-batch-delay=50ms",
+		},
+	})
+	ctx := t.Context()
+	mirroredIn := func(ns, cluster string) func(context.Context) (bool, string) {
+		return func(ctx context.Context) (bool, string) {
+			out, _, err := e.cp.Kubectl(ctx, "get", "clusternamespaces", "-n", ns, "-o", "name")
+			return err == nil && strings.Contains(out, "/"+cluster), out
+		}
+	}
+
+	copyFile(t, second.AdminKubeconfig(), filepath.Join(dir, "second"))
+	if _, _, err := second.Kubectl(ctx, "create", "namespace", "only-in-second"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the second cluster's namespace", mirrorTimeout, mirroredIn("only-in-second", "second"))
+	eventually(t, "the hosting cluster's kube-system", mirrorTimeout, mirroredIn("kube-system", "local"))
+	eventually(t, "kube-system of both clusters", mirrorTimeout, func(ctx context.Context) (bool, string) {
+		out := e.jsonpath(ctx, "{.items[*].status.cluster}", "get", "clusternamespaces", "-n", "kube-system")
+		return strings.Contains(out, "local") && strings.Contains(out, "second"), out
+	})
+
+	// A member whose identity has no RBAC: clear errors, counted, no crash.
+	_, denied, err := e.cp.UserConfig("no-rbac")
+	if err != nil {
+		t.Fatal(err)
+	}
+	copyFile(t, denied, filepath.Join(dir, "denied"))
+	eventually(t, "forbidden errors counted for the denied member", mirrorTimeout, func(ctx context.Context) (bool, string) {
+		v, err := e.platformMetric(ctx, "platform_discovery_errors_total", `cluster="denied"`, `reason="forbidden"`)
+		return err == nil && v > 0, err2s(err)
+	})
+	if _, _, err := e.cp.Kubectl(ctx, "get", "--raw", "/apis/platform.example.io/v1alpha1/nodecapacities"); err != nil {
+		t.Fatalf("the server stopped serving with a denied member: %v", err)
+	}
+
+	// Removing the file removes the member's rows.
+	if err := os.Remove(filepath.Join(dir, "second")); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the second cluster's rows deleted", mirrorTimeout, func(ctx context.Context) (bool, string) {
+		out := e.jsonpath(ctx, "{.items[*].status.cluster}", "get", "clusternamespaces", "-A")
+		return !strings.Contains(out, "second") && strings.Contains(out, "local"), out
+	})
+}
+
+func copyFile(t *testing.T, from, to string) {
+	t.Helper()
+	data, err := os.ReadFile(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Write elsewhere then rename, so the directory poll never reads half a
+	// file nor sees a temporary name.
+	tmp := filepath.Join(t.TempDir(), filepath.Base(to))
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, to); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func err2s(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
