@@ -33,6 +33,9 @@ type Options struct {
 // Instance is a running ephemeral server.
 type Instance struct {
 	dir     string
+	bin     string
+	run     runner
+	timeout time.Duration
 	port    int
 	cmd     *exec.Cmd
 	exited  chan struct{}
@@ -63,7 +66,7 @@ func Start(ctx context.Context, opts Options) (*Instance, error) {
 		_ = os.RemoveAll(dir)
 		return nil, err
 	}
-	inst := &Instance{dir: dir, logPath: filepath.Join(dir, "postgres.log"), exited: make(chan struct{})}
+	inst := &Instance{dir: dir, bin: bin, run: run, timeout: opts.StartTimeout, logPath: filepath.Join(dir, "postgres.log"), exited: make(chan struct{})}
 	if err := inst.initdb(ctx, run, bin); err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, err
@@ -80,7 +83,28 @@ func Start(ctx context.Context, opts Options) (*Instance, error) {
 			return nil, err
 		}
 		inst.exited = make(chan struct{})
+		inst.port = 0
 	}
+}
+
+// Pause stops the server (fast shutdown) but keeps its data and port, so
+// tests can take the database away from a running system and give it back.
+func (i *Instance) Pause() error {
+	if err := i.cmd.Process.Signal(os.Interrupt); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return fmt.Errorf("signal postgres pid %d: %w", i.cmd.Process.Pid, err)
+	}
+	select {
+	case <-i.exited:
+		return nil
+	case <-time.After(30 * time.Second):
+		return fmt.Errorf("postgres pid %d did not stop within 30s%s", i.cmd.Process.Pid, i.logTail())
+	}
+}
+
+// Resume starts a paused server again on the same port and data.
+func (i *Instance) Resume(ctx context.Context) error {
+	i.exited = make(chan struct{})
+	return i.start(ctx, i.run, i.bin, i.timeout)
 }
 
 // DSN is a libpq URL for the `postgres` database as the `postgres` superuser.
@@ -131,12 +155,16 @@ func (i *Instance) initdb(ctx context.Context, run runner, bin string) error {
 	return nil
 }
 
+// start runs postgres on i.port, or on a free port when it has none yet.
 func (i *Instance) start(ctx context.Context, run runner, bin string, timeout time.Duration) error {
-	port, err := freePort()
-	if err != nil {
-		return err
+	if i.port == 0 {
+		port, err := freePort()
+		if err != nil {
+			return err
+		}
+		i.port = port
 	}
-	i.port = port
+	port := i.port
 	logFile, err := os.OpenFile(i.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return fmt.Errorf("open postgres log: %w", err)
