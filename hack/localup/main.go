@@ -1,6 +1,8 @@
 // Command localup runs the platform locally for `make run`: PostgreSQL, etcd,
-// kube-apiserver, kube-controller-manager and platform-apiserver registered
-// through an APIService, seeded with sample data, until SIGINT or SIGTERM.
+// kube-apiserver, kube-controller-manager, kwok and metrics-server (simulated
+// nodes with usage) and platform-apiserver registered through an APIService,
+// seeded with sample data and a small simulated cluster, until SIGINT or
+// SIGTERM.
 package main
 
 import (
@@ -48,6 +50,7 @@ func run(platformBinary string) (err error) {
 		PlatformAPIServerBinary: platformBinary,
 		PlatformAPIServerLog:    os.Stderr,
 		StartControllerManager:  true,
+		StartSimulator:          true,
 	})
 	if err != nil {
 		return fmt.Errorf("start the local control plane: %w", err)
@@ -61,6 +64,9 @@ func run(platformBinary string) (err error) {
 
 	if err := seedSampleData(ctx, cp.DatabaseURL()); err != nil {
 		return fmt.Errorf("seed sample data into %s: %w", cp.DatabaseURL(), err)
+	}
+	if err := seedSimulatedCluster(ctx, cp); err != nil {
+		return fmt.Errorf("seed the simulated cluster: %w", err)
 	}
 	printUsage(cp)
 	<-ctx.Done()
@@ -76,6 +82,12 @@ Platform API is up (logs in %s).
   export KUBECONFIG=%s
   export PATH=%s:$PATH   # kubectl v1.37.2
 
+The local cluster has simulated nodes (kwok) and pods in team-a and team-b:
+  kubectl get nodes
+  kubectl get pods -A -o wide
+  kubectl describe quota -n team-a
+  kubectl top nodes        # once metrics-server has scraped (about %s)
+
 Try:
   kubectl get nodecapacities
   kubectl get clusternamespaces -A
@@ -85,5 +97,5 @@ Try:
 
 Database: %s
 Press Ctrl-C to stop.
-`, cp.WorkDir(), cp.AdminKubeconfig(), cp.BinDir(), framework.PlatformGroup, cp.DatabaseURL())
+`, cp.WorkDir(), cp.AdminKubeconfig(), cp.BinDir(), 2*framework.MetricResolution, framework.PlatformGroup, cp.DatabaseURL())
 }

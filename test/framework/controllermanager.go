@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -28,6 +29,12 @@ func (cp *ControlPlane) startControllerManager(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	controllers := controllerManagerControllers
+	if cp.opts.StartSimulator {
+		// Simulated workloads come with ResourceQuotas, whose status someone
+		// must compute.
+		controllers = append(slices.Clone(controllers), "resourcequota-controller")
+	}
 	p := cp.pki
 	args := []string{
 		"--kubeconfig=" + cp.adminKubeconfig,
@@ -38,7 +45,7 @@ func (cp *ControlPlane) startControllerManager(ctx context.Context) error {
 		"--tls-cert-file=" + p.kcmServing.certFile,
 		"--tls-private-key-file=" + p.kcmServing.keyFile,
 		"--leader-elect=false",
-		"--controllers=" + strings.Join(controllerManagerControllers, ","),
+		"--controllers=" + strings.Join(controllers, ","),
 		"--service-account-private-key-file=" + p.serviceAccountKeyFile,
 		"--root-ca-file=" + p.clusterCA.certFile,
 		"--use-service-account-credentials=false",

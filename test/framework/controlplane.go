@@ -37,6 +37,7 @@ type ControlPlane struct {
 	adminConfig       *rest.Config
 	adminKubeconfig   string
 	controllerManager *process
+	sim               *simulator // nil unless Options.StartSimulator
 
 	mu                 sync.Mutex // guards platform
 	platform           *process
@@ -50,7 +51,8 @@ type ControlPlane struct {
 }
 
 // Start starts PostgreSQL (unless a database is given), etcd, kube-apiserver,
-// optionally kube-controller-manager, and the platform-apiserver, registers
+// optionally kube-controller-manager and the simulator (kwok and
+// metrics-server), and the platform-apiserver, registers
 // the platform API with the aggregator, and returns once kube-apiserver serves
 // platform.example.io/v1alpha1. On error everything started so far is stopped.
 func Start(ctx context.Context, opts Options) (_ *ControlPlane, err error) {
@@ -90,6 +92,12 @@ func Start(ctx context.Context, opts Options) (_ *ControlPlane, err error) {
 				return nil
 			}
 			return cp.startControllerManager(ctx)
+		}},
+		{"start simulator", func(ctx context.Context) error {
+			if !opts.StartSimulator {
+				return nil
+			}
+			return cp.startSimulator(ctx)
 		}},
 		{"start platform-apiserver", func(ctx context.Context) error {
 			if err := cp.preparePlatform(); err != nil {
@@ -209,7 +217,12 @@ func (cp *ControlPlane) Stop() error {
 		cp.mu.Lock()
 		platform := cp.platform
 		cp.mu.Unlock()
-		for _, p := range []*process{platform, cp.controllerManager, cp.apiServer, cp.etcd} {
+		procs := []*process{platform}
+		if cp.sim != nil {
+			procs = append(procs, cp.sim.metricsServer, cp.sim.kwok)
+		}
+		procs = append(procs, cp.controllerManager, cp.apiServer, cp.etcd)
+		for _, p := range procs {
 			if p != nil {
 				if err := p.stop(); err != nil {
 					errs = append(errs, err)

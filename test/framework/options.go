@@ -10,7 +10,8 @@ type Options struct {
 	// A given directory is created if missing and never removed.
 	WorkDir string
 
-	// BinDir holds etcd, kube-apiserver, kube-controller-manager and kubectl.
+	// BinDir holds etcd, kube-apiserver, kube-controller-manager and kubectl
+	// (and kwok and metrics-server for StartSimulator).
 	// Empty means the directory printed by hack/build-tools.sh, which builds
 	// them into a cache on first use.
 	BinDir string
@@ -38,4 +39,10 @@ type Options struct {
 	// StartControllerManager starts kube-controller-manager, which namespace
 	// deletion (and garbage collection) needs.
 	StartControllerManager bool
+
+	// StartSimulator starts kwok (simulated nodes whose pods run, with
+	// kubelet-style resource metrics) and metrics-server registered as
+	// metrics.k8s.io/v1beta1, so CreateSimulatedNode and `kubectl top` work.
+	// It needs kwok and metrics-server in BinDir (hack/build-tools.sh builds them).
+	StartSimulator bool
 }
