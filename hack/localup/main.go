@@ -51,6 +51,13 @@ func run(platformBinary string) (err error) {
 		PlatformAPIServerLog:    os.Stderr,
 		StartControllerManager:  true,
 		StartSimulator:          true,
+		// Discovery mirrors the local cluster, as it would a member in
+		// production: the view below is computed from real objects.
+		ExtraPlatformArgs: []string{
+			"--cluster-id=local",
+			"--member-kubeconfig=kubeconfig", // the admin kubeconfig in the work dir
+			"--metrics-interval=10s",
+		},
 	})
 	if err != nil {
 		return fmt.Errorf("start the local control plane: %w", err)
@@ -62,9 +69,6 @@ func run(platformBinary string) (err error) {
 		}
 	}()
 
-	if err := seedSampleData(ctx, cp.DatabaseURL()); err != nil {
-		return fmt.Errorf("seed sample data into %s: %w", cp.DatabaseURL(), err)
-	}
 	if err := seedSimulatedCluster(ctx, cp); err != nil {
 		return fmt.Errorf("seed the simulated cluster: %w", err)
 	}
@@ -88,8 +92,9 @@ The local cluster has simulated nodes (kwok) and pods in team-a and team-b:
   kubectl describe quota -n team-a
   kubectl top nodes        # once metrics-server has scraped (about %s)
 
-Try:
+Try (discovery mirrors the cluster as "local"; usage appears once metrics are scraped):
   kubectl get nodecapacities
+  kubectl get nodecapacities -w
   kubectl get clusternamespaces -A
   kubectl get platform -A
   kubectl explain nodecapacity.status

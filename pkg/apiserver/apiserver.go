@@ -26,6 +26,8 @@ type Registry interface {
 	clusternamespace.Reader
 	nodecapacity.Reader
 	store.ChangeFeed
+	// Migrate applies pending schema migrations.
+	Migrate(ctx context.Context) error
 	// Ready fails while the database is unreachable or migrations are pending.
 	Ready(ctx context.Context) error
 }
@@ -66,7 +68,12 @@ type CompletedConfig struct {
 // Server is the platform.example.io API server.
 type Server struct {
 	GenericAPIServer *genericapiserver.GenericAPIServer
+	migrated         chan struct{}
 }
+
+// RegistryMigrated is closed once the registry's migrations are applied;
+// loops that use the registry start after it.
+func (s *Server) RegistryMigrated() <-chan struct{} { return s.migrated }
 
 // Complete fills in defaults and adds the registry readiness check.
 func (c *Config) Complete() CompletedConfig {
@@ -96,10 +103,21 @@ func (c CompletedConfig) New() (*Server, error) {
 	if err := generic.InstallAPIGroup(&group); err != nil {
 		return nil, err
 	}
-	generic.AddPostStartHookOrDie("registry-change-feed", func(ctx genericapiserver.PostStartHookContext) error {
-		go follower.Run(ctx)
-		go compactHistory(ctx, c.registry, c.watch)
+	s := &Server{GenericAPIServer: generic, migrated: make(chan struct{})}
+	generic.AddPostStartHookOrDie("registry-migrations", func(ctx genericapiserver.PostStartHookContext) error {
+		go migrate(ctx, c.registry, s.migrated)
 		return nil
 	})
-	return &Server{GenericAPIServer: generic}, nil
+	generic.AddPostStartHookOrDie("registry-change-feed", func(ctx genericapiserver.PostStartHookContext) error {
+		go func() {
+			select {
+			case <-s.migrated:
+				go follower.Run(ctx)
+				compactHistory(ctx, c.registry, c.watch)
+			case <-ctx.Done():
+			}
+		}()
+		return nil
+	})
+	return s, nil
 }

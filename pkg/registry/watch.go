@@ -46,8 +46,13 @@ type WatchConfig struct {
 	BookmarkInterval time.Duration
 }
 
-// historyBatch is how many changes a resuming watch reads at a time.
-const historyBatch = 1000
+const (
+	// historyBatch is how many changes a resuming watch reads at a time.
+	historyBatch = 1000
+	// followerSyncTimeout bounds how long a watch waits for the change feed
+	// to start (just after start-up) before answering 503.
+	followerSyncTimeout = 5 * time.Second
+)
 
 // Watch serves a Kubernetes watch of one kind from the change feed with the
 // semantics of kube-apiserver: resourceVersion "" or "0" start with ADDED
@@ -89,8 +94,10 @@ func Watch(ctx context.Context, cfg WatchConfig, spec WatchSpec, options *metain
 		w.initial = *options.SendInitialEvents
 		w.initialEndBookmark = w.initial
 	}
-	if err := cfg.Follower.WaitSynced(ctx); err != nil {
-		return nil, apierrors.NewServiceUnavailable("the registry change feed is not ready yet; retry")
+	syncCtx, cancel := context.WithTimeout(ctx, followerSyncTimeout)
+	defer cancel()
+	if err := cfg.Follower.WaitSynced(syncCtx); err != nil {
+		return nil, apierrors.NewServiceUnavailable("the registry change feed is not ready yet (is the database reachable and migrated?); retry")
 	}
 	w.sub = cfg.Follower.Subscribe(spec.Kind)
 	w.cursor = w.sub.From

@@ -32,8 +32,9 @@ func (cp *ControlPlane) startControllerManager(ctx context.Context) error {
 	controllers := controllerManagerControllers
 	if cp.opts.StartSimulator {
 		// Simulated workloads come with ResourceQuotas, whose status someone
-		// must compute.
-		controllers = append(slices.Clone(controllers), "resourcequota-controller")
+		// must compute, and nodes whose not-ready taint (added at creation)
+		// the node lifecycle controller lifts once kwok reports them Ready.
+		controllers = append(slices.Clone(controllers), "resourcequota-controller", "node-lifecycle-controller")
 	}
 	p := cp.pki
 	args := []string{

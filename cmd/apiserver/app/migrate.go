@@ -3,12 +3,9 @@ package app
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/spf13/cobra"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
-	"k8s.io/apimachinery/pkg/util/wait"
-	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/klog/v2"
 
 	"github.com/example/platform-apiserver/cmd/apiserver/app/options"
@@ -44,23 +41,4 @@ start-up short, or to check that the database is reachable.`,
 	cmd.SetContext(ctx)
 	o.AddFlags(cmd.Flags())
 	return cmd
-}
-
-// migrateInBackground applies migrations once the server runs, retrying while
-// the database is unreachable; /readyz fails until they are applied.
-func migrateInBackground(reg *postgres.Store) genericapiserver.PostStartHookFunc {
-	return func(hookCtx genericapiserver.PostStartHookContext) error {
-		go func() {
-			backoff := wait.Backoff{Duration: 500 * time.Millisecond, Factor: 2, Steps: 1 << 30, Cap: 30 * time.Second}
-			_ = wait.ExponentialBackoffWithContext(hookCtx, backoff, func(ctx context.Context) (bool, error) {
-				if err := reg.Migrate(ctx); err != nil {
-					klog.ErrorS(err, "Applying registry migrations failed; retrying")
-					return false, nil
-				}
-				klog.InfoS("Registry migrations applied")
-				return true, nil
-			})
-		}()
-		return nil
-	}
 }

@@ -85,11 +85,16 @@ func run(ctx context.Context, o *options.Options) error {
 	if err != nil {
 		return err
 	}
-	server.GenericAPIServer.AddPostStartHookOrDie("registry-migrations", migrateInBackground(reg))
 	if disc != nil {
 		// In the background: serving never waits for members or the lease.
 		server.GenericAPIServer.AddPostStartHookOrDie("discovery", func(hookCtx genericapiserver.PostStartHookContext) error {
-			go disc.Run(hookCtx)
+			go func() {
+				select {
+				case <-server.RegistryMigrated():
+					disc.Run(hookCtx)
+				case <-hookCtx.Done():
+				}
+			}()
 			return nil
 		})
 	}
