@@ -1,0 +1,35 @@
+package discovery
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestWorkerWedged(t *testing.T) {
+	now := time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)
+	const timeout = 5 * time.Minute
+	tests := []struct {
+		name     string
+		pending  int
+		lastBeat time.Time
+		wedged   bool
+	}{
+		{"idle watch: nothing pending, silent for long", 0, now.Add(-time.Hour), false},
+		{"pending and recently alive", 10, now.Add(-time.Minute), false},
+		{"pending and silent past the timeout", 10, now.Add(-6 * time.Minute), true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := &syncer{syncerParams: syncerParams{Source: source{resource: "pods"}}, pending: tt.pending, lastBeat: tt.lastBeat}
+			w := &worker{clusterID: "c1", syncers: []*syncer{s}}
+			err := w.wedged(now, timeout)
+			if (err != nil) != tt.wedged {
+				t.Fatalf("wedged = %v, want %v", err, tt.wedged)
+			}
+			if err != nil && !strings.Contains(err.Error(), "cluster c1, pods: 10 events pending") {
+				t.Errorf("error %q does not name the cluster, resource and backlog", err)
+			}
+		})
+	}
+}
