@@ -314,3 +314,40 @@ func errorEvent(code int32, reason metav1.StatusReason, msg string) watch.Event 
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// ObjectPtr is a pointer to an API object type O.
+type ObjectPtr[O any] interface {
+	*O
+	runtime.Object
+}
+
+// ListObjects adapts a store list of records R to WatchSpec.List, building
+// each object with toObject.
+func ListObjects[R, O any, P ObjectPtr[O]](list func(context.Context, store.ListOptions) (*store.Page[R], error), toObject func(*R) O) func(context.Context, store.ListOptions) ([]runtime.Object, int64, error) {
+	return func(ctx context.Context, opts store.ListOptions) ([]runtime.Object, int64, error) {
+		page, err := list(ctx, opts)
+		if err != nil {
+			return nil, 0, err
+		}
+		objs := make([]runtime.Object, len(page.Items))
+		for i := range page.Items {
+			obj := toObject(&page.Items[i])
+			objs[i] = P(&obj)
+		}
+		return objs, page.ResourceVersion, nil
+	}
+}
+
+// ConvertChange adapts a change's record pair (current, previous; either
+// picked by records) to WatchSpec.Convert.
+func ConvertChange[R, O any, P ObjectPtr[O]](records func(*store.Change) (cur, prev *R), toObject func(*R) O) func(*store.Change) (runtime.Object, runtime.Object) {
+	return func(c *store.Change) (runtime.Object, runtime.Object) {
+		cur, prev := records(c)
+		obj := toObject(cur)
+		if prev == nil {
+			return P(&obj), nil
+		}
+		p := toObject(prev)
+		return P(&obj), P(&p)
+	}
+}

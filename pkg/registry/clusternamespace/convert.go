@@ -1,14 +1,13 @@
 package clusternamespace
 
 import (
-	"strconv"
-
 	"github.com/google/uuid"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/example/platform-apiserver/pkg/apis/platform"
+	"github.com/example/platform-apiserver/pkg/registry"
 	"github.com/example/platform-apiserver/pkg/registry/store"
 )
 
@@ -18,25 +17,13 @@ var uidSpace = uuid.MustParse("9b7f3c2e-1d4a-4c8e-b6f1-2e5d8a9c0f47")
 // ToObject builds the API object from a registry record.
 func ToObject(cn *store.ClusterNamespace) platform.ClusterNamespace {
 	ns := &cn.Namespace
-	labels := make(map[string]string, len(ns.Labels)+1)
-	for k, v := range ns.Labels {
-		labels[k] = v
-	}
-	labels[platform.ClusterLabel] = cn.ClusterID
-
-	created := ns.CreatedAt
-	if created.IsZero() {
-		created = cn.FirstSeen
-	}
 	obj := platform.ClusterNamespace{
-		ObjectMeta: metav1.ObjectMeta{
-			Namespace:         ns.Name,
-			Name:              cn.ClusterID,
-			UID:               types.UID(uuid.NewSHA1(uidSpace, []byte(cn.ClusterID+"/"+ns.Name+"/"+ns.UID)).String()),
-			ResourceVersion:   strconv.FormatInt(cn.ResourceVersion, 10),
-			CreationTimestamp: metav1.NewTime(created),
-			Labels:            labels,
-		},
+		ObjectMeta: registry.ViewMeta{
+			Namespace: ns.Name, Name: cn.ClusterID,
+			UIDSpace: uidSpace, UIDKey: cn.ClusterID + "/" + ns.Name + "/" + ns.UID,
+			Labels: ns.Labels, ClusterID: cn.ClusterID,
+			CreatedAt: ns.CreatedAt, FirstSeen: cn.FirstSeen, ResourceVersion: cn.ResourceVersion,
+		}.ObjectMeta(),
 		Status: platform.ClusterNamespaceStatus{
 			Cluster:           cn.ClusterID,
 			Phase:             platform.NamespacePhase(ns.Phase),

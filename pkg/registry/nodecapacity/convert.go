@@ -1,14 +1,12 @@
 package nodecapacity
 
 import (
-	"strconv"
-
 	"github.com/google/uuid"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/example/platform-apiserver/pkg/apis/platform"
+	"github.com/example/platform-apiserver/pkg/registry"
 	"github.com/example/platform-apiserver/pkg/registry/store"
 )
 
@@ -18,29 +16,18 @@ var uidSpace = uuid.MustParse("3f0c7e58-8f5e-4a53-9d55-7a8a2f0b6c11")
 // ToObject builds the API object from a registry record.
 func ToObject(nc *store.NodeCapacity) platform.NodeCapacity {
 	n := &nc.Node
-	labels := make(map[string]string, len(n.Labels)+1)
-	for k, v := range n.Labels {
-		labels[k] = v
-	}
-	labels[platform.ClusterLabel] = nc.ClusterID
-
-	created := n.CreatedAt
-	if created.IsZero() {
-		created = nc.FirstSeen
-	}
 	available := store.Resources{
 		CPUMillis:   n.Allocatable.CPUMillis - nc.Requested.CPUMillis,
 		MemoryBytes: n.Allocatable.MemoryBytes - nc.Requested.MemoryBytes,
 		Pods:        n.Allocatable.Pods - nc.Requested.Pods,
 	}
 	obj := platform.NodeCapacity{
-		ObjectMeta: metav1.ObjectMeta{
-			Name:              Name(nc.ClusterID, n.Name),
-			UID:               types.UID(uuid.NewSHA1(uidSpace, []byte(nc.ClusterID+"/"+n.Name+"/"+n.UID)).String()),
-			ResourceVersion:   strconv.FormatInt(nc.ResourceVersion, 10),
-			CreationTimestamp: metav1.NewTime(created),
-			Labels:            labels,
-		},
+		ObjectMeta: registry.ViewMeta{
+			Name:     Name(nc.ClusterID, n.Name),
+			UIDSpace: uidSpace, UIDKey: nc.ClusterID + "/" + n.Name + "/" + n.UID,
+			Labels: n.Labels, ClusterID: nc.ClusterID,
+			CreatedAt: n.CreatedAt, FirstSeen: nc.FirstSeen, ResourceVersion: nc.ResourceVersion,
+		}.ObjectMeta(),
 		Status: platform.NodeCapacityStatus{
 			Cluster:       nc.ClusterID,
 			NodeName:      n.Name,

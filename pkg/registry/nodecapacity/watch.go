@@ -18,37 +18,16 @@ import (
 // Watch streams NodeCapacity changes with Kubernetes watch semantics.
 func (r *REST) Watch(ctx context.Context, options *metainternalversion.ListOptions) (watch.Interface, error) {
 	return registry.Watch(ctx, r.watch, registry.WatchSpec{
-		Kind:      store.KindNodeCapacity,
-		Resource:  platform.Resource("nodecapacities"),
-		Fields:    fieldMap,
-		Convert:   convertChange,
-		List:      r.listObjects,
+		Kind:     store.KindNodeCapacity,
+		Resource: platform.Resource("nodecapacities"),
+		Fields:   fieldMap,
+		Convert: registry.ConvertChange(func(c *store.Change) (cur, prev *store.NodeCapacity) {
+			return c.NodeCapacity, c.PrevNodeCapacity
+		}, ToObject),
+		List:      registry.ListObjects(r.reader.ListNodeCapacities, ToObject),
 		NewObject: r.New,
 		Attrs:     Attrs,
 	}, options)
-}
-
-func convertChange(c *store.Change) (obj, prev runtime.Object) {
-	cur := ToObject(c.NodeCapacity)
-	obj = &cur
-	if c.PrevNodeCapacity != nil {
-		p := ToObject(c.PrevNodeCapacity)
-		prev = &p
-	}
-	return obj, prev
-}
-
-func (r *REST) listObjects(ctx context.Context, opts store.ListOptions) ([]runtime.Object, int64, error) {
-	page, err := r.reader.ListNodeCapacities(ctx, opts)
-	if err != nil {
-		return nil, 0, err
-	}
-	objs := make([]runtime.Object, len(page.Items))
-	for i := range page.Items {
-		obj := ToObject(&page.Items[i])
-		objs[i] = &obj
-	}
-	return objs, page.ResourceVersion, nil
 }
 
 // Attrs returns the labels and the field-selector values of a NodeCapacity.
