@@ -29,13 +29,18 @@ type Options struct {
 	PollInterval time.Duration
 	// BatchSize is how many changes one read takes.
 	BatchSize int
-	// SubscriberBuffer is how many items a subscriber may lag before it is dropped.
+	// SubscriberBuffer is how many items a subscriber may lag before the
+	// follower waits for it.
 	SubscriberBuffer int
+	// DispatchBudget is how long one dispatch may wait in total for
+	// subscribers with full buffers before dropping them.
+	DispatchBudget time.Duration
 }
 
 // Follower reads the change feed in order and hands each change to every
-// subscriber. A subscriber that falls SubscriberBuffer items behind is
-// dropped (its channel closed) instead of stalling the others.
+// subscriber. A subscriber that falls SubscriberBuffer items behind and does
+// not catch up within the dispatch budget is dropped (its channel closed)
+// instead of stalling the others.
 type Follower struct {
 	feed store.ChangeFeed
 	opts Options
@@ -57,6 +62,9 @@ func New(feed store.ChangeFeed, opts Options) *Follower {
 	}
 	if opts.SubscriberBuffer <= 0 {
 		opts.SubscriberBuffer = 1000
+	}
+	if opts.DispatchBudget <= 0 {
+		opts.DispatchBudget = 250 * time.Millisecond
 	}
 	return &Follower{feed: feed, opts: opts, subs: map[*Subscription]struct{}{}, ready: make(chan struct{})}
 }
@@ -140,18 +148,19 @@ const maxInt64 = int64(^uint64(0) >> 1)
 func (f *Follower) dispatch(changes []store.Change, upTo int64) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	budget := f.opts.DispatchBudget
 	before := f.rv
 	for i := range changes {
 		c := &changes[i]
 		if c.ResourceVersion <= f.rv {
 			continue
 		}
-		f.send(Item{Change: c, ResourceVersion: c.ResourceVersion})
+		f.send(Item{Change: c, ResourceVersion: c.ResourceVersion}, &budget)
 		f.rv = c.ResourceVersion
 	}
 	f.rv = max(f.rv, upTo)
 	if f.rv > before {
-		f.send(Item{ResourceVersion: f.rv})
+		f.send(Item{ResourceVersion: f.rv}, &budget)
 	}
 	if !f.synced {
 		f.synced = true
@@ -159,20 +168,37 @@ func (f *Follower) dispatch(changes []store.Change, upTo int64) {
 	}
 }
 
-// send hands an item to every subscriber without blocking; f.mu is held.
-func (f *Follower) send(it Item) {
+// send hands an item to every subscriber; f.mu is held. A subscriber with a
+// full buffer is waited for while the dispatch's budget lasts, so a burst
+// larger than the buffer does not drop watchers that keep reading, and is
+// dropped once the budget is spent, so one stuck watcher stalls the others
+// for a bounded time only (as kube-apiserver's cacher does).
+func (f *Follower) send(it Item, budget *time.Duration) {
 	for s := range f.subs {
 		if it.Change != nil && it.Change.Kind != s.kind {
 			continue
 		}
 		select {
 		case s.ch <- it:
+			continue
 		default:
-			klog.V(2).InfoS("Dropping a watcher that fell behind", "kind", s.kind, "buffer", cap(s.ch))
-			s.dropped = true
-			delete(f.subs, s)
-			close(s.ch)
 		}
+		if *budget > 0 {
+			start := time.Now()
+			t := time.NewTimer(*budget)
+			select {
+			case s.ch <- it:
+				t.Stop()
+				*budget -= time.Since(start)
+				continue
+			case <-t.C:
+				*budget = 0
+			}
+		}
+		klog.V(2).InfoS("Dropping a watcher that fell behind", "kind", s.kind, "buffer", cap(s.ch))
+		s.dropped = true
+		delete(f.subs, s)
+		close(s.ch)
 	}
 }
 

@@ -113,3 +113,22 @@ func TestCompactionPastFollowerDropsSubscribers(t *testing.T) {
 		t.Errorf("follower restarted at %d, want the present 5", f.resourceVersion())
 	}
 }
+
+func TestBurstLargerThanBufferKeepsReadingSubscriber(t *testing.T) {
+	m := newMemFeed()
+	f := New(m, Options{PollInterval: 10 * time.Millisecond, BatchSize: 1000, SubscriberBuffer: 10})
+	go f.Run(t.Context())
+	if err := f.WaitSynced(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	s := f.Subscribe(store.KindNodeCapacity)
+	done := make(chan []int64)
+	go func() { done <- receive(t, s, 3000) }()
+	m.add(store.KindNodeCapacity, 3000) // one dispatch of 1000s, 100x the buffer
+	if got := <-done; len(got) != 3000 {
+		t.Errorf("got %d changes, want 3000", len(got))
+	}
+	if s.Dropped() {
+		t.Error("a subscriber that kept reading was dropped during a burst")
+	}
+}
