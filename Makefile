@@ -14,7 +14,7 @@ all: build
 build:
 	$(GO) build -o $(BIN)/platform-apiserver ./cmd/apiserver
 
-## tools: etcd, kube-apiserver, kube-controller-manager and kubectl v1.37.2 (cached)
+## tools: etcd, kube-apiserver, kube-controller-manager, kubectl v1.37.2, kwok and metrics-server (cached)
 tools:
 	@hack/build-tools.sh
 
