@@ -72,8 +72,29 @@ type env struct {
 func startEnv(ctx context.Context) (*env, error) {
 	ctx, cancel := context.WithTimeout(ctx, setupTimeout)
 	defer cancel()
+	e, err := startControlPlane(ctx, controlPlaneOptions{workDirPrefix: "platform-bench-"})
+	if err != nil {
+		return e, err
+	}
+	if err := e.seed(ctx); err != nil {
+		return e, fmt.Errorf("seed: %w", err)
+	}
+	return e, nil
+}
 
-	workDir, err := os.MkdirTemp("", "platform-bench-")
+// controlPlaneOptions is what differs between the benchmarks' environments.
+type controlPlaneOptions struct {
+	// workDirPrefix names the work directory (os.MkdirTemp's pattern).
+	workDirPrefix string
+	// extraPlatformArgs are appended to the platform-apiserver's flags.
+	extraPlatformArgs []string
+}
+
+// startControlPlane starts an ephemeral PostgreSQL and a control plane on
+// it, builds the clients and opens the registry, seeding nothing. On error
+// the returned env, when non-nil, holds whatever started, for stop.
+func startControlPlane(ctx context.Context, opts controlPlaneOptions) (*env, error) {
+	workDir, err := os.MkdirTemp("", opts.workDirPrefix)
 	if err != nil {
 		return nil, fmt.Errorf("create work directory: %w", err)
 	}
@@ -85,6 +106,7 @@ func startEnv(ctx context.Context) (*env, error) {
 		WorkDir:                 filepath.Join(workDir, "controlplane"),
 		DatabaseURL:             e.pg.DSN(),
 		PlatformAPIServerBinary: os.Getenv(envPlatformBinary),
+		ExtraPlatformArgs:       opts.extraPlatformArgs,
 	})
 	if err != nil {
 		return e, err
@@ -94,9 +116,6 @@ func startEnv(ctx context.Context) (*env, error) {
 	}
 	if e.registry, err = registrypostgres.Open(ctx, e.cp.DatabaseURL(), registrypostgres.Options{}); err != nil {
 		return e, fmt.Errorf("open registry: %w", err)
-	}
-	if err := e.seed(ctx); err != nil {
-		return e, fmt.Errorf("seed: %w", err)
 	}
 	return e, nil
 }

@@ -1,0 +1,407 @@
+package bench
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/example/platform-apiserver/pkg/registry/nodecapacity"
+)
+
+const (
+	// syncTimeout bounds one initial sync; the framework gives the server
+	// two minutes to become ready, which needs the sync, anyway.
+	syncTimeout = 5 * time.Minute
+	// readyPollInterval is the resolution of the restart's time to /readyz.
+	readyPollInterval = 20 * time.Millisecond
+	// settleWindow is how long a restarted server is watched for writes
+	// after all its loops resumed: long enough for the member to replay
+	// whatever followed the cursors and for a 100ms batch to commit.
+	settleWindow = 3 * time.Second
+)
+
+// BenchmarkDiscovery measures the discovery worker against its own control
+// plane, whose platform-apiserver mirrors its kube-apiserver as member
+// "local", with nodeCount Nodes, syncNamespaces Namespaces and syncPods Pods:
+//
+//   - initial-sync: one op is a start of the server on a registry without
+//     the member's rows or cursors, until the registry holds every object;
+//   - restart-unchanged: one op is a graceful restart with nothing changed,
+//     until /readyz answers 200; it reports the rows the restart wrote;
+//   - freshness: one op is churnWindow of namespace label changes at
+//     churnRate a second; it reports the time from each change's write to
+//     kube-apiserver returning to its event reaching a ClusterNamespace
+//     watch through the aggregator;
+//   - metrics-write: one op is one scrape's write, InsertNodeMetrics and
+//     PruneNodeMetrics of nodeCount samples, as the scraper does it.
+//
+// The environment is started and stopped here, not shared with the other
+// benchmarks: they must not see discovery, and it must not see their seed.
+func BenchmarkDiscovery(b *testing.B) {
+	begin := time.Now()
+	d, err := startDiscoveryEnv(context.Background())
+	defer func() {
+		if d == nil {
+			return
+		}
+		if err := d.stop(b.Failed()); err != nil {
+			b.Errorf("stop discovery benchmark environment: %v", err)
+		}
+	}()
+	if err != nil {
+		b.Fatalf("discovery benchmark setup: %v", err)
+	}
+	fmt.Fprintf(os.Stderr, "discovery benchmark environment ready in %s: kube-apiserver holds %s\n",
+		time.Since(begin).Round(time.Second), d.want)
+
+	// Each step needs the one before: a synced registry to restart on, and
+	// a running server to watch.
+	for _, s := range []struct {
+		name  string
+		bench func(*testing.B)
+	}{
+		{"initial-sync", d.benchInitialSync},
+		{"restart-unchanged", d.benchRestart},
+		{"freshness", d.benchFreshness},
+		{"metrics-write", d.benchMetricsWrite},
+	} {
+		if !b.Run(s.name, s.bench) {
+			return
+		}
+	}
+}
+
+// benchInitialSync: one op deletes the member's rows and cursors (with the
+// server stopped; untimed), then times from starting the server until the
+// registry holds every namespace, node and pod of kube-apiserver.
+func (d *discoveryEnv) benchInitialSync(b *testing.B) {
+	ctx := b.Context()
+	var res syncResult
+	for b.Loop() {
+		b.StopTimer()
+		if err := d.cp.StopPlatformAPIServer(); err != nil {
+			b.Fatal(err)
+		}
+		if err := d.registry.DeleteCluster(ctx, discoveryClusterID); err != nil {
+			b.Fatal(err)
+		}
+		if c, err := d.registryCounts(ctx); err != nil || c.total() != 0 {
+			b.Fatalf("registry after deleting the member: %s, %v; want it empty", c, err)
+		}
+		b.StartTimer()
+		start, err := d.startAndWaitSynced(ctx)
+		b.StopTimer()
+		if err != nil {
+			b.Fatal(err)
+		}
+		got, err := d.afterSync(ctx, start)
+		if err != nil {
+			b.Fatal(err)
+		}
+		res.synced = max(res.synced, start.synced)
+		res.hwmMiB = max(res.hwmMiB, got.hwmMiB)
+		res.commits = got.commits
+		res.ops++
+		b.StartTimer()
+	}
+	res.rows = d.want.total()
+	b.ReportMetric(float64(res.rows), "rows")
+	b.ReportMetric(res.hwmMiB, "hwm-MiB")
+	discoveryResults.setSync(res)
+}
+
+// syncResult is the worst of ops initial syncs.
+type syncResult struct {
+	synced time.Duration
+	rows   int64
+	hwmMiB float64
+	ops    int
+	// commits is the time each resource's list commit took, from the
+	// server's platform_discovery_apply_duration_seconds.
+	commits map[string]time.Duration
+}
+
+// startAndWaitSynced starts the server and polls the registry until it
+// holds what the member holds; the caller times exactly that.
+func (d *discoveryEnv) startAndWaitSynced(ctx context.Context) (*platformStart, error) {
+	start := d.startPlatform(ctx)
+	var last registryCounts
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, syncTimeout, true, func(ctx context.Context) (bool, error) {
+		if err := start.failed(); err != nil {
+			return false, err
+		}
+		c, err := d.registryCounts(ctx)
+		if err != nil {
+			return false, err
+		}
+		last = c
+		return c == d.want, nil
+	})
+	start.synced = time.Since(start.begin)
+	if err != nil {
+		return start, fmt.Errorf("wait for the registry to hold %s: %w (last: %s)", d.want, err, last)
+	}
+	return start, nil
+}
+
+// afterSync waits for the start to finish (ready directly and served
+// through the aggregator), reads the server's peak resident memory, which
+// covers the sync, and checks one object of each kind through the
+// aggregated API.
+func (d *discoveryEnv) afterSync(ctx context.Context, start *platformStart) (syncResult, error) {
+	var res syncResult
+	if err := start.wait(ctx); err != nil {
+		return res, err
+	}
+	_, hwm, err := d.platformMemory()
+	if err != nil {
+		return res, err
+	}
+	res.hwmMiB = float64(hwm) / mib
+	if res.commits, err = d.commitDurations(ctx); err != nil {
+		return res, err
+	}
+	if *profileDir != "" {
+		// Its alloc_space covers everything since the start: the sync.
+		path := filepath.Join(*profileDir, "platform-apiserver.discovery-sync.heap.pprof")
+		if err := d.writeHeapProfile(ctx, path); err != nil {
+			return res, err
+		}
+	}
+	// The framework's start also waits until the aggregator finds the
+	// server available again, which can take seconds after it was down.
+	fmt.Fprintf(os.Stderr, "discovery: initial sync of %s in %s (framework start returned after %s), VmHWM %.1f MiB, list commits %v\n",
+		d.want, start.synced.Round(time.Millisecond), start.took.Round(time.Millisecond), res.hwmMiB, res.commits)
+	return res, d.checkSyncedObjects(ctx)
+}
+
+// checkSyncedObjects checks, through the aggregator, that a node carries
+// its pods' requests and a namespace its pods.
+func (d *discoveryEnv) checkSyncedObjects(ctx context.Context) error {
+	name := nodecapacity.Name(discoveryClusterID, nodeName(getNodeIndex))
+	nc, err := d.platform.PlatformV1alpha1().NodeCapacities().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("get NodeCapacity %s: %w", name, err)
+	}
+	if nc.Status.Requested.Pods != podsPerSyncNode || nc.Status.Requested.CPU.IsZero() {
+		return fmt.Errorf("NodeCapacity %s requests %+v, want %d pods", name, nc.Status.Requested, podsPerSyncNode)
+	}
+	ns := syncNamespaceName(syncNamespaces / 2)
+	cn, err := d.platform.PlatformV1alpha1().ClusterNamespaces(ns).Get(ctx, discoveryClusterID, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("get ClusterNamespace %s/%s: %w", ns, discoveryClusterID, err)
+	}
+	if cn.Status.PodCount != podsPerSyncNamespace {
+		return fmt.Errorf("ClusterNamespace %s/%s counts %d pods, want %d", ns, discoveryClusterID, cn.Status.PodCount, podsPerSyncNamespace)
+	}
+	return nil
+}
+
+// commitDurations reads, per resource, the total time the server spent in
+// committing transactions since it started.
+func (d *discoveryEnv) commitDurations(ctx context.Context) (map[string]time.Duration, error) {
+	body, err := d.platformMetrics(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]time.Duration{}
+	for _, r := range []string{"namespaces", "nodes", "pods"} {
+		s, err := metricSum(body, "platform_discovery_apply_duration_seconds_sum", `resource="`+r+`"`)
+		if err != nil {
+			return nil, err
+		}
+		out[r] = time.Duration(s * float64(time.Second)).Round(time.Millisecond)
+	}
+	return out, nil
+}
+
+// platformStart is a StartPlatformAPIServer running in the background.
+type platformStart struct {
+	begin time.Time
+	// synced is when the registry held everything, for a sync.
+	synced time.Duration
+	done   chan error
+	took   time.Duration
+	err    error
+	over   bool
+}
+
+// startPlatform starts the platform-apiserver in the background: the
+// framework's start returns only once the server is ready and served
+// through the aggregator, and the benchmarks time what happens before.
+func (d *discoveryEnv) startPlatform(ctx context.Context) *platformStart {
+	s := &platformStart{begin: time.Now(), done: make(chan error, 1)}
+	go func() { s.done <- d.cp.StartPlatformAPIServer(ctx) }()
+	return s
+}
+
+// failed reports the start's error if it has ended with one.
+func (s *platformStart) failed() error {
+	if s.over {
+		return s.err
+	}
+	select {
+	case err := <-s.done:
+		s.over, s.err, s.took = true, err, time.Since(s.begin)
+		return err
+	default:
+		return nil
+	}
+}
+
+// wait waits for the start to end and returns its error.
+func (s *platformStart) wait(ctx context.Context) error {
+	if s.over {
+		return s.err
+	}
+	select {
+	case err := <-s.done:
+		s.over, s.err, s.took = true, err, time.Since(s.begin)
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// benchRestart: one op restarts the server gracefully with nothing changed
+// in the member and times from the start until /readyz, asked directly,
+// answers 200. Untimed, it then waits until every loop has resumed from
+// its cursor, watches settleWindow for writes, and counts the rows written.
+func (d *discoveryEnv) benchRestart(b *testing.B) {
+	ctx := b.Context()
+	ready, err := d.readyzProbe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var worst restartResult
+	for b.Loop() {
+		b.StopTimer()
+		snap, err := d.snapshot(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := d.cp.StopPlatformAPIServer(); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		begin := time.Now()
+		start := d.startPlatform(ctx)
+		err = wait.PollUntilContextTimeout(ctx, readyPollInterval, platformStartTimeout, true, func(ctx context.Context) (bool, error) {
+			if err := start.failed(); err != nil {
+				return false, err
+			}
+			return ready(ctx) == nil, nil
+		})
+		took := time.Since(begin)
+		b.StopTimer()
+		if err != nil {
+			b.Fatalf("wait for /readyz: %v (last: %v)", err, ready(ctx))
+		}
+		if err := start.wait(ctx); err != nil {
+			b.Fatal(err)
+		}
+		got, err := d.settleAfterRestart(ctx, snap)
+		if err != nil {
+			b.Fatal(err)
+		}
+		got.ready = took
+		fmt.Fprintf(os.Stderr, "discovery: restart ready in %s; %d rows written, resourceVersion +%d, %d relists\n",
+			took.Round(time.Millisecond), got.rows, got.rvDelta, got.relists)
+		worst.ready = max(worst.ready, got.ready)
+		worst.rows = max(worst.rows, got.rows)
+		worst.rvDelta = max(worst.rvDelta, got.rvDelta)
+		worst.relists = max(worst.relists, got.relists)
+		worst.ops++
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(worst.rows), "rows-written")
+	b.ReportMetric(float64(worst.rvDelta), "rv-delta")
+	b.ReportMetric(float64(worst.relists), "relists")
+	discoveryResults.setRestart(worst)
+}
+
+// restartResult is one restart, or the worst of several.
+type restartResult struct {
+	ready                  time.Duration
+	rows, rvDelta, relists int64
+	ops                    int
+}
+
+// readyzProbe returns a check of the platform-apiserver's /readyz, asked
+// directly with its serving CA, as a kubelet's probe would (anonymously).
+// A fresh connection per call, so a restarted server is asked, not a
+// connection to its predecessor.
+func (d *discoveryEnv) readyzProbe() (func(context.Context) error, error) {
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(d.cp.PlatformServingCA()) {
+		return nil, errors.New("no CA certificate in the platform-apiserver's serving CA")
+	}
+	client := &http.Client{
+		Timeout:   5 * time.Second,
+		Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}, DisableKeepAlives: true},
+	}
+	url := d.cp.PlatformServerURL() + "/readyz"
+	return func(ctx context.Context) error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return err
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("GET %s: %s", url, resp.Status)
+		}
+		return nil
+	}, nil
+}
+
+// settleAfterRestart waits until the restarted server's four loops have
+// resumed (or relisted), watches settleWindow more, and counts what was
+// written since snap.
+func (d *discoveryEnv) settleAfterRestart(ctx context.Context, snap registrySnapshot) (restartResult, error) {
+	var res restartResult
+	cluster := `cluster="` + discoveryClusterID + `"`
+	var started float64
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		body, err := d.platformMetrics(ctx)
+		if err != nil {
+			return false, nil
+		}
+		resumed, err := metricSum(body, "platform_discovery_resumes_total", cluster)
+		if err != nil {
+			return false, err
+		}
+		relisted, err := metricSum(body, "platform_discovery_relists_total", cluster)
+		if err != nil {
+			return false, err
+		}
+		started, res.relists = resumed+relisted, int64(relisted)
+		return started >= 4, nil
+	})
+	if err != nil {
+		return res, fmt.Errorf("wait for the four loops to resume (%v started): %w", started, err)
+	}
+	select {
+	case <-time.After(settleWindow):
+	case <-ctx.Done():
+		return res, ctx.Err()
+	}
+	res.rows, res.rvDelta, err = d.rowsWrittenSince(ctx, snap)
+	return res, err
+}
+
+// platformStartTimeout mirrors the framework's bound on a start.
+const platformStartTimeout = 2 * time.Minute
