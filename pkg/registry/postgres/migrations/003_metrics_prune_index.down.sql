@@ -1,0 +1,1 @@
+DROP INDEX cluster_node_metrics_observed_at_idx;
