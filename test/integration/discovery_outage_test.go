@@ -2,15 +2,11 @@ package integration
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/example/platform-apiserver/test/framework"
 	pgtest "github.com/example/platform-apiserver/test/framework/postgres"
@@ -55,18 +51,12 @@ func TestDiscoveryPostgresOutage(t *testing.T) {
 	e.kubectl(t, "label", "namespace", "before-0", "outage=seen")
 	e.kubectl(t, "delete", "namespace", "before-1", "--wait=false")
 
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(e.cp.PlatformServingCA())
-	direct := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
 	eventually(t, "readyz reporting the registry down", mirrorTimeout, func(ctx context.Context) (bool, string) {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, e.cp.PlatformServerURL()+"/readyz?verbose", nil)
-		resp, err := direct.Do(req)
+		code, body, err := probePlatform(ctx, e.cp, "/readyz?verbose")
 		if err != nil {
 			return false, err.Error()
 		}
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode != http.StatusOK && strings.Contains(string(body), "[-]registry failed"), string(body)
+		return code != http.StatusOK && strings.Contains(body, "[-]registry failed"), body
 	})
 
 	if err := db.Resume(ctx); err != nil {

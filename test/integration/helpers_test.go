@@ -2,12 +2,18 @@ package integration
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"io"
+	"net/http"
 	"os/exec"
 	"testing"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/example/platform-apiserver/test/framework"
 )
 
 // pollAllowed retries call while it is Forbidden, for RBAC changes to land.
@@ -30,4 +36,23 @@ func runCommand(t *testing.T, name string, args ...string) (string, error) {
 	t.Helper()
 	out, err := exec.CommandContext(t.Context(), name, args...).CombinedOutput()
 	return string(out), err
+}
+
+// probePlatform GETs path on the platform-apiserver's own port without
+// credentials, as a kubelet probe does, and returns the status and body.
+func probePlatform(ctx context.Context, cp *framework.ControlPlane, path string) (int, string, error) {
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(cp.PlatformServingCA())
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, cp.PlatformServerURL()+path, nil)
+	if err != nil {
+		return 0, "", err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body), err
 }

@@ -2,9 +2,6 @@ package integration
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
-	"io"
 	"net/http"
 	"os"
 	"strings"
@@ -43,17 +40,12 @@ func TestRegistryUnavailable(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(cp.PlatformServingCA())
-	direct := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
 	get := func(path string) (int, string) {
-		resp, err := direct.Get(cp.PlatformServerURL() + path)
+		code, body, err := probePlatform(ctx, cp, path)
 		if err != nil {
 			return 0, err.Error()
 		}
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(body)
+		return code, body
 	}
 
 	var body string
