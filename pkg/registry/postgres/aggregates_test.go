@@ -83,13 +83,17 @@ func TestAggregates(t *testing.T) {
 		t.Errorf("quotas after delete = %+v", q)
 	}
 
-	// Namespace b deleted: its view row, pods and quotas go, n1 and n2 drop its pods.
+	// Namespace b deleted: its view row goes; its pods stay until their own
+	// deletions arrive (Kubernetes deletes them first), then n1 and n2 drop them.
 	mustApply(t, s, ctx, store.Batch{ClusterID: c, DeletedNamespaces: []string{"b"}})
 	if _, err := s.GetClusterNamespace(ctx, "b", c); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("deleted namespace: got %v, want ErrNotFound", err)
 	}
-	checkNode("namespace deleted", "n1", want{250, 1 << 20, 1})
-	checkNode("namespace deleted", "n2", want{500, 1 << 30, 1})
+	checkNode("namespace deleted, pods not yet", "n1", want{350, 2 << 20, 2})
+	checkNode("namespace deleted, pods not yet", "n2", want{510, 1<<30 + 10, 2})
+	mustApply(t, s, ctx, store.Batch{ClusterID: c, DeletedPods: []store.ObjectKey{{Namespace: "b", Name: "pending"}, {Namespace: "b", Name: "p6"}}})
+	checkNode("pods of the deleted namespace deleted", "n1", want{250, 1 << 20, 1})
+	checkNode("pods of the deleted namespace deleted", "n2", want{500, 1 << 30, 1})
 
 	// Pods that arrive before their namespace and node are counted once those appear.
 	mustApply(t, s, ctx, store.Batch{ClusterID: c, Pods: []store.Pod{pod("late", "x", "n3", 7, 7)}})

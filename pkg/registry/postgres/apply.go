@@ -140,29 +140,16 @@ func (a *applier) absentKeys(table string, present []store.ObjectKey) ([]store.O
 }
 
 // deleteNamespaces removes namespace view rows (each deletion takes a
-// resourceVersion, its tombstone's) and the pods and quotas of those namespaces.
+// resourceVersion, its tombstone's). Their pods and quotas are not deleted
+// with them: Kubernetes removes a namespace only after its contents, whose own
+// deletions discovery records, and a cascade here could remove the pods of a
+// namespace recreated under the same name that the pod loop already wrote.
 func (a *applier) deleteNamespaces() error {
 	if len(a.b.DeletedNamespaces) == 0 {
 		return nil
 	}
-	names := a.b.DeletedNamespaces
-	if err := a.deleteViewRows("delete namespaces",
-		`DELETE FROM cluster_namespace WHERE cluster_id = $1 AND name = ANY($2::text[])`, a.cluster, names); err != nil {
-		return err
-	}
-	rows, err := a.tx.Query(a.ctx, `
-		DELETE FROM cluster_pod WHERE cluster_id = $1 AND namespace = ANY($2::text[])
-		RETURNING coalesce(node_name, '')`, a.cluster, names)
-	if err != nil {
-		return fmt.Errorf("delete pods of deleted namespaces: %w", err)
-	}
-	if err := a.collectNodes(rows); err != nil {
-		return err
-	}
-	if _, err := a.tx.Exec(a.ctx, `DELETE FROM cluster_resource_quota WHERE cluster_id = $1 AND namespace = ANY($2::text[])`, a.cluster, names); err != nil {
-		return fmt.Errorf("delete quotas of deleted namespaces: %w", err)
-	}
-	return nil
+	return a.deleteViewRows("delete namespaces",
+		`DELETE FROM cluster_namespace WHERE cluster_id = $1 AND name = ANY($2::text[])`, a.cluster, a.b.DeletedNamespaces)
 }
 
 // deleteNodes removes node view rows; pods bound to them stay until

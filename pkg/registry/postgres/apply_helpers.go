@@ -10,19 +10,6 @@ import (
 	"github.com/example/platform-apiserver/pkg/registry/store"
 )
 
-// collectNodes adds the node names in rows (one text column) to a.nodes.
-func (a *applier) collectNodes(rows pgx.Rows) error {
-	defer rows.Close()
-	var node string
-	for rows.Next() {
-		if err := rows.Scan(&node); err != nil {
-			return err
-		}
-		a.nodes.add(a.cluster, node)
-	}
-	return rows.Err()
-}
-
 // collectNamespaces adds the namespaces in rows (one text column) to a.namespaces.
 func (a *applier) collectNamespaces(rows pgx.Rows) error {
 	defer rows.Close()

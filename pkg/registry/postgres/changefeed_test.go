@@ -58,7 +58,7 @@ func TestChangeFeed(t *testing.T) {
 			return s.Apply(ctx, store.Batch{ClusterID: c, DeletedNodes: []string{"n1"}})
 		}, want: []string{"DELETED node/prod-1/n1"}},
 		{name: "namespace deleted with its pods", write: func() error {
-			return s.Apply(ctx, store.Batch{ClusterID: c, DeletedNamespaces: []string{"b"}})
+			return s.Apply(ctx, store.Batch{ClusterID: c, DeletedNamespaces: []string{"b"}, DeletedPods: []store.ObjectKey{{Namespace: "b", Name: "p2"}}})
 		}, want: []string{"DELETED ns/prod-1/b", "MODIFIED node/prod-1/n2"}},
 		{name: "deleted and re-added in one batch", write: func() error {
 			return s.Apply(ctx, store.Batch{ClusterID: c, DeletedNodes: []string{"n3"}, Nodes: []store.Node{withLabel(node("n3", 1000, 1<<30), "x", "y")}})
