@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 
 	"github.com/example/platform-apiserver/pkg/registry/store"
 )
@@ -59,11 +60,16 @@ func (m *members) run(ctx context.Context) {
 		m.start(ctx, *m.Hosting, "")
 	}
 	if m.Dir == "" {
+		for !m.removeStale(ctx, nil) && waitOrDone(ctx, m.Tuning.Clock, m.DirInterval) {
+		}
 		<-ctx.Done()
 		return
 	}
+	staleRemoved := false
 	for {
-		m.scan(ctx)
+		if found, ok := m.scan(ctx); ok && !staleRemoved {
+			staleRemoved = m.removeStale(ctx, found)
+		}
 		select {
 		case <-ctx.Done():
 			return
@@ -78,14 +84,15 @@ type memberFile struct {
 	fingerprint string
 }
 
-// scan reconciles the running workers with Dir.
-func (m *members) scan(ctx context.Context) {
+// scan reconciles the running workers with Dir and returns what it found;
+// ok is false when the directory could not be read.
+func (m *members) scan(ctx context.Context) (found map[string]memberFile, ok bool) {
 	logger := klog.FromContext(ctx).WithValues("dir", m.Dir)
 	found, err := m.readDir(logger)
 	if err != nil {
 		// Never treat an unreadable directory as "every member removed".
 		logger.Error(err, "Cannot read the member kubeconfig directory; keeping the current members")
-		return
+		return nil, false
 	}
 	for id, f := range found {
 		if f.config == nil {
@@ -117,6 +124,39 @@ func (m *members) scan(ctx context.Context) {
 		logger.Info("Member cluster removed; stopping its worker and deleting its rows", "cluster", id)
 		m.stop(id)
 		m.deleteCluster(ctx, id)
+	}
+	return found, true
+}
+
+// removeStale deletes the rows of clusters the registry holds but no longer
+// configured (the hosting cluster and the files found, usable or not): a
+// member removed while discovery was not running. It reports whether the
+// registry could be asked.
+func (m *members) removeStale(ctx context.Context, found map[string]memberFile) bool {
+	logger := klog.FromContext(ctx)
+	ids, err := m.Store.Clusters(ctx)
+	if err != nil {
+		logger.Error(err, "Cannot list the registry's clusters to remove members no longer configured; retrying")
+		return false
+	}
+	for _, id := range ids {
+		_, inDir := found[id]
+		if inDir || (m.Hosting != nil && id == m.Hosting.ID) {
+			continue
+		}
+		logger.Info("Member cluster no longer configured; deleting its rows", "cluster", id)
+		m.deleteCluster(ctx, id)
+	}
+	return true
+}
+
+// waitOrDone waits d and reports whether ctx is still live.
+func waitOrDone(ctx context.Context, c clock.Clock, d time.Duration) bool {
+	select {
+	case <-ctx.Done():
+		return false
+	case <-c.After(d):
+		return true
 	}
 }
 

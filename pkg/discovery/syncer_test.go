@@ -41,6 +41,7 @@ func (s *recordingStore) Cursor(context.Context, string, store.Resource) (string
 	return s.cursor, nil
 }
 func (s *recordingStore) DeleteCluster(context.Context, string) error { return nil }
+func (s *recordingStore) Clusters(context.Context) ([]string, error)  { return nil, nil }
 func (s *recordingStore) InsertNodeMetrics(context.Context, []store.NodeMetricsSample) (int64, error) {
 	return 0, nil
 }

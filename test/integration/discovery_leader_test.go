@@ -15,7 +15,7 @@ import (
 // takes over within about the lease duration and the mirror keeps up.
 func TestDiscoveryLeaderFailover(t *testing.T) {
 	const lease = 3 * time.Second
-	e := setupWith(t, framework.Options{
+	e := newEnv(t, framework.Options{
 		PlatformAPIServerBinary: os.Getenv("PLATFORM_APISERVER_BINARY"),
 		ExtraPlatformArgs: []string{
 			"--permit-port-sharing",

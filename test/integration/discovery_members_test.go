@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/example/platform-apiserver/pkg/registry/store"
 	"github.com/example/platform-apiserver/test/framework"
 )
 
@@ -17,7 +18,7 @@ func TestDiscoveryMembers(t *testing.T) {
 	binary := os.Getenv("PLATFORM_APISERVER_BINARY")
 	second := framework.ForTest(t, framework.Options{PlatformAPIServerBinary: binary})
 	dir := t.TempDir()
-	e := setupWith(t, framework.Options{
+	e := newEnv(t, framework.Options{
 		PlatformAPIServerBinary: binary,
 		ExtraPlatformArgs: []string{
 			"--cluster-id=local",
@@ -67,6 +68,19 @@ func TestDiscoveryMembers(t *testing.T) {
 	eventually(t, "the second cluster's rows deleted", mirrorTimeout, func(ctx context.Context) (bool, string) {
 		out := e.jsonpath(ctx, "{.items[*].status.cluster}", "get", "clusternamespaces", "-A")
 		return !strings.Contains(out, "second") && strings.Contains(out, "local"), out
+	})
+
+	// A member removed while no server ran (its rows are there, its file is
+	// not): the next start deletes its rows.
+	if err := e.store.Apply(ctx, store.Batch{ClusterID: "gone", Namespaces: []store.Namespace{{Name: "old", UID: "old", Phase: "Active"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.cp.RestartPlatformAPIServer(ctx); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the unconfigured cluster's rows deleted at start", mirrorTimeout, func(ctx context.Context) (bool, string) {
+		out := e.jsonpath(ctx, "{.items[*].status.cluster}", "get", "clusternamespaces", "-A")
+		return !strings.Contains(out, "gone") && strings.Contains(out, "local"), out
 	})
 }
 

@@ -16,7 +16,7 @@ import (
 // kwok's simulated kubelets): a node's usage is unknown until a sample is
 // stored, then appears in its NodeCapacity, and follows its pods' load.
 func TestDiscoveryMetrics(t *testing.T) {
-	e := setupWith(t, framework.Options{
+	e := newEnv(t, framework.Options{
 		PlatformAPIServerBinary: os.Getenv("PLATFORM_APISERVER_BINARY"),
 		StartSimulator:          true,
 		StartControllerManager:  true, // lifts the nodes' not-ready taint

@@ -21,7 +21,7 @@ func TestDiscoveryPostgresOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = db.Stop() })
-	e := setupWith(t, framework.Options{
+	e := newEnv(t, framework.Options{
 		DatabaseURL:             db.DSN(),
 		PlatformAPIServerBinary: os.Getenv("PLATFORM_APISERVER_BINARY"),
 		ExtraPlatformArgs: []string{

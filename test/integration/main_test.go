@@ -34,18 +34,26 @@ func setup(t *testing.T) *env {
 	return setupWith(t, framework.Options{PlatformAPIServerBinary: os.Getenv("PLATFORM_APISERVER_BINARY")})
 }
 
+// setupWith starts a stack with opts and writes the fixture to its registry.
 func setupWith(t *testing.T, opts framework.Options) *env {
 	t.Helper()
+	e := newEnv(t, opts)
+	if err := writeFixture(t.Context(), e.store); err != nil {
+		t.Fatalf("write fixture: %v", err)
+	}
+	return e
+}
+
+// newEnv starts a stack with opts and an empty registry: discovery tests
+// use it, since discovery deletes clusters it is not configured for.
+func newEnv(t *testing.T, opts framework.Options) *env {
+	t.Helper()
 	cp := framework.ForTest(t, opts)
-	ctx := t.Context()
-	reg, err := postgres.Open(ctx, cp.DatabaseURL(), postgres.Options{})
+	reg, err := postgres.Open(t.Context(), cp.DatabaseURL(), postgres.Options{})
 	if err != nil {
 		t.Fatalf("open registry: %v", err)
 	}
 	t.Cleanup(reg.Close)
-	if err := writeFixture(ctx, reg); err != nil {
-		t.Fatalf("write fixture: %v", err)
-	}
 	return &env{
 		cp:       cp,
 		platform: versioned.NewForConfigOrDie(cp.AdminConfig()),

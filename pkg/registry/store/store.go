@@ -234,6 +234,9 @@ type Writer interface {
 	Cursor(ctx context.Context, clusterID string, r Resource) (string, error)
 	// DeleteCluster removes every row of a member cluster.
 	DeleteCluster(ctx context.Context, clusterID string) error
+	// Clusters returns the ids of every member cluster with rows, so a
+	// member removed while discovery was not running can be cleaned up.
+	Clusters(ctx context.Context) ([]string, error)
 	// InsertNodeMetrics stores samples, ignoring duplicates of (cluster, node,
 	// observed_at); it returns how many rows were new.
 	InsertNodeMetrics(ctx context.Context, samples []NodeMetricsSample) (int64, error)
