@@ -6,7 +6,7 @@ BIN       := _output/bin
 FUZZTIME  ?= 10s
 BENCHTIME ?= 5x
 
-.PHONY: all build tools run test unit integration verify generate bench fuzz clean
+.PHONY: all build deps tools run test unit integration verify generate bench fuzz clean
 
 all: build
 
@@ -14,20 +14,24 @@ all: build
 build:
 	$(GO) build -o $(BIN)/platform-apiserver ./cmd/apiserver
 
+## deps: PostgreSQL 15 from Debian's packages, if missing
+deps:
+	@hack/install-deps.sh
+
 ## tools: etcd, kube-apiserver, kube-controller-manager, kubectl v1.37.2, kwok and metrics-server (cached)
 tools:
 	@hack/build-tools.sh
 
 ## run: a local control plane, Postgres and platform-apiserver in the foreground (Ctrl-C stops it)
-run:
+run: deps
 	$(GO) run ./hack/localup
 
 ## test: every test, unit and integration, against real Postgres, etcd and kube-apiserver
-test: tools
+test: deps tools
 	$(GO) test -count=1 -timeout 45m ./...
 
 ## unit: tests that need no control plane (Postgres is still real)
-unit:
+unit: deps
 	$(GO) test -count=1 $$($(GO) list ./... | grep -v /test/)
 
 ## verify: every check CI runs besides the tests
@@ -46,7 +50,7 @@ fuzz:
 	hack/fuzz.sh $(FUZZTIME)
 
 ## bench: the list/get benchmarks against kube-apiserver's own, see docs/benchmarks.md
-bench: tools
+bench: deps tools
 	$(GO) test -count=1 -timeout 60m -run '^$$' -bench . -benchtime $(BENCHTIME) ./test/bench/
 
 clean:

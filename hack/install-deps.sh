@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Installs what the tests and `make run` need from Debian's packages on a
+# fresh machine: PostgreSQL 15 (initdb, postgres) and its `postgres` system
+# user, which runs them when we are root. Does nothing when they are there.
+set -o errexit -o nounset -o pipefail
+
+if [[ ! -x /usr/lib/postgresql/15/bin/initdb ]]; then
+  if [[ $(id -u) -ne 0 ]]; then
+    echo "PostgreSQL 15 is missing: run 'sudo apt-get install postgresql-15', or set TEST_DATABASE_URL" >&2
+    exit 1
+  fi
+  echo ">> installing PostgreSQL 15 (Debian package postgresql-15)" >&2
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql-15 >/dev/null
+fi
+# initdb and postgres refuse to run as root; the harness runs them as this user.
+if [[ $(id -u) -eq 0 ]] && ! id postgres >/dev/null 2>&1; then
+  useradd --system --home /var/lib/postgresql --shell /usr/sbin/nologin postgres
+fi
