@@ -15,7 +15,6 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
-	"k8s.io/utils/clock"
 
 	"github.com/example/platform-apiserver/pkg/registry/store"
 )
@@ -59,16 +58,19 @@ func (m *members) run(ctx context.Context) {
 	if m.Hosting != nil {
 		m.start(ctx, *m.Hosting, "")
 	}
-	if m.Dir == "" {
-		for !m.removeStale(ctx, nil) && waitOrDone(ctx, m.Tuning.Clock, m.DirInterval) {
-		}
-		<-ctx.Done()
-		return
-	}
 	staleRemoved := false
 	for {
-		if found, ok := m.scan(ctx); ok && !staleRemoved {
+		// Without a directory the hosting cluster is the only member.
+		found, ok := map[string]memberFile(nil), true
+		if m.Dir != "" {
+			found, ok = m.scan(ctx)
+		}
+		if ok && !staleRemoved {
 			staleRemoved = m.removeStale(ctx, found)
+		}
+		if m.Dir == "" && staleRemoved {
+			<-ctx.Done()
+			return
 		}
 		select {
 		case <-ctx.Done():
@@ -148,16 +150,6 @@ func (m *members) removeStale(ctx context.Context, found map[string]memberFile) 
 		m.deleteCluster(ctx, id)
 	}
 	return true
-}
-
-// waitOrDone waits d and reports whether ctx is still live.
-func waitOrDone(ctx context.Context, c clock.Clock, d time.Duration) bool {
-	select {
-	case <-ctx.Done():
-		return false
-	case <-c.After(d):
-		return true
-	}
 }
 
 // readDir returns the members the directory names. Hidden entries (a mounted

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/example/platform-apiserver/pkg/registry/nodecapacity"
+	"github.com/example/platform-apiserver/test/framework"
 )
 
 const (
@@ -210,13 +211,13 @@ func (d *discoveryEnv) checkSyncedObjects(ctx context.Context) error {
 // commitDurations reads, per resource, the total time the server spent in
 // committing transactions since it started.
 func (d *discoveryEnv) commitDurations(ctx context.Context) (map[string]time.Duration, error) {
-	body, err := d.platformMetrics(ctx)
+	body, err := d.cp.PlatformMetrics(ctx)
 	if err != nil {
 		return nil, err
 	}
 	out := map[string]time.Duration{}
 	for _, r := range []string{"namespaces", "nodes", "pods"} {
-		s, err := metricSum(body, "platform_discovery_apply_duration_seconds_sum", `resource="`+r+`"`)
+		s, err := framework.MetricSum(body, "platform_discovery_apply_duration_seconds_sum", `resource="`+r+`"`)
 		if err != nil {
 			return nil, err
 		}
@@ -376,15 +377,15 @@ func (d *discoveryEnv) settleAfterRestart(ctx context.Context, snap registrySnap
 	cluster := `cluster="` + discoveryClusterID + `"`
 	var started float64
 	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		body, err := d.platformMetrics(ctx)
+		body, err := d.cp.PlatformMetrics(ctx)
 		if err != nil {
 			return false, nil
 		}
-		resumed, err := metricSum(body, "platform_discovery_resumes_total", cluster)
+		resumed, err := framework.MetricSum(body, "platform_discovery_resumes_total", cluster)
 		if err != nil {
 			return false, err
 		}
-		relisted, err := metricSum(body, "platform_discovery_relists_total", cluster)
+		relisted, err := framework.MetricSum(body, "platform_discovery_relists_total", cluster)
 		if err != nil {
 			return false, err
 		}

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/example/platform-apiserver/pkg/apis/platform/v1alpha1"
+	"github.com/example/platform-apiserver/test/framework"
 )
 
 const (
@@ -295,15 +296,15 @@ func (l lagTotals) since(before lagTotals) time.Duration {
 
 func (d *discoveryEnv) commitLag(ctx context.Context) (lagTotals, error) {
 	var l lagTotals
-	body, err := d.platformMetrics(ctx)
+	body, err := d.cp.PlatformMetrics(ctx)
 	if err != nil {
 		return l, err
 	}
 	labels := []string{`cluster="` + discoveryClusterID + `"`, `resource="namespaces"`}
-	if l.sum, err = metricSum(body, "platform_discovery_commit_lag_seconds_sum", labels...); err != nil {
+	if l.sum, err = framework.MetricSum(body, "platform_discovery_commit_lag_seconds_sum", labels...); err != nil {
 		return l, err
 	}
-	if l.count, err = metricSum(body, "platform_discovery_commit_lag_seconds_count", labels...); err != nil {
+	if l.count, err = framework.MetricSum(body, "platform_discovery_commit_lag_seconds_count", labels...); err != nil {
 		return l, err
 	}
 	if l.count == 0 {

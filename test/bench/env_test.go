@@ -199,59 +199,18 @@ func (e *env) platformCPU(ctx context.Context, window time.Duration) (float64, e
 	return float64(after-before) / float64(time.Since(begin)), nil
 }
 
-// platformMetrics returns the platform-apiserver's /metrics, in the
-// Prometheus text format.
-func (e *env) platformMetrics(ctx context.Context) (string, error) {
-	body, err := e.direct.PlatformV1alpha1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
-	if err != nil {
-		return "", fmt.Errorf("read platform-apiserver metrics: %w", err)
-	}
-	return string(body), nil
-}
-
 // platformWatches returns how many NodeCapacity watches the platform-apiserver
 // is serving, from its apiserver_longrunning_requests gauge.
 func (e *env) platformWatches(ctx context.Context) (int, error) {
-	body, err := e.platformMetrics(ctx)
+	body, err := e.cp.PlatformMetrics(ctx)
 	if err != nil {
 		return 0, err
 	}
 	if !strings.Contains(body, "apiserver_longrunning_requests") {
 		return 0, errors.New("platform-apiserver metrics lack apiserver_longrunning_requests")
 	}
-	n, err := metricSum(body, "apiserver_longrunning_requests", `resource="nodecapacities"`, `verb="WATCH"`)
+	n, err := framework.MetricSum(body, "apiserver_longrunning_requests", `resource="nodecapacities"`, `verb="WATCH"`)
 	return int(n), err
-}
-
-// metricSum adds up the samples of the metric name, in the Prometheus text
-// format, whose labels contain every one of labels (as `key="value"`).
-func metricSum(body, name string, labels ...string) (float64, error) {
-	total := 0.0
-	for line := range strings.Lines(body) {
-		rest, ok := strings.CutPrefix(line, name)
-		if !ok || (!strings.HasPrefix(rest, "{") && !strings.HasPrefix(rest, " ")) {
-			continue
-		}
-		if !all(labels, func(l string) bool { return strings.Contains(rest, l) }) {
-			continue
-		}
-		fields := strings.Fields(rest)
-		v, err := strconv.ParseFloat(fields[len(fields)-1], 64)
-		if err != nil {
-			return 0, fmt.Errorf("parse metric line %q: %w", strings.TrimSpace(line), err)
-		}
-		total += v
-	}
-	return total, nil
-}
-
-func all[T any](s []T, f func(T) bool) bool {
-	for _, v := range s {
-		if !f(v) {
-			return false
-		}
-	}
-	return true
 }
 
 // kubeAPIServerPID finds the pid of this environment's kube-apiserver, which

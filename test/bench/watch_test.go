@@ -27,6 +27,7 @@ import (
 	"github.com/example/platform-apiserver/pkg/generated/clientset/versioned"
 	"github.com/example/platform-apiserver/pkg/registry/nodecapacity"
 	"github.com/example/platform-apiserver/pkg/registry/store"
+	"github.com/example/platform-apiserver/test/framework"
 )
 
 const (
@@ -202,15 +203,15 @@ func (e *env) watchPathCPU() (cpuUse, error) {
 // reportPlatformHeap reports the platform-apiserver's Go heap in use
 // (heap-MiB), which tells its live memory from what the runtime keeps.
 func (e *env) reportPlatformHeap(b *testing.B) error {
-	body, err := e.platformMetrics(b.Context())
+	body, err := e.cp.PlatformMetrics(b.Context())
 	if err != nil {
 		return err
 	}
-	heap, err := metricSum(body, "go_memstats_heap_inuse_bytes")
+	heap, err := framework.MetricSum(body, "go_memstats_heap_inuse_bytes")
 	if err != nil {
 		return err
 	}
-	goroutines, err := metricSum(body, "go_goroutines")
+	goroutines, err := framework.MetricSum(body, "go_goroutines")
 	if err != nil {
 		return err
 	}

@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -18,7 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/rest"
+
+	"github.com/example/platform-apiserver/test/framework"
 )
 
 const clusterLabel = "platform.example.io/cluster"
@@ -195,58 +195,15 @@ func (e *env) mirrorViews(ctx context.Context, cluster string) (map[string]nsVie
 }
 
 // platformMetric sums the samples of a metric on the platform-apiserver's
-// own /metrics whose line contains every one of match.
+// own /metrics whose labels contain every one of match.
 func (e *env) platformMetric(ctx context.Context, name string, match ...string) (float64, error) {
-	cfg := e.cp.AdminConfig()
-	cfg.Host = e.cp.PlatformServerURL()
-	cfg.CAData = e.cp.PlatformServingCA()
-	client, err := rest.HTTPClientFor(cfg)
+	body, err := e.cp.PlatformMetrics(ctx)
 	if err != nil {
 		return 0, err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, cfg.Host+"/metrics", nil)
-	if err != nil {
-		return 0, err
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return 0, fmt.Errorf("GET /metrics: %s", resp.Status)
-	}
-	var sum float64
-	s := bufio.NewScanner(resp.Body)
-	s.Buffer(make([]byte, 1<<20), 1<<20)
-	for s.Scan() {
-		line := s.Text()
-		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
-			continue
-		}
-		if !containsAll(line, match) {
-			continue
-		}
-		v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
-		if err != nil {
-			return 0, fmt.Errorf("metric line %q: %w", line, err)
-		}
-		sum += v
-	}
-	return sum, s.Err()
+	return framework.MetricSum(body, name, match...)
 }
 
-func containsAll(s string, parts []string) bool {
-	for _, p := range parts {
-		if !strings.Contains(s, p) {
-			return false
-		}
-	}
-	return true
-}
-
-// compactEtcd compacts etcd's history up to its current revision through
-// etcd's JSON gateway, so nothing before now can be watched from etcd.
 func compactEtcd(ctx context.Context, etcdURL string) (int64, error) {
 	var rng struct {
 		Header struct {

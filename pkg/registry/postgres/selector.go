@@ -9,12 +9,13 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
 
+	"github.com/example/platform-apiserver/pkg/apis/platform"
 	"github.com/example/platform-apiserver/pkg/registry/store"
 )
 
-// ClusterLabel is the synthetic label every view object carries; selectors on
-// it filter the cluster_id column.
-const ClusterLabel = "platform.example.io/cluster"
+// ClusterLabel is the synthetic label every view object carries (the API
+// adds it); selectors on it filter the cluster_id column.
+const ClusterLabel = platform.ClusterLabel
 
 // sqlArgs collects bind parameters and hands out their placeholders.
 type sqlArgs []any
