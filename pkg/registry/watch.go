@@ -126,7 +126,8 @@ func Watch(ctx context.Context, cfg WatchConfig, spec WatchSpec, options *metain
 			w.sub.Close()
 			return nil, APIError(err, spec.Resource, "")
 		}
-		if err := CheckListResourceVersion(&metainternalversion.ListOptions{ResourceVersion: rv}, listRV); err != nil && rv != "0" {
+		// The initial state must not be older than a requested resourceVersion.
+		if err := CheckListResourceVersion(options, listRV); err != nil {
 			w.sub.Close()
 			return nil, err
 		}

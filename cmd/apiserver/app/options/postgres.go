@@ -18,7 +18,7 @@ type PostgresOptions struct {
 
 // NewPostgresOptions returns the defaults.
 func NewPostgresOptions() *PostgresOptions {
-	return &PostgresOptions{ContinueTTL: 15 * time.Minute}
+	return &PostgresOptions{ContinueTTL: postgres.DefaultContinueTTL}
 }
 
 // AddFlags adds the registry database flags.
