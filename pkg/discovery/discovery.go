@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -43,7 +44,22 @@ type Tuning struct {
 	MetricsInterval time.Duration
 	// MetricsRetention is how long node metrics samples are kept.
 	MetricsRetention time.Duration
-	Clock            clock.Clock
+	// MetricsListTimeout and MetricsWriteTimeout bound one scrape's list
+	// from the member and its write to the registry.
+	MetricsListTimeout  time.Duration
+	MetricsWriteTimeout time.Duration
+	// MaintenanceTimeout bounds one round of metrics history maintenance.
+	MaintenanceTimeout time.Duration
+	// UsageReportThreshold and UsageReportPeriod say when a node's reported
+	// usage changes (store.UsageReporting).
+	UsageReportThreshold float64
+	UsageReportPeriod    time.Duration
+	Clock                clock.Clock
+}
+
+// usageReporting is the reporting policy of the tuning.
+func (t Tuning) usageReporting() store.UsageReporting {
+	return store.UsageReporting{Threshold: t.UsageReportThreshold, Period: t.UsageReportPeriod}
 }
 
 // DefaultTuning returns the defaults.
@@ -57,7 +73,13 @@ func DefaultTuning() Tuning {
 		WedgeTimeout:     5 * time.Minute,
 		MetricsInterval:  30 * time.Second,
 		MetricsRetention: 24 * time.Hour,
-		Clock:            clock.RealClock{},
+		// A scrape of thousands of nodes lists in well under a second.
+		MetricsListTimeout:   20 * time.Second,
+		MetricsWriteTimeout:  20 * time.Second,
+		MaintenanceTimeout:   time.Minute,
+		UsageReportThreshold: 0.05,
+		UsageReportPeriod:    5 * time.Minute, // the kubelet's nodeStatusReportFrequency
+		Clock:                clock.RealClock{},
 	}
 }
 
@@ -110,7 +132,9 @@ func New(cfg Config) (*Discovery, error) {
 		errs = append(errs, errors.New("no store"))
 	}
 	t := cfg.Tuning
-	if t.BatchSize < 1 || t.BatchDelay <= 0 || t.ApplyTimeout <= 0 || t.WatchTimeout <= 0 || t.WedgeTimeout <= 0 || t.Clock == nil {
+	if t.BatchSize < 1 || t.BatchDelay <= 0 || t.ApplyTimeout <= 0 || t.WatchTimeout <= 0 || t.WedgeTimeout <= 0 || t.Clock == nil ||
+		t.MetricsInterval <= 0 || t.MetricsListTimeout <= 0 || t.MetricsWriteTimeout <= 0 || t.MaintenanceTimeout <= 0 ||
+		!(t.UsageReportThreshold >= 0 && t.UsageReportThreshold <= 1) || t.UsageReportPeriod <= 0 {
 		errs = append(errs, fmt.Errorf("invalid tuning %+v", t))
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -138,7 +162,7 @@ func (d *Discovery) Run(ctx context.Context) {
 	if !d.cfg.LeaderElection.Enabled {
 		leader.Set(1)
 		defer leader.Set(0)
-		d.members.run(ctx)
+		d.lead(ctx)
 		return
 	}
 	client, err := kubernetes.NewForConfig(leaseConfig(d.cfg.Hosting.Config))
@@ -150,8 +174,17 @@ func (d *Discovery) Run(ctx context.Context) {
 		Client:   client,
 		Config:   d.cfg.LeaderElection,
 		Identity: identity(),
-		Run:      d.members.run,
+		Run:      d.lead,
 	})
+}
+
+// lead runs what the discovery leader runs until ctx ends: the member
+// workers and the registry-wide metrics history maintenance.
+func (d *Discovery) lead(ctx context.Context) {
+	var wg sync.WaitGroup
+	wg.Go(func() { runMetricsMaintenance(ctx, maintenanceParams{Store: d.cfg.Store, Tuning: d.cfg.Tuning}) })
+	d.members.run(ctx)
+	wg.Wait()
 }
 
 // identity names this replica in the Lease: host name and a random suffix,

@@ -82,11 +82,43 @@ var (
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"cluster"})
 	scrapeErrors = metrics.NewCounterVec(&metrics.CounterOpts{
-		Subsystem:      metricsSubsystem,
-		Name:           "metrics_scrape_errors_total",
-		Help:           "Failed metrics.k8s.io scrapes by reason: metrics_api_absent, member_unavailable, store, conversion.",
+		Subsystem: metricsSubsystem,
+		Name:      "metrics_scrape_errors_total",
+		Help: "Failed metrics.k8s.io scrapes by reason: metrics_api_absent (404), metrics_api_unavailable (503), forbidden (403), " +
+			"unauthorized (401), timeout, member_unavailable, store, store_unavailable, store_timeout, and conversion (a skipped sample).",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"cluster", "reason"})
+	usageReports = metrics.NewCounterVec(&metrics.CounterOpts{
+		Subsystem:      metricsSubsystem,
+		Name:           "usage_reports_total",
+		Help:           "NodeCapacity usage reports: nodes restamped because usage moved past --usage-report-threshold or the reported sample got older than --usage-report-period.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"cluster"})
+	maintenanceDuration = metrics.NewHistogram(&metrics.HistogramOpts{
+		Subsystem:      metricsSubsystem,
+		Name:           "metrics_maintenance_duration_seconds",
+		Help:           "Duration of successful rounds of node metrics history maintenance (partitions, retention, stale usage).",
+		Buckets:        metrics.ExponentialBuckets(0.001, 2, 15),
+		StabilityLevel: metrics.ALPHA,
+	})
+	maintenanceErrors = metrics.NewCounter(&metrics.CounterOpts{
+		Subsystem:      metricsSubsystem,
+		Name:           "metrics_maintenance_errors_total",
+		Help:           "Failed rounds of node metrics history maintenance.",
+		StabilityLevel: metrics.ALPHA,
+	})
+	partitionsDropped = metrics.NewCounter(&metrics.CounterOpts{
+		Subsystem:      metricsSubsystem,
+		Name:           "metrics_partitions_dropped_total",
+		Help:           "Hourly node metrics history partitions dropped because they fell out of --metrics-retention.",
+		StabilityLevel: metrics.ALPHA,
+	})
+	usageExpired = metrics.NewCounter(&metrics.CounterOpts{
+		Subsystem:      metricsSubsystem,
+		Name:           "usage_expired_total",
+		Help:           "Nodes whose reported usage became unknown because no sample came for a report period plus a scrape interval.",
+		StabilityLevel: metrics.ALPHA,
+	})
 	leader = metrics.NewGauge(&metrics.GaugeOpts{
 		Subsystem:      metricsSubsystem,
 		Name:           "leader",
@@ -103,7 +135,8 @@ func RegisterMetrics() {
 	registerOnce.Do(func() {
 		legacyregistry.MustRegister(eventsApplied, batchSize, commitLag, applyDuration,
 			relists, resumes, expired, errorsTotal, synced, leader,
-			scrapeDuration, samplesStored, scrapeErrors)
+			scrapeDuration, samplesStored, scrapeErrors, usageReports,
+			maintenanceDuration, maintenanceErrors, partitionsDropped, usageExpired)
 	})
 }
 

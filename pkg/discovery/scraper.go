@@ -2,6 +2,7 @@ package discovery
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -21,16 +22,24 @@ type scraperParams struct {
 	ClusterID string
 	Client    metricsclient.Interface
 	Store     store.Writer
-	// Interval between scrapes; each scrape is bounded by it too.
+	// Interval between scrapes.
 	Interval time.Duration
-	// Retention is how long samples are kept (each node's latest always is).
-	Retention time.Duration
+	// FirstDelay postpones the first scrape, so members that start together
+	// (at process start, after a takeover) do not scrape in step.
+	FirstDelay time.Duration
+	// ListTimeout and WriteTimeout bound the list from the member and the
+	// write to the registry of one scrape.
+	ListTimeout  time.Duration
+	WriteTimeout time.Duration
+	// Reporting says when a node's reported usage changes.
+	Reporting store.UsageReporting
 	Clock     clock.Clock
 }
 
 // scraper lists metrics.k8s.io NodeMetrics of one member on an interval and
-// stores the samples in one batch. When the API is absent or failing it logs
-// and counts it; the view then shows usage as unknown, never as zero.
+// records the samples in one batch. When the API is absent or failing it
+// logs why and counts it; the view then keeps its reported usage until that
+// gets too old, then shows it as unknown, never as zero.
 type scraper struct {
 	p scraperParams
 }
@@ -38,47 +47,72 @@ type scraper struct {
 func newScraper(p scraperParams) *scraper { return &scraper{p: p} }
 
 func (s *scraper) run(ctx context.Context) {
+	delay := s.p.FirstDelay
 	for {
-		s.scrapeOnce(ctx)
 		select {
 		case <-ctx.Done():
 			return
-		case <-s.p.Clock.After(s.p.Interval):
+		case <-s.p.Clock.After(delay):
 		}
+		s.scrapeOnce(ctx)
+		delay = s.p.Interval
 	}
 }
 
-// scrapeOnce does one scrape and reports how many new samples it stored.
-func (s *scraper) scrapeOnce(ctx context.Context) int64 {
-	ctx, cancel := context.WithTimeout(ctx, s.p.Interval)
-	defer cancel()
+// scrapeOnce does one scrape and reports what it recorded.
+func (s *scraper) scrapeOnce(ctx context.Context) store.MetricsRecorded {
 	logger := klog.FromContext(ctx).WithValues("cluster", s.p.ClusterID, "resource", "nodemetrics")
 	start := s.p.Clock.Now()
-	list, err := s.p.Client.MetricsV1beta1().NodeMetricses().List(ctx, metav1.ListOptions{})
+	listCtx, cancel := context.WithTimeout(ctx, s.p.ListTimeout)
+	list, err := s.p.Client.MetricsV1beta1().NodeMetricses().List(listCtx, metav1.ListOptions{})
+	cancel()
 	if err != nil {
-		reason := "member_unavailable"
-		if apierrors.IsNotFound(err) {
-			reason = "metrics_api_absent"
-		}
+		reason, hint := scrapeErrorReason(err)
 		scrapeErrors.WithLabelValues(s.p.ClusterID, reason).Inc()
-		logger.Info("Listing metrics.k8s.io NodeMetrics failed; node usage stays unknown until it works", "reason", reason, "err", err)
-		return 0
+		logger.Info("Listing metrics.k8s.io NodeMetrics failed; reported usage stays until it is older than the report period, then becomes unknown",
+			"reason", reason, "hint", hint, "err", err)
+		return store.MetricsRecorded{}
 	}
 	samples := s.samples(logger, list.Items)
-	inserted, err := s.p.Store.InsertNodeMetrics(ctx, samples)
+	writeCtx, cancel := context.WithTimeout(ctx, s.p.WriteTimeout)
+	recorded, err := s.p.Store.RecordNodeMetrics(writeCtx, samples, s.p.Reporting)
+	cancel()
 	if err != nil {
-		scrapeErrors.WithLabelValues(s.p.ClusterID, "store").Inc()
-		logger.Error(err, "Storing node metrics failed")
-		return 0
-	}
-	if _, err := s.p.Store.PruneNodeMetrics(ctx, s.p.Clock.Now().Add(-s.p.Retention)); err != nil {
-		scrapeErrors.WithLabelValues(s.p.ClusterID, "store").Inc()
-		logger.Error(err, "Pruning node metrics older than the retention failed", "retention", s.p.Retention)
+		reason := "store"
+		switch {
+		case errors.Is(err, store.ErrUnavailable):
+			reason = "store_unavailable"
+		case errors.Is(err, context.DeadlineExceeded):
+			reason = "store_timeout"
+		}
+		scrapeErrors.WithLabelValues(s.p.ClusterID, reason).Inc()
+		logger.Error(err, "Recording node metrics failed", "reason", reason, "samples", len(samples))
+		return store.MetricsRecorded{}
 	}
 	scrapeDuration.WithLabelValues(s.p.ClusterID).Observe(s.p.Clock.Since(start).Seconds())
-	samplesStored.WithLabelValues(s.p.ClusterID).Add(float64(inserted))
-	logger.V(4).Info("Scraped node metrics", "nodes", len(list.Items), "new", inserted)
-	return inserted
+	samplesStored.WithLabelValues(s.p.ClusterID).Add(float64(recorded.Stored))
+	usageReports.WithLabelValues(s.p.ClusterID).Add(float64(recorded.Reported))
+	logger.V(4).Info("Scraped node metrics", "nodes", len(list.Items), "stored", recorded.Stored, "reported", recorded.Reported)
+	return recorded
+}
+
+// scrapeErrorReason names why a metrics.k8s.io list failed, for the errors
+// metric, and says what to look at.
+func scrapeErrorReason(err error) (reason, hint string) {
+	switch {
+	case apierrors.IsNotFound(err):
+		return "metrics_api_absent", "the member does not serve metrics.k8s.io; install metrics-server there"
+	case apierrors.IsForbidden(err):
+		return "forbidden", "the member's credentials may not list nodes.metrics.k8s.io; grant get and list on it"
+	case apierrors.IsUnauthorized(err):
+		return "unauthorized", "the member rejected the credentials of its kubeconfig"
+	case apierrors.IsServiceUnavailable(err):
+		return "metrics_api_unavailable", "metrics.k8s.io is registered but its backend (metrics-server) does not answer; check its APIService and pods"
+	case apierrors.IsTimeout(err), apierrors.IsServerTimeout(err), errors.Is(err, context.DeadlineExceeded):
+		return "timeout", "the list did not finish within the scrape's list timeout"
+	default:
+		return "member_unavailable", "the member's API server could not be reached"
+	}
 }
 
 // samples converts NodeMetrics; an item with a malformed usage is skipped
@@ -108,7 +142,7 @@ func nodeMetricsSample(cluster string, m *metricsv1beta1.NodeMetrics) (store.Nod
 		return store.NodeMetricsSample{}, fmt.Errorf("negative usage cpu=%s memory=%s", cpu.String(), mem.String())
 	}
 	if m.Timestamp.IsZero() {
-		return store.NodeMetricsSample{}, fmt.Errorf("no timestamp")
+		return store.NodeMetricsSample{}, errors.New("no timestamp")
 	}
 	return store.NodeMetricsSample{
 		ClusterID:    cluster,

@@ -1,6 +1,8 @@
 package discovery
 
 import (
+	"context"
+	"errors"
 	"os"
 	"testing"
 	"time"
@@ -11,11 +13,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/component-base/metrics/testutil"
 	metricsv1beta1 "k8s.io/metrics/pkg/apis/metrics/v1beta1"
 	metricsfake "k8s.io/metrics/pkg/client/clientset/versioned/fake"
 	"k8s.io/utils/clock"
+	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/example/platform-apiserver/pkg/registry/postgres"
 	"github.com/example/platform-apiserver/pkg/registry/store"
@@ -42,7 +46,8 @@ func TestScraperStoresUsage(t *testing.T) {
 	if err := reg.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	nodes := []store.Node{{Name: "a", Ready: true}, {Name: "b", Ready: true}, {Name: "c", Ready: true}}
+	alloc := store.Resources{CPUMillis: 4000, MemoryBytes: 16 << 30}
+	nodes := []store.Node{{Name: "a", Ready: true, Allocatable: alloc}, {Name: "b", Ready: true, Allocatable: alloc}, {Name: "c", Ready: true, Allocatable: alloc}}
 	if err := reg.Apply(ctx, store.Batch{ClusterID: "m", Nodes: nodes}); err != nil {
 		t.Fatal(err)
 	}
@@ -60,13 +65,13 @@ func TestScraperStoresUsage(t *testing.T) {
 	client.PrependReactor("list", "nodes", func(clienttesting.Action) (bool, runtime.Object, error) {
 		return true, list, nil
 	})
-	s := newScraper(scraperParams{ClusterID: "m", Client: client, Store: reg, Interval: time.Minute, Retention: time.Hour, Clock: clock.RealClock{}})
+	s := newScraper(testScraperParams(client, reg))
 
-	if n := s.scrapeOnce(ctx); n != 2 {
-		t.Fatalf("first scrape stored %d samples, want 2", n)
+	if got := s.scrapeOnce(ctx); got.Stored != 2 || got.Reported != 2 {
+		t.Fatalf("first scrape recorded %+v, want 2 samples stored and reported", got)
 	}
-	if n := s.scrapeOnce(ctx); n != 0 {
-		t.Errorf("a repeated scrape of the same samples stored %d, want 0 (ON CONFLICT DO NOTHING)", n)
+	if got := s.scrapeOnce(ctx); got != (store.MetricsRecorded{}) {
+		t.Errorf("a repeated scrape of the same samples recorded %+v, want nothing (ON CONFLICT DO NOTHING)", got)
 	}
 	tests := []struct {
 		node          string
@@ -90,21 +95,96 @@ func TestScraperStoresUsage(t *testing.T) {
 	}
 }
 
-// TestScraperWithoutMetricsAPI keeps going when metrics.k8s.io is absent.
-func TestScraperWithoutMetricsAPI(t *testing.T) {
-	ctx := t.Context()
+// TestScraperErrorReasons tells the failures of metrics.k8s.io apart in
+// errors_total, and keeps going after each.
+func TestScraperErrorReasons(t *testing.T) {
+	gr := schema.GroupResource{Group: "metrics.k8s.io", Resource: "nodes"}
+	tests := []struct {
+		name   string
+		err    error
+		reason string
+	}{
+		{"API absent (404)", apierrors.NewNotFound(gr, ""), "metrics_api_absent"},
+		{"forbidden (403)", apierrors.NewForbidden(gr, "", errors.New("no RBAC")), "forbidden"},
+		{"backend down (503)", apierrors.NewServiceUnavailable("the backend is not answering"), "metrics_api_unavailable"},
+		{"unauthorized (401)", apierrors.NewUnauthorized("bad token"), "unauthorized"},
+		{"timeout", apierrors.NewTimeoutError("slow", 1), "timeout"},
+		{"connection refused", errors.New("dial tcp 127.0.0.1:1: connect: connection refused"), "member_unavailable"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			client := metricsfake.NewSimpleClientset()
+			client.PrependReactor("list", "nodes", func(clienttesting.Action) (bool, runtime.Object, error) {
+				return true, nil, tt.err
+			})
+			s := newScraper(testScraperParams(client, &recordingStore{}))
+			before := scrapeErrorCount(t, "m", tt.reason)
+			if got := s.scrapeOnce(t.Context()); got != (store.MetricsRecorded{}) {
+				t.Errorf("recorded %+v after a failed list", got)
+			}
+			if got := scrapeErrorCount(t, "m", tt.reason) - before; got != 1 {
+				t.Errorf("%s errors counted %v times, want 1", tt.reason, got)
+			}
+		})
+	}
+}
+
+// TestScraperStartsWithJitter: the first scrape waits FirstDelay, later
+// ones the interval.
+func TestScraperStartsWithJitter(t *testing.T) {
+	clk := testingclock.NewFakeClock(time.Now())
+	lists := make(chan struct{}, 10)
 	client := metricsfake.NewSimpleClientset()
 	client.PrependReactor("list", "nodes", func(clienttesting.Action) (bool, runtime.Object, error) {
-		return true, nil, apierrors.NewNotFound(schema.GroupResource{Group: "metrics.k8s.io", Resource: "nodes"}, "")
+		lists <- struct{}{}
+		return true, &metricsv1beta1.NodeMetricsList{}, nil
 	})
-	st := &recordingStore{}
-	s := newScraper(scraperParams{ClusterID: "m", Client: client, Store: st, Interval: time.Minute, Retention: time.Hour, Clock: clock.RealClock{}})
-	before := scrapeErrorCount(t, "m", "metrics_api_absent")
-	if n := s.scrapeOnce(ctx); n != 0 {
-		t.Errorf("stored %d samples without a metrics API", n)
+	p := testScraperParams(client, &recordingStore{})
+	p.Clock, p.FirstDelay = clk, 7*time.Second
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	go newScraper(p).run(ctx)
+	steps := []struct {
+		advance   time.Duration
+		wantLists int
+	}{
+		{advance: 6 * time.Second, wantLists: 0},
+		{advance: time.Second, wantLists: 1},
+		{advance: 59 * time.Second, wantLists: 0},
+		{advance: time.Second, wantLists: 1},
 	}
-	if got := scrapeErrorCount(t, "m", "metrics_api_absent") - before; got != 1 {
-		t.Errorf("metrics_api_absent errors counted %v times, want 1", got)
+	for i, step := range steps {
+		if err := wait.PollUntilContextTimeout(ctx, time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+			return clk.HasWaiters(), nil
+		}); err != nil {
+			t.Fatalf("step %d: the scraper never waited: %v", i, err)
+		}
+		clk.Step(step.advance)
+		got := 0
+		if step.wantLists > 0 {
+			select {
+			case <-lists:
+				got = 1
+			case <-time.After(5 * time.Second):
+			}
+		}
+		select {
+		case <-lists:
+			got++
+		case <-time.After(50 * time.Millisecond):
+		}
+		if got != step.wantLists {
+			t.Fatalf("step %d (+%s): %d scrapes, want %d", i, step.advance, got, step.wantLists)
+		}
+	}
+}
+
+func testScraperParams(client *metricsfake.Clientset, st store.Writer) scraperParams {
+	return scraperParams{
+		ClusterID: "m", Client: client, Store: st, Interval: time.Minute,
+		ListTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second,
+		Reporting: store.UsageReporting{Threshold: 0.05, Period: 5 * time.Minute},
+		Clock:     clock.RealClock{},
 	}
 }
 

@@ -42,10 +42,12 @@ func (s *recordingStore) Cursor(context.Context, string, store.Resource) (string
 }
 func (s *recordingStore) DeleteCluster(context.Context, string) error { return nil }
 func (s *recordingStore) Clusters(context.Context) ([]string, error)  { return nil, nil }
-func (s *recordingStore) InsertNodeMetrics(context.Context, []store.NodeMetricsSample) (int64, error) {
-	return 0, nil
+func (s *recordingStore) RecordNodeMetrics(context.Context, []store.NodeMetricsSample, store.UsageReporting) (store.MetricsRecorded, error) {
+	return store.MetricsRecorded{}, nil
 }
-func (s *recordingStore) PruneNodeMetrics(context.Context, time.Time) (int64, error) { return 0, nil }
+func (s *recordingStore) MaintainNodeMetrics(context.Context, store.MetricsMaintenance) (store.MetricsMaintained, error) {
+	return store.MetricsMaintained{}, nil
+}
 
 func (s *recordingStore) snapshot() []store.Batch {
 	s.mu.Lock()

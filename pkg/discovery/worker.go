@@ -3,6 +3,7 @@ package discovery
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -44,12 +45,15 @@ func newWorker(p workerParams) (*worker, error) {
 		return nil, fmt.Errorf("member cluster %s: metrics client: %w", p.ClusterID, err)
 	}
 	w := &worker{clusterID: p.ClusterID, scraper: newScraper(scraperParams{
-		ClusterID: p.ClusterID,
-		Client:    metrics,
-		Store:     p.Store,
-		Interval:  p.Tuning.MetricsInterval,
-		Retention: p.Tuning.MetricsRetention,
-		Clock:     p.Tuning.Clock,
+		ClusterID:    p.ClusterID,
+		Client:       metrics,
+		Store:        p.Store,
+		Interval:     p.Tuning.MetricsInterval,
+		FirstDelay:   time.Duration(rand.Int64N(int64(p.Tuning.MetricsInterval))),
+		ListTimeout:  p.Tuning.MetricsListTimeout,
+		WriteTimeout: p.Tuning.MetricsWriteTimeout,
+		Reporting:    p.Tuning.usageReporting(),
+		Clock:        p.Tuning.Clock,
 	})}
 	for _, r := range allResources {
 		w.syncers = append(w.syncers, newSyncer(syncerParams{

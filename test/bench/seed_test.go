@@ -286,12 +286,12 @@ func seedRegistry(ctx context.Context, reg *postgres.Store, now time.Time) error
 			ObservedAt:   now.Add(-15 * time.Second), Window: 20 * time.Second,
 		}
 	}
-	inserted, err := reg.InsertNodeMetrics(ctx, samples)
+	recorded, err := reg.RecordNodeMetrics(ctx, samples, store.UsageReporting{Threshold: 0.05, Period: 5 * time.Minute})
 	if err != nil {
-		return fmt.Errorf("insert node metrics: %w", err)
+		return fmt.Errorf("record node metrics: %w", err)
 	}
-	if inserted != nodeCount {
-		return fmt.Errorf("inserted %d metrics samples, want %d", inserted, nodeCount)
+	if recorded.Stored != nodeCount || recorded.Reported != nodeCount {
+		return fmt.Errorf("stored %d and reported %d metrics samples, want %d each", recorded.Stored, recorded.Reported, nodeCount)
 	}
 	return nil
 }

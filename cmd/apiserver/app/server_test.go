@@ -20,6 +20,11 @@ func TestBadFlags(t *testing.T) {
 		{"several problems reported together", []string{"--continue-token-ttl=-1s", "--secure-port=70000"}, []string{"--continue-token-ttl", "--secure-port"}},
 		{"unknown flag", []string{"--etcd-servers=http://127.0.0.1:2379"}, []string{"unknown flag: --etcd-servers"}},
 		{"migrate with malformed dsn", []string{"migrate", "--postgres-dsn=host=h port=notaport"}, []string{"--postgres-dsn"}},
+		{"negative usage report threshold", []string{"--usage-report-threshold=-0.1"}, []string{"--usage-report-threshold", "between 0 and 1", "got -0.1"}},
+		{"usage report threshold above 1", []string{"--usage-report-threshold=5"}, []string{"--usage-report-threshold", "between 0 and 1"}},
+		{"usage report threshold not a number", []string{"--usage-report-threshold=five"}, []string{"--usage-report-threshold"}},
+		{"zero usage report period", []string{"--usage-report-period=0s"}, []string{"--usage-report-period must be a positive duration", "got 0s"}},
+		{"negative usage report period", []string{"--usage-report-period=-5m"}, []string{"--usage-report-period", "got -5m0s"}},
 		{"positional arguments", []string{"serve"}, []string{"unknown command \"serve\""}},
 	}
 	for _, tt := range tests {

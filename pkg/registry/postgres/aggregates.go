@@ -4,8 +4,9 @@ package postgres
 // scan. These statements recompute them for given (cluster, name) keys and
 // stamp only the rows whose values change.
 
-// recomputeNodesSQL sets requested resources, pod count and latest usage of
-// nodes $1/$2 (parallel arrays); $3 is the writer's start resourceVersion.
+// recomputeNodesSQL sets requested resources and pod count of nodes $1/$2
+// (parallel arrays); $3 is the writer's start resourceVersion. Usage is not
+// an aggregate: RecordNodeMetrics reports it.
 var recomputeNodesSQL = `
 WITH t AS (
 	SELECT DISTINCT cluster_id, name FROM unnest($1::text[], $2::text[]) AS t(cluster_id, name)
@@ -17,29 +18,16 @@ WITH t AS (
 	FROM t LEFT JOIN cluster_pod p
 		ON p.cluster_id = t.cluster_id AND p.node_name = t.name AND p.phase NOT IN ('Succeeded', 'Failed')
 	GROUP BY t.cluster_id, t.name
-), latest AS (
-	SELECT t.cluster_id, t.name, m.cpu_usage_nanocores, m.memory_usage_bytes, m.observed_at, m.window_seconds
-	FROM t LEFT JOIN LATERAL (
-		SELECT * FROM cluster_node_metrics m
-		WHERE m.cluster_id = t.cluster_id AND m.node = t.name
-		ORDER BY m.observed_at DESC LIMIT 1
-	) m ON true
 ), changed AS (
 	UPDATE cluster_node n SET
 		requested_cpu_millis   = agg.cpu,
 		requested_memory_bytes = agg.mem,
 		pod_count              = agg.pods,
-		usage_cpu_nanocores    = l.cpu_usage_nanocores,
-		usage_memory_bytes     = l.memory_usage_bytes,
-		usage_observed_at      = l.observed_at,
-		usage_window_seconds   = l.window_seconds,
 		resource_version       = ` + nextRV("n", "$3") + `
-	FROM agg JOIN latest l ON l.cluster_id = agg.cluster_id AND l.name = agg.name
+	FROM agg
 	WHERE n.cluster_id = agg.cluster_id AND n.name = agg.name
-		AND (n.requested_cpu_millis, n.requested_memory_bytes, n.pod_count,
-			n.usage_cpu_nanocores, n.usage_memory_bytes, n.usage_observed_at, n.usage_window_seconds)
-		IS DISTINCT FROM (agg.cpu, agg.mem, agg.pods,
-			l.cpu_usage_nanocores, l.memory_usage_bytes, l.observed_at, l.window_seconds)
+		AND (n.requested_cpu_millis, n.requested_memory_bytes, n.pod_count)
+		IS DISTINCT FROM (agg.cpu, agg.mem, agg.pods)
 	RETURNING n.resource_version
 )
 SELECT coalesce(max(resource_version), 0) FROM changed`

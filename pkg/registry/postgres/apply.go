@@ -152,11 +152,15 @@ func (a *applier) deleteNamespaces() error {
 		`DELETE FROM cluster_namespace WHERE cluster_id = $1 AND name = ANY($2::text[])`, a.cluster, a.b.DeletedNamespaces)
 }
 
-// deleteNodes removes node view rows; pods bound to them stay until
-// discovery deletes them.
+// deleteNodes removes node view rows and their metrics history; pods bound
+// to them stay until discovery deletes them.
 func (a *applier) deleteNodes() error {
 	if len(a.b.DeletedNodes) == 0 {
 		return nil
+	}
+	if _, err := a.tx.Exec(a.ctx, `DELETE FROM cluster_node_metrics WHERE cluster_id = $1 AND node = ANY($2::text[])`,
+		a.cluster, a.b.DeletedNodes); err != nil {
+		return fmt.Errorf("delete metrics of deleted nodes: %w", err)
 	}
 	return a.deleteViewRows("delete nodes",
 		`DELETE FROM cluster_node WHERE cluster_id = $1 AND name = ANY($2::text[])`, a.cluster, a.b.DeletedNodes)

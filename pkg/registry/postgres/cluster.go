@@ -46,14 +46,15 @@ func (s *Store) DeleteCluster(ctx context.Context, clusterID string) error {
 	return nil
 }
 
-// Clusters returns the ids of every member cluster with rows in any table.
+// Clusters returns the ids of every member cluster with rows in any table
+// but the metrics history, which holds samples of known nodes only, goes
+// with them, and would cost a scan of a day of samples.
 func (s *Store) Clusters(ctx context.Context) ([]string, error) {
 	rows, err := s.pool.Query(ctx, `
 		SELECT cluster_id FROM cluster_namespace
 		UNION SELECT cluster_id FROM cluster_node
 		UNION SELECT cluster_id FROM cluster_pod
 		UNION SELECT cluster_id FROM cluster_resource_quota
-		UNION SELECT cluster_id FROM cluster_node_metrics
 		UNION SELECT cluster_id FROM discovery_cursor
 		ORDER BY 1`)
 	if err != nil {

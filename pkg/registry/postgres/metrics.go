@@ -5,69 +5,215 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/example/platform-apiserver/pkg/registry/store"
 )
 
-// InsertNodeMetrics stores samples in one statement, ignoring duplicates of
-// (cluster, node, observed_at), and copies each affected node's latest
-// sample onto its view row.
-func (s *Store) InsertNodeMetrics(ctx context.Context, samples []store.NodeMetricsSample) (int64, error) {
+// Node metrics history lives in cluster_node_metrics, partitioned by the hour
+// of observed_at (migration 004); a node's NodeCapacity shows its *reported*
+// sample (cluster_node.usage_*), which changes only when the reporting policy
+// says so. See docs/registry.md, "Node usage".
+
+// metricsSamplesSQL is a CTE list over the samples passed as parallel arrays
+// $1..$6: "samples" keeps those of nodes the registry knows (observed no
+// earlier than the node's creation, so a recreated node never takes its
+// predecessor's usage), "newest" the newest of them per node.
+const metricsSamplesSQL = `
+	input AS (
+		SELECT * FROM unnest($1::text[], $2::text[], $3::int8[], $4::int8[], $5::timestamptz[], $6::float8[])
+			AS s(cluster_id, node, cpu_usage_nanocores, memory_usage_bytes, observed_at, window_seconds)
+	), samples AS (
+		SELECT s.* FROM input s JOIN cluster_node n ON n.cluster_id = s.cluster_id AND n.name = s.node
+		WHERE n.created_at IS NULL OR s.observed_at >= n.created_at
+	), newest AS (
+		SELECT DISTINCT ON (cluster_id, node) * FROM samples ORDER BY cluster_id, node, observed_at DESC
+	)`
+
+// usageDueSQL is true when node n's newest sample s is to be reported:
+// it is newer than the reported one, and there is none, or usage moved by
+// more than $7 (a fraction) of allocatable, or the reported sample is at
+// least $8 seconds older than s.
+const usageDueSQL = `
+	s.observed_at > coalesce(n.usage_observed_at, '-infinity')
+	AND (n.usage_observed_at IS NULL
+		OR s.observed_at - n.usage_observed_at >= make_interval(secs => $8::float8)
+		OR abs(s.cpu_usage_nanocores - n.usage_cpu_nanocores) > $7::float8 * n.allocatable_cpu_millis * 1000000
+		OR abs(s.memory_usage_bytes - n.usage_memory_bytes) > $7::float8 * n.allocatable_memory_bytes)`
+
+// recordMetricsSQL stores the samples of known nodes in the history without
+// taking the writers' lock (the history is no view: it has no
+// resourceVersion) and counts the nodes whose usage is due for a report.
+var recordMetricsSQL = `
+	WITH ` + metricsSamplesSQL + `, stored AS (
+		INSERT INTO cluster_node_metrics (cluster_id, node, cpu_usage_nanocores, memory_usage_bytes, observed_at, window_seconds)
+		SELECT * FROM samples
+		ON CONFLICT (cluster_id, node, observed_at) DO NOTHING
+		RETURNING 1
+	), due AS (
+		SELECT 1 FROM newest s JOIN cluster_node n ON n.cluster_id = s.cluster_id AND n.name = s.node
+		WHERE ` + usageDueSQL + `
+	)
+	SELECT (SELECT count(*) FROM stored), (SELECT count(*) FROM due)`
+
+// reportUsageSQL reports the due samples on the view rows; $9 is the
+// writer's start resourceVersion.
+var reportUsageSQL = `
+	WITH ` + metricsSamplesSQL + `, reported AS (
+		UPDATE cluster_node n SET
+			usage_cpu_nanocores  = s.cpu_usage_nanocores,
+			usage_memory_bytes   = s.memory_usage_bytes,
+			usage_observed_at    = s.observed_at,
+			usage_window_seconds = s.window_seconds,
+			resource_version     = ` + nextRV("n", "$9") + `
+		FROM newest s
+		WHERE n.cluster_id = s.cluster_id AND n.name = s.node AND ` + usageDueSQL + `
+		RETURNING n.resource_version
+	)
+	SELECT count(*), coalesce(max(resource_version), 0) FROM reported`
+
+// RecordNodeMetrics stores samples in the history and reports the usage of
+// the nodes the policy says are due. A quiet scrape (no node due) takes two
+// short statements and never the writers' lock; only due nodes are
+// restamped, in one serialized write.
+func (s *Store) RecordNodeMetrics(ctx context.Context, samples []store.NodeMetricsSample, policy store.UsageReporting) (store.MetricsRecorded, error) {
+	var out store.MetricsRecorded
 	if len(samples) == 0 {
-		return 0, nil
+		return out, nil
 	}
 	n := len(samples)
 	clusters, nodes := make([]string, n), make([]string, n)
 	cpu, mem := make([]int64, n), make([]int64, n)
 	observed, window := make([]time.Time, n), make([]float64, n)
+	first, last := samples[0].ObservedAt, samples[0].ObservedAt
 	for i, m := range samples {
 		clusters[i], nodes[i], cpu[i], mem[i] = m.ClusterID, m.Node, m.CPUNanoCores, m.MemoryBytes
 		observed[i], window[i] = m.ObservedAt, m.Window.Seconds()
+		first, last = minTime(first, m.ObservedAt), maxTime(last, m.ObservedAt)
 	}
-	var inserted int64
+	if err := s.ensureMetricsPartitions(ctx, first, last); err != nil {
+		return out, err
+	}
+	args := []any{clusters, nodes, cpu, mem, observed, window, policy.Threshold, policy.Period.Seconds()}
+	var due int64
+	if err := s.pool.QueryRow(ctx, recordMetricsSQL, args...).Scan(&out.Stored, &due); err != nil {
+		return out, fmt.Errorf("record node metrics: %w", interpretError(err))
+	}
+	if due == 0 {
+		return out, nil
+	}
 	err := s.write(ctx, func(w *writer) error {
-		rows, err := w.tx.Query(ctx, `
-			WITH ins AS (
-				INSERT INTO cluster_node_metrics (cluster_id, node, cpu_usage_nanocores, memory_usage_bytes, observed_at, window_seconds)
-				SELECT * FROM unnest($1::text[], $2::text[], $3::int8[], $4::int8[], $5::timestamptz[], $6::float8[])
-				ON CONFLICT (cluster_id, node, observed_at) DO NOTHING
-				RETURNING cluster_id, node)
-			SELECT cluster_id, node, count(*) FROM ins GROUP BY cluster_id, node`,
-			clusters, nodes, cpu, mem, observed, window)
-		if err != nil {
-			return fmt.Errorf("insert node metrics: %w", err)
+		var rv int64
+		if err := w.tx.QueryRow(ctx, reportUsageSQL, append(args, w.startRV)...).Scan(&out.Reported, &rv); err != nil {
+			return fmt.Errorf("report node usage: %w", err)
 		}
-		touched := pairs{}
-		for rows.Next() {
-			var cluster, node string
-			var count int64
-			if err := rows.Scan(&cluster, &node, &count); err != nil {
-				rows.Close()
-				return err
-			}
-			touched.add(cluster, node)
-			inserted += count
-		}
-		if err := rows.Err(); err != nil {
-			return err
-		}
-		return w.recomputeNodes(touched)
+		w.maxRV = max(w.maxRV, rv)
+		return nil
 	})
 	if err != nil {
-		return 0, fmt.Errorf("insert node metrics: %w", err)
+		return out, fmt.Errorf("record node metrics: %w", err)
 	}
-	return inserted, nil
+	return out, nil
 }
 
-// PruneNodeMetrics deletes samples observed before the given time, keeping
-// each node's latest sample (which the node's view row shows).
-func (s *Store) PruneNodeMetrics(ctx context.Context, before time.Time) (int64, error) {
-	tag, err := s.pool.Exec(ctx, `
-		DELETE FROM cluster_node_metrics m
-		WHERE m.observed_at < $1 AND m.observed_at < (
-			SELECT max(l.observed_at) FROM cluster_node_metrics l
-			WHERE l.cluster_id = m.cluster_id AND l.node = m.node)`, before)
-	if err != nil {
-		return 0, fmt.Errorf("prune node metrics: %w", interpretError(err))
+// MaintainNodeMetrics prepares the partitions of the next hours, drops those
+// entirely before m.RetainAfter, and makes stale reported usage unknown.
+func (s *Store) MaintainNodeMetrics(ctx context.Context, m store.MetricsMaintenance) (store.MetricsMaintained, error) {
+	var out store.MetricsMaintained
+	if err := s.ensureMetricsPartitions(ctx, m.Now, m.Now.Add(2*time.Hour)); err != nil {
+		return out, err
 	}
-	return tag.RowsAffected(), nil
+	dropped, err := s.dropMetricsPartitions(ctx, m.RetainAfter)
+	out.DroppedPartitions = dropped
+	if err != nil {
+		return out, err
+	}
+	out.Unknown, err = s.expireUsage(ctx, m.UnknownBefore)
+	return out, err
+}
+
+// ensureMetricsPartitions creates the hourly history partitions covering
+// [from, to] that are missing.
+func (s *Store) ensureMetricsPartitions(ctx context.Context, from, to time.Time) error {
+	if _, err := s.pool.Exec(ctx, `SELECT cluster_node_metrics_ensure_partitions($1, $2)`, from, to); err != nil {
+		return fmt.Errorf("create node metrics partitions: %w", interpretError(err))
+	}
+	return nil
+}
+
+// partitionDropLockTimeout bounds how long dropping a partition waits for
+// its parent's lock (inserts hold it for milliseconds); on timeout the drop
+// is retried at the next maintenance.
+const partitionDropLockTimeout = "5s"
+
+// dropMetricsPartitions drops the history partitions whose hour ended at or
+// before `before`, each in its own short transaction.
+func (s *Store) dropMetricsPartitions(ctx context.Context, before time.Time) (int, error) {
+	rows, err := s.pool.Query(ctx, `SELECT name FROM cluster_node_metrics_partitions() WHERE upper_bound <= $1 ORDER BY upper_bound`, before)
+	if err != nil {
+		return 0, fmt.Errorf("list node metrics partitions: %w", interpretError(err))
+	}
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return 0, fmt.Errorf("list node metrics partitions: %w", interpretError(err))
+	}
+	dropped := 0
+	for _, name := range names {
+		err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, `SET LOCAL lock_timeout = '`+partitionDropLockTimeout+`'`); err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctx, `DROP TABLE IF EXISTS `+pgx.Identifier{name}.Sanitize())
+			return err
+		})
+		if err != nil {
+			return dropped, fmt.Errorf("drop node metrics partition %s: %w", name, interpretError(err))
+		}
+		dropped++
+	}
+	return dropped, nil
+}
+
+// expireUsage makes the usage of nodes whose reported sample was observed
+// before `before` unknown; it takes the writers' lock only when there are any.
+func (s *Store) expireUsage(ctx context.Context, before time.Time) (int64, error) {
+	var stale bool
+	if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM cluster_node WHERE usage_observed_at < $1)`, before).Scan(&stale); err != nil {
+		return 0, fmt.Errorf("find stale node usage: %w", interpretError(err))
+	}
+	if !stale {
+		return 0, nil
+	}
+	var expired int64
+	err := s.write(ctx, func(w *writer) error {
+		var rv int64
+		err := w.tx.QueryRow(ctx, `
+			WITH expired AS (
+				UPDATE cluster_node n SET usage_cpu_nanocores = NULL, usage_memory_bytes = NULL,
+					usage_observed_at = NULL, usage_window_seconds = NULL,
+					resource_version = `+nextRV("n", "$2")+`
+				WHERE n.usage_observed_at < $1
+				RETURNING n.resource_version)
+			SELECT count(*), coalesce(max(resource_version), 0) FROM expired`, before, w.startRV).Scan(&expired, &rv)
+		if err != nil {
+			return fmt.Errorf("expire stale node usage: %w", err)
+		}
+		w.maxRV = max(w.maxRV, rv)
+		return nil
+	})
+	return expired, err
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }

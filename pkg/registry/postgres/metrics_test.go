@@ -1,74 +1,278 @@
 package postgres_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/example/platform-apiserver/pkg/registry/postgres"
 	"github.com/example/platform-apiserver/pkg/registry/store"
 )
 
-func TestNodeMetrics(t *testing.T) {
+// Nodes of the metrics tests: 2000m and 8Gi allocatable, so the default
+// 5% threshold is 100m CPU and ~410Mi memory.
+const (
+	metricsNodeCPU = 2080
+	metricsNodeMem = 8<<30 + 1<<20
+	gib            = int64(1) << 30
+)
+
+var policy = store.UsageReporting{Threshold: 0.05, Period: 5 * time.Minute}
+
+// TestRecordNodeMetricsReports walks one node through the reporting rule:
+// the usage a NodeCapacity shows (and its resourceVersion) changes only when
+// usage moves past the threshold or the reported sample gets older than the
+// period, while every sample lands in the history.
+func TestRecordNodeMetricsReports(t *testing.T) {
+	t.Parallel()
+	s, b := setup(t, postgres.Options{})
+	ctx := b.ctx
+	mustApply(t, s, ctx, store.Batch{ClusterID: "c", Nodes: []store.Node{node("n1", metricsNodeCPU, metricsNodeMem)}})
+	t0 := time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
+	sample := func(at time.Duration, cpuMillis int64, mem int64) store.NodeMetricsSample {
+		return store.NodeMetricsSample{ClusterID: "c", Node: "n1", CPUNanoCores: cpuMillis * 1e6, MemoryBytes: mem,
+			ObservedAt: t0.Add(at), Window: 20 * time.Second}
+	}
+	steps := []struct {
+		name         string
+		sample       store.NodeMetricsSample
+		wantStored   int64
+		wantReported int64
+		wantCPU      int64 // millis shown
+		wantAt       time.Duration
+	}{
+		{name: "first sample is reported", sample: sample(0, 500, 2*gib), wantStored: 1, wantReported: 1, wantCPU: 500},
+		{name: "duplicate", sample: sample(0, 500, 2*gib), wantCPU: 500},
+		{name: "small move stays quiet", sample: sample(30*time.Second, 580, 2*gib+100<<20), wantStored: 1, wantCPU: 500},
+		{name: "move of exactly the threshold stays quiet", sample: sample(time.Minute, 600, 2*gib), wantStored: 1, wantCPU: 500},
+		{name: "CPU past the threshold", sample: sample(90*time.Second, 601, 2*gib), wantStored: 1, wantReported: 1, wantCPU: 601, wantAt: 90 * time.Second},
+		{name: "memory past the threshold", sample: sample(2*time.Minute, 601, 2*gib+500<<20), wantStored: 1, wantReported: 1, wantCPU: 601, wantAt: 2 * time.Minute},
+		{name: "older sample is history only", sample: sample(100*time.Second, 1900, 7*gib), wantStored: 1, wantCPU: 601, wantAt: 2 * time.Minute},
+		{name: "quiet just before the period", sample: sample(2*time.Minute+299*time.Second, 601, 2*gib+500<<20), wantStored: 1, wantCPU: 601, wantAt: 2 * time.Minute},
+		{name: "restamped once the period passed", sample: sample(7*time.Minute, 610, 2*gib+500<<20), wantStored: 1, wantReported: 1, wantCPU: 610, wantAt: 7 * time.Minute},
+	}
+	for _, step := range steps {
+		before := getNode(t, s, ctx, "c", "n1").ResourceVersion
+		got, err := s.RecordNodeMetrics(ctx, []store.NodeMetricsSample{step.sample}, policy)
+		if err != nil {
+			t.Fatalf("%s: %v", step.name, err)
+		}
+		if got.Stored != step.wantStored || got.Reported != step.wantReported {
+			t.Errorf("%s: recorded %+v, want %d stored and %d reported", step.name, got, step.wantStored, step.wantReported)
+		}
+		n := getNode(t, s, ctx, "c", "n1")
+		if n.Usage == nil || n.Usage.CPUNanoCores != step.wantCPU*1e6 || !n.Usage.Timestamp.Equal(t0.Add(step.wantAt)) {
+			t.Errorf("%s: usage %+v, want %dm at %s", step.name, n.Usage, step.wantCPU, t0.Add(step.wantAt))
+		}
+		if bumped := n.ResourceVersion != before; bumped != (step.wantReported > 0) {
+			t.Errorf("%s: resourceVersion %d → %d, want a new one only when reported", step.name, before, n.ResourceVersion)
+		}
+	}
+	if got := countRows(t, b, `SELECT count(*) FROM cluster_node_metrics WHERE node = 'n1'`); got != 8 {
+		t.Errorf("history holds %d samples of n1, want 8 (every distinct sample)", got)
+	}
+}
+
+// TestRecordNodeMetricsQuietFleet: a scrape of unchanged usage writes no
+// change-feed entry and publishes no resourceVersion.
+func TestRecordNodeMetricsQuietFleet(t *testing.T) {
+	t.Parallel()
+	s, b := setup(t, postgres.Options{})
+	ctx := b.ctx
+	const nodes = 200
+	var batch store.Batch
+	batch.ClusterID = "c"
+	for i := range nodes {
+		batch.Nodes = append(batch.Nodes, node(nodeNameN(i), metricsNodeCPU, metricsNodeMem))
+	}
+	mustApply(t, s, ctx, batch)
+	t0 := time.Now().UTC().Truncate(time.Second)
+	scrape := func(k int, cpuMillis int64) store.MetricsRecorded {
+		samples := make([]store.NodeMetricsSample, nodes)
+		for i := range samples {
+			samples[i] = store.NodeMetricsSample{ClusterID: "c", Node: nodeNameN(i), CPUNanoCores: (cpuMillis + int64(k%3)) * 1e6,
+				MemoryBytes: gib, ObservedAt: t0.Add(time.Duration(k) * 30 * time.Second), Window: 20 * time.Second}
+		}
+		got, err := s.RecordNodeMetrics(ctx, samples, policy)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	if got := scrape(0, 300); got.Reported != nodes {
+		t.Fatalf("first scrape reported %d nodes, want %d", got.Reported, nodes)
+	}
+	rv := registryRV(t, s, ctx)
+	changes := countRows(t, b, `SELECT count(*) FROM registry_change`)
+	for k := 1; k <= 9; k++ {
+		if got := scrape(k, 300); got.Stored != nodes || got.Reported != 0 {
+			t.Errorf("scrape %d of unchanged usage: %+v, want %d stored and none reported", k, got, nodes)
+		}
+	}
+	if now := registryRV(t, s, ctx); now != rv {
+		t.Errorf("registry resourceVersion moved from %d to %d over quiet scrapes", rv, now)
+	}
+	if now := countRows(t, b, `SELECT count(*) FROM registry_change`); now != changes {
+		t.Errorf("registry_change grew from %d to %d rows over quiet scrapes", changes, now)
+	}
+}
+
+// TestNodeMetricsBelongToTheirNode: samples of unknown nodes, or observed
+// before the node was created, are not recorded; a deleted node's samples go
+// with it, and a node recreated under its name starts without usage.
+func TestNodeMetricsBelongToTheirNode(t *testing.T) {
 	t.Parallel()
 	s, b := setup(t, postgres.Options{})
 	ctx := b.ctx
 	t0 := time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
-	sample := func(node string, at time.Duration, cpu int64) store.NodeMetricsSample {
-		return store.NodeMetricsSample{ClusterID: "c", Node: node, CPUNanoCores: cpu, MemoryBytes: cpu * 10, ObservedAt: t0.Add(at), Window: 15 * time.Second}
+	sample := func(name string, at time.Time) store.NodeMetricsSample {
+		return store.NodeMetricsSample{ClusterID: "c", Node: name, CPUNanoCores: 1e8, MemoryBytes: gib, ObservedAt: at, Window: time.Second}
 	}
-	// Samples may arrive before discovery records the node.
-	n, err := s.InsertNodeMetrics(ctx, []store.NodeMetricsSample{sample("n1", 0, 100), sample("n1", 0, 100), sample("n2", 0, 5)})
-	if err != nil || n != 2 {
-		t.Fatalf("InsertNodeMetrics = %d, %v; want 2 new rows", n, err)
+	if got, err := s.RecordNodeMetrics(ctx, []store.NodeMetricsSample{sample("ghost", t0)}, policy); err != nil || got.Stored != 0 {
+		t.Fatalf("sample of an unknown node: %+v, %v; want nothing stored", got, err)
 	}
-	mustApply(t, s, ctx, store.Batch{ClusterID: "c", Nodes: []store.Node{node("n1", 1000, 1), node("n2", 1000, 1)}})
-	assertUsage(t, s, b, "n1", 100, t0)
-
-	rv := getNode(t, s, ctx, "c", "n1").ResourceVersion
-	steps := []struct {
-		name     string
-		samples  []store.NodeMetricsSample
-		wantNew  int64
-		wantCPU  int64
-		wantAt   time.Time
-		wantBump bool
-	}{
-		{name: "newer sample", samples: []store.NodeMetricsSample{sample("n1", time.Minute, 200)}, wantNew: 1, wantCPU: 200, wantAt: t0.Add(time.Minute), wantBump: true},
-		{name: "duplicate", samples: []store.NodeMetricsSample{sample("n1", time.Minute, 200)}, wantNew: 0, wantCPU: 200, wantAt: t0.Add(time.Minute)},
-		{name: "older sample", samples: []store.NodeMetricsSample{sample("n1", 30*time.Second, 150)}, wantNew: 1, wantCPU: 200, wantAt: t0.Add(time.Minute)},
+	n1 := node("n1", metricsNodeCPU, metricsNodeMem)
+	mustApply(t, s, ctx, store.Batch{ClusterID: "c", Nodes: []store.Node{n1}})
+	if _, err := s.RecordNodeMetrics(ctx, []store.NodeMetricsSample{sample("n1", t0), sample("n1", t0.Add(time.Minute))}, policy); err != nil {
+		t.Fatal(err)
 	}
-	for _, step := range steps {
-		n, err := s.InsertNodeMetrics(ctx, step.samples)
-		if err != nil || n != step.wantNew {
-			t.Fatalf("%s: InsertNodeMetrics = %d, %v; want %d", step.name, n, err, step.wantNew)
-		}
-		assertUsage(t, s, b, "n1", step.wantCPU, step.wantAt)
-		now := getNode(t, s, ctx, "c", "n1").ResourceVersion
-		if bumped := now != rv; bumped != step.wantBump {
-			t.Errorf("%s: node RV %d → %d, want bumped=%v", step.name, rv, now, step.wantBump)
-		}
-		rv = now
+	mustApply(t, s, ctx, store.Batch{ClusterID: "c", DeletedNodes: []string{"n1"}})
+	if got := countRows(t, b, `SELECT count(*) FROM cluster_node_metrics WHERE node = 'n1'`); got != 0 {
+		t.Errorf("%d samples of the deleted node n1 remain", got)
 	}
-
-	// Prune keeps each node's latest sample even when it is old.
-	pruned, err := s.PruneNodeMetrics(ctx, t0.Add(time.Hour))
-	if err != nil || pruned != 2 {
-		t.Fatalf("PruneNodeMetrics = %d, %v; want 2 (n1's two older samples)", pruned, err)
+	recreated := n1
+	recreated.UID, recreated.CreatedAt = "uid-n1-again", t0.Add(2*time.Minute)
+	mustApply(t, s, ctx, store.Batch{ClusterID: "c", Nodes: []store.Node{recreated}})
+	if u := getNode(t, s, ctx, "c", "n1").Usage; u != nil {
+		t.Fatalf("recreated node shows usage %+v, want unknown", u)
 	}
-	assertUsage(t, s, b, "n1", 200, t0.Add(time.Minute))
-	assertUsage(t, s, b, "n2", 5, t0)
-	if pruned, err := s.PruneNodeMetrics(ctx, t0.Add(time.Hour)); err != nil || pruned != 0 {
-		t.Fatalf("second prune = %d, %v; want 0", pruned, err)
+	// The scraper may still see the old node's sample once.
+	if got, err := s.RecordNodeMetrics(ctx, []store.NodeMetricsSample{sample("n1", t0.Add(90*time.Second))}, policy); err != nil || got.Stored != 0 || got.Reported != 0 {
+		t.Fatalf("sample observed before the recreated node existed: %+v, %v; want ignored", got, err)
+	}
+	if got, err := s.RecordNodeMetrics(ctx, []store.NodeMetricsSample{sample("n1", t0.Add(3*time.Minute))}, policy); err != nil || got.Reported != 1 {
+		t.Fatalf("first sample of the recreated node: %+v, %v; want it reported", got, err)
 	}
 }
 
-func assertUsage(t *testing.T, s *postgres.Store, b testBundle, node string, cpu int64, at time.Time) {
+// TestMaintainNodeMetrics: retention drops whole hourly partitions and keeps
+// the recent ones, and a node whose samples stopped shows unknown usage.
+func TestMaintainNodeMetrics(t *testing.T) {
+	t.Parallel()
+	s, b := setup(t, postgres.Options{})
+	ctx := b.ctx
+	t0 := time.Now().UTC().Truncate(time.Hour).Add(10 * time.Hour)
+	n1, n2 := node("n1", metricsNodeCPU, metricsNodeMem), node("n2", metricsNodeCPU, metricsNodeMem)
+	mustApply(t, s, ctx, store.Batch{ClusterID: "c", Nodes: []store.Node{n1, n2}})
+	var samples []store.NodeMetricsSample
+	for _, at := range []time.Duration{-5 * time.Hour, -3 * time.Hour, -90 * time.Minute, 0, 10 * time.Minute} {
+		samples = append(samples, store.NodeMetricsSample{ClusterID: "c", Node: "n1", CPUNanoCores: 1e8, MemoryBytes: gib, ObservedAt: t0.Add(at)})
+	}
+	samples = append(samples, store.NodeMetricsSample{ClusterID: "c", Node: "n2", CPUNanoCores: 1e8, MemoryBytes: gib, ObservedAt: t0.Add(-3 * time.Hour)})
+	if got, err := s.RecordNodeMetrics(ctx, samples, policy); err != nil || got.Stored != 6 {
+		t.Fatalf("RecordNodeMetrics = %+v, %v; want 6 stored", got, err)
+	}
+	before := registryRV(t, s, ctx)
+	got, err := s.MaintainNodeMetrics(ctx, store.MetricsMaintenance{
+		Now: t0.Add(10 * time.Minute), RetainAfter: t0.Add(-2 * time.Hour), UnknownBefore: t0.Add(-time.Hour),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The samples' partitions cover every hour from t0-5h to t0; those of
+	// t0-5h, t0-4h and t0-3h end by t0-2h, t0-90m's ends after.
+	if got.DroppedPartitions != 3 || got.Unknown != 1 {
+		t.Errorf("MaintainNodeMetrics = %+v, want 3 partitions dropped and 1 node's usage unknown", got)
+	}
+	if n := countRows(t, b, `SELECT count(*) FROM cluster_node_metrics`); n != 3 {
+		t.Errorf("%d samples remain, want the 3 of the retained hours", n)
+	}
+	if u := getNode(t, s, ctx, "c", "n2").Usage; u != nil {
+		t.Errorf("n2, whose only sample is 3h old, shows usage %+v; want unknown", u)
+	}
+	if u := getNode(t, s, ctx, "c", "n1").Usage; u == nil || !u.Timestamp.Equal(t0.Add(10*time.Minute)) {
+		t.Errorf("n1 shows usage %+v, want its newest sample", u)
+	}
+	if after := registryRV(t, s, ctx); after != before+1 {
+		t.Errorf("registry resourceVersion %d → %d, want one new version (n2's usage became unknown)", before, after)
+	}
+	// Partitions of the next hours exist ahead of the samples.
+	var ahead int64
+	if err := queryRow(t, b, `SELECT count(*) FROM cluster_node_metrics_partitions() WHERE upper_bound > $1`, t0.Add(2*time.Hour)).Scan(&ahead); err != nil || ahead == 0 {
+		t.Errorf("partitions ahead of now: %d, %v; want some", ahead, err)
+	}
+	again, err := s.MaintainNodeMetrics(ctx, store.MetricsMaintenance{
+		Now: t0.Add(10 * time.Minute), RetainAfter: t0.Add(-2 * time.Hour), UnknownBefore: t0.Add(-time.Hour),
+	})
+	if err != nil || again != (store.MetricsMaintained{}) {
+		t.Errorf("second maintenance = %+v, %v; want nothing to do", again, err)
+	}
+}
+
+// TestMigrationKeepsMetricsHistory: samples recorded before the history was
+// partitioned stay readable in one partition, dropped whole once its newest
+// hour falls out of the retention.
+func TestMigrationKeepsMetricsHistory(t *testing.T) {
+	t.Parallel()
+	s, b := setupUnmigrated(t, postgres.Options{})
+	ctx := b.ctx
+	// Up to the unpartitioned table of migration 003, through 004's down.
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.MigrateDown(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	old := time.Now().UTC().Add(-30 * time.Hour)
+	if _, err := queryExec(t, b, `INSERT INTO cluster_node_metrics (cluster_id, node, cpu_usage_nanocores, memory_usage_bytes, observed_at)
+		SELECT 'c', 'n' || i, 1, 1, $1::timestamptz + make_interval(mins => i) FROM generate_series(1, 100) i`, old); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := countRows(t, b, `SELECT count(*) FROM cluster_node_metrics`); n != 100 {
+		t.Fatalf("%d samples after the migration, want 100", n)
+	}
+	got, err := s.MaintainNodeMetrics(ctx, store.MetricsMaintenance{Now: time.Now(), RetainAfter: time.Now().Add(-24 * time.Hour), UnknownBefore: time.Now().Add(-time.Hour)})
+	if err != nil || got.DroppedPartitions != 1 {
+		t.Fatalf("MaintainNodeMetrics = %+v, %v; want the pre-migration partition dropped", got, err)
+	}
+	if n := countRows(t, b, `SELECT count(*) FROM cluster_node_metrics`); n != 0 {
+		t.Errorf("%d samples after the retention, want 0", n)
+	}
+}
+
+func nodeNameN(i int) string { return fmt.Sprintf("n%04d", i) }
+
+func countRows(t *testing.T, b testBundle, sql string, args ...any) int64 {
 	t.Helper()
-	n := getNode(t, s, b.ctx, "c", node)
-	if n.Usage == nil {
-		t.Fatalf("%s: no usage", node)
+	var n int64
+	if err := queryRow(t, b, sql, args...).Scan(&n); err != nil {
+		t.Fatalf("%s: %v", sql, err)
 	}
-	if n.Usage.CPUNanoCores != cpu || n.Usage.MemoryBytes != cpu*10 || !n.Usage.Timestamp.Equal(at) || n.Usage.Window != 15*time.Second {
-		t.Errorf("%s usage = %+v, want cpu %d at %s", node, *n.Usage, cpu, at)
+	return n
+}
+
+func queryRow(t *testing.T, b testBundle, sql string, args ...any) pgx.Row {
+	t.Helper()
+	conn, err := pgx.Connect(b.ctx, b.dsn)
+	if err != nil {
+		t.Fatal(err)
 	}
+	t.Cleanup(func() { conn.Close(b.ctx) })
+	return conn.QueryRow(b.ctx, sql, args...)
+}
+
+func queryExec(t *testing.T, b testBundle, sql string, args ...any) (int64, error) {
+	t.Helper()
+	conn, err := pgx.Connect(b.ctx, b.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(b.ctx)
+	tag, err := conn.Exec(b.ctx, sql, args...)
+	return tag.RowsAffected(), err
 }

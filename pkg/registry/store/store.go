@@ -122,7 +122,7 @@ type NodeMetricsSample struct {
 	Window       time.Duration
 }
 
-// Usage is a node's latest metrics sample.
+// Usage is a node's reported metrics sample (see UsageReporting).
 type Usage struct {
 	CPUNanoCores int64
 	MemoryBytes  int64
@@ -132,7 +132,7 @@ type Usage struct {
 
 // NodeCapacity is the computed per-node view: the node plus the sums of
 // requests of its non-terminal pods (Requested.Pods is their count) and its
-// latest usage sample (nil when no sample exists).
+// reported usage sample (nil while unknown).
 type NodeCapacity struct {
 	ClusterID       string
 	Node            Node
@@ -237,12 +237,58 @@ type Writer interface {
 	// Clusters returns the ids of every member cluster with rows, so a
 	// member removed while discovery was not running can be cleaned up.
 	Clusters(ctx context.Context) ([]string, error)
-	// InsertNodeMetrics stores samples, ignoring duplicates of (cluster, node,
-	// observed_at); it returns how many rows were new.
-	InsertNodeMetrics(ctx context.Context, samples []NodeMetricsSample) (int64, error)
-	// PruneNodeMetrics deletes samples observed before the given time, keeping
-	// each node's latest sample; it returns how many were deleted.
-	PruneNodeMetrics(ctx context.Context, before time.Time) (int64, error)
+	// RecordNodeMetrics stores the samples of nodes the registry knows in
+	// the metrics history, ignoring duplicates of (cluster, node,
+	// observed_at), and reports a node's newest sample on its NodeCapacity
+	// when the policy says its usage moved or got old. Only reported nodes
+	// take a new resourceVersion.
+	RecordNodeMetrics(ctx context.Context, samples []NodeMetricsSample, policy UsageReporting) (MetricsRecorded, error)
+	// MaintainNodeMetrics is the registry-wide housekeeping of the metrics
+	// history, run on an interval: it prepares the history for the coming
+	// samples, drops history observed before RetainAfter (in whole
+	// partitions), and makes usage reported before UnknownBefore unknown.
+	MaintainNodeMetrics(ctx context.Context, m MetricsMaintenance) (MetricsMaintained, error)
+}
+
+// UsageReporting decides when a node's reported usage changes, as a
+// kubelet decides when to post node status: only when usage moved
+// meaningfully or the reported sample is getting old, so a quiet fleet
+// causes no changes and no watch events.
+type UsageReporting struct {
+	// Threshold is how far CPU or memory usage must move from the reported
+	// value, as a fraction of the node's allocatable, to be reported (0:
+	// any change).
+	Threshold float64
+	// Period is the age, relative to a new sample, at which the reported
+	// sample is replaced even if usage did not move.
+	Period time.Duration
+}
+
+// MetricsRecorded says what RecordNodeMetrics did.
+type MetricsRecorded struct {
+	// Stored counts samples new to the history.
+	Stored int64
+	// Reported counts nodes whose reported usage changed.
+	Reported int64
+}
+
+// MetricsMaintenance parameterizes MaintainNodeMetrics.
+type MetricsMaintenance struct {
+	// Now is the time the history is prepared from.
+	Now time.Time
+	// RetainAfter: history observed before it may be dropped.
+	RetainAfter time.Time
+	// UnknownBefore: a node whose reported sample was observed before it
+	// shows its usage as unknown (its metrics stopped coming).
+	UnknownBefore time.Time
+}
+
+// MetricsMaintained says what MaintainNodeMetrics did.
+type MetricsMaintained struct {
+	// DroppedPartitions counts history partitions dropped.
+	DroppedPartitions int
+	// Unknown counts nodes whose reported usage became unknown.
+	Unknown int64
 }
 
 // ErrCompacted: a resourceVersion older than the retained change history.

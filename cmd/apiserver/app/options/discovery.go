@@ -29,18 +29,23 @@ type DiscoveryOptions struct {
 	BatchDelay          time.Duration
 	MetricsInterval     time.Duration
 	MetricsRetention    time.Duration
-	LeaderElection      componentbaseconfig.LeaderElectionConfiguration
+	// UsageReportThreshold and UsageReportPeriod: see discovery.Tuning.
+	UsageReportThreshold float64
+	UsageReportPeriod    time.Duration
+	LeaderElection       componentbaseconfig.LeaderElectionConfiguration
 }
 
 // NewDiscoveryOptions returns the defaults.
 func NewDiscoveryOptions() *DiscoveryOptions {
 	t := discovery.DefaultTuning()
 	return &DiscoveryOptions{
-		MemberDirInterval: 10 * time.Second,
-		BatchSize:         t.BatchSize,
-		BatchDelay:        t.BatchDelay,
-		MetricsInterval:   t.MetricsInterval,
-		MetricsRetention:  t.MetricsRetention,
+		MemberDirInterval:    10 * time.Second,
+		BatchSize:            t.BatchSize,
+		BatchDelay:           t.BatchDelay,
+		MetricsInterval:      t.MetricsInterval,
+		MetricsRetention:     t.MetricsRetention,
+		UsageReportThreshold: t.UsageReportThreshold,
+		UsageReportPeriod:    t.UsageReportPeriod,
 		LeaderElection: componentbaseconfig.LeaderElectionConfiguration{
 			LeaderElect:       true,
 			LeaseDuration:     metav1.Duration{Duration: 15 * time.Second},
@@ -72,7 +77,18 @@ func (o *DiscoveryOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.MetricsInterval, "metrics-interval", o.MetricsInterval,
 		"How often each member's metrics.k8s.io NodeMetrics are scraped into the registry.")
 	fs.DurationVar(&o.MetricsRetention, "metrics-retention", o.MetricsRetention,
-		"How long node metrics samples are kept; older ones are pruned (each node's latest is always kept).")
+		"How long node metrics samples are kept in the history. It is kept in hourly partitions, dropped whole once "+
+			"their hour is older than this, so a sample stays between the retention and the retention plus an hour.")
+	fs.Float64Var(&o.UsageReportThreshold, "usage-report-threshold", o.UsageReportThreshold, ""+
+		"How far a node's CPU or memory usage must move from its reported value, as a fraction of the node's allocatable "+
+		"(0 to 1; 0.05 = 5%), before NodeCapacity shows the new sample (a new resourceVersion and a watch event). "+
+		"Smaller moves are recorded in the history only, so watchers of a quiet fleet see no events; the trade-off is that "+
+		"status.usage may lag the latest sample by up to this much, or by up to --usage-report-period. "+
+		"Requests, schedulability, taints and conditions are not affected.")
+	fs.DurationVar(&o.UsageReportPeriod, "usage-report-period", o.UsageReportPeriod, ""+
+		"How old a node's reported usage sample may get, against the newest sample, before it is reported again even "+
+		"if usage did not move (like the kubelet's nodeStatusReportFrequency); status.usage.timestamp is the reported "+
+		"sample's time. A node without a new sample for this period plus --metrics-interval shows its usage as unknown.")
 	configoptions.BindLeaderElectionFlags(&o.LeaderElection, fs)
 }
 
@@ -98,6 +114,12 @@ func (o *DiscoveryOptions) Validate() []error {
 	}
 	if o.MetricsInterval <= 0 {
 		errs = append(errs, fmt.Errorf("--metrics-interval must be positive, got %s", o.MetricsInterval))
+	}
+	if !(o.UsageReportThreshold >= 0 && o.UsageReportThreshold <= 1) {
+		errs = append(errs, fmt.Errorf("--usage-report-threshold must be a fraction of allocatable between 0 and 1 (e.g. 0.05 for 5%%), got %v", o.UsageReportThreshold))
+	}
+	if o.UsageReportPeriod <= 0 {
+		errs = append(errs, fmt.Errorf("--usage-report-period must be a positive duration (e.g. 5m), got %s", o.UsageReportPeriod))
 	}
 	if o.MetricsRetention < o.MetricsInterval {
 		errs = append(errs, fmt.Errorf("--metrics-retention (%s) must be at least --metrics-interval (%s)", o.MetricsRetention, o.MetricsInterval))
@@ -134,6 +156,7 @@ func (o *DiscoveryOptions) NewDiscovery(reg store.Writer) (*discovery.Discovery,
 	tuning := discovery.DefaultTuning()
 	tuning.BatchSize, tuning.BatchDelay = o.BatchSize, o.BatchDelay
 	tuning.MetricsInterval, tuning.MetricsRetention = o.MetricsInterval, o.MetricsRetention
+	tuning.UsageReportThreshold, tuning.UsageReportPeriod = o.UsageReportThreshold, o.UsageReportPeriod
 	le := o.LeaderElection
 	cfg := discovery.Config{
 		MemberDir:         o.MemberKubeconfigDir,

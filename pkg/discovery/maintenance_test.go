@@ -1,0 +1,40 @@
+package discovery
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	testingclock "k8s.io/utils/clock/testing"
+
+	"github.com/example/platform-apiserver/pkg/registry/store"
+)
+
+// maintenanceStore records what MaintainNodeMetrics was asked.
+type maintenanceStore struct {
+	recordingStore
+	got []store.MetricsMaintenance
+}
+
+func (s *maintenanceStore) MaintainNodeMetrics(_ context.Context, m store.MetricsMaintenance) (store.MetricsMaintained, error) {
+	s.got = append(s.got, m)
+	return store.MetricsMaintained{}, nil
+}
+
+// TestMaintenanceHorizons: history is kept for the retention, and usage is
+// shown for a report period plus one scrape interval after its sample.
+func TestMaintenanceHorizons(t *testing.T) {
+	now := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	tuning := DefaultTuning()
+	tuning.Clock = testingclock.NewFakeClock(now)
+	st := &maintenanceStore{}
+	maintainMetricsOnce(t.Context(), maintenanceParams{Store: st, Tuning: tuning})
+	want := store.MetricsMaintenance{
+		Now:           now,
+		RetainAfter:   now.Add(-24 * time.Hour),
+		UnknownBefore: now.Add(-5*time.Minute - 30*time.Second),
+	}
+	if len(st.got) != 1 || st.got[0] != want {
+		t.Errorf("MaintainNodeMetrics called with %+v, want once with %+v", st.got, want)
+	}
+}
