@@ -33,6 +33,8 @@ type scraperParams struct {
 	WriteTimeout time.Duration
 	// Reporting says when a node's reported usage changes.
 	Reporting store.UsageReporting
+	// Retention is how long history is kept: older samples are not recorded.
+	Retention time.Duration
 	Clock     clock.Clock
 }
 
@@ -73,7 +75,7 @@ func (s *scraper) scrapeOnce(ctx context.Context) store.MetricsRecorded {
 			"reason", reason, "hint", hint, "err", err)
 		return store.MetricsRecorded{}
 	}
-	samples := s.samples(logger, list.Items)
+	samples := s.samples(logger, list.Items, s.p.Clock.Now())
 	writeCtx, cancel := context.WithTimeout(ctx, s.p.WriteTimeout)
 	recorded, err := s.p.Store.RecordNodeMetrics(writeCtx, samples, s.p.Reporting)
 	cancel()
@@ -115,13 +117,23 @@ func scrapeErrorReason(err error) (reason, hint string) {
 	}
 }
 
-// samples converts NodeMetrics; an item with a malformed usage is skipped
-// with a log line and a metric, the others are kept.
-func (s *scraper) samples(logger klog.Logger, items []metricsv1beta1.NodeMetrics) []store.NodeMetricsSample {
+// maxSampleSkew is how far in the future (by this process's clock) a
+// sample's timestamp may be; beyond it the member's clock is wrong.
+const maxSampleSkew = time.Hour
+
+// samples converts NodeMetrics; an item with a malformed usage, or a
+// timestamp older than the retention or too far in the future (which would
+// only make history partitions for nothing), is skipped with a log line and
+// a metric, the others are kept.
+func (s *scraper) samples(logger klog.Logger, items []metricsv1beta1.NodeMetrics, now time.Time) []store.NodeMetricsSample {
 	out := make([]store.NodeMetricsSample, 0, len(items))
 	for i := range items {
 		m := &items[i]
 		sample, err := nodeMetricsSample(s.p.ClusterID, m)
+		if err == nil && (sample.ObservedAt.Before(now.Add(-s.p.Retention)) || sample.ObservedAt.After(now.Add(maxSampleSkew))) {
+			err = fmt.Errorf("timestamp %s is outside the retained window [%s, %s]; is the member's clock right?",
+				sample.ObservedAt.Format(time.RFC3339), now.Add(-s.p.Retention).Format(time.RFC3339), now.Add(maxSampleSkew).Format(time.RFC3339))
+		}
 		if err != nil {
 			scrapeErrors.WithLabelValues(s.p.ClusterID, "conversion").Inc()
 			logger.Info("Skipping a NodeMetrics sample that cannot be stored", "node", m.Name, "err", err)

@@ -53,11 +53,13 @@ func TestScraperStoresUsage(t *testing.T) {
 	}
 	at := time.Now().UTC().Truncate(time.Second)
 	bad := nodeMetrics("c", "1", "1Gi", at)
-	bad.Usage["cpu"] = resource.MustParse("-5m") // malformed: skipped, the others stored
+	bad.Usage["cpu"] = resource.MustParse("-5m")                   // malformed: skipped, the others stored
+	ancient := nodeMetrics("c", "1", "1Gi", at.Add(-48*time.Hour)) // older than the retention: skipped
+	future := nodeMetrics("c", "1", "1Gi", at.Add(48*time.Hour))   // a member clock far ahead: skipped
 	list := &metricsv1beta1.NodeMetricsList{Items: []metricsv1beta1.NodeMetrics{
 		*nodeMetrics("a", "1500000u", "2G", at), // micro-cores and decimal giga occur in real metrics
 		*nodeMetrics("b", "250m", "512Mi", at),
-		*bad,
+		*bad, *ancient, *future,
 	}}
 	// The fake's object tracker files NodeMetrics under a guessed resource
 	// name, not "nodes"; answer the list directly.
@@ -91,7 +93,7 @@ func TestScraperStoresUsage(t *testing.T) {
 		}
 	}
 	if nc, err := reg.GetNodeCapacity(ctx, "m", "c"); err != nil || nc.Usage != nil {
-		t.Errorf("node c (malformed sample) usage = %+v, %v; want unknown", nc.Usage, err)
+		t.Errorf("node c (malformed sample, timestamps out of range) usage = %+v, %v; want unknown", nc.Usage, err)
 	}
 }
 
@@ -184,6 +186,7 @@ func testScraperParams(client *metricsfake.Clientset, st store.Writer) scraperPa
 		ClusterID: "m", Client: client, Store: st, Interval: time.Minute,
 		ListTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second,
 		Reporting: store.UsageReporting{Threshold: 0.05, Period: 5 * time.Minute},
+		Retention: 24 * time.Hour,
 		Clock:     clock.RealClock{},
 	}
 }

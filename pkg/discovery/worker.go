@@ -53,6 +53,7 @@ func newWorker(p workerParams) (*worker, error) {
 		ListTimeout:  p.Tuning.MetricsListTimeout,
 		WriteTimeout: p.Tuning.MetricsWriteTimeout,
 		Reporting:    p.Tuning.usageReporting(),
+		Retention:    p.Tuning.MetricsRetention,
 		Clock:        p.Tuning.Clock,
 	})}
 	for _, r := range allResources {

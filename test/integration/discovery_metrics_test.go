@@ -2,63 +2,85 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"os"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 
+	platformv1alpha1 "github.com/example/platform-apiserver/pkg/apis/platform/v1alpha1"
 	"github.com/example/platform-apiserver/test/framework"
 )
 
-// TestDiscoveryMetrics scrapes the real metrics.k8s.io (metrics-server over
-// kwok's simulated kubelets): a node's usage is unknown until a sample is
-// stored, then appears in its NodeCapacity, and follows its pods' load.
-func TestDiscoveryMetrics(t *testing.T) {
+// metricsScrapeInterval is the scraper's --metrics-interval in these tests.
+// metrics-server has a new sample every framework.MetricResolution (10s), so
+// a window in which the scraper records new samples spans several of those.
+const metricsScrapeInterval = 2 * time.Second
+
+// startMetricsEnv runs the simulator (kwok nodes, metrics-server) with
+// discovery scraping it, creates the nodes "busy" (one pod requesting
+// 1 CPU and 2Gi) and "idle", and waits until both show usage.
+func startMetricsEnv(t *testing.T, extraArgs ...string) *env {
+	t.Helper()
 	e := newEnv(t, framework.Options{
 		PlatformAPIServerBinary: os.Getenv("PLATFORM_APISERVER_BINARY"),
 		StartSimulator:          true,
 		StartControllerManager:  true, // lifts the nodes' not-ready taint
-		ExtraPlatformArgs: []string{
+		ExtraPlatformArgs: append([]string{
 			"--cluster-id=local",
 			"--member-kubeconfig=kubeconfig",
 			"--discovery-batch-delay=50ms",
-			"--metrics-interval=2s",
-		},
+			"--metrics-interval=" + metricsScrapeInterval.String(),
+		}, extraArgs...),
 	})
 	ctx := t.Context()
-	if _, err := e.cp.CreateSimulatedNode(ctx, framework.SimulatedNode{Name: "busy"}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := e.cp.CreateSimulatedNode(ctx, framework.SimulatedNode{Name: "idle"}); err != nil {
-		t.Fatal(err)
+	for _, name := range []string{"busy", "idle"} {
+		if _, err := e.cp.CreateSimulatedNode(ctx, framework.SimulatedNode{Name: name}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	e.kubectl(t, "create", "namespace", "load")
 	if _, err := e.kube.CoreV1().Pods("load").Create(ctx, testPod("load", "worker", "busy", "1", "2Gi"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-
-	eventually(t, "the nodes mirrored", mirrorTimeout, func(ctx context.Context) (bool, string) {
-		_, err := e.platform.PlatformV1alpha1().NodeCapacities().Get(ctx, "local.idle", metav1.GetOptions{})
-		return err == nil, err2s(err)
-	})
-
-	usage := func(ctx context.Context, name string) (cpu, mem resource.Quantity, ok bool) {
-		nc, err := e.platform.PlatformV1alpha1().NodeCapacities().Get(ctx, name, metav1.GetOptions{})
-		if err != nil || nc.Status.Usage == nil {
-			return cpu, mem, false
-		}
-		return nc.Status.Usage.CPU, nc.Status.Usage.Memory, true
-	}
 	eventually(t, "usage of both nodes from metrics-server", 3*time.Minute, func(ctx context.Context) (bool, string) {
-		busyCPU, busyMem, ok1 := usage(ctx, "local.busy")
-		idleCPU, _, ok2 := usage(ctx, "local.idle")
+		busy, ok1 := e.usage(ctx, "local.busy")
+		idle, ok2 := e.usage(ctx, "local.idle")
 		if !ok1 || !ok2 {
 			return false, "usage unknown so far"
 		}
-		return busyCPU.Cmp(idleCPU) > 0 && busyMem.Value() > 0, busyCPU.String() + " vs " + idleCPU.String()
+		return busy.CPU.Cmp(idle.CPU) > 0 && busy.Memory.Value() > 0, busy.CPU.String() + " vs " + idle.CPU.String()
 	})
+	return e
+}
+
+// usage returns a NodeCapacity's reported usage.
+func (e *env) usage(ctx context.Context, name string) (platformv1alpha1.NodeUsage, bool) {
+	nc, err := e.platform.PlatformV1alpha1().NodeCapacities().Get(ctx, name, metav1.GetOptions{})
+	if err != nil || nc.Status.Usage == nil {
+		return platformv1alpha1.NodeUsage{}, false
+	}
+	return *nc.Status.Usage, true
+}
+
+// TestDiscoveryMetrics scrapes the real metrics.k8s.io (metrics-server over
+// kwok's simulated kubelets) with the default reporting rule (5% of
+// allocatable, 5m): usage appears in NodeCapacity, a quiet fleet then causes
+// no watch events and no change-log rows, and a node whose usage jumps gets
+// exactly one MODIFIED event.
+func TestDiscoveryMetrics(t *testing.T) {
+	e := startMetricsEnv(t)
+	ctx := t.Context()
 	if v, err := e.platformMetric(ctx, "platform_discovery_metrics_samples_stored_total", `cluster="local"`); err != nil || v < 2 {
 		t.Errorf("samples stored metric = %v, %v; want at least 2", v, err)
 	}
@@ -66,4 +88,271 @@ func TestDiscoveryMetrics(t *testing.T) {
 	if row := row(t, out, "local.busy"); row[4] == "<unknown>" {
 		t.Errorf("kubectl shows no usage for local.busy:\n%s", out)
 	}
+
+	t.Run("a quiet fleet stays quiet", func(t *testing.T) {
+		// metrics-server's usage of a node with a constant load moves far
+		// less than 5% of 4 CPUs and 16Gi.
+		changes := e.registryChanges(t)
+		stored, err := e.platformMetric(ctx, "platform_discovery_metrics_samples_stored_total", `cluster="local"`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := e.watchNodeCapacities(t)
+		window := max(3*metricsScrapeInterval, 3*framework.MetricResolution)
+		time.Sleep(window) // the assertion is about what does not happen in this window
+		if evs := w.stop(); len(evs) != 0 {
+			t.Errorf("a watch over %s of constant usage received %d events, want none: %s", window, len(evs), evs)
+		}
+		if now := e.registryChanges(t); now != changes {
+			t.Errorf("registry_change grew from %d to %d rows over %s of constant usage", changes, now, window)
+		}
+		// The scraper did record new samples meanwhile: quiet, not idle.
+		if now, err := e.platformMetric(ctx, "platform_discovery_metrics_samples_stored_total", `cluster="local"`); err != nil || now < stored+2 {
+			t.Errorf("samples stored went from %v to %v (%v) over %s; want new samples of both nodes", stored, now, err, window)
+		}
+	})
+
+	t.Run("usage past the threshold is reported once", func(t *testing.T) {
+		before, _ := e.usage(ctx, "local.busy")
+		w := e.watchNodeCapacities(t)
+		// kwok takes a pod's memory usage from this annotation; memory is a
+		// gauge, so usage steps from ~1.7Gi to ~6.3Gi in one sample (CPU is a
+		// rate and would pass through intermediate values).
+		patch := `{"metadata":{"annotations":{"kwok.x-k8s.io/usage-memory":"6Gi"}}}`
+		if _, err := e.kube.CoreV1().Pods("load").Patch(ctx, "worker", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "metrics-server reports the new usage of busy", time.Minute, func(ctx context.Context) (bool, string) {
+			m, err := e.nodeMetrics(ctx, "busy")
+			return err == nil && m.Value() > 6<<30, fmt.Sprintf("%s, %v", m.String(), err)
+		})
+		seen := time.Now()
+		eventually(t, "the reported usage of busy follows", 2*metricsScrapeInterval+5*time.Second, func(ctx context.Context) (bool, string) {
+			u, _ := e.usage(ctx, "local.busy")
+			return u.Memory.Value() > 6<<30, u.Memory.String()
+		})
+		t.Logf("reported %s after metrics-server had it", time.Since(seen).Round(100*time.Millisecond))
+		// Two more metrics-server samples, then count.
+		time.Sleep(2 * framework.MetricResolution)
+		evs := w.stop()
+		if len(evs) != 1 || evs[0].Type != watch.Modified || evs[0].Name != "local.busy" {
+			t.Fatalf("events after busy's usage jumped from %s: %s; want exactly one MODIFIED of local.busy", before.Memory.String(), evs)
+		}
+		if v, err := e.platformMetric(ctx, "platform_discovery_usage_reports_total", `cluster="local"`); err != nil || v < 3 {
+			t.Errorf("usage reports metric = %v, %v; want at least 3 (two first reports and this one)", v, err)
+		}
+	})
+}
+
+// TestDiscoveryUsagePeriodAndRetention runs with a short report period and
+// retention: each node is restamped once per period although its usage
+// does not move, history partitions older than the retention are dropped,
+// a deleted node's samples go with it, and a recreated node starts with no
+// usage.
+func TestDiscoveryUsagePeriodAndRetention(t *testing.T) {
+	const period = 15 * time.Second
+	e := startMetricsEnv(t, "--usage-report-period="+period.String(), "--metrics-retention=1h")
+	ctx := t.Context()
+
+	t.Run("restamped once per period", func(t *testing.T) {
+		w := e.watchNodeCapacities(t)
+		const window = 50 * time.Second
+		time.Sleep(window) // counting what happens in the window
+		byNode := map[string][]time.Time{}
+		for _, ev := range w.stop() {
+			if ev.Type != watch.Modified {
+				t.Errorf("unexpected %s", ev)
+				continue
+			}
+			byNode[ev.Name] = append(byNode[ev.Name], ev.UsageAt)
+		}
+		for _, name := range []string{"local.busy", "local.idle"} {
+			stamps := byNode[name]
+			// New samples come every 10s, so a restamp comes 15-20s (plus
+			// a scrape interval) after the last.
+			if len(stamps) < 2 || len(stamps) > int(window/period)+1 {
+				t.Errorf("%s restamped %d times in %s with a %s period, want 2 to %d: %v", name, len(stamps), window, period, int(window/period)+1, stamps)
+			}
+			for i := 1; i < len(stamps); i++ {
+				if d := stamps[i].Sub(stamps[i-1]); d < period {
+					t.Errorf("%s reported samples %s apart, want at least the period %s", name, d, period)
+				}
+			}
+		}
+	})
+
+	t.Run("retention drops old partitions", func(t *testing.T) {
+		db := e.db(t)
+		// History written by an earlier run: samples of busy 5h and 3h ago.
+		if _, err := db.Exec(ctx, `SELECT cluster_node_metrics_ensure_partitions(now() - interval '5 hours', now() - interval '3 hours')`); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.Exec(ctx, `
+			INSERT INTO cluster_node_metrics (cluster_id, node, cpu_usage_nanocores, memory_usage_bytes, observed_at)
+			SELECT 'local', 'busy', 1, 1, now() - make_interval(hours => h) FROM unnest(ARRAY[3, 5]) AS h`); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "partitions older than the retention dropped", time.Minute, func(ctx context.Context) (bool, string) {
+			var old, oldRows, recent int64
+			err := db.QueryRow(ctx, `SELECT
+				(SELECT count(*) FROM cluster_node_metrics_partitions() WHERE upper_bound <= now() - interval '1 hour'),
+				(SELECT count(*) FROM cluster_node_metrics WHERE observed_at < now() - interval '2 hours'),
+				(SELECT count(*) FROM cluster_node_metrics WHERE observed_at > now() - interval '1 minute')`).Scan(&old, &oldRows, &recent)
+			return err == nil && old == 0 && oldRows == 0 && recent > 0,
+				fmt.Sprintf("old partitions %d, old samples %d, samples of the last minute %d, err %v", old, oldRows, recent, err)
+		})
+		if v, err := e.platformMetric(ctx, "platform_discovery_metrics_partitions_dropped_total"); err != nil || v < 2 {
+			t.Errorf("partitions dropped metric = %v, %v; want at least 2", v, err)
+		}
+	})
+
+	t.Run("a deleted node's samples go with it, its successor starts without usage", func(t *testing.T) {
+		db := e.db(t)
+		if err := e.kube.CoreV1().Nodes().Delete(ctx, "idle", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "local.idle gone with its samples", time.Minute, func(ctx context.Context) (bool, string) {
+			_, err := e.platform.PlatformV1alpha1().NodeCapacities().Get(ctx, "local.idle", metav1.GetOptions{})
+			var samples int64
+			if qerr := db.QueryRow(ctx, `SELECT count(*) FROM cluster_node_metrics WHERE cluster_id = 'local' AND node = 'idle'`).Scan(&samples); qerr != nil {
+				return false, qerr.Error()
+			}
+			return apierrors.IsNotFound(err) && samples == 0, fmt.Sprintf("get: %v, samples: %d", err, samples)
+		})
+		w := e.watchNodeCapacities(t)
+		created, err := e.cp.CreateSimulatedNode(ctx, framework.SimulatedNode{Name: "idle"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "the recreated node's usage", 2*time.Minute, func(ctx context.Context) (bool, string) {
+			u, ok := e.usage(ctx, "local.idle")
+			return ok, fmt.Sprint(u)
+		})
+		evs := w.stop()
+		var first *nodeEvent
+		for i := range evs {
+			if evs[i].Name == "local.idle" {
+				first = &evs[i]
+				break
+			}
+		}
+		if first == nil || first.Type != watch.Added || first.HasUsage {
+			t.Errorf("first event of the recreated node: %v; want ADDED without usage (all: %s)", first, evs)
+		}
+		if u, _ := e.usage(ctx, "local.idle"); u.Timestamp.Time.Before(created.CreationTimestamp.Time) {
+			t.Errorf("the recreated node shows a sample of %s, before its creation at %s", u.Timestamp, created.CreationTimestamp)
+		}
+	})
+}
+
+// nodeMetrics returns a node's memory usage as metrics-server reports it.
+func (e *env) nodeMetrics(ctx context.Context, node string) (resource.Quantity, error) {
+	out, _, err := e.cp.Kubectl(ctx, "get", "--raw", "/apis/metrics.k8s.io/v1beta1/nodes/"+node)
+	if err != nil {
+		return resource.Quantity{}, err
+	}
+	var m struct {
+		Usage corev1.ResourceList `json:"usage"`
+	}
+	if err := json.Unmarshal([]byte(out), &m); err != nil {
+		return resource.Quantity{}, err
+	}
+	return m.Usage[corev1.ResourceMemory], nil
+}
+
+// db connects to the registry's database.
+func (e *env) db(t *testing.T) *pgx.Conn {
+	t.Helper()
+	conn, err := pgx.Connect(t.Context(), e.cp.DatabaseURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return conn
+}
+
+// registryChanges counts the change log's rows.
+func (e *env) registryChanges(t *testing.T) int64 {
+	t.Helper()
+	var n int64
+	if err := e.db(t).QueryRow(t.Context(), `SELECT count(*) FROM registry_change`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// nodeEvent is what the tests need of a NodeCapacity watch event.
+type nodeEvent struct {
+	Type     watch.EventType
+	Name     string
+	HasUsage bool
+	UsageAt  time.Time
+}
+
+func (ev nodeEvent) String() string {
+	return fmt.Sprintf("%s %s (usage at %s)", ev.Type, ev.Name, ev.UsageAt.Format(time.TimeOnly))
+}
+
+type nodeEvents []nodeEvent
+
+func (evs nodeEvents) String() string {
+	s := make([]string, len(evs))
+	for i, ev := range evs {
+		s[i] = ev.String()
+	}
+	return "[" + strings.Join(s, ", ") + "]"
+}
+
+// nodeWatch records the events of a NodeCapacity watch through the aggregator.
+type nodeWatch struct {
+	w    watch.Interface
+	mu   sync.Mutex
+	evs  nodeEvents
+	err  error
+	done chan struct{}
+}
+
+// watchNodeCapacities watches NodeCapacities from now on.
+func (e *env) watchNodeCapacities(t *testing.T) *nodeWatch {
+	t.Helper()
+	ncs := e.platform.PlatformV1alpha1().NodeCapacities()
+	list, err := ncs.List(t.Context(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := ncs.Watch(t.Context(), metav1.ListOptions{ResourceVersion: list.ResourceVersion})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nw := &nodeWatch{w: w, done: make(chan struct{})}
+	go func() {
+		defer close(nw.done)
+		for ev := range w.ResultChan() {
+			nw.mu.Lock()
+			if nc, ok := ev.Object.(*platformv1alpha1.NodeCapacity); ok {
+				r := nodeEvent{Type: ev.Type, Name: nc.Name, HasUsage: nc.Status.Usage != nil}
+				if nc.Status.Usage != nil {
+					r.UsageAt = nc.Status.Usage.Timestamp.Time
+				}
+				nw.evs = append(nw.evs, r)
+			} else if ev.Type == watch.Error {
+				nw.err = apierrors.FromObject(ev.Object)
+			}
+			nw.mu.Unlock()
+		}
+	}()
+	t.Cleanup(w.Stop)
+	return nw
+}
+
+// stop ends the watch and returns its events (bookmarks aside).
+func (nw *nodeWatch) stop() nodeEvents {
+	nw.w.Stop()
+	<-nw.done
+	nw.mu.Lock()
+	defer nw.mu.Unlock()
+	if nw.err != nil {
+		nw.evs = append(nw.evs, nodeEvent{Type: watch.Error, Name: nw.err.Error()})
+	}
+	return nw.evs
 }

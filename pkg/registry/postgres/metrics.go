@@ -72,6 +72,10 @@ var reportUsageSQL = `
 	)
 	SELECT count(*), coalesce(max(resource_version), 0) FROM reported`
 
+// maxSampleSpan bounds the time one batch of samples may span, so a bad
+// timestamp cannot make a partition for every hour of a year.
+const maxSampleSpan = 7 * 24 * time.Hour
+
 // RecordNodeMetrics stores samples in the history and reports the usage of
 // the nodes the policy says are due. A quiet scrape (no node due) takes two
 // short statements and never the writers' lock; only due nodes are
@@ -90,6 +94,10 @@ func (s *Store) RecordNodeMetrics(ctx context.Context, samples []store.NodeMetri
 		clusters[i], nodes[i], cpu[i], mem[i] = m.ClusterID, m.Node, m.CPUNanoCores, m.MemoryBytes
 		observed[i], window[i] = m.ObservedAt, m.Window.Seconds()
 		first, last = minTime(first, m.ObservedAt), maxTime(last, m.ObservedAt)
+	}
+	if span := last.Sub(first); span > maxSampleSpan {
+		return out, fmt.Errorf("record node metrics: samples span %s (%s to %s), more than %s: one scrape's samples are minutes apart",
+			span, first.Format(time.RFC3339), last.Format(time.RFC3339), maxSampleSpan)
 	}
 	if err := s.ensureMetricsPartitions(ctx, first, last); err != nil {
 		return out, err

@@ -2,6 +2,7 @@ package postgres_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -275,4 +276,23 @@ func queryExec(t *testing.T, b testBundle, sql string, args ...any) (int64, erro
 	defer conn.Close(b.ctx)
 	tag, err := conn.Exec(b.ctx, sql, args...)
 	return tag.RowsAffected(), err
+}
+
+// TestRecordNodeMetricsRejectsAWideSpan: a batch whose timestamps span more
+// than a week is a clock error, refused whole with a message saying so
+// rather than creating a history partition for every hour in between.
+func TestRecordNodeMetricsRejectsAWideSpan(t *testing.T) {
+	t.Parallel()
+	s, b := setup(t, postgres.Options{})
+	now := time.Now().UTC()
+	_, err := s.RecordNodeMetrics(b.ctx, []store.NodeMetricsSample{
+		{ClusterID: "c", Node: "n1", ObservedAt: now},
+		{ClusterID: "c", Node: "n2", ObservedAt: now.AddDate(-1, 0, 0)},
+	}, policy)
+	if err == nil || !strings.Contains(err.Error(), "samples span") {
+		t.Fatalf("RecordNodeMetrics of samples a year apart: %v; want an error naming the span", err)
+	}
+	if n := countRows(t, b, `SELECT count(*) FROM cluster_node_metrics_partitions()`); n != 0 {
+		t.Errorf("%d partitions created for the refused batch", n)
+	}
 }
