@@ -59,9 +59,12 @@ func maintainMetricsOnce(ctx context.Context, p maintenanceParams) store.Metrics
 	return done
 }
 
-// usageStaleAfter is the age at which a reported sample is no longer shown:
-// a node that still reports is restamped every report period, so its sample
-// is never older than a period plus one scrape interval.
+// usageStaleAfter is the age at which a reported sample is no longer shown.
+// A node that still reports is restamped once a new sample is a period
+// newer than the reported one; that sample reaches the registry up to a
+// sample resolution of metrics-server (60s by default) plus a scrape
+// interval later. Two periods plus an interval leave room for both, as the
+// node lifecycle controller's grace period does for missed heartbeats.
 func usageStaleAfter(t Tuning) time.Duration {
-	return t.UsageReportPeriod + t.MetricsInterval
+	return 2*t.UsageReportPeriod + t.MetricsInterval
 }

@@ -22,7 +22,7 @@ func (s *maintenanceStore) MaintainNodeMetrics(_ context.Context, m store.Metric
 }
 
 // TestMaintenanceHorizons: history is kept for the retention, and usage is
-// shown for a report period plus one scrape interval after its sample.
+// shown for two report periods plus one scrape interval after its sample.
 func TestMaintenanceHorizons(t *testing.T) {
 	now := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 	tuning := DefaultTuning()
@@ -32,7 +32,7 @@ func TestMaintenanceHorizons(t *testing.T) {
 	want := store.MetricsMaintenance{
 		Now:           now,
 		RetainAfter:   now.Add(-24 * time.Hour),
-		UnknownBefore: now.Add(-5*time.Minute - 30*time.Second),
+		UnknownBefore: now.Add(-10*time.Minute - 30*time.Second),
 	}
 	if len(st.got) != 1 || st.got[0] != want {
 		t.Errorf("MaintainNodeMetrics called with %+v, want once with %+v", st.got, want)

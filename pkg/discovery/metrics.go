@@ -116,7 +116,7 @@ var (
 	usageExpired = metrics.NewCounter(&metrics.CounterOpts{
 		Subsystem:      metricsSubsystem,
 		Name:           "usage_expired_total",
-		Help:           "Nodes whose reported usage became unknown because no sample came for a report period plus a scrape interval.",
+		Help:           "Nodes whose reported usage became unknown because no sample came for two report periods plus a scrape interval.",
 		StabilityLevel: metrics.ALPHA,
 	})
 	leader = metrics.NewGauge(&metrics.GaugeOpts{

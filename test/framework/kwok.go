@@ -51,6 +51,12 @@ func (cp *ControlPlane) startKwok(ctx context.Context) error {
 		"--tls-private-key-file=" + s.kwokServing.keyFile,
 		// Pod IPs outside --service-cluster-ip-range, for readable output.
 		"--cidr=10.244.0.0/16",
+		// Renew each node's Lease in kube-node-lease like a kubelet (every
+		// 10s). Without it the node lifecycle controller marks the nodes
+		// Unknown after its grace period, and kwok's node-initialize stage
+		// then rewrites their status without addresses, so metrics-server
+		// stops scraping them about a minute after they were created.
+		"--node-lease-duration-seconds=40",
 	}
 	tlsConfig, err := tlsTo(cp.pki.clusterCA.certPEM, nil)
 	if err != nil {

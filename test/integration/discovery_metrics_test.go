@@ -127,7 +127,7 @@ func TestDiscoveryMetrics(t *testing.T) {
 			return err == nil && m.Value() > 6<<30, fmt.Sprintf("%s, %v", m.String(), err)
 		})
 		seen := time.Now()
-		eventually(t, "the reported usage of busy follows", 2*metricsScrapeInterval+5*time.Second, func(ctx context.Context) (bool, string) {
+		eventually(t, "the reported usage of busy follows", 2*metricsScrapeInterval+10*time.Second, func(ctx context.Context) (bool, string) {
 			u, _ := e.usage(ctx, "local.busy")
 			return u.Memory.Value() > 6<<30, u.Memory.String()
 		})
@@ -310,6 +310,8 @@ type nodeWatch struct {
 	evs  nodeEvents
 	err  error
 	done chan struct{}
+	// stopped: what arrives after stop is the client closing the stream.
+	stopped bool
 }
 
 // watchNodeCapacities watches NodeCapacities from now on.
@@ -329,6 +331,10 @@ func (e *env) watchNodeCapacities(t *testing.T) *nodeWatch {
 		defer close(nw.done)
 		for ev := range w.ResultChan() {
 			nw.mu.Lock()
+			if nw.stopped {
+				nw.mu.Unlock()
+				continue
+			}
 			if nc, ok := ev.Object.(*platformv1alpha1.NodeCapacity); ok {
 				r := nodeEvent{Type: ev.Type, Name: nc.Name, HasUsage: nc.Status.Usage != nil}
 				if nc.Status.Usage != nil {
@@ -347,6 +353,9 @@ func (e *env) watchNodeCapacities(t *testing.T) *nodeWatch {
 
 // stop ends the watch and returns its events (bookmarks aside).
 func (nw *nodeWatch) stop() nodeEvents {
+	nw.mu.Lock()
+	nw.stopped = true
+	nw.mu.Unlock()
 	nw.w.Stop()
 	<-nw.done
 	nw.mu.Lock()

@@ -88,7 +88,7 @@ func (o *DiscoveryOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.UsageReportPeriod, "usage-report-period", o.UsageReportPeriod, ""+
 		"How old a node's reported usage sample may get, against the newest sample, before it is reported again even "+
 		"if usage did not move (like the kubelet's nodeStatusReportFrequency); status.usage.timestamp is the reported "+
-		"sample's time. A node without a new sample for this period plus --metrics-interval shows its usage as unknown.")
+		"sample's time. A node without a new sample for twice this period plus --metrics-interval shows its usage as unknown.")
 	configoptions.BindLeaderElectionFlags(&o.LeaderElection, fs)
 }
 
