@@ -1,6 +1,8 @@
 package discovery
 
 import (
+	"cmp"
+	"slices"
 	"time"
 
 	"github.com/example/platform-apiserver/pkg/registry/store"
@@ -50,6 +52,18 @@ func (p *pending) count(eventType string, t time.Time) {
 // dirty reports whether the batch has anything to commit beyond committedCursor.
 func (p *pending) dirty(committedCursor string) bool {
 	return len(p.changes) > 0 || p.replace || p.cursor != committedCursor
+}
+
+// keys returns the keys of the pending changes, sorted.
+func (p *pending) keys() []store.ObjectKey {
+	keys := make([]store.ObjectKey, 0, len(p.changes))
+	for k := range p.changes {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b store.ObjectKey) int {
+		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+	})
+	return keys
 }
 
 // batch builds the store batch for cluster.

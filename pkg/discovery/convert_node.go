@@ -23,11 +23,12 @@ func convertNode(n *corev1.Node) (store.Node, []issue) {
 		if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
 			rec.Ready = true
 		}
+		field := "status.conditions[" + string(c.Type) + "]"
 		rec.Conditions = append(rec.Conditions, store.NodeCondition{
 			Type:               string(c.Type),
 			Status:             string(c.Status),
-			Reason:             c.Reason,
-			Message:            c.Message,
+			Reason:             q.text(field+".reason", c.Reason),
+			Message:            q.text(field+".message", c.Message),
 			LastTransitionTime: c.LastTransitionTime.Time,
 		})
 	}

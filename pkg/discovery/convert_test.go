@@ -133,6 +133,9 @@ func TestConvertNode(t *testing.T) {
 		{name: "unknown taint effect kept, reported", wantIssues: 1, mutate: func(n *corev1.Node) {
 			n.Spec.Taints = []corev1.Taint{{Key: "x", Effect: "Sometimes"}}
 		}, want: func(n *store.Node) { n.Taints = []store.Taint{{Key: "x", Effect: "Sometimes"}} }},
+		{name: "NUL in a condition message replaced, reported", wantIssues: 1, mutate: func(n *corev1.Node) {
+			n.Status.Conditions[1].Message = "disk\x00full"
+		}, want: func(n *store.Node) { n.Conditions[1].Message = "disk\uFFFDfull" }},
 		{name: "malformed allocatable memory zeroed, reported", wantIssues: 1, mutate: func(n *corev1.Node) {
 			n.Status.Allocatable = rl("cpu", "3920m", "memory", "1e40", "pods", "110")
 		}, want: func(n *store.Node) { n.Allocatable.MemoryBytes = 0 }},

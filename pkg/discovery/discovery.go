@@ -102,9 +102,12 @@ type Config struct {
 	MemberDir string
 	// MemberDirInterval is how often MemberDir is read for added and removed members.
 	MemberDirInterval time.Duration
-	Tuning            Tuning
-	LeaderElection    LeaderElection
-	Store             store.Writer
+	// MemberRemovalGrace is how long a member stays absent from the
+	// configuration before its rows are deleted.
+	MemberRemovalGrace time.Duration
+	Tuning             Tuning
+	LeaderElection     LeaderElection
+	Store              store.Writer
 }
 
 // Discovery runs the workers of every member cluster while it leads.
@@ -131,6 +134,9 @@ func New(cfg Config) (*Discovery, error) {
 	if cfg.Store == nil {
 		errs = append(errs, errors.New("no store"))
 	}
+	if cfg.MemberRemovalGrace < 0 {
+		errs = append(errs, fmt.Errorf("negative member removal grace period %s", cfg.MemberRemovalGrace))
+	}
 	t := cfg.Tuning
 	if t.BatchSize < 1 || t.BatchDelay <= 0 || t.ApplyTimeout <= 0 || t.WatchTimeout <= 0 || t.WedgeTimeout <= 0 || t.Clock == nil ||
 		t.MetricsInterval <= 0 || t.MetricsListTimeout <= 0 || t.MetricsWriteTimeout <= 0 || t.MaintenanceTimeout <= 0 ||
@@ -143,11 +149,12 @@ func New(cfg Config) (*Discovery, error) {
 	RegisterMetrics()
 	d := &Discovery{cfg: cfg}
 	d.members = newMembers(membersParams{
-		Hosting:     cfg.Hosting,
-		Dir:         cfg.MemberDir,
-		DirInterval: cfg.MemberDirInterval,
-		Tuning:      cfg.Tuning,
-		Store:       cfg.Store,
+		Hosting:      cfg.Hosting,
+		Dir:          cfg.MemberDir,
+		DirInterval:  cfg.MemberDirInterval,
+		RemovalGrace: cfg.MemberRemovalGrace,
+		Tuning:       cfg.Tuning,
+		Store:        cfg.Store,
 	})
 	d.ready = readiness{store: cfg.Store}
 	if cfg.Hosting != nil {

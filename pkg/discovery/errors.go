@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/example/platform-apiserver/pkg/registry/store"
@@ -46,6 +47,14 @@ func errorReason(err error) string {
 // isExpired reports a 410: the member no longer has history back to the cursor.
 func isExpired(err error) bool {
 	return apierrors.IsResourceExpired(err) || apierrors.IsGone(err)
+}
+
+// isTooLargeResourceVersion reports that the member does not have the
+// requested resourceVersion yet (its watch cache waited and gave up), as
+// client-go's reflector tells it: by the status cause, which every
+// supported Kubernetes version sets.
+func isTooLargeResourceVersion(err error) bool {
+	return apierrors.HasStatusCause(err, metav1.CauseTypeResourceVersionTooLarge)
 }
 
 // watchError turns a watch ERROR event's object into an error.

@@ -24,14 +24,19 @@ type membersParams struct {
 	Hosting     *Member
 	Dir         string
 	DirInterval time.Duration
-	Tuning      Tuning
-	Store       store.Writer
+	// RemovalGrace is how long a member must stay absent from Dir (or, at
+	// start, from the configuration) before its worker stops and its rows
+	// are deleted: a Secret briefly missing or remounted empty removes
+	// nothing.
+	RemovalGrace time.Duration
+	Tuning       Tuning
+	Store        store.Writer
 }
 
 // members runs one worker per member cluster: the hosting cluster, and one
 // per kubeconfig file in Dir, re-read every DirInterval. A file that
-// disappears stops its worker and deletes the member's rows; a file that
-// changes restarts its worker.
+// disappears for RemovalGrace stops its worker and deletes the member's
+// rows; a file that changes restarts its worker.
 type members struct {
 	membersParams
 
@@ -39,6 +44,9 @@ type members struct {
 	running map[string]*runningWorker
 	// rejected remembers files already logged as unusable, by name and content.
 	rejected map[string]string
+	// absent holds members no longer configured, since when they were
+	// first seen missing; they are removed once RemovalGrace has passed.
+	absent map[string]time.Time
 }
 
 type runningWorker struct {
@@ -49,7 +57,7 @@ type runningWorker struct {
 }
 
 func newMembers(p membersParams) *members {
-	return &members{membersParams: p, running: map[string]*runningWorker{}, rejected: map[string]string{}}
+	return &members{membersParams: p, running: map[string]*runningWorker{}, rejected: map[string]string{}, absent: map[string]time.Time{}}
 }
 
 // run runs the workers until ctx ends, then stops them all.
@@ -58,17 +66,18 @@ func (m *members) run(ctx context.Context) {
 	if m.Hosting != nil {
 		m.start(ctx, *m.Hosting, "")
 	}
-	staleRemoved := false
+	staleFound := false
 	for {
 		// Without a directory the hosting cluster is the only member.
 		found, ok := map[string]memberFile(nil), true
 		if m.Dir != "" {
 			found, ok = m.scan(ctx)
 		}
-		if ok && !staleRemoved {
-			staleRemoved = m.removeStale(ctx, found)
+		if ok && !staleFound {
+			staleFound = m.findStale(ctx, found)
 		}
-		if m.Dir == "" && staleRemoved {
+		m.removeAbsent(ctx)
+		if m.Dir == "" && staleFound && len(m.absent) == 0 {
 			<-ctx.Done()
 			return
 		}
@@ -97,6 +106,10 @@ func (m *members) scan(ctx context.Context) (found map[string]memberFile, ok boo
 		return nil, false
 	}
 	for id, f := range found {
+		if _, ok := m.absent[id]; ok {
+			logger.Info("Member cluster configured again within the removal grace period; keeping it", "cluster", id)
+			delete(m.absent, id)
+		}
 		if f.config == nil {
 			continue // unusable now: keep whatever runs
 		}
@@ -115,26 +128,24 @@ func (m *members) scan(ctx context.Context) (found map[string]memberFile, ok boo
 		m.start(ctx, Member{ID: id, Config: f.config}, f.fingerprint)
 	}
 	m.mu.Lock()
-	var removed []string
+	var missing []string
 	for id := range m.running {
 		if _, ok := found[id]; !ok && (m.Hosting == nil || id != m.Hosting.ID) {
-			removed = append(removed, id)
+			missing = append(missing, id)
 		}
 	}
 	m.mu.Unlock()
-	for _, id := range removed {
-		logger.Info("Member cluster removed; stopping its worker and deleting its rows", "cluster", id)
-		m.stop(id)
-		m.deleteCluster(ctx, id)
+	for _, id := range missing {
+		m.markAbsent(logger, id, "its kubeconfig file is gone")
 	}
 	return found, true
 }
 
-// removeStale deletes the rows of clusters the registry holds but no longer
-// configured (the hosting cluster and the files found, usable or not): a
-// member removed while discovery was not running. It reports whether the
-// registry could be asked.
-func (m *members) removeStale(ctx context.Context, found map[string]memberFile) bool {
+// findStale marks the clusters the registry holds but that are no longer
+// configured (the hosting cluster and the files found, usable or not) as
+// absent: a member removed while discovery was not running. It reports
+// whether the registry could be asked.
+func (m *members) findStale(ctx context.Context, found map[string]memberFile) bool {
 	logger := klog.FromContext(ctx)
 	ids, err := m.Store.Clusters(ctx)
 	if err != nil {
@@ -146,10 +157,35 @@ func (m *members) removeStale(ctx context.Context, found map[string]memberFile) 
 		if inDir || (m.Hosting != nil && id == m.Hosting.ID) {
 			continue
 		}
-		logger.Info("Member cluster no longer configured; deleting its rows", "cluster", id)
-		m.deleteCluster(ctx, id)
+		m.markAbsent(logger, id, "the registry has rows of it but it is not configured")
 	}
 	return true
+}
+
+// markAbsent starts the removal grace period of a member, once.
+func (m *members) markAbsent(logger klog.Logger, id, why string) {
+	if _, ok := m.absent[id]; ok {
+		return
+	}
+	m.absent[id] = m.Tuning.Clock.Now()
+	logger.Info("Member cluster no longer configured; its worker and rows stay for the removal grace period",
+		"cluster", id, "why", why, "grace", m.RemovalGrace)
+}
+
+// removeAbsent stops the workers and deletes the rows of members absent for
+// longer than the grace period.
+func (m *members) removeAbsent(ctx context.Context) {
+	logger := klog.FromContext(ctx)
+	now := m.Tuning.Clock.Now()
+	for id, since := range m.absent {
+		if now.Sub(since) < m.RemovalGrace {
+			continue
+		}
+		logger.Info("Member cluster removed; stopping its worker and deleting its rows", "cluster", id, "absentFor", now.Sub(since).Round(time.Second))
+		m.stop(id)
+		m.deleteCluster(ctx, id)
+		delete(m.absent, id)
+	}
 }
 
 // readDir returns the members the directory names. Hidden entries (a mounted

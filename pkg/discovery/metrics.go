@@ -40,7 +40,7 @@ var (
 	relists = metrics.NewCounterVec(&metrics.CounterOpts{
 		Subsystem:      metricsSubsystem,
 		Name:           "relists_total",
-		Help:           "Full lists of a member resource, by reason: initial (no persisted cursor) or expired (410 Gone).",
+		Help:           "Full lists of a member resource, by reason: initial (no persisted cursor), expired (410 Gone) or too_large (the member is behind the cursor: restored or rebuilt).",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"cluster", "resource", "reason"})
 	resumes = metrics.NewCounterVec(&metrics.CounterOpts{
@@ -59,7 +59,8 @@ var (
 		Subsystem: metricsSubsystem,
 		Name:      "errors_total",
 		Help: "Discovery errors by reason: forbidden, unauthorized, member_unavailable, decode, " +
-			"store_unavailable, store, or conversion (a value that could not be mirrored, e.g. a malformed quantity).",
+			"store_unavailable, store, conversion (a value that could not be mirrored, e.g. a malformed quantity), " +
+			"or watch_closed_early (the member ended a watch at once without an event; re-watched after a backoff).",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"cluster", "resource", "reason"})
 	synced = metrics.NewGaugeVec(&metrics.GaugeOpts{
@@ -119,6 +120,18 @@ var (
 		Help:           "Nodes whose reported usage became unknown because no sample came for two report periods plus a scrape interval.",
 		StabilityLevel: metrics.ALPHA,
 	})
+	quarantined = metrics.NewCounterVec(&metrics.CounterOpts{
+		Subsystem:      metricsSubsystem,
+		Name:           "quarantined_total",
+		Help:           "Member objects the registry rejected (e.g. a value PostgreSQL cannot store), left out so the rest of their batch commits.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"cluster", "resource"})
+	stuck = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Subsystem:      metricsSubsystem,
+		Name:           "stuck",
+		Help:           "1 while a member resource cannot commit its batch and is retrying with backoff, else 0: alert when it stays 1.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"cluster", "resource"})
 	leader = metrics.NewGauge(&metrics.GaugeOpts{
 		Subsystem:      metricsSubsystem,
 		Name:           "leader",
@@ -136,7 +149,8 @@ func RegisterMetrics() {
 		legacyregistry.MustRegister(eventsApplied, batchSize, commitLag, applyDuration,
 			relists, resumes, expired, errorsTotal, synced, leader,
 			scrapeDuration, samplesStored, scrapeErrors, usageReports,
-			maintenanceDuration, maintenanceErrors, partitionsDropped, usageExpired)
+			maintenanceDuration, maintenanceErrors, partitionsDropped, usageExpired,
+			quarantined, stuck)
 	})
 }
 
@@ -144,5 +158,6 @@ func RegisterMetrics() {
 func forgetCluster(cluster string) {
 	for _, r := range allResources {
 		synced.DeleteLabelValues(cluster, string(r))
+		stuck.DeleteLabelValues(cluster, string(r))
 	}
 }

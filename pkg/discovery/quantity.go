@@ -3,6 +3,7 @@ package discovery
 import (
 	"fmt"
 	"math"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -28,6 +29,17 @@ var (
 // those it cannot represent (negative, or too large for an int64).
 type quantities struct {
 	issues []issue
+}
+
+// text returns free text (a condition's message) as PostgreSQL can store
+// it: it refuses NUL characters in text and jsonb, so each becomes U+FFFD,
+// recorded as an issue.
+func (q *quantities) text(field, s string) string {
+	if !strings.ContainsRune(s, 0) {
+		return s
+	}
+	q.issues = append(q.issues, issue{Field: field, Value: s, Reason: "NUL characters, which the registry cannot store, replaced by U+FFFD"})
+	return strings.ReplaceAll(s, "\x00", "\uFFFD")
 }
 
 // milli returns list[name] in thousandths (CPU millicores); 0 when absent or unusable.

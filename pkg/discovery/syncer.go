@@ -2,6 +2,7 @@ package discovery
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sync"
@@ -23,6 +24,11 @@ const listPageSize = 500
 
 // listed is the event type objects of a list are counted under.
 const listed watch.EventType = "LISTED"
+
+// shortWatch: a watch the server ends this soon without an event is
+// re-opened only after a backoff, so a member (or proxy) that closes
+// watches at once is not hammered in a tight loop.
+const shortWatch = time.Second
 
 // syncerParams configure the mirror of one member resource.
 type syncerParams struct {
@@ -88,6 +94,7 @@ func (s *syncer) run(ctx context.Context) {
 			}
 			cursor, backoff = rv, s.Backoff
 		}
+		watchStart := s.Clock.Now()
 		next, received, err := s.watch(ctx, cursor)
 		s.setPending(0) // what was not committed will be received again
 		cursor = next
@@ -96,6 +103,11 @@ func (s *syncer) run(ctx context.Context) {
 		}
 		switch {
 		case ctx.Err() != nil:
+		case err == nil && !received && s.Clock.Since(watchStart) < shortWatch:
+			s.logger.Info("Member ended the watch at once without an event; watching again after a backoff",
+				"resourceVersion", cursor, "after", s.Clock.Since(watchStart).Round(time.Millisecond))
+			errorsTotal.WithLabelValues(s.Cluster, s.resource(), "watch_closed_early").Inc()
+			s.sleep(ctx, backoff.Step())
 		case err == nil:
 			// The server ended the watch (its timeout): watch again from the cursor.
 		case isExpired(err):
@@ -103,6 +115,13 @@ func (s *syncer) run(ctx context.Context) {
 				"resourceVersion", cursor, "err", err.Error())
 			expired.WithLabelValues(s.Cluster, s.resource()).Inc()
 			cursor, reason = "", "expired"
+		case isTooLargeResourceVersion(err):
+			// The member is behind our cursor: restored from a backup, or
+			// rebuilt under the same cluster id. Waiting would never help;
+			// like client-go's reflector, relist and reconcile.
+			s.logger.Info("Member does not have the cursor's resourceVersion (restored or rebuilt?); relisting and deleting rows the list no longer has",
+				"resourceVersion", cursor, "err", err.Error())
+			cursor, reason = "", "too_large"
 		default:
 			s.failed("watch", err)
 			s.sleep(ctx, backoff.Step())
@@ -280,17 +299,19 @@ func (s *syncer) absorb(p *pending, t watch.EventType, obj runtime.Object, now t
 
 // commit applies the pending batch, retrying with backoff until it commits
 // or ctx ends (the batch is never dropped: its events are still pending).
+// When the registry rejects the data itself, retrying cannot help: the
+// objects it rejects are isolated, quarantined (logged, counted, left out)
+// and the rest commits.
 func (s *syncer) commit(ctx context.Context, p *pending) error {
 	if !p.dirty(s.committedCursor()) {
 		return nil
 	}
 	b := p.batch(s.Cluster)
 	backoff := s.Backoff
+	defer stuck.WithLabelValues(s.Cluster, s.resource()).Set(0)
 	for {
 		start := s.Clock.Now()
-		actx, cancel := context.WithTimeout(ctx, s.ApplyTimeout)
-		err := s.Store.Apply(actx, b)
-		cancel()
+		err := s.apply(ctx, b)
 		if err == nil {
 			s.committedBatch(p, start)
 			return nil
@@ -300,9 +321,61 @@ func (s *syncer) commit(ctx context.Context, p *pending) error {
 			return ctx.Err()
 		}
 		s.failed("commit", storeError{err})
+		if errors.Is(err, store.ErrRejected) {
+			if bad, ierr := s.isolateRejected(ctx, p, p.keys()); ierr == nil && len(bad) > 0 {
+				s.quarantine(p, bad)
+				b = p.batch(s.Cluster)
+				continue
+			}
+		}
+		stuck.WithLabelValues(s.Cluster, s.resource()).Set(1)
 		if !s.sleep(ctx, backoff.Step()) {
 			return ctx.Err()
 		}
+	}
+}
+
+func (s *syncer) apply(ctx context.Context, b store.Batch) error {
+	actx, cancel := context.WithTimeout(ctx, s.ApplyTimeout)
+	defer cancel()
+	return s.Store.Apply(actx, b)
+}
+
+// isolateRejected finds the objects among keys the registry rejects, by
+// bisection: each half is applied on its own (without the relist's Replace
+// and without the cursor; the full batch writes the same rows again), so a
+// bad object costs about 2·log2(n) trial commits. It fails on any other error.
+func (s *syncer) isolateRejected(ctx context.Context, p *pending, keys []store.ObjectKey) ([]store.ObjectKey, error) {
+	trial := newPending(p.resource, "")
+	for _, k := range keys {
+		trial.changes[k] = p.changes[k]
+	}
+	err := s.apply(ctx, trial.batch(s.Cluster))
+	switch {
+	case err == nil:
+		return nil, nil
+	case !errors.Is(err, store.ErrRejected):
+		return nil, err
+	case len(keys) == 1:
+		return keys, nil
+	}
+	left, err := s.isolateRejected(ctx, p, keys[:len(keys)/2])
+	if err != nil {
+		return nil, err
+	}
+	right, err := s.isolateRejected(ctx, p, keys[len(keys)/2:])
+	return append(left, right...), err
+}
+
+// quarantine leaves objects the registry rejects out of the batch, with a
+// log line and a metric saying which. They are mirrored again once a later
+// event of theirs can be stored.
+func (s *syncer) quarantine(p *pending, bad []store.ObjectKey) {
+	for _, k := range bad {
+		s.logger.Error(nil, "The registry rejects this member object; leaving it out (quarantined) so the rest of the batch commits",
+			"object", klog.KRef(k.Namespace, k.Name))
+		quarantined.WithLabelValues(s.Cluster, s.resource()).Inc()
+		delete(p.changes, k)
 	}
 }
 

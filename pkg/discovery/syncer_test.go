@@ -94,11 +94,16 @@ func namespace(name, rv string) corev1.Namespace {
 
 func startSyncer(t *testing.T, m *fakeMember, st *recordingStore) {
 	t.Helper()
+	startSyncerWith(t, m, st, wait.Backoff{Duration: 10 * time.Millisecond, Factor: 1, Steps: 1 << 30})
+}
+
+func startSyncerWith(t *testing.T, m *fakeMember, st *recordingStore, backoff wait.Backoff) {
+	t.Helper()
 	RegisterMetrics()
 	s := newSyncer(syncerParams{
 		Cluster: "c1", Source: sourceFor(m.client, store.ResourceNamespaces), Store: st,
 		BatchSize: 1000, BatchDelay: 20 * time.Millisecond, Clock: clock.RealClock{},
-		Backoff:      wait.Backoff{Duration: 10 * time.Millisecond, Factor: 1, Steps: 1 << 30},
+		Backoff:      backoff,
 		ApplyTimeout: time.Second, WatchTimeout: time.Minute,
 	})
 	ctx, cancel := context.WithCancel(t.Context())
@@ -211,6 +216,116 @@ func TestSyncerRelistsAfterExpired(t *testing.T) {
 	}
 	if m.watches[1] != "100" {
 		t.Errorf("re-watch from %q, want 100", m.watches[1])
+	}
+}
+
+// TestSyncerRelistsWhenTheMemberIsBehind: a member restored from a backup
+// answers the persisted cursor with "too large resourceVersion"; the syncer
+// relists and reconciles instead of retrying forever.
+func TestSyncerRelistsWhenTheMemberIsBehind(t *testing.T) {
+	m, st := newFakeMember(), &recordingStore{cursor: "5000"}
+	tooLarge := &apierrors.StatusError{ErrStatus: metav1.Status{
+		Status: metav1.StatusFailure, Code: 504, Reason: metav1.StatusReasonTimeout,
+		Message: "Too large resource version: 5000, current: 100",
+		Details: &metav1.StatusDetails{Causes: []metav1.StatusCause{{Type: metav1.CauseTypeResourceVersionTooLarge, Message: "Too large resource version"}}},
+	}}
+	m.client.PrependWatchReactor("namespaces", func(a clienttesting.Action) (bool, watch.Interface, error) {
+		if a.(clienttesting.WatchActionImpl).ListOptions.ResourceVersion == "5000" {
+			return true, nil, tooLarge
+		}
+		return false, nil, nil
+	})
+	startSyncer(t, m, st)
+	nextWatcher(t, m)
+	b := st.snapshot()
+	if m.lists != 1 || len(b) != 1 || len(b[0].Replace) != 1 || b[0].Cursors[store.ResourceNamespaces] != "100" {
+		t.Fatalf("after too large resourceVersion: %d lists, batches %+v; want one relist committed with Replace at 100", m.lists, b)
+	}
+}
+
+// TestSyncerBacksOffShortWatches: a member that ends every watch at once is
+// re-watched after a backoff, not in a tight loop.
+func TestSyncerBacksOffShortWatches(t *testing.T) {
+	m, st := newFakeMember(), &recordingStore{cursor: "500"}
+	RegisterMetrics()
+	before := errorCount(t, "watch_closed_early")
+	startSyncerWith(t, m, st, wait.Backoff{Duration: 200 * time.Millisecond, Factor: 1, Steps: 1 << 30})
+	start := time.Now()
+	for range 3 {
+		nextWatcher(t, m).Stop() // the server closes the watch without an event
+	}
+	nextWatcher(t, m)
+	if took := time.Since(start); took < 600*time.Millisecond {
+		t.Errorf("4 watches in %s after 3 closed at once; want a 200ms backoff after each", took)
+	}
+	if got := errorCount(t, "watch_closed_early") - before; got != 3 {
+		t.Errorf("watch_closed_early counted %v times, want 3", got)
+	}
+}
+
+// rejectingStore rejects, like PostgreSQL would a value it cannot store,
+// every batch that carries one of the poison namespaces.
+type rejectingStore struct {
+	recordingStore
+	poison map[string]bool
+}
+
+func (s *rejectingStore) Apply(ctx context.Context, b store.Batch) error {
+	for _, ns := range b.Namespaces {
+		if s.poison[ns.Name] {
+			return fmt.Errorf("apply: %w: invalid byte sequence", store.ErrRejected)
+		}
+	}
+	return s.recordingStore.Apply(ctx, b)
+}
+
+// TestSyncerQuarantinesRejectedObjects: objects the registry rejects are
+// isolated and left out, and the rest of the relist and of later watch
+// batches commits with its cursor; the member is not frozen.
+func TestSyncerQuarantinesRejectedObjects(t *testing.T) {
+	m := newFakeMember()
+	st := &rejectingStore{poison: map[string]bool{"b": true, "ns-7": true}}
+	RegisterMetrics()
+	before, err := testutil.GetCounterMetricValue(quarantined.WithLabelValues("c1", "namespaces"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newSyncer(syncerParams{
+		Cluster: "c1", Source: sourceFor(m.client, store.ResourceNamespaces), Store: st,
+		BatchSize: 1000, BatchDelay: 20 * time.Millisecond, Clock: clock.RealClock{},
+		Backoff:      wait.Backoff{Duration: 10 * time.Millisecond, Factor: 1, Steps: 1 << 30},
+		ApplyTimeout: time.Second, WatchTimeout: time.Minute,
+	})
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { defer close(done); s.run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	w := nextWatcher(t, m)
+	for i := range 10 {
+		ns := namespace(fmt.Sprintf("ns-%d", i), strconv.Itoa(200+i))
+		w.Add(&ns)
+	}
+	waitFor(t, "the watch batch committed", func() bool {
+		b := st.snapshot()
+		return len(b) > 0 && b[len(b)-1].Cursors[store.ResourceNamespaces] == "209"
+	})
+	written := map[string]bool{}
+	for _, b := range st.snapshot() {
+		for _, ns := range b.Namespaces {
+			written[ns.Name] = true
+		}
+	}
+	for _, name := range []string{"a", "ns-0", "ns-6", "ns-8", "ns-9"} {
+		if !written[name] {
+			t.Errorf("namespace %s was not committed", name)
+		}
+	}
+	if written["b"] || written["ns-7"] {
+		t.Errorf("a rejected namespace was committed: %v", written)
+	}
+	if got, _ := testutil.GetCounterMetricValue(quarantined.WithLabelValues("c1", "namespaces")); got-before != 2 {
+		t.Errorf("quarantined %v objects, want 2", got-before)
 	}
 }
 

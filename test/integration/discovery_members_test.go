@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/example/platform-apiserver/pkg/registry/store"
 	"github.com/example/platform-apiserver/test/framework"
@@ -13,8 +14,10 @@ import (
 
 // TestDiscoveryMembers mirrors a second control plane added through
 // --member-kubeconfig-dir, keyed by its file name, drops its rows when the
-// file is removed, and survives a member that refuses access (403).
+// file stays removed for the grace period (and not before), and survives a
+// member that refuses access (403).
 func TestDiscoveryMembers(t *testing.T) {
+	const memberGrace = 6 * time.Second
 	binary := os.Getenv("PLATFORM_APISERVER_BINARY")
 	second := framework.ForTest(t, framework.Options{PlatformAPIServerBinary: binary})
 	dir := t.TempDir()
@@ -25,6 +28,7 @@ func TestDiscoveryMembers(t *testing.T) {
 			"--member-kubeconfig=kubeconfig",
 			"--member-kubeconfig-dir=" + dir,
 			"--member-kubeconfig-dir-interval=300ms",
+			"--member-removal-grace-period=" + memberGrace.String(),
 			"--discovery-batch-delay=50ms",
 		},
 	})
@@ -61,9 +65,16 @@ func TestDiscoveryMembers(t *testing.T) {
 		t.Fatalf("the server stopped serving with a denied member: %v", err)
 	}
 
-	// Removing the file removes the member's rows.
-	if err := os.Remove(filepath.Join(dir, "second")); err != nil {
-		t.Fatal(err)
+	// Emptying the directory (a Secret remounted empty) removes nothing
+	// within the grace period; then the members' rows go.
+	for _, f := range []string{"second", "denied"} {
+		if err := os.Remove(filepath.Join(dir, f)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(memberGrace / 3) // several directory scans, well within the grace period
+	if out := e.jsonpath(ctx, "{.items[*].status.cluster}", "get", "clusternamespaces", "-A"); !strings.Contains(out, "second") {
+		t.Fatalf("the second cluster's rows were deleted within the grace period: %s", out)
 	}
 	eventually(t, "the second cluster's rows deleted", mirrorTimeout, func(ctx context.Context) (bool, string) {
 		out := e.jsonpath(ctx, "{.items[*].status.cluster}", "get", "clusternamespaces", "-A")

@@ -42,6 +42,7 @@ func TestDiscovery(t *testing.T) {
 	t.Run("namespaces", e.testDiscoveryNamespaces)
 	t.Run("nodes and pods", e.testDiscoveryNodesAndPods)
 	t.Run("quotas", e.testDiscoveryQuotas)
+	t.Run("a NUL in a node condition", e.testDiscoveryNUL)
 	t.Run("resume after SIGKILL", e.testDiscoveryResume)
 	t.Run("relist after 410", e.testDiscoveryExpired)
 }
@@ -315,4 +316,32 @@ func (e *env) untaint(t *testing.T, node string) {
 	if _, err := e.kube.CoreV1().Nodes().Patch(t.Context(), node, "application/merge-patch+json", patch, metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// testDiscoveryNUL: a node whose condition message carries a NUL character
+// (which PostgreSQL refuses in text and jsonb) is mirrored with U+FFFD in
+// its place, counted as a conversion issue, and the nodes keep mirroring.
+func (e *env) testDiscoveryNUL(t *testing.T) {
+	ctx := t.Context()
+	before, err := e.platformMetric(ctx, "platform_discovery_errors_total", `cluster="local"`, `resource="nodes"`, `reason="conversion"`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := testNode("nul-node")
+	n.Status.Conditions[0].Message = "disk\x00full"
+	if _, err := e.kube.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the node mirrored with the NUL replaced", mirrorTimeout, func(ctx context.Context) (bool, string) {
+		got := e.jsonpath(ctx, "{.status.conditions[0].message}", "get", "nodecapacity", "local.nul-node")
+		return got == "disk\uFFFDfull", fmt.Sprintf("%q", got)
+	})
+	if v, err := e.platformMetric(ctx, "platform_discovery_errors_total", `cluster="local"`, `resource="nodes"`, `reason="conversion"`); err != nil || v <= before {
+		t.Errorf("conversion errors %v → %v (%v); want the NUL counted", before, v, err)
+	}
+	e.kubectl(t, "label", "node", "nul-node", "after=nul")
+	eventually(t, "a later change of the node mirrored", mirrorTimeout, func(ctx context.Context) (bool, string) {
+		got := e.jsonpath(ctx, "{.metadata.labels.after}", "get", "nodecapacity", "local.nul-node")
+		return got == "nul", got
+	})
 }

@@ -25,6 +25,7 @@ func TestBadFlags(t *testing.T) {
 		{"usage report threshold not a number", []string{"--usage-report-threshold=five"}, []string{"--usage-report-threshold"}},
 		{"zero usage report period", []string{"--usage-report-period=0s"}, []string{"--usage-report-period must be a positive duration", "got 0s"}},
 		{"negative usage report period", []string{"--usage-report-period=-5m"}, []string{"--usage-report-period", "got -5m0s"}},
+		{"negative member removal grace", []string{"--member-removal-grace-period=-1m"}, []string{"--member-removal-grace-period must be zero or positive", "got -1m0s"}},
 		{"positional arguments", []string{"serve"}, []string{"unknown command \"serve\""}},
 	}
 	for _, tt := range tests {

@@ -1,6 +1,7 @@
 package postgres_test
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -294,5 +295,19 @@ func TestRecordNodeMetricsRejectsAWideSpan(t *testing.T) {
 	}
 	if n := countRows(t, b, `SELECT count(*) FROM cluster_node_metrics_partitions()`); n != 0 {
 		t.Errorf("%d partitions created for the refused batch", n)
+	}
+}
+
+// TestApplyRejectsWhatPostgresCannotStore: a NUL character in jsonb is a
+// data exception, reported as store.ErrRejected so discovery quarantines the
+// object instead of retrying the batch forever.
+func TestApplyRejectsWhatPostgresCannotStore(t *testing.T) {
+	t.Parallel()
+	s, b := setup(t, postgres.Options{})
+	n := node("n1", metricsNodeCPU, metricsNodeMem)
+	n.Conditions = []store.NodeCondition{{Type: "Ready", Status: "True", Message: "disk\x00full"}}
+	err := s.Apply(b.ctx, store.Batch{ClusterID: "c", Nodes: []store.Node{n}})
+	if !errors.Is(err, store.ErrRejected) {
+		t.Fatalf("Apply of a NUL in a condition message: %v; want ErrRejected", err)
 	}
 }

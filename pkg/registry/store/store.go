@@ -28,6 +28,9 @@ var (
 	ErrInvalidSelector = errors.New("invalid selector")
 	// ErrUnavailable: the database cannot be reached or its schema is not migrated.
 	ErrUnavailable = errors.New("registry unavailable")
+	// ErrRejected: the registry refused the data itself (a value it cannot
+	// store, a constraint); retrying the same write cannot succeed.
+	ErrRejected = errors.New("registry rejected the data")
 )
 
 // Resource names one kind of member-cluster object that discovery mirrors.

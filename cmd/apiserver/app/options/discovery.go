@@ -25,6 +25,7 @@ type DiscoveryOptions struct {
 	MemberKubeconfig    string
 	MemberKubeconfigDir string
 	MemberDirInterval   time.Duration
+	MemberRemovalGrace  time.Duration
 	BatchSize           int
 	BatchDelay          time.Duration
 	MetricsInterval     time.Duration
@@ -40,6 +41,7 @@ func NewDiscoveryOptions() *DiscoveryOptions {
 	t := discovery.DefaultTuning()
 	return &DiscoveryOptions{
 		MemberDirInterval:    10 * time.Second,
+		MemberRemovalGrace:   5 * time.Minute,
 		BatchSize:            t.BatchSize,
 		BatchDelay:           t.BatchDelay,
 		MetricsInterval:      t.MetricsInterval,
@@ -67,9 +69,14 @@ func (o *DiscoveryOptions) AddFlags(fs *pflag.FlagSet) {
 		"Empty means the in-cluster config when running in a pod; without either, discovery is disabled.")
 	fs.StringVar(&o.MemberKubeconfigDir, "member-kubeconfig-dir", o.MemberKubeconfigDir, ""+
 		"Directory of kubeconfig files of further member clusters, each named by its cluster id. "+
-		"Files added or removed are picked up; a removed member's rows are deleted.")
+		"Files added or removed are picked up; a member whose file stays gone for --member-removal-grace-period is "+
+		"stopped and its rows are deleted.")
 	fs.DurationVar(&o.MemberDirInterval, "member-kubeconfig-dir-interval", o.MemberDirInterval,
 		"How often --member-kubeconfig-dir is read for added, changed and removed members.")
+	fs.DurationVar(&o.MemberRemovalGrace, "member-removal-grace-period", o.MemberRemovalGrace, ""+
+		"How long a member must stay unconfigured (its file gone from --member-kubeconfig-dir, or, at start, rows of a "+
+		"cluster nobody configures) before it is stopped and its rows are deleted. Until then it keeps being mirrored, so "+
+		"a Secret that is briefly missing or remounted empty deletes nothing. 0 removes at once.")
 	fs.IntVar(&o.BatchSize, "discovery-batch-size", o.BatchSize,
 		"Member events committed to the registry in one transaction at most.")
 	fs.DurationVar(&o.BatchDelay, "discovery-batch-delay", o.BatchDelay,
@@ -102,6 +109,9 @@ func (o *DiscoveryOptions) Validate() []error {
 	}
 	if o.MemberKubeconfig != "" && o.ClusterID == "" {
 		errs = append(errs, errors.New("--cluster-id is required with --member-kubeconfig: the hosting cluster is mirrored under it"))
+	}
+	if o.MemberRemovalGrace < 0 {
+		errs = append(errs, fmt.Errorf("--member-removal-grace-period must be zero or positive (e.g. 5m), got %s", o.MemberRemovalGrace))
 	}
 	if o.MemberDirInterval <= 0 {
 		errs = append(errs, fmt.Errorf("--member-kubeconfig-dir-interval must be positive, got %s", o.MemberDirInterval))
@@ -159,9 +169,10 @@ func (o *DiscoveryOptions) NewDiscovery(reg store.Writer) (*discovery.Discovery,
 	tuning.UsageReportThreshold, tuning.UsageReportPeriod = o.UsageReportThreshold, o.UsageReportPeriod
 	le := o.LeaderElection
 	cfg := discovery.Config{
-		MemberDir:         o.MemberKubeconfigDir,
-		MemberDirInterval: o.MemberDirInterval,
-		Tuning:            tuning,
+		MemberDir:          o.MemberKubeconfigDir,
+		MemberDirInterval:  o.MemberDirInterval,
+		MemberRemovalGrace: o.MemberRemovalGrace,
+		Tuning:             tuning,
 		LeaderElection: discovery.LeaderElection{
 			Enabled:       le.LeaderElect,
 			Namespace:     le.ResourceNamespace,
