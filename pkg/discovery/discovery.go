@@ -48,6 +48,9 @@ type Tuning struct {
 	// from the member and its write to the registry.
 	MetricsListTimeout  time.Duration
 	MetricsWriteTimeout time.Duration
+	// IdentityInterval is how often a running worker checks that the member
+	// is still the cluster its cursors came from.
+	IdentityInterval time.Duration
 	// MaintenanceTimeout bounds one round of metrics history maintenance.
 	MaintenanceTimeout time.Duration
 	// UsageReportThreshold and UsageReportPeriod say when a node's reported
@@ -77,6 +80,7 @@ func DefaultTuning() Tuning {
 		MetricsListTimeout:   20 * time.Second,
 		MetricsWriteTimeout:  20 * time.Second,
 		MaintenanceTimeout:   time.Minute,
+		IdentityInterval:     time.Minute,
 		UsageReportThreshold: 0.05,
 		UsageReportPeriod:    5 * time.Minute, // the kubelet's nodeStatusReportFrequency
 		Clock:                clock.RealClock{},
@@ -139,7 +143,7 @@ func New(cfg Config) (*Discovery, error) {
 	}
 	t := cfg.Tuning
 	if t.BatchSize < 1 || t.BatchDelay <= 0 || t.ApplyTimeout <= 0 || t.WatchTimeout <= 0 || t.WedgeTimeout <= 0 || t.Clock == nil ||
-		t.MetricsInterval <= 0 || t.MetricsListTimeout <= 0 || t.MetricsWriteTimeout <= 0 || t.MaintenanceTimeout <= 0 ||
+		t.MetricsInterval <= 0 || t.IdentityInterval <= 0 || t.MetricsListTimeout <= 0 || t.MetricsWriteTimeout <= 0 || t.MaintenanceTimeout <= 0 ||
 		!(t.UsageReportThreshold >= 0 && t.UsageReportThreshold <= 1) || t.UsageReportPeriod <= 0 {
 		errs = append(errs, fmt.Errorf("invalid tuning %+v", t))
 	}

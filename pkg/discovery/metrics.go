@@ -120,6 +120,12 @@ var (
 		Help:           "Nodes whose reported usage became unknown because no sample came for two report periods plus a scrape interval.",
 		StabilityLevel: metrics.ALPHA,
 	})
+	identityChanges = metrics.NewCounterVec(&metrics.CounterOpts{
+		Subsystem:      metricsSubsystem,
+		Name:           "member_identity_changes_total",
+		Help:           "Times a member turned out not to be the cluster its cursors came from (kube-system uid changed); each drops the cursors and relists.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"cluster"})
 	quarantined = metrics.NewCounterVec(&metrics.CounterOpts{
 		Subsystem:      metricsSubsystem,
 		Name:           "quarantined_total",
@@ -150,7 +156,7 @@ func RegisterMetrics() {
 			relists, resumes, expired, errorsTotal, synced, leader,
 			scrapeDuration, samplesStored, scrapeErrors, usageReports,
 			maintenanceDuration, maintenanceErrors, partitionsDropped, usageExpired,
-			quarantined, stuck)
+			quarantined, stuck, identityChanges)
 	})
 }
 

@@ -41,7 +41,10 @@ func (s *recordingStore) Cursor(context.Context, string, store.Resource) (string
 	return s.cursor, nil
 }
 func (s *recordingStore) DeleteCluster(context.Context, string) error { return nil }
-func (s *recordingStore) Clusters(context.Context) ([]string, error)  { return nil, nil }
+func (s *recordingStore) CheckMemberIdentity(context.Context, string, string) (bool, error) {
+	return false, nil
+}
+func (s *recordingStore) Clusters(context.Context) ([]string, error) { return nil, nil }
 func (s *recordingStore) RecordNodeMetrics(context.Context, []store.NodeMetricsSample, store.UsageReporting) (store.MetricsRecorded, error) {
 	return store.MetricsRecorded{}, nil
 }

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
@@ -26,6 +27,9 @@ type workerParams struct {
 // worker mirrors one member cluster: one syncer per resource.
 type worker struct {
 	clusterID string
+	client    kubernetes.Interface
+	store     store.Writer
+	tuning    Tuning
 	syncers   []*syncer
 	scraper   *scraper
 }
@@ -44,7 +48,7 @@ func newWorker(p workerParams) (*worker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("member cluster %s: metrics client: %w", p.ClusterID, err)
 	}
-	w := &worker{clusterID: p.ClusterID, scraper: newScraper(scraperParams{
+	w := &worker{clusterID: p.ClusterID, client: client, store: p.Store, tuning: p.Tuning, scraper: newScraper(scraperParams{
 		ClusterID:    p.ClusterID,
 		Client:       metrics,
 		Store:        p.Store,
@@ -72,17 +76,99 @@ func newWorker(p workerParams) (*worker, error) {
 	return w, nil
 }
 
-// run mirrors the member until ctx ends.
+// run mirrors the member until ctx ends. It first makes sure the member is
+// the cluster its cursors came from, and starts over (cursors dropped, every
+// resource relisted) when the member's identity changes while it runs.
 func (w *worker) run(ctx context.Context) {
 	logger := klog.FromContext(ctx).WithValues("cluster", w.clusterID)
+	ctx = klog.NewContext(ctx, logger)
 	logger.Info("Starting discovery of member cluster")
-	var wg sync.WaitGroup
-	for _, s := range w.syncers {
-		wg.Go(func() { s.run(ctx) })
+	defer logger.Info("Stopped discovery of member cluster")
+	for {
+		identity, ok := w.checkIdentity(ctx)
+		if !ok {
+			return
+		}
+		runCtx, cancel := context.WithCancel(ctx)
+		var wg sync.WaitGroup
+		for _, s := range w.syncers {
+			wg.Go(func() { s.run(runCtx) })
+		}
+		wg.Go(func() { w.scraper.run(runCtx) })
+		changed := w.watchIdentity(runCtx, identity)
+		cancel()
+		wg.Wait()
+		if !changed {
+			return
+		}
 	}
-	wg.Go(func() { w.scraper.run(ctx) })
-	wg.Wait()
-	logger.Info("Stopped discovery of member cluster")
+}
+
+// memberIdentity is what identifies a member cluster across restarts of its
+// API server: the uid of its kube-system namespace, which a rebuilt cluster
+// or a fresh etcd does not keep.
+func (w *worker) memberIdentity(ctx context.Context) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, w.tuning.ApplyTimeout)
+	defer cancel()
+	ns, err := w.client.CoreV1().Namespaces().Get(ctx, metav1.NamespaceSystem, metav1.GetOptions{})
+	if err != nil {
+		return "", fmt.Errorf("read the member's identity (namespace %s): %w", metav1.NamespaceSystem, err)
+	}
+	return string(ns.UID), nil
+}
+
+// checkIdentity reads the member's identity and records it; a different
+// one drops the persisted cursors, so every resource relists and reconciles
+// instead of resuming from versions another cluster issued. It retries with
+// backoff until it can tell; ok is false when ctx ended first.
+func (w *worker) checkIdentity(ctx context.Context) (identity string, ok bool) {
+	logger := klog.FromContext(ctx)
+	backoff := w.tuning.Backoff
+	for {
+		identity, err := w.memberIdentity(ctx)
+		var changed bool
+		if err == nil {
+			changed, err = w.store.CheckMemberIdentity(ctx, w.clusterID, identity)
+			if err != nil {
+				err = storeError{err}
+			}
+		}
+		if err == nil {
+			if changed {
+				logger.Info("Member cluster is not the one its cursors came from (kube-system uid changed: etcd replaced or cluster rebuilt under this id); relisting every resource",
+					"identity", identity)
+				identityChanges.WithLabelValues(w.clusterID).Inc()
+			}
+			return identity, true
+		}
+		if ctx.Err() != nil {
+			return "", false
+		}
+		errorsTotal.WithLabelValues(w.clusterID, "", errorReason(err)).Inc()
+		logger.Error(err, "Cannot check the member cluster's identity; retrying with backoff", "reason", errorReason(err))
+		select {
+		case <-ctx.Done():
+			return "", false
+		case <-w.tuning.Clock.After(backoff.Step()):
+		}
+	}
+}
+
+// watchIdentity checks the member's identity every IdentityInterval until
+// ctx ends; it reports whether it changed. Failures to read it are left to
+// the syncers, which see the same member.
+func (w *worker) watchIdentity(ctx context.Context, identity string) bool {
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-w.tuning.Clock.After(w.tuning.IdentityInterval):
+		}
+		now, err := w.memberIdentity(ctx)
+		if err == nil && now != identity {
+			return true
+		}
+	}
 }
 
 // synced reports whether every resource finished its first list or resumed its watch.

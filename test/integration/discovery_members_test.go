@@ -2,11 +2,16 @@ package integration
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/example/platform-apiserver/pkg/registry/store"
 	"github.com/example/platform-apiserver/test/framework"
@@ -21,17 +26,7 @@ func TestDiscoveryMembers(t *testing.T) {
 	binary := os.Getenv("PLATFORM_APISERVER_BINARY")
 	second := framework.ForTest(t, framework.Options{PlatformAPIServerBinary: binary})
 	dir := t.TempDir()
-	e := newEnv(t, framework.Options{
-		PlatformAPIServerBinary: binary,
-		ExtraPlatformArgs: []string{
-			"--cluster-id=local",
-			"--member-kubeconfig=kubeconfig",
-			"--member-kubeconfig-dir=" + dir,
-			"--member-kubeconfig-dir-interval=300ms",
-			"--member-removal-grace-period=" + memberGrace.String(),
-			"--discovery-batch-delay=50ms",
-		},
-	})
+	e := newMembersEnv(t, dir, "--member-removal-grace-period="+memberGrace.String())
 	ctx := t.Context()
 	mirroredIn := func(ns, cluster string) func(context.Context) (bool, string) {
 		return func(ctx context.Context) (bool, string) {
@@ -117,4 +112,69 @@ func err2s(err error) string {
 		return ""
 	}
 	return err.Error()
+}
+
+// TestDiscoveryMemberRebuilt: a member id whose cluster is replaced by
+// another one (etcd replaced, cluster rebuilt) that has already issued
+// resourceVersions beyond the persisted cursors. Resuming would silently miss
+// everything before them; the worker notices the new kube-system uid, drops
+// the cursors and relists, so the rows converge to the new cluster.
+func TestDiscoveryMemberRebuilt(t *testing.T) {
+	binary := os.Getenv("PLATFORM_APISERVER_BINARY")
+	before := framework.ForTest(t, framework.Options{PlatformAPIServerBinary: binary})
+	dir := t.TempDir()
+	e := newMembersEnv(t, dir)
+	ctx := t.Context()
+	clusters := func(ns string) func(ctx context.Context) string {
+		return func(ctx context.Context) string {
+			return e.jsonpath(ctx, "{.items[*].status.cluster}", "get", "clusternamespaces", "-n", ns)
+		}
+	}
+	if _, _, err := before.Kubectl(ctx, "create", "namespace", "only-before"); err != nil {
+		t.Fatal(err)
+	}
+	copyFile(t, before.AdminKubeconfig(), filepath.Join(dir, "rebuilt"))
+	eventually(t, "the member mirrored", mirrorTimeout, func(ctx context.Context) (bool, string) {
+		out := clusters("only-before")(ctx)
+		return strings.Contains(out, "rebuilt"), out
+	})
+
+	after := framework.ForTest(t, framework.Options{PlatformAPIServerBinary: binary})
+	if _, _, err := after.Kubectl(ctx, "create", "namespace", "only-after"); err != nil {
+		t.Fatal(err)
+	}
+	// Move the new cluster's resourceVersion past the old cursors, so a
+	// watch from them would be accepted there.
+	client := kubernetes.NewForConfigOrDie(after.AdminConfig())
+	for i := range 400 {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("filler-%d", i)}}
+		if _, err := client.CoreV1().ConfigMaps("default").Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	copyFile(t, after.AdminKubeconfig(), filepath.Join(dir, "rebuilt"))
+	eventually(t, "the rows converged to the new cluster", mirrorTimeout, func(ctx context.Context) (bool, string) {
+		gone, added := clusters("only-before")(ctx), clusters("only-after")(ctx)
+		return !strings.Contains(gone, "rebuilt") && strings.Contains(added, "rebuilt"),
+			fmt.Sprintf("only-before mirrored for %q, only-after for %q", gone, added)
+	})
+	if v, err := e.platformMetric(ctx, "platform_discovery_member_identity_changes_total", `cluster="rebuilt"`); err != nil || v < 1 {
+		t.Errorf("identity changes metric = %v, %v; want at least 1", v, err)
+	}
+}
+
+// newMembersEnv starts a stack whose discovery mirrors the hosting cluster as
+// "local" and the members whose kubeconfigs are in dir, read every 300ms.
+func newMembersEnv(t *testing.T, dir string, extraArgs ...string) *env {
+	t.Helper()
+	return newEnv(t, framework.Options{
+		PlatformAPIServerBinary: os.Getenv("PLATFORM_APISERVER_BINARY"),
+		ExtraPlatformArgs: append([]string{
+			"--cluster-id=local",
+			"--member-kubeconfig=kubeconfig",
+			"--member-kubeconfig-dir=" + dir,
+			"--member-kubeconfig-dir-interval=300ms",
+			"--discovery-batch-delay=50ms",
+		}, extraArgs...),
+	})
 }

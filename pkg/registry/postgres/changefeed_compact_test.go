@@ -75,7 +75,7 @@ func TestChangeFeedHistoryStartsAtMigration(t *testing.T) {
 	ctx := b.ctx
 	mustApply(t, s, ctx, store.Batch{ClusterID: "c", Nodes: []store.Node{node("n1", 1000, 1)}})
 	// Revert down to before 002_change_feed (the migrations after it too).
-	if err := s.MigrateDown(ctx, 3); err != nil {
+	if err := s.MigrateDownTo(ctx, 1); err != nil {
 		t.Fatal(err)
 	}
 	mustApply(t, s, ctx, store.Batch{ClusterID: "c", Nodes: []store.Node{node("n2", 1000, 1)}})

@@ -33,7 +33,7 @@ func (s *Store) DeleteCluster(ctx context.Context, clusterID string) error {
 				return err
 			}
 		}
-		for _, table := range []string{"cluster_pod", "cluster_resource_quota", "cluster_node_metrics", "discovery_cursor"} {
+		for _, table := range []string{"cluster_pod", "cluster_resource_quota", "cluster_node_metrics", "discovery_cursor", "discovery_member"} {
 			if _, err := w.tx.Exec(ctx, `DELETE FROM `+table+` WHERE cluster_id = $1`, clusterID); err != nil {
 				return fmt.Errorf("delete %s: %w", table, err)
 			}
@@ -56,6 +56,7 @@ func (s *Store) Clusters(ctx context.Context) ([]string, error) {
 		UNION SELECT cluster_id FROM cluster_pod
 		UNION SELECT cluster_id FROM cluster_resource_quota
 		UNION SELECT cluster_id FROM discovery_cursor
+		UNION SELECT cluster_id FROM discovery_member
 		ORDER BY 1`)
 	if err != nil {
 		return nil, fmt.Errorf("list clusters: %w", interpretError(err))
@@ -65,4 +66,36 @@ func (s *Store) Clusters(ctx context.Context) ([]string, error) {
 		return nil, fmt.Errorf("list clusters: %w", interpretError(err))
 	}
 	return ids, nil
+}
+
+// CheckMemberIdentity records a member's identity and drops its cursors when
+// it differs from the recorded one. Cursors are not views: no writer lock.
+func (s *Store) CheckMemberIdentity(ctx context.Context, clusterID, identity string) (bool, error) {
+	var changed bool
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var previous string
+		err := tx.QueryRow(ctx, `SELECT identity FROM discovery_member WHERE cluster_id = $1 FOR UPDATE`, clusterID).Scan(&previous)
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+			// First seen with an identity: cursors from before identities
+			// were recorded are trusted.
+		case err != nil:
+			return err
+		case previous == identity:
+			return nil
+		default:
+			changed = true
+			if _, err := tx.Exec(ctx, `DELETE FROM discovery_cursor WHERE cluster_id = $1`, clusterID); err != nil {
+				return err
+			}
+		}
+		_, err = tx.Exec(ctx, `
+			INSERT INTO discovery_member (cluster_id, identity) VALUES ($1, $2)
+			ON CONFLICT (cluster_id) DO UPDATE SET identity = EXCLUDED.identity, updated_at = now()`, clusterID, identity)
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("check identity of member %s: %w", clusterID, interpretError(err))
+	}
+	return changed, nil
 }

@@ -224,7 +224,7 @@ func TestMigrationKeepsMetricsHistory(t *testing.T) {
 	if err := s.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.MigrateDown(ctx, 1); err != nil {
+	if err := s.MigrateDownTo(ctx, 3); err != nil {
 		t.Fatal(err)
 	}
 	old := time.Now().UTC().Add(-30 * time.Hour)
@@ -309,5 +309,44 @@ func TestApplyRejectsWhatPostgresCannotStore(t *testing.T) {
 	err := s.Apply(b.ctx, store.Batch{ClusterID: "c", Nodes: []store.Node{n}})
 	if !errors.Is(err, store.ErrRejected) {
 		t.Fatalf("Apply of a NUL in a condition message: %v; want ErrRejected", err)
+	}
+}
+
+// TestCheckMemberIdentity: the first identity is recorded and keeps the
+// cursors; the same one again changes nothing; another one drops the
+// member's cursors (and only its).
+func TestCheckMemberIdentity(t *testing.T) {
+	t.Parallel()
+	s, b := setup(t, postgres.Options{})
+	ctx := b.ctx
+	for _, c := range []string{"m", "other"} {
+		mustApply(t, s, ctx, store.Batch{ClusterID: c, Cursors: map[store.Resource]string{store.ResourceNodes: "100"}})
+	}
+	steps := []struct {
+		identity    string
+		wantChanged bool
+		wantCursor  string
+	}{
+		{identity: "uid-1", wantCursor: "100"},
+		{identity: "uid-1", wantCursor: "100"},
+		{identity: "uid-2", wantChanged: true, wantCursor: ""},
+	}
+	for i, step := range steps {
+		changed, err := s.CheckMemberIdentity(ctx, "m", step.identity)
+		if err != nil || changed != step.wantChanged {
+			t.Fatalf("step %d: CheckMemberIdentity(%s) = %v, %v; want %v", i, step.identity, changed, err, step.wantChanged)
+		}
+		if got, err := s.Cursor(ctx, "m", store.ResourceNodes); err != nil || got != step.wantCursor {
+			t.Errorf("step %d: cursor %q, %v; want %q", i, got, err, step.wantCursor)
+		}
+	}
+	if got, _ := s.Cursor(ctx, "other", store.ResourceNodes); got != "100" {
+		t.Errorf("another member's cursor = %q, want it kept", got)
+	}
+	if err := s.DeleteCluster(ctx, "m"); err != nil {
+		t.Fatal(err)
+	}
+	if changed, err := s.CheckMemberIdentity(ctx, "m", "uid-3"); err != nil || changed {
+		t.Errorf("identity after the member was deleted: changed %v, %v; want a fresh start", changed, err)
 	}
 }

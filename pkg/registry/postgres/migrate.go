@@ -115,6 +115,17 @@ func (s *Store) Migrate(ctx context.Context) error {
 
 // MigrateDown reverts the newest steps applied migrations (all if steps < 0).
 func (s *Store) MigrateDown(ctx context.Context, steps int) error {
+	return s.migrateDown(ctx, steps, 0)
+}
+
+// MigrateDownTo reverts every applied migration newer than version.
+func (s *Store) MigrateDownTo(ctx context.Context, version int) error {
+	return s.migrateDown(ctx, -1, version)
+}
+
+// migrateDown reverts up to steps (all if < 0) applied migrations newer
+// than floor, newest first.
+func (s *Store) migrateDown(ctx context.Context, steps, floor int) error {
 	all, err := migrations()
 	if err != nil {
 		return err
@@ -124,7 +135,7 @@ func (s *Store) MigrateDown(ctx context.Context, steps int) error {
 		if err != nil {
 			return err
 		}
-		for i := len(all) - 1; i >= 0 && steps != 0; i-- {
+		for i := len(all) - 1; i >= 0 && steps != 0 && all[i].Version > floor; i-- {
 			m := all[i]
 			if !applied[m.Version] {
 				continue

@@ -235,6 +235,12 @@ type Writer interface {
 	Apply(ctx context.Context, b Batch) error
 	// Cursor returns the persisted member resourceVersion for a resource, "" if none.
 	Cursor(ctx context.Context, clusterID string, r Resource) (string, error)
+	// CheckMemberIdentity records the identity of a member cluster (e.g. its
+	// kube-system namespace uid). When a different identity was recorded, the
+	// member's cursors are dropped in the same transaction, so discovery
+	// relists instead of resuming from versions another cluster issued; it
+	// reports whether that happened.
+	CheckMemberIdentity(ctx context.Context, clusterID, identity string) (changed bool, err error)
 	// DeleteCluster removes every row of a member cluster.
 	DeleteCluster(ctx context.Context, clusterID string) error
 	// Clusters returns the ids of every member cluster with rows, so a
