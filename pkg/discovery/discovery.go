@@ -160,6 +160,7 @@ func New(cfg Config) (*Discovery, error) {
 		Tuning:       cfg.Tuning,
 		Store:        cfg.Store,
 	})
+	registerMembersCollector(d.members)
 	d.ready = readiness{store: cfg.Store}
 	if cfg.Hosting != nil {
 		d.ready.clusterID = cfg.Hosting.ID

@@ -167,3 +167,33 @@ func forgetCluster(cluster string) {
 		stuck.DeleteLabelValues(cluster, string(r))
 	}
 }
+
+var membersDesc = metrics.NewDesc(metricsSubsystem+"_members",
+	"Member clusters this replica mirrors, by state: syncing (first sync running), synced, stuck (a commit keeps failing), "+
+		"unreachable (the member does not answer or refuses access).",
+	[]string{"state"}, nil, metrics.ALPHA, "")
+
+// membersCollector reports how many members are in each state at scrape time.
+type membersCollector struct {
+	metrics.BaseStableCollector
+	members *members
+}
+
+func (c *membersCollector) DescribeWithStability(ch chan<- *metrics.Desc) { ch <- membersDesc }
+
+func (c *membersCollector) CollectWithStability(ch chan<- metrics.Metric) {
+	counts := map[memberState]int{}
+	for _, w := range c.members.workers() {
+		counts[w.state()]++
+	}
+	for _, st := range memberStates {
+		ch <- metrics.NewLazyConstMetric(membersDesc, metrics.GaugeValue, float64(counts[st]), string(st))
+	}
+}
+
+var registerMembersOnce sync.Once
+
+// registerMembersCollector reports the members of the process's discovery.
+func registerMembersCollector(m *members) {
+	registerMembersOnce.Do(func() { legacyregistry.CustomMustRegister(&membersCollector{members: m}) })
+}

@@ -59,6 +59,11 @@ type syncer struct {
 	pending   int       // events received and not yet committed
 	lastBeat  time.Time // last sign of life: an event received or a commit attempt finished
 	committed string    // the cursor of the last commit
+	// unreachable: the last member request failed (unreachable, refused)
+	// and nothing has been received since.
+	unreachable bool
+	// stuck: the last commit attempt failed.
+	stuck bool
 }
 
 func newSyncer(p syncerParams) *syncer {
@@ -169,6 +174,7 @@ func (s *syncer) relist(ctx context.Context, reason string) (string, error) {
 			}
 			return "", fmt.Errorf("list: %w", err)
 		}
+		s.reached()
 		lm, err := meta.ListAccessor(list)
 		if err != nil {
 			return "", decodeError{fmt.Errorf("list: %w", err)}
@@ -213,6 +219,7 @@ func (s *syncer) watch(ctx context.Context, cursor string) (string, bool, error)
 	if err != nil {
 		return cursor, false, fmt.Errorf("watch from resourceVersion %q: %w", cursor, err)
 	}
+	s.reached()
 	defer w.Stop()
 
 	p := newPending(s.Source.resource, cursor)
@@ -308,7 +315,7 @@ func (s *syncer) commit(ctx context.Context, p *pending) error {
 	}
 	b := p.batch(s.Cluster)
 	backoff := s.Backoff
-	defer stuck.WithLabelValues(s.Cluster, s.resource()).Set(0)
+	defer s.setStuck(false)
 	for {
 		start := s.Clock.Now()
 		err := s.apply(ctx, b)
@@ -328,7 +335,7 @@ func (s *syncer) commit(ctx context.Context, p *pending) error {
 				continue
 			}
 		}
-		stuck.WithLabelValues(s.Cluster, s.resource()).Set(1)
+		s.setStuck(true)
 		if !s.sleep(ctx, backoff.Step()) {
 			return ctx.Err()
 		}
@@ -403,6 +410,12 @@ func (s *syncer) failed(op string, err error) {
 	reason := errorReason(err)
 	errorsTotal.WithLabelValues(s.Cluster, s.resource(), reason).Inc()
 	switch reason {
+	case "member_unavailable", "forbidden", "unauthorized":
+		s.mu.Lock()
+		s.unreachable = true
+		s.mu.Unlock()
+	}
+	switch reason {
 	case "forbidden", "unauthorized":
 		s.logger.Error(err, "Member cluster refused access; discovery's identity needs get, list and watch on this resource there. Retrying with backoff",
 			"op", op, "reason", reason)
@@ -425,6 +438,25 @@ func (s *syncer) beat() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.lastBeat = s.Clock.Now()
+}
+
+// reached records that the member answered.
+func (s *syncer) reached() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.unreachable = false
+}
+
+func (s *syncer) setStuck(v bool) {
+	s.mu.Lock()
+	s.stuck = v
+	s.mu.Unlock()
+	g := stuck.WithLabelValues(s.Cluster, s.resource())
+	if v {
+		g.Set(1)
+	} else {
+		g.Set(0)
+	}
 }
 
 func (s *syncer) setPending(n int) {
@@ -454,13 +486,15 @@ func (s *syncer) committedCursor() string {
 
 // status is a syncer's health at a glance.
 type status struct {
-	synced   bool
-	pending  int
-	lastBeat time.Time
+	synced      bool
+	pending     int
+	lastBeat    time.Time
+	unreachable bool
+	stuck       bool
 }
 
 func (s *syncer) status() status {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return status{synced: s.synced, pending: s.pending, lastBeat: s.lastBeat}
+	return status{synced: s.synced, pending: s.pending, lastBeat: s.lastBeat, unreachable: s.unreachable, stuck: s.stuck}
 }

@@ -2,6 +2,7 @@ package discovery
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sync"
@@ -32,6 +33,11 @@ type worker struct {
 	tuning    Tuning
 	syncers   []*syncer
 	scraper   *scraper
+
+	mu sync.Mutex
+	// unreachable: the member's identity could not be read (the syncers
+	// wait for it).
+	unreachable bool
 }
 
 func newWorker(p workerParams) (*worker, error) {
@@ -133,6 +139,9 @@ func (w *worker) checkIdentity(ctx context.Context) (identity string, ok bool) {
 				err = storeError{err}
 			}
 		}
+		w.mu.Lock()
+		w.unreachable = err != nil && !errors.As(err, new(storeError))
+		w.mu.Unlock()
 		if err == nil {
 			if changed {
 				logger.Info("Member cluster is not the one its cursors came from (kube-system uid changed: etcd replaced or cluster rebuilt under this id); relisting every resource",
@@ -168,6 +177,42 @@ func (w *worker) watchIdentity(ctx context.Context, identity string) bool {
 		if err == nil && now != identity {
 			return true
 		}
+	}
+}
+
+// memberState is a member's state for the members gauge.
+type memberState string
+
+const (
+	memberSyncing     memberState = "syncing"
+	memberSynced      memberState = "synced"
+	memberStuck       memberState = "stuck"
+	memberUnreachable memberState = "unreachable"
+)
+
+var memberStates = []memberState{memberSyncing, memberSynced, memberStuck, memberUnreachable}
+
+// state sums up the worker's resources: stuck if any cannot commit,
+// unreachable if any cannot reach the member, synced once all are, else
+// syncing.
+func (w *worker) state() memberState {
+	w.mu.Lock()
+	unreachable := w.unreachable
+	w.mu.Unlock()
+	for _, s := range w.syncers {
+		st := s.status()
+		if st.stuck {
+			return memberStuck
+		}
+		unreachable = unreachable || st.unreachable
+	}
+	switch {
+	case unreachable:
+		return memberUnreachable
+	case w.synced():
+		return memberSynced
+	default:
+		return memberSyncing
 	}
 }
 

@@ -59,6 +59,17 @@ func TestDiscoveryMembers(t *testing.T) {
 	if _, _, err := e.cp.Kubectl(ctx, "get", "--raw", "/apis/platform.example.io/v1alpha1/nodecapacities"); err != nil {
 		t.Fatalf("the server stopped serving with a denied member: %v", err)
 	}
+	eventually(t, "members by state: local and second synced, denied unreachable", mirrorTimeout, func(ctx context.Context) (bool, string) {
+		synced, err1 := e.platformMetric(ctx, "platform_discovery_members", `state="synced"`)
+		unreachable, err2 := e.platformMetric(ctx, "platform_discovery_members", `state="unreachable"`)
+		return synced == 2 && unreachable == 1, fmt.Sprintf("synced %v (%v), unreachable %v (%v)", synced, err1, unreachable, err2)
+	})
+	if v, err := e.platformMetric(ctx, "platform_registry_objects_changed_total", `kind="ClusterNamespace"`); err != nil || v == 0 {
+		t.Errorf("ClusterNamespace objects changed = %v, %v; want the mirrored namespaces counted", v, err)
+	}
+	if v, err := e.platformMetric(ctx, "platform_registry_pool_connections", `state="max"`); err != nil || v == 0 {
+		t.Errorf("pool max connections = %v, %v; want the pool's limit", v, err)
+	}
 
 	// Emptying the directory (a Secret remounted empty) removes nothing
 	// within the grace period; then the members' rows go.

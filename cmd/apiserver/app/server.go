@@ -71,6 +71,7 @@ func run(ctx context.Context, o *options.Options) error {
 		return fmt.Errorf("opening the registry database: %w", err)
 	}
 	defer reg.Close()
+	reg.RegisterMetrics()
 
 	disc, err := o.Discovery.NewDiscovery(reg)
 	if err != nil {

@@ -18,7 +18,7 @@ func (s *Store) Apply(ctx context.Context, b store.Batch) error {
 	if b.ClusterID == "" {
 		return errors.New("apply: batch has no cluster id")
 	}
-	return s.write(ctx, func(w *writer) error {
+	return s.write(ctx, opApply, func(w *writer) error {
 		a := &applier{writer: w, b: b, cluster: b.ClusterID, nodes: pairs{}, namespaces: pairs{}}
 		return a.run()
 	})

@@ -27,7 +27,7 @@ func (s *Store) Cursor(ctx context.Context, clusterID string, r store.Resource) 
 // DeleteCluster removes every row of a member cluster in one transaction;
 // each removed view row takes a resourceVersion, its tombstone's.
 func (s *Store) DeleteCluster(ctx context.Context, clusterID string) error {
-	err := s.write(ctx, func(w *writer) error {
+	err := s.write(ctx, opDeleteCluster, func(w *writer) error {
 		for _, table := range []string{"cluster_namespace", "cluster_node"} {
 			if err := w.deleteViewRows("delete "+table, `DELETE FROM `+table+` WHERE cluster_id = $1`, clusterID); err != nil {
 				return err

@@ -110,7 +110,7 @@ func (s *Store) RecordNodeMetrics(ctx context.Context, samples []store.NodeMetri
 	if due == 0 {
 		return out, nil
 	}
-	err := s.write(ctx, func(w *writer) error {
+	err := s.write(ctx, opReportUsage, func(w *writer) error {
 		var rv int64
 		if err := w.tx.QueryRow(ctx, reportUsageSQL, append(args, w.startRV)...).Scan(&out.Reported, &rv); err != nil {
 			return fmt.Errorf("report node usage: %w", err)
@@ -193,7 +193,7 @@ func (s *Store) expireUsage(ctx context.Context, before time.Time) (int64, error
 		return 0, nil
 	}
 	var expired int64
-	err := s.write(ctx, func(w *writer) error {
+	err := s.write(ctx, opExpireUsage, func(w *writer) error {
 		var rv int64
 		err := w.tx.QueryRow(ctx, `
 			WITH expired AS (

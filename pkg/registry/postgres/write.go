@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -21,13 +22,19 @@ type writer struct {
 }
 
 // write runs fn in a serialized write transaction and then records the
-// highest resourceVersion it took in registry_state.
-func (s *Store) write(ctx context.Context, fn func(w *writer) error) error {
+// highest resourceVersion it took in registry_state. It measures the wait
+// for and the hold of the writer lock, and counts the objects changed.
+func (s *Store) write(ctx context.Context, o op, fn func(w *writer) error) error {
+	var locked time.Time
+	changed := map[string]int64{}
+	begin := time.Now()
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		w := &writer{ctx: ctx, tx: tx}
 		if err := tx.QueryRow(ctx, `SELECT resource_version FROM registry_state FOR UPDATE`).Scan(&w.startRV); err != nil {
 			return fmt.Errorf("lock registry_state: %w", err)
 		}
+		locked = time.Now()
+		writerLockWait.WithLabelValues(string(o)).Observe(locked.Sub(begin).Seconds())
 		w.maxRV = w.startRV
 		if err := fn(w); err != nil {
 			return err
@@ -35,10 +42,42 @@ func (s *Store) write(ctx context.Context, fn func(w *writer) error) error {
 		if w.maxRV == w.startRV {
 			return nil
 		}
+		if err := w.countChanges(changed); err != nil {
+			return err
+		}
 		_, err := tx.Exec(ctx, `UPDATE registry_state SET resource_version = $1`, w.maxRV)
 		return err
 	})
-	return interpretError(err)
+	if !locked.IsZero() {
+		writerLockHold.WithLabelValues(string(o)).Observe(time.Since(locked).Seconds())
+	}
+	if err != nil {
+		writeFailures.WithLabelValues(string(o)).Inc()
+		return interpretError(err)
+	}
+	for kind, n := range changed {
+		objectsChanged.WithLabelValues(kind).Add(float64(n))
+	}
+	return nil
+}
+
+// countChanges counts this transaction's change-feed entries by kind: a
+// short primary-key range, every entry above the start version.
+func (w *writer) countChanges(into map[string]int64) error {
+	rows, err := w.tx.Query(w.ctx, `SELECT kind, count(*) FROM registry_change WHERE resource_version > $1 GROUP BY kind`, w.startRV)
+	if err != nil {
+		return fmt.Errorf("count changes: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var kind string
+		var n int64
+		if err := rows.Scan(&kind, &n); err != nil {
+			return err
+		}
+		into[kind] = n
+	}
+	return rows.Err()
 }
 
 // stamp runs a statement that returns the highest resource_version it
