@@ -78,7 +78,15 @@ func TestChangeFeedHistoryStartsAtMigration(t *testing.T) {
 	if err := s.MigrateDownTo(ctx, 1); err != nil {
 		t.Fatal(err)
 	}
-	mustApply(t, s, ctx, store.Batch{ClusterID: "c", Nodes: []store.Node{node("n2", 1000, 1)}})
+	// A write of a server from before the change log (this code expects it).
+	if _, err := queryExec(t, b, `
+		WITH v AS (SELECT nextval('registry_resource_version') AS rv)
+		INSERT INTO cluster_node (cluster_id, name, resource_version) SELECT 'c', 'n2', rv FROM v`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := queryExec(t, b, `UPDATE registry_state SET resource_version = (SELECT max(resource_version) FROM cluster_node)`); err != nil {
+		t.Fatal(err)
+	}
 	if err := s.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
