@@ -2,133 +2,940 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net/http"
+	"net/url"
 	"os"
+	"strconv"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/example/platform-apiserver/pkg/apis/platform/v1alpha1"
+	"github.com/example/platform-apiserver/pkg/discovery"
+	"github.com/example/platform-apiserver/pkg/registry/nodecapacity"
+	"github.com/example/platform-apiserver/pkg/registry/postgres"
 	"github.com/example/platform-apiserver/pkg/registry/store"
 )
 
+// The quiet-fleet benchmark (issue "A quiet fleet stays quiet"): what a
+// metrics scrape of nodeCount nodes writes and sends to watchers when usage
+// does not move, what writing it costs against the design it replaced, and
+// what a day of history costs to keep and to prune. See docs/benchmarks.md,
+// "Quiet fleet: metrics write and watch events".
 const (
-	// metricsInterval is the scraper's default --metrics-interval.
-	metricsInterval = 30 * time.Second
-	// metricsHistory batches are kept: an hour at the default interval,
-	// where the default --metrics-retention (24h) would keep 2,880.
-	metricsHistory = 120
-	// maxMetricsWrite is the issue's goal for writing one scrape.
-	maxMetricsWrite = time.Second
+	// metricsInterval and metricsRetention are the scraper's defaults
+	// (--metrics-interval, --metrics-retention).
+	metricsInterval  = 30 * time.Second
+	metricsRetention = 24 * time.Hour
+	// historySamples is a day of samples per node at the interval: 2,880.
+	historySamples = int(metricsRetention / metricsInterval)
+	// samplesPerHour is one hourly history partition's samples per node.
+	samplesPerHour = int(time.Hour / metricsInterval)
+	// quietFleetScrapes scrapes follow the first one (which reports every
+	// node: nothing was reported before) in the watch part.
+	quietFleetScrapes = 10
+	// In scrape crossingScrape, every crossingEvery-th node (nodeCount /
+	// crossingEvery of them) raises its CPU and memory usage by crossingStep
+	// of its allocatable, twice the report threshold, and stays there.
+	crossingScrape = 5
+	crossingEvery  = 100
+	crossingStep   = 0.10
+	// usageJitter is how far, as a fraction of allocatable, usage wanders
+	// around each node's level from scrape to scrape: at most 2× it apart,
+	// well within the threshold.
+	usageJitter = 0.01
+	// metricsMarkerNode is the node whose label the watch part changes in
+	// kube-apiserver after each scrape: its event, which discovery commits
+	// after the scrape, marks the end of the scrape's events in the stream.
+	metricsMarkerNode  = nodeCount - 1
+	metricsMarkerLabel = "bench.platform.example.io/metrics-marker"
+	// metricsMarkerTimeout bounds the wait for the marker's event.
+	metricsMarkerTimeout = 30 * time.Second
+	// legacyMetricsDatabase is the database, next to the registry's in the
+	// same PostgreSQL server, that holds the baseline: the schema before
+	// migration 004 and today's design's writes (legacyMetricsWriter).
+	legacyMetricsDatabase = "platform_bench_legacy"
+	// legacyMetricsMigration is the baseline's schema version: migration
+	// 003, the last before 004 partitioned the history.
+	legacyMetricsMigration = 3
+	// prunedHours hourly partitions (an hour of samples each) are dropped,
+	// and deleted from the baseline, one at a time, in the prune part.
+	prunedHours = 2
+	// maxMetricsWriteRatio is the issue's goal for the new design's scrape
+	// write against today's, on the same history.
+	maxMetricsWriteRatio = 0.25
 )
 
-// benchMetricsWrite times the scraper's write of one scrape of nodeCount
-// nodes: InsertNodeMetrics of one sample per node (which also copies each
-// node's latest sample onto its NodeCapacity row), then PruneNodeMetrics.
-// The table first gets metricsHistory batches of history, and each op's
-// batch is one interval after the last, with a retention that makes every
-// prune delete the batch that fell out: the steady state of a scraper
-// that has run for an hour.
-func (d *discoveryEnv) benchMetricsWrite(b *testing.B) {
-	ctx := b.Context()
-	base := time.Now().UTC().Truncate(time.Second)
-	begin := time.Now()
-	rows, err := d.seedMetricsHistory(ctx, base)
-	if err != nil {
-		b.Fatal(err)
-	}
-	fmt.Fprintf(os.Stderr, "discovery: %d metrics samples of history written in %s\n", rows, time.Since(begin).Round(time.Millisecond))
+// usageReporting is the policy the scraper uses by default
+// (--usage-report-threshold, --usage-report-period).
+var usageReporting = func() store.UsageReporting {
+	t := discovery.DefaultTuning()
+	return store.UsageReporting{Threshold: t.UsageReportThreshold, Period: t.UsageReportPeriod}
+}()
 
-	snap, err := d.snapshot(ctx)
+// benchMetricsQuietFleet measures a quiet fleet's metrics in three parts,
+// each scrape a sample of every one of the member's nodeCount nodes, observed
+// one metricsInterval after the previous scrape (timestamps from the real
+// time of the first, so the history's partitions are the current ones), all
+// written through d.registry as the scraper writes them
+// (RecordNodeMetrics with the default reporting policy):
+//
+//  1. Watch events, untimed, with the server running: a NodeCapacity watch
+//     is open through the aggregator; a first scrape reports every node, then
+//     quietFleetScrapes scrapes keep usage within ±usageJitter of each
+//     node's level, except that nodeCount/crossingEvery nodes move by
+//     crossingStep in scrape crossingScrape. Per scrape: the change-log rows
+//     written (registry_change entries above the version before it) and the
+//     events the watch delivers before a marker change made after it, checked
+//     node for node against a model of the policy.
+//  2. Scrape write time, the timed loop: the server is stopped (its metrics
+//     maintenance would drop the oldest partition at the hour), a day of
+//     history (historySamples per node) is written into the registry's
+//     hourly partitions and into a baseline database holding the schema and
+//     writes of the design before commit fba8770 (legacyMetricsWriter);
+//     after one untimed scrape on each side, each op writes one scrape to
+//     both, in alternating order, and times each. ns/op is the new design's
+//     write. At -benchtime 10x the ops span one report period, so their
+//     mean includes its share of reports.
+//  3. History size (after the seed) and prune: MaintainNodeMetrics dropping
+//     the oldest whole hour against the old prune DELETE of the same rows,
+//     prunedHours times.
+func (d *discoveryEnv) benchMetricsQuietFleet(b *testing.B) {
+	ctx := b.Context()
+	if err := d.ensureMirrored(ctx); err != nil {
+		b.Fatal(err)
+	}
+	f, err := d.newFleet(ctx)
 	if err != nil {
 		b.Fatal(err)
 	}
-	var insert, prune time.Duration
+	var res metricsResult
+
+	// Part 1: watch events.
+	if res.scrapes, err = d.quietFleetEvents(ctx, f); err != nil {
+		b.Fatal(err)
+	}
+	for _, s := range res.scrapes {
+		if s.events != int(s.reported) || s.changeRows != s.reported || int(s.reported) != s.due || len(s.unexpected) > 0 {
+			b.Errorf("scrape %d (%s): %d nodes reported, %d change-log rows, %d events, model %d due; unexpected events: %v",
+				s.k, s.kind, s.reported, s.changeRows, s.events, s.due, s.unexpected)
+		}
+	}
+
+	// Part 2: a day of history on both sides, then the timed loop.
+	if err := d.cp.StopPlatformAPIServer(); err != nil {
+		b.Fatal(err)
+	}
+	legacy, err := openLegacyMetrics(ctx, d.db, d.cp.DatabaseURL())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer legacy.close()
+	if err := d.seedDayOfHistory(ctx, legacy, f, &res); err != nil {
+		b.Fatal(err)
+	}
+	// One untimed scrape on each side first, as the other benchmarks warm
+	// up: the seed and the vacuum have just pushed the tables a scrape
+	// touches out of PostgreSQL's buffers.
+	if err := d.warmUpScrape(ctx, f, legacy); err != nil {
+		b.Fatal(err)
+	}
+	var newTotal, legacyTotal, quietTotal time.Duration
 	for b.Loop() {
 		b.StopTimer()
-		observed := base.Add(time.Duration(d.scrapes) * metricsInterval)
+		k := d.scrapes
 		d.scrapes++
-		samples := metricsBatch(observed)
+		samples := f.samples(k)
+		due := f.report(samples)
+		legacyFirst := res.ops%2 == 0
+		var legacyOp legacyScrape
+		if legacyFirst {
+			if legacyOp, err = legacy.scrape(ctx, samples); err != nil {
+				b.Fatal(err)
+			}
+		}
 		b.StartTimer()
 		t0 := time.Now()
-		inserted, err := d.registry.InsertNodeMetrics(ctx, samples)
+		rec, err := d.registry.RecordNodeMetrics(ctx, samples, usageReporting)
+		took := time.Since(t0)
+		b.StopTimer()
 		if err != nil {
 			b.Fatal(err)
 		}
-		t1 := time.Now()
-		pruned, err := d.registry.PruneNodeMetrics(ctx, observed.Add(-(metricsHistory-1)*metricsInterval))
-		if err != nil {
-			b.Fatal(err)
+		if !legacyFirst {
+			if legacyOp, err = legacy.scrape(ctx, samples); err != nil {
+				b.Fatal(err)
+			}
 		}
-		insert += t1.Sub(t0)
-		prune += time.Since(t1)
-		if inserted != nodeCount || pruned != nodeCount {
-			b.Fatalf("inserted %d and pruned %d samples, want %d each", inserted, pruned, nodeCount)
+		if rec.Stored != nodeCount || rec.Reported != int64(len(due.nodes)) || legacyOp.inserted != nodeCount {
+			b.Fatalf("scrape %d: new design stored %d and reported %d samples (model: %d due), today's design inserted %d; want %d stored",
+				k, rec.Stored, rec.Reported, len(due.nodes), legacyOp.inserted, nodeCount)
 		}
+		fmt.Fprintf(os.Stderr, "discovery: scrape %d (%s): new design %s (%d reported), today's design %s (%d change-log rows)\n",
+			k, due.kind, took.Round(time.Microsecond), rec.Reported, legacyOp.took.Round(time.Microsecond), legacyOp.changeRows)
+		res.ops++
+		newTotal += took
+		legacyTotal += legacyOp.took
+		res.legacyChangeRows = max(res.legacyChangeRows, legacyOp.changeRows)
+		if rec.Reported == 0 {
+			quietTotal += took
+			res.quietOps++
+		} else {
+			res.reportingOps = append(res.reportingOps, reportingOp{reported: rec.Reported, took: took})
+		}
+		b.StartTimer()
 	}
-	// Each sample changes its node's usage, so its NodeCapacity row takes a
-	// new resourceVersion and a change-feed entry.
-	nodeRows, rvDelta, err := d.rowsWrittenSince(ctx, snap)
-	if err != nil {
+	res.newWrite = newTotal / time.Duration(res.ops)
+	res.legacyWrite = legacyTotal / time.Duration(res.ops)
+	if res.quietOps > 0 {
+		res.newQuietWrite = quietTotal / time.Duration(res.quietOps)
+	}
+
+	// Part 3: prune.
+	if err := d.pruneHistory(ctx, legacy, &res); err != nil {
 		b.Fatal(err)
 	}
-	fmt.Fprintf(os.Stderr, "discovery: %d scrapes restamped %d NodeCapacity rows (resourceVersion +%d)\n", b.N, nodeRows, rvDelta)
-	res := metricsResult{
-		write:  b.Elapsed() / time.Duration(b.N),
-		insert: insert / time.Duration(b.N),
-		prune:  prune / time.Duration(b.N),
-		rows:   rows,
+
+	var quietEvents, crossingEvents int
+	for _, s := range res.scrapes {
+		switch s.kind {
+		case "quiet":
+			quietEvents = max(quietEvents, s.events)
+		case "threshold":
+			crossingEvents = max(crossingEvents, s.events)
+		}
 	}
-	b.ReportMetric(ms(res.insert), "insert-ms")
-	b.ReportMetric(ms(res.prune), "prune-ms")
-	b.ReportMetric(float64(rows), "table-rows")
+	b.ReportMetric(float64(quietEvents), "quiet-events")
+	b.ReportMetric(float64(crossingEvents), "crossing-events")
+	b.ReportMetric(ms(res.newWrite), "new-ms")
+	b.ReportMetric(ms(res.legacyWrite), "legacy-ms")
+	b.ReportMetric(res.ratio(), "write-ratio")
+	b.ReportMetric(res.newBytesPerSample(), "new-B/sample")
+	b.ReportMetric(res.legacyBytesPerSample(), "legacy-B/sample")
+	b.ReportMetric(ms(res.newPrune), "new-prune-ms")
+	b.ReportMetric(ms(res.legacyPrune), "legacy-prune-ms")
 	discoveryResults.setMetrics(res)
 }
 
-// metricsResult is the mean write of one scrape.
+// metricsResult is what the quiet-fleet benchmark measured.
 type metricsResult struct {
-	write, insert, prune time.Duration
-	rows                 int64
+	// scrapes: the watch part, the first (reporting) scrape included.
+	scrapes []scrapeEvents
+
+	// The timed loop: ops scrapes, their mean write in each design, the
+	// mean of the new design's quiet ones (no node reported) and each of
+	// its reporting ones; legacyChangeRows is the most change-log rows one
+	// of today's scrapes wrote.
+	ops, quietOps                   int
+	newWrite, legacyWrite           time.Duration
+	newQuietWrite                   time.Duration
+	reportingOps                    []reportingOp
+	legacyChangeRows                int64
+	newHistoryRows, legacyHistory   int64
+	newSeed, legacySeed             time.Duration
+	newBytes, legacyBytes           historySize
+	newPrune, legacyPrune           time.Duration // the slowest of prunedHours
+	prunedRows, prunedHoursMeasured int64
 }
 
-// metricsBatch is one scrape: a sample per node observed at observed, over
-// the kubelet's usual 20s window, with usage spread over the fleet.
-func metricsBatch(observed time.Time) []store.NodeMetricsSample {
-	samples := make([]store.NodeMetricsSample, nodeCount)
-	for i := range samples {
-		it := instanceTypes[i%len(instanceTypes)]
-		samples[i] = store.NodeMetricsSample{
+// reportingOp is a timed scrape of the new design that reported nodes.
+type reportingOp struct {
+	reported int64
+	took     time.Duration
+}
+
+// historySize is the on-disk size of a metrics history after the seed.
+type historySize struct {
+	table, indexes int64
+	rows           int64
+}
+
+func (h historySize) total() int64 { return h.table + h.indexes }
+
+func (r metricsResult) ratio() float64 {
+	if r.legacyWrite == 0 {
+		return 0
+	}
+	return float64(r.newWrite) / float64(r.legacyWrite)
+}
+
+func (r metricsResult) newBytesPerSample() float64 {
+	return float64(r.newBytes.total()) / float64(max(r.newBytes.rows, 1))
+}
+
+func (r metricsResult) legacyBytesPerSample() float64 {
+	return float64(r.legacyBytes.total()) / float64(max(r.legacyBytes.rows, 1))
+}
+
+// ensureMirrored makes sure the server runs and the registry mirrors the
+// member, as the sub-benchmarks before this one leave it. Run on its own
+// (-bench BenchmarkDiscovery/metrics), the server is stopped with only the
+// near-empty first sync in the registry; it then syncs as initial-sync does.
+func (d *discoveryEnv) ensureMirrored(ctx context.Context) error {
+	if d.cp.PlatformAPIServerPID() != 0 {
+		if c, err := d.registryCounts(ctx); err == nil && c == d.want {
+			return nil
+		}
+	}
+	fmt.Fprintf(os.Stderr, "discovery: the registry does not mirror the member; syncing it first\n")
+	if err := d.cp.StopPlatformAPIServer(); err != nil {
+		return err
+	}
+	if err := d.registry.DeleteCluster(ctx, discoveryClusterID); err != nil {
+		return err
+	}
+	start, err := d.startAndWaitSynced(ctx)
+	if err != nil {
+		return err
+	}
+	return start.wait(ctx)
+}
+
+// fleet generates the scrapes and models the reporting policy: it knows, for
+// each node, the sample NodeCapacity shows, and so which nodes a scrape must
+// report (and nothing else may change).
+type fleet struct {
+	// base is when scrape 0 was observed; scrape k is k intervals later.
+	base        time.Time
+	allocatable []store.Resources
+	reported    []store.NodeMetricsSample // ObservedAt zero: none
+}
+
+// newFleet reads each node's allocatable from the registry (discovery
+// mirrored it from kube-apiserver) and checks that no node reports usage
+// yet: the environment has no metrics.k8s.io.
+func (d *discoveryEnv) newFleet(ctx context.Context) (*fleet, error) {
+	f := &fleet{
+		base:        time.Now().UTC().Truncate(time.Second),
+		allocatable: make([]store.Resources, nodeCount),
+		reported:    make([]store.NodeMetricsSample, nodeCount),
+	}
+	rows, err := d.db.Query(ctx, `
+		SELECT name, allocatable_cpu_millis, allocatable_memory_bytes, usage_observed_at IS NOT NULL
+		FROM cluster_node WHERE cluster_id = $1`, discoveryClusterID)
+	if err != nil {
+		return nil, fmt.Errorf("read allocatable: %w", err)
+	}
+	defer rows.Close()
+	seen := 0
+	for rows.Next() {
+		var name string
+		var cpu, mem int64
+		var usage bool
+		if err := rows.Scan(&name, &cpu, &mem, &usage); err != nil {
+			return nil, err
+		}
+		i, err := strconv.Atoi(strings.TrimPrefix(name, "node-"))
+		if err != nil || i < 0 || i >= nodeCount || nodeName(i) != name {
+			return nil, fmt.Errorf("unexpected node %q in the registry", name)
+		}
+		if usage {
+			return nil, fmt.Errorf("node %s already reports usage; the discovery environment has no metrics.k8s.io", name)
+		}
+		f.allocatable[i] = store.Resources{CPUMillis: cpu, MemoryBytes: mem}
+		seen++
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	if seen != nodeCount {
+		return nil, fmt.Errorf("%d nodes in the registry, want %d", seen, nodeCount)
+	}
+	return f, nil
+}
+
+func crossing(i int) bool { return i%crossingEvery == crossingEvery/2 }
+
+// samples is scrape k: node i at its level (20–69 % of allocatable CPU,
+// 30–69 % of memory), jittered by up to ±usageJitter, plus crossingStep
+// from scrape crossingScrape on for the crossing nodes.
+func (f *fleet) samples(k int) []store.NodeMetricsSample {
+	observed := f.base.Add(time.Duration(k) * metricsInterval)
+	out := make([]store.NodeMetricsSample, nodeCount)
+	for i := range out {
+		jitter := float64((i*31+k*17)%21-10) / 10 * usageJitter
+		cpu := 0.20 + float64(i%50)/100 + jitter
+		mem := 0.30 + float64(i%40)/100 - jitter
+		if crossing(i) && k >= crossingScrape {
+			cpu += crossingStep
+			mem += crossingStep
+		}
+		a := f.allocatable[i]
+		out[i] = store.NodeMetricsSample{
 			ClusterID:    discoveryClusterID,
 			Node:         nodeName(i),
-			CPUNanoCores: it.cpuMillis * int64(20+(i+int(observed.Unix()))%60) / 100 * 1_000_000,
-			MemoryBytes:  it.memoryBytes * int64(30+(i+int(observed.Unix()))%50) / 100,
+			CPUNanoCores: int64(cpu * float64(a.CPUMillis) * 1e6),
+			MemoryBytes:  int64(mem * float64(a.MemoryBytes)),
 			ObservedAt:   observed,
 			Window:       20 * time.Second,
 		}
 	}
-	return samples
+	return out
 }
 
-// seedMetricsHistory writes metricsHistory batches, one interval apart and
-// ending one interval before base, for every node of the member, in one
-// statement, and analyzes the table as autovacuum would after such a load.
-// It returns how many rows the table then holds.
-func (d *discoveryEnv) seedMetricsHistory(ctx context.Context, base time.Time) (int64, error) {
-	_, err := d.db.Exec(ctx, `
-		INSERT INTO cluster_node_metrics (cluster_id, node, cpu_usage_nanocores, memory_usage_bytes, observed_at, window_seconds)
-		SELECT n.cluster_id, n.name, 1000000000 + (i::int8 * 7919) % 2000 * 1000000, 8589934592 + (i::int8 * 104729) % 4096 * 1048576,
-		       $2::timestamptz - make_interval(secs => i * $3::float8), 20
-		FROM cluster_node n CROSS JOIN generate_series(1, $4::int) AS i
-		WHERE n.cluster_id = $1
-		ON CONFLICT (cluster_id, node, observed_at) DO NOTHING`,
-		discoveryClusterID, base, metricsInterval.Seconds(), metricsHistory)
+// dueNodes is what the policy reports of a scrape: the nodes, and why
+// ("quiet" when none; else "first", "threshold" and/or "period").
+type dueNodes struct {
+	nodes map[string]bool
+	kind  string
+}
+
+// report applies the policy (store.UsageReporting, as RecordNodeMetrics
+// does in SQL) to a scrape and remembers what it reports.
+func (f *fleet) report(samples []store.NodeMetricsSample) dueNodes {
+	out := dueNodes{nodes: map[string]bool{}}
+	reasons := map[string]bool{}
+	for i, s := range samples {
+		r, a := f.reported[i], f.allocatable[i]
+		var why string
+		switch {
+		case r.ObservedAt.IsZero():
+			why = "first"
+		case !s.ObservedAt.After(r.ObservedAt):
+			continue
+		case s.ObservedAt.Sub(r.ObservedAt) >= usageReporting.Period:
+			why = "period"
+		case abs(s.CPUNanoCores-r.CPUNanoCores) > int64(usageReporting.Threshold*float64(a.CPUMillis)*1e6),
+			abs(s.MemoryBytes-r.MemoryBytes) > int64(usageReporting.Threshold*float64(a.MemoryBytes)):
+			why = "threshold"
+		default:
+			continue
+		}
+		reasons[why] = true
+		out.nodes[nodecapacity.Name(s.ClusterID, s.Node)] = true
+		f.reported[i] = s
+	}
+	var kinds []string
+	for _, why := range []string{"first", "threshold", "period"} {
+		if reasons[why] {
+			kinds = append(kinds, why)
+		}
+	}
+	out.kind = "quiet"
+	if len(kinds) > 0 {
+		out.kind = strings.Join(kinds, "+")
+	}
+	return out
+}
+
+func abs(v int64) int64 {
+	if v < 0 {
+		return -v
+	}
+	return v
+}
+
+// scrapeEvents is one scrape of the watch part.
+type scrapeEvents struct {
+	k    int
+	kind string
+	// due is how many nodes the model says the scrape reports; reported
+	// is what RecordNodeMetrics says it did.
+	due              int
+	stored, reported int64
+	// changeRows: registry_change entries the scrape wrote.
+	changeRows int64
+	// events: NodeCapacity events the watch delivered before the marker;
+	// unexpected lists those of nodes the model did not report (at most 5).
+	events     int
+	unexpected []string
+	write      time.Duration
+	// CPU time of the platform-apiserver and kube-apiserver from the
+	// scrape until the marker's event arrived (the marker's own change
+	// included; 10 ms resolution).
+	platformCPU, kubeCPU time.Duration
+}
+
+// quietFleetEvents is part 1: the first scrape and quietFleetScrapes more,
+// each followed by the marker, counting what reaches the watch.
+func (d *discoveryEnv) quietFleetEvents(ctx context.Context, f *fleet) ([]scrapeEvents, error) {
+	w, err := d.watchNodeCapacities(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("seed metrics history: %w", err)
+		return nil, err
 	}
-	if _, err := d.db.Exec(ctx, `ANALYZE cluster_node_metrics`); err != nil {
-		return 0, fmt.Errorf("analyze cluster_node_metrics: %w", err)
+	defer w.close()
+	platformPID := d.cp.PlatformAPIServerPID()
+	kubePID, err := d.kubeAPIServerPID()
+	if err != nil {
+		return nil, err
 	}
-	var rows int64
-	if err := d.db.QueryRow(ctx, `SELECT count(*) FROM cluster_node_metrics`).Scan(&rows); err != nil {
-		return 0, fmt.Errorf("count metrics samples: %w", err)
+	// The first marker proves the watch is established.
+	marker := 0
+	if _, _, err := d.awaitMetricsMarker(ctx, w, marker, nil); err != nil {
+		return nil, fmt.Errorf("first marker: %w", err)
 	}
-	return rows, nil
+	var out []scrapeEvents
+	for range quietFleetScrapes + 1 {
+		k := d.scrapes
+		d.scrapes++
+		samples := f.samples(k)
+		due := f.report(samples)
+		s := scrapeEvents{k: k, kind: due.kind, due: len(due.nodes)}
+		var rvBefore int64
+		if err := d.db.QueryRow(ctx, `SELECT resource_version FROM registry_state`).Scan(&rvBefore); err != nil {
+			return nil, err
+		}
+		platformBefore, err := processCPUTime(platformPID)
+		if err != nil {
+			return nil, err
+		}
+		kubeBefore, err := processCPUTime(kubePID)
+		if err != nil {
+			return nil, err
+		}
+		t0 := time.Now()
+		rec, err := d.registry.RecordNodeMetrics(ctx, samples, usageReporting)
+		s.write = time.Since(t0)
+		if err != nil {
+			return nil, fmt.Errorf("scrape %d: %w", k, err)
+		}
+		s.stored, s.reported = rec.Stored, rec.Reported
+		if err := d.db.QueryRow(ctx, `SELECT count(*) FROM registry_change WHERE resource_version > $1`, rvBefore).Scan(&s.changeRows); err != nil {
+			return nil, err
+		}
+		marker++
+		s.events, s.unexpected, err = d.awaitMetricsMarker(ctx, w, marker, due.nodes)
+		if err != nil {
+			return nil, fmt.Errorf("scrape %d: %w", k, err)
+		}
+		platformAfter, err := processCPUTime(platformPID)
+		if err != nil {
+			return nil, err
+		}
+		kubeAfter, err := processCPUTime(kubePID)
+		if err != nil {
+			return nil, err
+		}
+		s.platformCPU, s.kubeCPU = platformAfter-platformBefore, kubeAfter-kubeBefore
+		fmt.Fprintf(os.Stderr, "discovery: scrape %d (%s): stored %d, reported %d (model %d), %d change-log rows, %d watch events, write %s, CPU platform %s kube %s\n",
+			k, s.kind, s.stored, s.reported, s.due, s.changeRows, s.events, s.write.Round(time.Microsecond), s.platformCPU, s.kubeCPU)
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// awaitMetricsMarker sets the marker label of the marker node to seq in
+// kube-apiserver and reads the watch until discovery's event of it arrives.
+// It returns how many other events came first and which of them were not of
+// a node in want (nil: expect none).
+func (d *discoveryEnv) awaitMetricsMarker(ctx context.Context, w *ncWatch, seq int, want map[string]bool) (int, []string, error) {
+	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, metricsMarkerLabel, strconv.Itoa(seq))
+	node := nodeName(metricsMarkerNode)
+	if _, err := d.kube.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		return 0, nil, fmt.Errorf("label node %s: %w", node, err)
+	}
+	markerName := nodecapacity.Name(discoveryClusterID, node)
+	timer := time.NewTimer(metricsMarkerTimeout)
+	defer timer.Stop()
+	events := 0
+	var unexpected []string
+	seen := map[string]bool{}
+	for {
+		select {
+		case r := <-w.receipts:
+			if r.err != nil {
+				return events, unexpected, r.err
+			}
+			if r.name == markerName && r.marker == strconv.Itoa(seq) {
+				return events, unexpected, nil
+			}
+			events++
+			if !want[r.name] || seen[r.name] {
+				if len(unexpected) < 5 {
+					unexpected = append(unexpected, string(r.typ)+" "+r.name)
+				}
+			}
+			seen[r.name] = true
+		case <-timer.C:
+			return events, unexpected, fmt.Errorf("no event of marker %d on %s within %s (%d other events)", seq, markerName, metricsMarkerTimeout, events)
+		case <-ctx.Done():
+			return events, unexpected, ctx.Err()
+		}
+	}
+}
+
+// ncWatch is one watch of every NodeCapacity through the aggregator and the
+// goroutine that reads it.
+type ncWatch struct {
+	w         watch.Interface
+	transport http.RoundTripper
+	receipts  chan ncReceipt
+	done      chan struct{}
+	wg        sync.WaitGroup
+}
+
+// ncReceipt is one event (the object's name and marker label), or the error
+// that ended the watch.
+type ncReceipt struct {
+	typ    watch.EventType
+	name   string
+	marker string
+	err    error
+}
+
+// watchNodeCapacities opens a watch of NodeCapacities from now, on a
+// connection of its own (env.watchClient).
+func (d *discoveryEnv) watchNodeCapacities(ctx context.Context) (*ncWatch, error) {
+	c, rt, err := d.watchClient()
+	if err != nil {
+		return nil, err
+	}
+	list, err := c.PlatformV1alpha1().NodeCapacities().List(ctx, metav1.ListOptions{Limit: 1})
+	if err != nil {
+		return nil, fmt.Errorf("list NodeCapacities for a resourceVersion: %w", err)
+	}
+	w, err := c.PlatformV1alpha1().NodeCapacities().Watch(ctx, metav1.ListOptions{
+		ResourceVersion:     list.ResourceVersion,
+		AllowWatchBookmarks: true,
+		TimeoutSeconds:      ptr(watchRequestTimeout),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("watch NodeCapacities: %w", err)
+	}
+	// Room for several scrapes' events: the reader never blocks.
+	nw := &ncWatch{w: w, transport: rt, receipts: make(chan ncReceipt, 4*nodeCount), done: make(chan struct{})}
+	nw.wg.Add(1)
+	go nw.follow()
+	return nw, nil
+}
+
+func (nw *ncWatch) follow() {
+	defer nw.wg.Done()
+	for ev := range nw.w.ResultChan() {
+		switch ev.Type {
+		case watch.Bookmark:
+			continue
+		case watch.Error:
+			nw.send(ncReceipt{err: fmt.Errorf("watch error: %w", apierrors.FromObject(ev.Object))})
+			return
+		}
+		nc, ok := ev.Object.(*v1alpha1.NodeCapacity)
+		if !ok {
+			nw.send(ncReceipt{err: fmt.Errorf("%s event with a %T", ev.Type, ev.Object)})
+			return
+		}
+		if !nw.send(ncReceipt{typ: ev.Type, name: nc.Name, marker: nc.Labels[metricsMarkerLabel]}) {
+			return
+		}
+	}
+	nw.send(ncReceipt{err: errors.New("watch ended")})
+}
+
+func (nw *ncWatch) send(r ncReceipt) bool {
+	select {
+	case nw.receipts <- r:
+		return true
+	case <-nw.done:
+		return false
+	}
+}
+
+func (nw *ncWatch) close() {
+	close(nw.done)
+	nw.w.Stop()
+	nw.wg.Wait()
+	utilnet.CloseIdleConnectionsFor(nw.transport)
+}
+
+// legacyMetrics is the baseline database and today's design's writer on it.
+type legacyMetrics struct {
+	// admin is a connection to the registry's database, which creates and
+	// drops the baseline's.
+	admin  *pgxpool.Pool
+	store  *postgres.Store
+	writer *legacyMetricsWriter
+}
+
+// openLegacyMetrics creates the baseline database in the PostgreSQL server
+// of the registry (admin, at registryURL), migrates it to migration 003
+// (the unpartitioned history with its observed_at index) and applies the
+// member's nodes to it: the same nodeCount nodes with podsPerSyncNode pods
+// each, as the registry holds them.
+func openLegacyMetrics(ctx context.Context, admin *pgxpool.Pool, registryURL string) (*legacyMetrics, error) {
+	if _, err := admin.Exec(ctx, `DROP DATABASE IF EXISTS `+legacyMetricsDatabase); err != nil {
+		return nil, fmt.Errorf("drop the baseline database: %w", err)
+	}
+	if _, err := admin.Exec(ctx, `CREATE DATABASE `+legacyMetricsDatabase); err != nil {
+		return nil, fmt.Errorf("create the baseline database: %w", err)
+	}
+	u, err := url.Parse(registryURL)
+	if err != nil {
+		return nil, fmt.Errorf("parse the registry's database URL: %w", err)
+	}
+	u.Path = "/" + legacyMetricsDatabase
+	l := &legacyMetrics{admin: admin}
+	if l.store, err = postgres.Open(ctx, u.String(), postgres.Options{}); err != nil {
+		return nil, err
+	}
+	if l.writer, err = newLegacyMetricsWriter(ctx, u.String()); err != nil {
+		l.store.Close()
+		return nil, err
+	}
+	if err := l.store.Migrate(ctx); err != nil {
+		l.close()
+		return nil, fmt.Errorf("migrate the baseline database: %w", err)
+	}
+	if err := l.store.MigrateDownTo(ctx, legacyMetricsMigration); err != nil {
+		l.close()
+		return nil, fmt.Errorf("revert the baseline database to migration %03d: %w", legacyMetricsMigration, err)
+	}
+	var kind string
+	if err := l.writer.pool.QueryRow(ctx, `SELECT relkind::text FROM pg_class WHERE oid = 'cluster_node_metrics'::regclass`).Scan(&kind); err != nil || kind != "r" {
+		l.close()
+		return nil, fmt.Errorf("the baseline's cluster_node_metrics is of relkind %q (%v), want an ordinary table", kind, err)
+	}
+	batch := registryBatch(time.Now().UTC().Truncate(time.Second))
+	batch.ClusterID = discoveryClusterID
+	for i := range nodeCount {
+		for p := podsPerNode; p < podsPerSyncNode; p++ {
+			batch.Pods = append(batch.Pods, store.Pod{
+				Namespace:          batch.Namespaces[(i+p)%namespaceCount].Name,
+				Name:               fmt.Sprintf("app-%05d-%d", i, p),
+				UID:                fmt.Sprintf("pod-%05d-%d", i, p),
+				NodeName:           nodeName(i),
+				Phase:              "Running",
+				CPURequestMillis:   int64(100 + 150*((i+p)%4)),
+				MemoryRequestBytes: int64(128+256*((i+p)%4)) * mi,
+			})
+		}
+	}
+	if err := l.store.Apply(ctx, batch); err != nil {
+		l.close()
+		return nil, fmt.Errorf("apply the nodes to the baseline database: %w", err)
+	}
+	return l, nil
+}
+
+// close closes the baseline's connections and drops its database.
+func (l *legacyMetrics) close() {
+	if l.writer != nil {
+		l.writer.pool.Close()
+	}
+	l.store.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := l.admin.Exec(ctx, `DROP DATABASE IF EXISTS `+legacyMetricsDatabase); err != nil {
+		fmt.Fprintf(os.Stderr, "discovery: drop the baseline database: %v\n", err)
+	}
+}
+
+// legacyScrape is one scrape written by today's design.
+type legacyScrape struct {
+	inserted, changeRows int64
+	took                 time.Duration
+}
+
+// scrape writes samples as today's design does and times it; untimed, it
+// counts the change-log rows the write added.
+func (l *legacyMetrics) scrape(ctx context.Context, samples []store.NodeMetricsSample) (legacyScrape, error) {
+	var out legacyScrape
+	var rvBefore int64
+	if err := l.writer.pool.QueryRow(ctx, `SELECT resource_version FROM registry_state`).Scan(&rvBefore); err != nil {
+		return out, err
+	}
+	t0 := time.Now()
+	inserted, err := l.writer.InsertNodeMetrics(ctx, samples)
+	out.took = time.Since(t0)
+	if err != nil {
+		return out, fmt.Errorf("today's design: %w", err)
+	}
+	out.inserted = inserted
+	err = l.writer.pool.QueryRow(ctx, `SELECT count(*) FROM registry_change WHERE resource_version > $1`, rvBefore).Scan(&out.changeRows)
+	return out, err
+}
+
+// seedHistorySQL writes $4 samples per node of cluster $1, one interval ($3
+// seconds) apart and ending one interval before $2, in time order (as
+// scrapes write them: each a sample of every node, by name), in one
+// statement. Usage is some fraction of allocatable; its values do not
+// matter to any statement measured.
+const seedHistorySQL = `
+	INSERT INTO cluster_node_metrics (cluster_id, node, cpu_usage_nanocores, memory_usage_bytes, observed_at, window_seconds)
+	SELECT n.cluster_id, n.name, n.allocatable_cpu_millis * (200000 + (i * 7919) % 500000),
+	       n.allocatable_memory_bytes * (30 + (i * 104729) % 40) / 100,
+	       $2::timestamptz - make_interval(secs => i * $3::float8), 20
+	FROM generate_series($4::int, 1, -1) AS i,
+	     LATERAL (SELECT cluster_id, name, allocatable_cpu_millis, allocatable_memory_bytes
+	              FROM cluster_node WHERE cluster_id = $1 AND i > 0 ORDER BY name) n`
+
+// seedDayOfHistory writes historySamples per node, ending one interval
+// before the first scrape, into the registry's hourly partitions and into
+// the baseline's table, vacuums and analyzes both (as autovacuum would have
+// long since), and measures each one's size.
+func (d *discoveryEnv) seedDayOfHistory(ctx context.Context, legacy *legacyMetrics, f *fleet, res *metricsResult) error {
+	end := f.base
+	if _, err := d.db.Exec(ctx, `SELECT cluster_node_metrics_ensure_partitions($1, $2)`,
+		end.Add(-time.Duration(historySamples)*metricsInterval), end); err != nil {
+		return fmt.Errorf("create the history's partitions: %w", err)
+	}
+	seed := func(name string, exec func(context.Context, string, ...any) (int64, error), rows *int64, took *time.Duration) error {
+		fmt.Fprintf(os.Stderr, "discovery: writing %d samples per node (%s of history) into %s...\n", historySamples, metricsRetention, name)
+		stop := heartbeat("writing the history into " + name)
+		begin := time.Now()
+		n, err := exec(ctx, seedHistorySQL, discoveryClusterID, end, metricsInterval.Seconds(), historySamples)
+		if err == nil {
+			_, err = exec(ctx, `VACUUM (ANALYZE) cluster_node_metrics`)
+		}
+		stop()
+		if err != nil {
+			return fmt.Errorf("seed the history of %s: %w", name, err)
+		}
+		if n != int64(historySamples)*nodeCount {
+			return fmt.Errorf("seeded %d samples into %s, want %d", n, name, historySamples*nodeCount)
+		}
+		*rows, *took = n, time.Since(begin)
+		fmt.Fprintf(os.Stderr, "discovery: %d samples written into %s, vacuumed and analyzed in %s\n", n, name, took.Round(time.Second))
+		return nil
+	}
+	if err := seed("the registry (new design)", poolExec(d.db), &res.newHistoryRows, &res.newSeed); err != nil {
+		return err
+	}
+	if err := seed("the baseline (today's design)", poolExec(legacy.writer.pool), &res.legacyHistory, &res.legacySeed); err != nil {
+		return err
+	}
+	var err error
+	if res.newBytes, err = historySizeOf(ctx, d.db, `SELECT name FROM cluster_node_metrics_partitions()`); err != nil {
+		return err
+	}
+	if res.legacyBytes, err = historySizeOf(ctx, legacy.writer.pool, `SELECT 'cluster_node_metrics'`); err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "discovery: history size: new design %s in partitions (%s table, %s indexes) for %d samples, today's design %s (%s table, %s indexes) for %d\n",
+		mibString(res.newBytes.total()), mibString(res.newBytes.table), mibString(res.newBytes.indexes), res.newBytes.rows,
+		mibString(res.legacyBytes.total()), mibString(res.legacyBytes.table), mibString(res.legacyBytes.indexes), res.legacyBytes.rows)
+	return nil
+}
+
+// poolExec runs a statement on pool and returns the rows it affected.
+func poolExec(pool *pgxpool.Pool) func(context.Context, string, ...any) (int64, error) {
+	return func(ctx context.Context, sql string, args ...any) (int64, error) {
+		tag, err := pool.Exec(ctx, sql, args...)
+		return tag.RowsAffected(), err
+	}
+}
+
+// heartbeat prints that what is still going on every 30 s until stopped,
+// for the minutes-long seed statements.
+func heartbeat(what string) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		begin := time.Now()
+		tick := time.NewTicker(30 * time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-tick.C:
+				fmt.Fprintf(os.Stderr, "discovery: still %s (%s)\n", what, time.Since(begin).Round(time.Second))
+			case <-done:
+				return
+			}
+		}
+	}()
+	return func() { close(done); wg.Wait() }
+}
+
+// historySizeOf sums the table (heap, TOAST, free space and visibility
+// maps) and index sizes of the relations namesSQL lists, and counts the
+// history's rows.
+func historySizeOf(ctx context.Context, pool *pgxpool.Pool, namesSQL string) (historySize, error) {
+	var h historySize
+	err := pool.QueryRow(ctx, `
+		SELECT coalesce(sum(pg_table_size(t.name::regclass)), 0)::int8, coalesce(sum(pg_indexes_size(t.name::regclass)), 0)::int8,
+		       (SELECT count(*) FROM cluster_node_metrics)
+		FROM (`+namesSQL+`) AS t(name)`).Scan(&h.table, &h.indexes, &h.rows)
+	if err != nil {
+		return h, fmt.Errorf("measure the metrics history: %w", err)
+	}
+	return h, nil
+}
+
+func mibString(bytes int64) string { return fmt.Sprintf("%.0f MiB", float64(bytes)/mib) }
+
+// pruneHistory is part 3: prunedHours times, the registry's oldest hourly
+// partition is dropped by MaintainNodeMetrics (with RetainAfter its upper
+// bound, as the maintenance does once the hour is older than the
+// retention) and the same samples are deleted from the baseline by today's
+// prune. The history's first hour is partial unless the first scrape was
+// on the hour; it is pruned first on both sides, untimed.
+func (d *discoveryEnv) pruneHistory(ctx context.Context, legacy *legacyMetrics, res *metricsResult) error {
+	// The maintenance prepares the coming hours' partitions every interval;
+	// a first untimed round does that, so the timed ones only drop.
+	if _, err := d.registry.MaintainNodeMetrics(ctx, store.MetricsMaintenance{Now: time.Now()}); err != nil {
+		return err
+	}
+	for res.prunedHoursMeasured < prunedHours {
+		var name string
+		var upper time.Time
+		if err := d.db.QueryRow(ctx, `SELECT name, upper_bound FROM cluster_node_metrics_partitions() ORDER BY upper_bound LIMIT 1`).Scan(&name, &upper); err != nil {
+			return fmt.Errorf("find the oldest history partition: %w", err)
+		}
+		var rows int64
+		if err := d.db.QueryRow(ctx, `SELECT count(*) FROM `+pgx.Identifier{name}.Sanitize()).Scan(&rows); err != nil {
+			return fmt.Errorf("count the samples of %s: %w", name, err)
+		}
+		t0 := time.Now()
+		done, err := d.registry.MaintainNodeMetrics(ctx, store.MetricsMaintenance{Now: time.Now(), RetainAfter: upper})
+		newTook := time.Since(t0)
+		if err != nil {
+			return err
+		}
+		t0 = time.Now()
+		deleted, err := legacy.writer.PruneNodeMetrics(ctx, upper)
+		legacyTook := time.Since(t0)
+		if err != nil {
+			return err
+		}
+		if done.DroppedPartitions != 1 || deleted != rows {
+			return fmt.Errorf("prune before %s: new design dropped %d partitions (want 1, %s with %d samples), today's design deleted %d samples",
+				upper, done.DroppedPartitions, name, rows, deleted)
+		}
+		if rows != int64(samplesPerHour)*nodeCount {
+			fmt.Fprintf(os.Stderr, "discovery: pruned the history's partial first hour (%d samples), untimed: new design %s, today's design %s\n",
+				rows, newTook.Round(time.Microsecond), legacyTook.Round(time.Millisecond))
+			continue
+		}
+		fmt.Fprintf(os.Stderr, "discovery: pruned an hour (%d samples, before %s): new design %s (dropped %s), today's design %s\n",
+			rows, upper.UTC().Format(time.RFC3339), newTook.Round(time.Microsecond), name, legacyTook.Round(time.Millisecond))
+		res.prunedRows = rows
+		res.newPrune = max(res.newPrune, newTook)
+		res.legacyPrune = max(res.legacyPrune, legacyTook)
+		res.prunedHoursMeasured++
+	}
+	return nil
+}
+
+// warmUpScrape writes one scrape to both sides, untimed.
+func (d *discoveryEnv) warmUpScrape(ctx context.Context, f *fleet, legacy *legacyMetrics) error {
+	k := d.scrapes
+	d.scrapes++
+	samples := f.samples(k)
+	due := f.report(samples)
+	rec, err := d.registry.RecordNodeMetrics(ctx, samples, usageReporting)
+	if err != nil {
+		return err
+	}
+	op, err := legacy.scrape(ctx, samples)
+	if err != nil {
+		return err
+	}
+	if rec.Stored != nodeCount || rec.Reported != int64(len(due.nodes)) || op.inserted != nodeCount {
+		return fmt.Errorf("warm-up scrape %d: new design stored %d and reported %d (model: %d due), today's design inserted %d; want %d stored",
+			k, rec.Stored, rec.Reported, len(due.nodes), op.inserted, nodeCount)
+	}
+	fmt.Fprintf(os.Stderr, "discovery: scrape %d (%s, warm-up, untimed): new design %d reported, today's design %s\n", k, due.kind, rec.Reported, op.took.Round(time.Millisecond))
+	return nil
 }

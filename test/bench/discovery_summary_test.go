@@ -75,8 +75,45 @@ func (s *discoverySummary) print(w io.Writer) {
 			r.commitLag.Round(time.Millisecond), r.cores, maxFreshnessP99, verdict(r.p99 < maxFreshnessP99))
 	}
 	if r := s.metrics; r != nil {
-		fmt.Fprintf(w, "  metrics write      %s per scrape of %d nodes (insert %s, prune %s; %d rows of history) against %s: %s\n",
-			r.write.Round(time.Millisecond), nodeCount, r.insert.Round(time.Millisecond), r.prune.Round(time.Millisecond), r.rows,
-			maxMetricsWrite, verdict(r.write < maxMetricsWrite))
+		r.print(w)
 	}
+}
+
+// print writes the quiet-fleet lines of the discovery summary.
+func (r *metricsResult) print(w io.Writer) {
+	var quiet, quietRows, quietEvents int
+	var crossing, crossingEvents, periodic, periodicEvents, first int
+	var crossingRows int64
+	exact := true
+	for _, s := range r.scrapes {
+		exact = exact && s.events == int(s.reported) && s.changeRows == s.reported && int(s.reported) == s.due && len(s.unexpected) == 0
+		switch s.kind {
+		case "quiet":
+			quiet++
+			quietRows = max(quietRows, int(s.changeRows))
+			quietEvents = max(quietEvents, s.events)
+		case "threshold":
+			crossing, crossingRows, crossingEvents = s.due, s.changeRows, s.events
+		case "period":
+			periodic, periodicEvents = s.due, s.events
+		case "first":
+			first = s.events
+		}
+	}
+	fmt.Fprintf(w, "  metrics watch      %d quiet scrapes: at most %d change-log rows and %d NodeCapacity events each; %d nodes crossing the threshold: %d rows, %d events against exactly them: %s\n",
+		quiet, quietRows, quietEvents, crossing, crossingRows, crossingEvents, verdict(exact && quietRows == 0 && quietEvents == 0 && crossing > 0))
+	fmt.Fprintf(w, "                     (first scrape %d events; the report period's refresh %d nodes, %d events; today's design: %d change-log rows every scrape)\n",
+		first, periodic, periodicEvents, r.legacyChangeRows)
+	fmt.Fprintf(w, "  metrics write      %s per scrape of %d samples vs today's %s (%.0f vs %.0f µs/sample; %d scrapes on %d samples of history): %.2f× against ≤ %.2f×: %s\n",
+		r.newWrite.Round(100*time.Microsecond), nodeCount, r.legacyWrite.Round(time.Millisecond),
+		float64(r.newWrite.Microseconds())/nodeCount, float64(r.legacyWrite.Microseconds())/nodeCount,
+		r.ops, r.newHistoryRows, r.ratio(), maxMetricsWriteRatio, verdict(r.ratio() <= maxMetricsWriteRatio))
+	line := fmt.Sprintf("                     (of which %d quiet scrapes %s each", r.quietOps, r.newQuietWrite.Round(100*time.Microsecond))
+	for _, op := range r.reportingOps {
+		line += fmt.Sprintf("; a scrape reporting %d nodes %s", op.reported, op.took.Round(100*time.Microsecond))
+	}
+	fmt.Fprintln(w, line+")")
+	fmt.Fprintf(w, "  metrics history    %s vs today's %s for a day of %d nodes (%.0f vs %.0f bytes/sample); prune of an hour (%d samples) %s vs %s\n",
+		mibString(r.newBytes.total()), mibString(r.legacyBytes.total()), nodeCount, r.newBytesPerSample(), r.legacyBytesPerSample(),
+		r.prunedRows, r.newPrune.Round(100*time.Microsecond), r.legacyPrune.Round(time.Millisecond))
 }
