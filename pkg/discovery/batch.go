@@ -28,8 +28,11 @@ type pending struct {
 	received []time.Time
 	// cursor is the member resourceVersion the batch reaches.
 	cursor string
-	// replace marks a relist: rows absent from the batch are deleted.
+	// replace marks a relist: rows absent from the batch (and from
+	// present) are deleted.
 	replace bool
+	// present holds the keys a relist committed in earlier chunks.
+	present []store.ObjectKey
 }
 
 func newPending(r store.Resource, cursor string) *pending {
@@ -74,6 +77,7 @@ func (p *pending) batch(cluster string) store.Batch {
 	}
 	if p.replace {
 		b.Replace = []store.Resource{p.resource}
+		b.Present = p.present
 	}
 	for _, c := range p.changes {
 		switch rec := c.rec.(type) {

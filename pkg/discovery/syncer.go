@@ -22,8 +22,8 @@ import (
 // listPageSize is the limit of each list page.
 const listPageSize = 500
 
-// listed is the event type objects of a list are counted under.
-const listed watch.EventType = "LISTED"
+// listedEvent is the event type objects of a list are counted under.
+const listedEvent watch.EventType = "LISTED"
 
 // shortWatch: a watch the server ends this soon without an event is
 // re-opened only after a backoff, so a member (or proxy) that closes
@@ -155,12 +155,17 @@ func (s *syncer) loadCursor(ctx context.Context) (string, bool) {
 }
 
 // relist lists the resource page by page, converting each page as it comes,
-// and commits everything with Replace; it returns the list's resourceVersion.
+// and commits it in chunks of BatchSize objects, so memory and the writer
+// lock's hold stay bounded however large the member: the chunks upsert
+// what was listed, and the last one carries the keys of the others, Replace
+// (rows the list did not have are deleted) and the list's resourceVersion,
+// which it returns. A relist cut short commits no cursor and starts over.
 func (s *syncer) relist(ctx context.Context, reason string) (string, error) {
 	s.logger.Info("Listing member resource", "reason", reason)
 	start := s.Clock.Now()
 	p := newPending(s.Source.resource, "")
 	p.replace = true
+	var listed int
 	opts := metav1.ListOptions{Limit: listPageSize}
 	listRV := ""
 	for {
@@ -169,7 +174,7 @@ func (s *syncer) relist(ctx context.Context, reason string) (string, error) {
 			if opts.Continue != "" && isExpired(err) {
 				s.logger.Info("List continue token expired; listing again from the start")
 				p = newPending(s.Source.resource, "")
-				p.replace, opts.Continue, listRV = true, "", ""
+				p.replace, opts.Continue, listRV, listed = true, "", "", 0
 				continue
 			}
 			return "", fmt.Errorf("list: %w", err)
@@ -184,23 +189,31 @@ func (s *syncer) relist(ctx context.Context, reason string) (string, error) {
 		}
 		now := s.Clock.Now()
 		if err := meta.EachListItem(list, func(obj runtime.Object) error {
-			s.absorb(p, listed, obj, now)
+			s.absorb(p, listedEvent, obj, now)
 			return nil
 		}); err != nil {
 			return "", decodeError{fmt.Errorf("list: %w", err)}
 		}
-		p.cursor = listRV // not the items' own (older) versions
 		s.setPending(p.events)
 		if lm.GetContinue() == "" {
 			break
 		}
 		opts.Continue = lm.GetContinue()
+		if len(p.changes) >= s.BatchSize {
+			if err := s.commitChunk(ctx, p); err != nil {
+				return "", err
+			}
+			listed += len(p.changes)
+			p.present = append(p.present, p.keys()...)
+			p.changes, p.events, p.byType, p.received = map[store.ObjectKey]change{}, 0, map[string]int{}, nil
+		}
 	}
+	p.cursor = listRV // not the items' own (older) versions
 	relists.WithLabelValues(s.Cluster, s.resource(), reason).Inc()
 	if err := s.commit(ctx, p); err != nil {
 		return "", err
 	}
-	s.logger.Info("Listed member resource", "objects", len(p.changes), "resourceVersion", p.cursor,
+	s.logger.Info("Listed member resource", "objects", listed+len(p.changes), "resourceVersion", p.cursor,
 		"took", s.Clock.Since(start).Round(time.Millisecond))
 	s.markSynced()
 	return p.cursor, nil
@@ -342,6 +355,14 @@ func (s *syncer) commit(ctx context.Context, p *pending) error {
 	}
 }
 
+// commitChunk commits the objects of a relist listed so far, without the
+// cursor and without Replace (the relist's last batch carries both).
+func (s *syncer) commitChunk(ctx context.Context, p *pending) error {
+	chunk := newPending(p.resource, "")
+	chunk.changes, chunk.events, chunk.byType, chunk.received = p.changes, p.events, p.byType, p.received
+	return s.commit(ctx, chunk)
+}
+
 func (s *syncer) apply(ctx context.Context, b store.Batch) error {
 	actx, cancel := context.WithTimeout(ctx, s.ApplyTimeout)
 	defer cancel()
@@ -400,7 +421,9 @@ func (s *syncer) committedBatch(p *pending, start time.Time) {
 	s.mu.Lock()
 	s.pending = 0
 	s.lastBeat = now
-	s.committed = p.cursor
+	if p.cursor != "" { // a relist's chunk reaches no cursor
+		s.committed = p.cursor
+	}
 	s.mu.Unlock()
 	s.logger.V(4).Info("Committed batch", "events", p.events, "objects", len(p.changes), "resourceVersion", p.cursor)
 }

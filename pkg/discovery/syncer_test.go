@@ -332,6 +332,51 @@ func TestSyncerQuarantinesRejectedObjects(t *testing.T) {
 	}
 }
 
+// TestSyncerRelistsInChunks: a list larger than a batch commits in chunks
+// of at most BatchSize objects without cursor or Replace; the last batch
+// carries Replace, the keys of the chunks before it, and the cursor.
+func TestSyncerRelistsInChunks(t *testing.T) {
+	const total = 2300 // 5 pages of 500
+	m, st := newFakeMember(), &recordingStore{}
+	m.client.PrependReactor("list", "namespaces", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		opts := a.(clienttesting.ListActionImpl).ListOptions
+		from := 0
+		if opts.Continue != "" {
+			from, _ = strconv.Atoi(opts.Continue)
+		}
+		list := &corev1.NamespaceList{ListMeta: metav1.ListMeta{ResourceVersion: "7000"}}
+		for i := from; i < min(from+int(opts.Limit), total); i++ {
+			list.Items = append(list.Items, namespace(fmt.Sprintf("ns-%04d", i), "10"))
+		}
+		if next := from + int(opts.Limit); next < total {
+			list.Continue = strconv.Itoa(next)
+		}
+		return true, list, nil
+	})
+	startSyncer(t, m, st)
+	nextWatcher(t, m)
+	batches := st.snapshot()
+	seen := map[string]bool{}
+	for i, b := range batches {
+		last := i == len(batches)-1
+		if len(b.Namespaces) > 1000 {
+			t.Errorf("batch %d holds %d namespaces, more than the batch size", i, len(b.Namespaces))
+		}
+		if got := len(b.Replace) == 1 && b.Cursors[store.ResourceNamespaces] == "7000"; got != last {
+			t.Errorf("batch %d: Replace %v, cursor %q; want both on the last batch only", i, b.Replace, b.Cursors[store.ResourceNamespaces])
+		}
+		if last && len(b.Present) != len(seen) {
+			t.Errorf("last batch carries %d present keys, want the %d the chunks before it wrote", len(b.Present), len(seen))
+		}
+		for _, ns := range b.Namespaces {
+			seen[ns.Name] = true
+		}
+	}
+	if len(batches) < 3 || len(seen) != total {
+		t.Errorf("%d batches wrote %d namespaces, want %d in chunks", len(batches), len(seen), total)
+	}
+}
+
 func TestSyncerForbiddenRetries(t *testing.T) {
 	m, st := newFakeMember(), &recordingStore{}
 	calls := 0

@@ -62,32 +62,34 @@ func (a *applier) replace() error {
 	for _, r := range a.b.Replace {
 		switch r {
 		case store.ResourceNamespaces:
-			names, err := a.absentNames("cluster_namespace", namespaceNames(a.b.Namespaces))
+			names, err := a.absentNames("cluster_namespace", append(namespaceNames(a.b.Namespaces), presentNames(a.b.Present)...))
 			if err != nil {
 				return err
 			}
 			a.b.DeletedNamespaces = append(a.b.DeletedNamespaces, names...)
 		case store.ResourceNodes:
-			names, err := a.absentNames("cluster_node", nodeNames(a.b.Nodes))
+			names, err := a.absentNames("cluster_node", append(nodeNames(a.b.Nodes), presentNames(a.b.Present)...))
 			if err != nil {
 				return err
 			}
 			a.b.DeletedNodes = append(a.b.DeletedNodes, names...)
 		case store.ResourcePods:
-			keys := make([]store.ObjectKey, len(a.b.Pods))
+			keys := make([]store.ObjectKey, len(a.b.Pods), len(a.b.Pods)+len(a.b.Present))
 			for i, p := range a.b.Pods {
 				keys[i] = store.ObjectKey{Namespace: p.Namespace, Name: p.Name}
 			}
+			keys = append(keys, a.b.Present...)
 			absent, err := a.absentKeys("cluster_pod", keys)
 			if err != nil {
 				return err
 			}
 			a.b.DeletedPods = append(a.b.DeletedPods, absent...)
 		case store.ResourceResourceQuotas:
-			keys := make([]store.ObjectKey, len(a.b.Quotas))
+			keys := make([]store.ObjectKey, len(a.b.Quotas), len(a.b.Quotas)+len(a.b.Present))
 			for i, q := range a.b.Quotas {
 				keys[i] = store.ObjectKey{Namespace: q.Namespace, Name: q.Name}
 			}
+			keys = append(keys, a.b.Present...)
 			absent, err := a.absentKeys("cluster_resource_quota", keys)
 			if err != nil {
 				return err
@@ -100,9 +102,22 @@ func (a *applier) replace() error {
 	return nil
 }
 
+// presentNames returns the names of cluster-scoped keys.
+func presentNames(keys []store.ObjectKey) []string {
+	names := make([]string, len(keys))
+	for i, k := range keys {
+		names[i] = k.Name
+	}
+	return names
+}
+
 // absentNames lists names of the cluster's rows in table (a fixed identifier) not in present.
 func (a *applier) absentNames(table string, present []string) ([]string, error) {
-	rows, err := a.tx.Query(a.ctx, `SELECT name FROM `+table+` WHERE cluster_id = $1 AND NOT (name = ANY($2::text[]))`, a.cluster, present)
+	// An anti-join, not NOT (name = ANY(...)), which compares every row
+	// with every name: quadratic in a relist of thousands.
+	rows, err := a.tx.Query(a.ctx, `
+		SELECT r.name FROM `+table+` r
+		WHERE r.cluster_id = $1 AND NOT EXISTS (SELECT 1 FROM unnest($2::text[]) AS k(name) WHERE k.name = r.name)`, a.cluster, present)
 	if err != nil {
 		return nil, fmt.Errorf("replace %s: %w", table, err)
 	}

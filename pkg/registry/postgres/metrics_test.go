@@ -1,7 +1,6 @@
 package postgres_test
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -298,55 +297,26 @@ func TestRecordNodeMetricsRejectsAWideSpan(t *testing.T) {
 	}
 }
 
-// TestApplyRejectsWhatPostgresCannotStore: a NUL character in jsonb is a
-// data exception, reported as store.ErrRejected so discovery quarantines the
-// object instead of retrying the batch forever.
-func TestApplyRejectsWhatPostgresCannotStore(t *testing.T) {
-	t.Parallel()
-	s, b := setup(t, postgres.Options{})
-	n := node("n1", metricsNodeCPU, metricsNodeMem)
-	n.Conditions = []store.NodeCondition{{Type: "Ready", Status: "True", Message: "disk\x00full"}}
-	err := s.Apply(b.ctx, store.Batch{ClusterID: "c", Nodes: []store.Node{n}})
-	if !errors.Is(err, store.ErrRejected) {
-		t.Fatalf("Apply of a NUL in a condition message: %v; want ErrRejected", err)
-	}
-}
 
-// TestCheckMemberIdentity: the first identity is recorded and keeps the
-// cursors; the same one again changes nothing; another one drops the
-// member's cursors (and only its).
-func TestCheckMemberIdentity(t *testing.T) {
+// TestMetricsPartitionsCreatedConcurrently: replicas and members that need
+// the same new hourly partitions at once all succeed.
+func TestMetricsPartitionsCreatedConcurrently(t *testing.T) {
 	t.Parallel()
 	s, b := setup(t, postgres.Options{})
-	ctx := b.ctx
-	for _, c := range []string{"m", "other"} {
-		mustApply(t, s, ctx, store.Batch{ClusterID: c, Cursors: map[store.Resource]string{store.ResourceNodes: "100"}})
+	future := time.Now().UTC().Add(48 * time.Hour)
+	errs := make(chan error, 8)
+	for range 8 {
+		go func() {
+			_, err := s.MaintainNodeMetrics(b.ctx, store.MetricsMaintenance{Now: future, RetainAfter: time.Unix(0, 0), UnknownBefore: time.Unix(0, 0)})
+			errs <- err
+		}()
 	}
-	steps := []struct {
-		identity    string
-		wantChanged bool
-		wantCursor  string
-	}{
-		{identity: "uid-1", wantCursor: "100"},
-		{identity: "uid-1", wantCursor: "100"},
-		{identity: "uid-2", wantChanged: true, wantCursor: ""},
-	}
-	for i, step := range steps {
-		changed, err := s.CheckMemberIdentity(ctx, "m", step.identity)
-		if err != nil || changed != step.wantChanged {
-			t.Fatalf("step %d: CheckMemberIdentity(%s) = %v, %v; want %v", i, step.identity, changed, err, step.wantChanged)
-		}
-		if got, err := s.Cursor(ctx, "m", store.ResourceNodes); err != nil || got != step.wantCursor {
-			t.Errorf("step %d: cursor %q, %v; want %q", i, got, err, step.wantCursor)
+	for range 8 {
+		if err := <-errs; err != nil {
+			t.Errorf("concurrent MaintainNodeMetrics: %v", err)
 		}
 	}
-	if got, _ := s.Cursor(ctx, "other", store.ResourceNodes); got != "100" {
-		t.Errorf("another member's cursor = %q, want it kept", got)
-	}
-	if err := s.DeleteCluster(ctx, "m"); err != nil {
-		t.Fatal(err)
-	}
-	if changed, err := s.CheckMemberIdentity(ctx, "m", "uid-3"); err != nil || changed {
-		t.Errorf("identity after the member was deleted: changed %v, %v; want a fresh start", changed, err)
+	if n := countRows(t, b, `SELECT count(*) FROM cluster_node_metrics_partitions()`); n != 3 {
+		t.Errorf("%d partitions, want the 3 hours from now on", n)
 	}
 }

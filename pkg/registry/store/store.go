@@ -222,8 +222,14 @@ type Batch struct {
 	DeletedQuotas     []ObjectKey
 
 	// Replace lists resources this batch carries in full (a relist): rows of
-	// those resources in this cluster that the batch does not contain are deleted.
+	// those resources in this cluster that the batch does not contain, and
+	// whose keys are not in Present, are deleted.
 	Replace []Resource
+	// Present holds the keys of a Replace resource's objects that earlier
+	// batches of the same relist already wrote, so a large relist commits in
+	// chunks and only its last batch carries Replace (Namespace is empty
+	// for cluster-scoped kinds).
+	Present []ObjectKey
 	// Cursors are the member resourceVersions the batch reaches, per resource.
 	Cursors map[Resource]string
 }

@@ -61,11 +61,15 @@ BEGIN
                 PERFORM pg_advisory_xact_lock(hashtext('cluster_node_metrics_partitions'));
                 locked := true;
             END IF;
-            IF to_regclass(cluster_node_metrics_partition_name(h)) IS NULL THEN
+            -- The lock's holder before us may have created it; the catalog
+            -- this statement sees can predate that, so creation tolerates it.
+            BEGIN
                 EXECUTE format('CREATE TABLE %I PARTITION OF cluster_node_metrics FOR VALUES FROM (%L) TO (%L)',
                     cluster_node_metrics_partition_name(h), h, h + interval '1 hour');
                 created := created + 1;
-            END IF;
+            EXCEPTION WHEN duplicate_table OR unique_violation THEN
+                NULL;
+            END;
         END IF;
         h := h + interval '1 hour';
     END LOOP;
