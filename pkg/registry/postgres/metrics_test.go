@@ -297,7 +297,6 @@ func TestRecordNodeMetricsRejectsAWideSpan(t *testing.T) {
 	}
 }
 
-
 // TestMetricsPartitionsCreatedConcurrently: replicas and members that need
 // the same new hourly partitions at once all succeed.
 func TestMetricsPartitionsCreatedConcurrently(t *testing.T) {
