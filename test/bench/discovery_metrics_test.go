@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"net/url"
 	"os"
@@ -98,7 +99,10 @@ var usageReporting = func() store.UsageReporting {
 //     crossingStep in scrape crossingScrape. Per scrape: the change-log rows
 //     written (registry_change entries above the version before it) and the
 //     events the watch delivers before a marker change made after it, checked
-//     node for node against a model of the policy.
+//     node for node against a model of the policy. Besides the crossing
+//     nodes, each scrape reports the period refresh of the nodes whose own
+//     report period (cluster_node_usage_phase) turned since the previous
+//     one: about nodeCount × metricsInterval / period of them.
 //  2. Scrape write time, the timed loop: the server is stopped (its metrics
 //     maintenance would drop the oldest partition at the hour), a day of
 //     history (historySamples per node) is written into the registry's
@@ -106,8 +110,9 @@ var usageReporting = func() store.UsageReporting {
 //     writes of the design before commit fba8770 (legacyMetricsWriter);
 //     after one untimed scrape on each side, each op writes one scrape to
 //     both, in alternating order, and times each. ns/op is the new design's
-//     write. At -benchtime 10x the ops span one report period, so their
-//     mean includes its share of reports.
+//     write. Each op reports its share of the period refresh (and the
+//     crossing nodes again when their period turns); at -benchtime 10x the
+//     ops span one report period, so every node is refreshed once.
 //  3. History size (after the seed) and prune: MaintainNodeMetrics dropping
 //     the oldest whole hour against the old prune DELETE of the same rows,
 //     prunedHours times.
@@ -126,10 +131,16 @@ func (d *discoveryEnv) benchMetricsQuietFleet(b *testing.B) {
 	if res.scrapes, err = d.quietFleetEvents(ctx, f); err != nil {
 		b.Fatal(err)
 	}
-	for _, s := range res.scrapes {
+	for i, s := range res.scrapes {
 		if s.events != int(s.reported) || s.changeRows != s.reported || int(s.reported) != s.due || len(s.unexpected) > 0 {
 			b.Errorf("scrape %d (%s): %d nodes reported, %d change-log rows, %d events, model %d due; unexpected events: %v",
 				s.k, s.kind, s.reported, s.changeRows, s.events, s.due, s.unexpected)
+		}
+		// Each node refreshes at its own phase: a scrape refreshes about
+		// expectedRefresh nodes, never the fleet at once.
+		if i > 0 && float64(s.refresh) > 2*expectedRefresh() {
+			b.Errorf("scrape %d (%s): the model refreshes %d nodes at once, want about %.0f (nodes × interval / period): the phases do not spread",
+				s.k, s.kind, s.refresh, expectedRefresh())
 		}
 	}
 
@@ -207,17 +218,11 @@ func (d *discoveryEnv) benchMetricsQuietFleet(b *testing.B) {
 		b.Fatal(err)
 	}
 
-	var quietEvents, crossingEvents int
-	for _, s := range res.scrapes {
-		switch s.kind {
-		case "quiet":
-			quietEvents = max(quietEvents, s.events)
-		case "threshold":
-			crossingEvents = max(crossingEvents, s.events)
-		}
-	}
-	b.ReportMetric(float64(quietEvents), "quiet-events")
-	b.ReportMetric(float64(crossingEvents), "crossing-events")
+	w := res.watchTotals()
+	b.ReportMetric(float64(w.crossingEvents), "crossing-events")
+	b.ReportMetric(w.meanRefreshEvents(), "refresh-events")
+	b.ReportMetric(float64(w.maxRefreshEvents), "max-refresh-events")
+	b.ReportMetric(float64(w.otherEvents), "other-events")
 	b.ReportMetric(ms(res.newWrite), "new-ms")
 	b.ReportMetric(ms(res.legacyWrite), "legacy-ms")
 	b.ReportMetric(res.ratio(), "write-ratio")
@@ -234,7 +239,8 @@ type metricsResult struct {
 	scrapes []scrapeEvents
 
 	// The timed loop: ops scrapes, their mean write in each design, the
-	// mean of the new design's quiet ones (no node reported) and each of
+	// mean of the new design's quiet ones (no node reported; none at the
+	// default period, where every scrape refreshes some nodes) and each of
 	// its reporting ones; legacyChangeRows is the most change-log rows one
 	// of today's scrapes wrote.
 	ops, quietOps                   int
@@ -247,6 +253,61 @@ type metricsResult struct {
 	newBytes, legacyBytes           historySize
 	newPrune, legacyPrune           time.Duration // the slowest of prunedHours
 	prunedRows, prunedHoursMeasured int64
+}
+
+// watchTotals sums the watch part's scrapes after the first.
+type watchTotals struct {
+	scrapes int
+	// exact: every scrape's Reported, change-log rows and events matched
+	// the model, node for node (the first scrape included).
+	exact bool
+	// crossing: nodes the model reports for crossing the threshold, and
+	// their events.
+	crossing, crossingEvents int
+	// The period refresh: nodes the model reports for a new period, their
+	// events, and the fewest and most events of one scrape.
+	refresh, refreshEvents             int
+	minRefreshEvents, maxRefreshEvents int
+	// otherEvents: events beyond the model's (0 when exact).
+	otherEvents int
+	// events and the servers' CPU time over these scrapes, the markers'
+	// own events included in the CPU.
+	events               int
+	platformCPU, kubeCPU time.Duration
+}
+
+func (r metricsResult) watchTotals() watchTotals {
+	t := watchTotals{exact: len(r.scrapes) > 0}
+	for i, s := range r.scrapes {
+		t.exact = t.exact && s.events == int(s.reported) && s.changeRows == s.reported && int(s.reported) == s.due && len(s.unexpected) == 0
+		if i == 0 {
+			continue
+		}
+		t.scrapes++
+		t.crossing += s.crossing
+		t.crossingEvents += s.byReason["threshold"]
+		t.refresh += s.refresh
+		t.refreshEvents += s.byReason["period"]
+		if t.scrapes == 1 || s.byReason["period"] < t.minRefreshEvents {
+			t.minRefreshEvents = s.byReason["period"]
+		}
+		t.maxRefreshEvents = max(t.maxRefreshEvents, s.byReason["period"])
+		t.otherEvents += s.byReason[""]
+		t.events += s.events
+		t.platformCPU += s.platformCPU
+		t.kubeCPU += s.kubeCPU
+	}
+	return t
+}
+
+func (t watchTotals) meanRefreshEvents() float64 {
+	return float64(t.refreshEvents) / float64(max(t.scrapes, 1))
+}
+
+// expectedRefresh is how many nodes' report periods turn in a scrape
+// interval on average: nodeCount × metricsInterval / period.
+func expectedRefresh() float64 {
+	return float64(nodeCount) * metricsInterval.Seconds() / usageReporting.Period.Seconds()
 }
 
 // reportingOp is a timed scrape of the new design that reported nodes.
@@ -309,7 +370,10 @@ type fleet struct {
 	// base is when scrape 0 was observed; scrape k is k intervals later.
 	base        time.Time
 	allocatable []store.Resources
-	reported    []store.NodeMetricsSample // ObservedAt zero: none
+	// phase is each node's offset into the report period, in seconds, as
+	// the registry computes it (cluster_node_usage_phase).
+	phase    []float64
+	reported []store.NodeMetricsSample // ObservedAt zero: none
 }
 
 // newFleet reads each node's allocatable from the registry (discovery
@@ -319,11 +383,13 @@ func (d *discoveryEnv) newFleet(ctx context.Context) (*fleet, error) {
 	f := &fleet{
 		base:        time.Now().UTC().Truncate(time.Second),
 		allocatable: make([]store.Resources, nodeCount),
+		phase:       make([]float64, nodeCount),
 		reported:    make([]store.NodeMetricsSample, nodeCount),
 	}
 	rows, err := d.db.Query(ctx, `
-		SELECT name, allocatable_cpu_millis, allocatable_memory_bytes, usage_observed_at IS NOT NULL
-		FROM cluster_node WHERE cluster_id = $1`, discoveryClusterID)
+		SELECT name, allocatable_cpu_millis, allocatable_memory_bytes, usage_observed_at IS NOT NULL,
+			cluster_node_usage_phase(cluster_id, name, $2)::float8
+		FROM cluster_node WHERE cluster_id = $1`, discoveryClusterID, usageReporting.Period.Seconds())
 	if err != nil {
 		return nil, fmt.Errorf("read allocatable: %w", err)
 	}
@@ -333,7 +399,8 @@ func (d *discoveryEnv) newFleet(ctx context.Context) (*fleet, error) {
 		var name string
 		var cpu, mem int64
 		var usage bool
-		if err := rows.Scan(&name, &cpu, &mem, &usage); err != nil {
+		var phase float64
+		if err := rows.Scan(&name, &cpu, &mem, &usage, &phase); err != nil {
 			return nil, err
 		}
 		i, err := strconv.Atoi(strings.TrimPrefix(name, "node-"))
@@ -344,6 +411,7 @@ func (d *discoveryEnv) newFleet(ctx context.Context) (*fleet, error) {
 			return nil, fmt.Errorf("node %s already reports usage; the discovery environment has no metrics.k8s.io", name)
 		}
 		f.allocatable[i] = store.Resources{CPUMillis: cpu, MemoryBytes: mem}
+		f.phase[i] = phase
 		seen++
 	}
 	if err := rows.Err(); err != nil {
@@ -384,17 +452,30 @@ func (f *fleet) samples(k int) []store.NodeMetricsSample {
 	return out
 }
 
-// dueNodes is what the policy reports of a scrape: the nodes, and why
-// ("quiet" when none; else "first", "threshold" and/or "period").
+// dueNodes is what the policy reports of a scrape: the nodes, each with
+// why ("first", "threshold" or "period"; a node both past the threshold and
+// in a new period counts as "threshold"), and the scrape's kind ("quiet"
+// when none; else the reasons joined by "+").
 type dueNodes struct {
-	nodes map[string]bool
+	nodes map[string]string
 	kind  string
+}
+
+// count is how many nodes are due for reason why.
+func (d dueNodes) count(why string) int {
+	n := 0
+	for _, w := range d.nodes {
+		if w == why {
+			n++
+		}
+	}
+	return n
 }
 
 // report applies the policy (store.UsageReporting, as RecordNodeMetrics
 // does in SQL) to a scrape and remembers what it reports.
 func (f *fleet) report(samples []store.NodeMetricsSample) dueNodes {
-	out := dueNodes{nodes: map[string]bool{}}
+	out := dueNodes{nodes: map[string]string{}}
 	reasons := map[string]bool{}
 	for i, s := range samples {
 		r, a := f.reported[i], f.allocatable[i]
@@ -404,16 +485,16 @@ func (f *fleet) report(samples []store.NodeMetricsSample) dueNodes {
 			why = "first"
 		case !s.ObservedAt.After(r.ObservedAt):
 			continue
-		case s.ObservedAt.Sub(r.ObservedAt) >= usageReporting.Period:
-			why = "period"
 		case abs(s.CPUNanoCores-r.CPUNanoCores) > int64(usageReporting.Threshold*float64(a.CPUMillis)*1e6),
 			abs(s.MemoryBytes-r.MemoryBytes) > int64(usageReporting.Threshold*float64(a.MemoryBytes)):
 			why = "threshold"
+		case f.period(i, s.ObservedAt) > f.period(i, r.ObservedAt):
+			why = "period"
 		default:
 			continue
 		}
 		reasons[why] = true
-		out.nodes[nodecapacity.Name(s.ClusterID, s.Node)] = true
+		out.nodes[nodecapacity.Name(s.ClusterID, s.Node)] = why
 		f.reported[i] = s
 	}
 	var kinds []string
@@ -429,6 +510,11 @@ func (f *fleet) report(samples []store.NodeMetricsSample) dueNodes {
 	return out
 }
 
+// period numbers node i's report period that t falls in.
+func (f *fleet) period(i int, t time.Time) float64 {
+	return math.Floor((float64(t.UnixMicro())/1e6 + f.phase[i]) / usageReporting.Period.Seconds())
+}
+
 func abs(v int64) int64 {
 	if v < 0 {
 		return -v
@@ -440,15 +526,19 @@ func abs(v int64) int64 {
 type scrapeEvents struct {
 	k    int
 	kind string
-	// due is how many nodes the model says the scrape reports; reported
-	// is what RecordNodeMetrics says it did.
-	due              int
-	stored, reported int64
+	// due is how many nodes the model says the scrape reports, crossing
+	// and refresh how many of them for crossing the threshold and for a new
+	// period; reported is what RecordNodeMetrics says it did.
+	due, crossing, refresh int
+	stored, reported       int64
 	// changeRows: registry_change entries the scrape wrote.
 	changeRows int64
 	// events: NodeCapacity events the watch delivered before the marker;
-	// unexpected lists those of nodes the model did not report (at most 5).
+	// byReason counts them by the model's reason for their node ("" for
+	// other events: of a node the model did not report, or a second one of
+	// a node); unexpected lists those other events (at most 5).
 	events     int
+	byReason   map[string]int
 	unexpected []string
 	write      time.Duration
 	// CPU time of the platform-apiserver and kube-apiserver from the
@@ -472,7 +562,7 @@ func (d *discoveryEnv) quietFleetEvents(ctx context.Context, f *fleet) ([]scrape
 	}
 	// The first marker proves the watch is established.
 	marker := 0
-	if _, _, err := d.awaitMetricsMarker(ctx, w, marker, nil); err != nil {
+	if _, _, _, err := d.awaitMetricsMarker(ctx, w, marker, nil); err != nil {
 		return nil, fmt.Errorf("first marker: %w", err)
 	}
 	var out []scrapeEvents
@@ -481,7 +571,7 @@ func (d *discoveryEnv) quietFleetEvents(ctx context.Context, f *fleet) ([]scrape
 		d.scrapes++
 		samples := f.samples(k)
 		due := f.report(samples)
-		s := scrapeEvents{k: k, kind: due.kind, due: len(due.nodes)}
+		s := scrapeEvents{k: k, kind: due.kind, due: len(due.nodes), crossing: due.count("threshold"), refresh: due.count("period")}
 		var rvBefore int64
 		if err := d.db.QueryRow(ctx, `SELECT resource_version FROM registry_state`).Scan(&rvBefore); err != nil {
 			return nil, err
@@ -505,7 +595,7 @@ func (d *discoveryEnv) quietFleetEvents(ctx context.Context, f *fleet) ([]scrape
 			return nil, err
 		}
 		marker++
-		s.events, s.unexpected, err = d.awaitMetricsMarker(ctx, w, marker, due.nodes)
+		s.events, s.byReason, s.unexpected, err = d.awaitMetricsMarker(ctx, w, marker, due.nodes)
 		if err != nil {
 			return nil, fmt.Errorf("scrape %d: %w", k, err)
 		}
@@ -518,8 +608,9 @@ func (d *discoveryEnv) quietFleetEvents(ctx context.Context, f *fleet) ([]scrape
 			return nil, err
 		}
 		s.platformCPU, s.kubeCPU = platformAfter-platformBefore, kubeAfter-kubeBefore
-		fmt.Fprintf(os.Stderr, "discovery: scrape %d (%s): stored %d, reported %d (model %d), %d change-log rows, %d watch events, write %s, CPU platform %s kube %s\n",
-			k, s.kind, s.stored, s.reported, s.due, s.changeRows, s.events, s.write.Round(time.Microsecond), s.platformCPU, s.kubeCPU)
+		fmt.Fprintf(os.Stderr, "discovery: scrape %d (%s): stored %d, reported %d (model %d: %d crossing, %d period refresh), %d change-log rows, %d watch events (%d crossing, %d refresh, %d other), write %s, CPU platform %s kube %s\n",
+			k, s.kind, s.stored, s.reported, s.due, s.crossing, s.refresh, s.changeRows, s.events, s.byReason["threshold"], s.byReason["period"], s.byReason[""],
+			s.write.Round(time.Microsecond), s.platformCPU, s.kubeCPU)
 		out = append(out, s)
 	}
 	return out, nil
@@ -527,40 +618,45 @@ func (d *discoveryEnv) quietFleetEvents(ctx context.Context, f *fleet) ([]scrape
 
 // awaitMetricsMarker sets the marker label of the marker node to seq in
 // kube-apiserver and reads the watch until discovery's event of it arrives.
-// It returns how many other events came first and which of them were not of
-// a node in want (nil: expect none).
-func (d *discoveryEnv) awaitMetricsMarker(ctx context.Context, w *ncWatch, seq int, want map[string]bool) (int, []string, error) {
+// It returns how many other events came first, how many of them were of a
+// node in want by its reason there ("" for the others: of a node not in
+// want, or a node's second; want nil: expect none), and which were others.
+func (d *discoveryEnv) awaitMetricsMarker(ctx context.Context, w *ncWatch, seq int, want map[string]string) (int, map[string]int, []string, error) {
 	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, metricsMarkerLabel, strconv.Itoa(seq))
 	node := nodeName(metricsMarkerNode)
 	if _, err := d.kube.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
-		return 0, nil, fmt.Errorf("label node %s: %w", node, err)
+		return 0, nil, nil, fmt.Errorf("label node %s: %w", node, err)
 	}
 	markerName := nodecapacity.Name(discoveryClusterID, node)
 	timer := time.NewTimer(metricsMarkerTimeout)
 	defer timer.Stop()
 	events := 0
+	byReason := map[string]int{}
 	var unexpected []string
 	seen := map[string]bool{}
 	for {
 		select {
 		case r := <-w.receipts:
 			if r.err != nil {
-				return events, unexpected, r.err
+				return events, byReason, unexpected, r.err
 			}
 			if r.name == markerName && r.marker == strconv.Itoa(seq) {
-				return events, unexpected, nil
+				return events, byReason, unexpected, nil
 			}
 			events++
-			if !want[r.name] || seen[r.name] {
-				if len(unexpected) < 5 {
-					unexpected = append(unexpected, string(r.typ)+" "+r.name)
-				}
+			why := want[r.name]
+			if seen[r.name] {
+				why = ""
+			}
+			byReason[why]++
+			if why == "" && len(unexpected) < 5 {
+				unexpected = append(unexpected, string(r.typ)+" "+r.name)
 			}
 			seen[r.name] = true
 		case <-timer.C:
-			return events, unexpected, fmt.Errorf("no event of marker %d on %s within %s (%d other events)", seq, markerName, metricsMarkerTimeout, events)
+			return events, byReason, unexpected, fmt.Errorf("no event of marker %d on %s within %s (%d other events)", seq, markerName, metricsMarkerTimeout, events)
 		case <-ctx.Done():
-			return events, unexpected, ctx.Err()
+			return events, byReason, unexpected, ctx.Err()
 		}
 	}
 }

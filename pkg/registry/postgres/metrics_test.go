@@ -20,12 +20,15 @@ const (
 	gib            = int64(1) << 30
 )
 
-var policy = store.UsageReporting{Threshold: 0.05, Period: 5 * time.Minute}
+var (
+	policy = store.UsageReporting{Threshold: 0.05, Period: 5 * time.Minute}
+	// thresholdOnly has a period so long that no test crosses one.
+	thresholdOnly = store.UsageReporting{Threshold: 0.05, Period: 100 * 365 * 24 * time.Hour}
+)
 
-// TestRecordNodeMetricsReports walks one node through the reporting rule:
+// TestRecordNodeMetricsReports walks one node through the threshold rule:
 // the usage a NodeCapacity shows (and its resourceVersion) changes only when
-// usage moves past the threshold or the reported sample gets older than the
-// period, while every sample lands in the history.
+// usage moves past the threshold, while every sample lands in the history.
 func TestRecordNodeMetricsReports(t *testing.T) {
 	t.Parallel()
 	s, b := setup(t, postgres.Options{})
@@ -51,12 +54,11 @@ func TestRecordNodeMetricsReports(t *testing.T) {
 		{name: "CPU past the threshold", sample: sample(90*time.Second, 601, 2*gib), wantStored: 1, wantReported: 1, wantCPU: 601, wantAt: 90 * time.Second},
 		{name: "memory past the threshold", sample: sample(2*time.Minute, 601, 2*gib+500<<20), wantStored: 1, wantReported: 1, wantCPU: 601, wantAt: 2 * time.Minute},
 		{name: "older sample is history only", sample: sample(100*time.Second, 1900, 7*gib), wantStored: 1, wantCPU: 601, wantAt: 2 * time.Minute},
-		{name: "quiet just before the period", sample: sample(2*time.Minute+299*time.Second, 601, 2*gib+500<<20), wantStored: 1, wantCPU: 601, wantAt: 2 * time.Minute},
-		{name: "restamped once the period passed", sample: sample(7*time.Minute, 610, 2*gib+500<<20), wantStored: 1, wantReported: 1, wantCPU: 610, wantAt: 7 * time.Minute},
+		{name: "quiet hours later", sample: sample(5*time.Hour, 610, 2*gib+500<<20), wantStored: 1, wantCPU: 601, wantAt: 2 * time.Minute},
 	}
 	for _, step := range steps {
 		before := getNode(t, s, ctx, "c", "n1").ResourceVersion
-		got, err := s.RecordNodeMetrics(ctx, []store.NodeMetricsSample{step.sample}, policy)
+		got, err := s.RecordNodeMetrics(ctx, []store.NodeMetricsSample{step.sample}, thresholdOnly)
 		if err != nil {
 			t.Fatalf("%s: %v", step.name, err)
 		}
@@ -71,8 +73,63 @@ func TestRecordNodeMetricsReports(t *testing.T) {
 			t.Errorf("%s: resourceVersion %d → %d, want a new one only when reported", step.name, before, n.ResourceVersion)
 		}
 	}
-	if got := countRows(t, b, `SELECT count(*) FROM cluster_node_metrics WHERE node = 'n1'`); got != 8 {
-		t.Errorf("history holds %d samples of n1, want 8 (every distinct sample)", got)
+	if got := countRows(t, b, `SELECT count(*) FROM cluster_node_metrics WHERE node = 'n1'`); got != 7 {
+		t.Errorf("history holds %d samples of n1, want 7 (every distinct sample)", got)
+	}
+}
+
+// TestUsageRefreshedOncePerPeriod: with constant usage each node's reported
+// sample is replaced once per period, each node at its own phase, so the
+// refreshes spread over the period instead of all coming due in one scrape.
+func TestUsageRefreshedOncePerPeriod(t *testing.T) {
+	t.Parallel()
+	s, b := setup(t, postgres.Options{})
+	ctx := b.ctx
+	const (
+		nodes    = 100
+		interval = 30 * time.Second
+		scrapes  = 30 // 15 minutes: three periods
+	)
+	var batch store.Batch
+	batch.ClusterID = "c"
+	for i := range nodes {
+		batch.Nodes = append(batch.Nodes, node(nodeNameN(i), metricsNodeCPU, metricsNodeMem))
+	}
+	mustApply(t, s, ctx, batch)
+	t0 := time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
+	reportedAt := map[string][]time.Time{}
+	for k := range scrapes {
+		at := t0.Add(time.Duration(k) * interval)
+		samples := make([]store.NodeMetricsSample, nodes)
+		for i := range samples {
+			samples[i] = store.NodeMetricsSample{ClusterID: "c", Node: nodeNameN(i), CPUNanoCores: 300e6, MemoryBytes: gib, ObservedAt: at}
+		}
+		got, err := s.RecordNodeMetrics(ctx, samples, policy)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if k > 0 && got.Reported > nodes/4 {
+			t.Errorf("scrape %d refreshed %d of %d nodes at once; want the refreshes spread over the period", k, got.Reported, nodes)
+		}
+		for _, n := range listNodes(t, s, ctx, store.ListOptions{}).Items {
+			if ts := reportedAt[n.Node.Name]; n.Usage != nil && (len(ts) == 0 || !ts[len(ts)-1].Equal(n.Usage.Timestamp)) {
+				reportedAt[n.Node.Name] = append(ts, n.Usage.Timestamp)
+			}
+		}
+	}
+	for name, ts := range reportedAt {
+		// First report, then one per period boundary crossed in 14.5 minutes.
+		if len(ts) < 3 || len(ts) > 4 {
+			t.Errorf("%s reported %d times in three periods, want the first report and 2 or 3 refreshes: %v", name, len(ts), ts)
+		}
+		for i := 1; i < len(ts); i++ {
+			if gap := ts[i].Sub(ts[i-1]); gap > policy.Period || (i > 1 && gap < policy.Period-interval) {
+				t.Errorf("%s refreshed %s after its last report, want once per %s period", name, gap, policy.Period)
+			}
+		}
+	}
+	if len(reportedAt) != nodes {
+		t.Errorf("%d nodes reported, want %d", len(reportedAt), nodes)
 	}
 }
 
@@ -96,7 +153,7 @@ func TestRecordNodeMetricsQuietFleet(t *testing.T) {
 			samples[i] = store.NodeMetricsSample{ClusterID: "c", Node: nodeNameN(i), CPUNanoCores: (cpuMillis + int64(k%3)) * 1e6,
 				MemoryBytes: gib, ObservedAt: t0.Add(time.Duration(k) * 30 * time.Second), Window: 20 * time.Second}
 		}
-		got, err := s.RecordNodeMetrics(ctx, samples, policy)
+		got, err := s.RecordNodeMetrics(ctx, samples, thresholdOnly)
 		if err != nil {
 			t.Fatal(err)
 		}

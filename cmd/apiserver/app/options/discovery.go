@@ -93,9 +93,11 @@ func (o *DiscoveryOptions) AddFlags(fs *pflag.FlagSet) {
 		"status.usage may lag the latest sample by up to this much, or by up to --usage-report-period. "+
 		"Requests, schedulability, taints and conditions are not affected.")
 	fs.DurationVar(&o.UsageReportPeriod, "usage-report-period", o.UsageReportPeriod, ""+
-		"How old a node's reported usage sample may get, against the newest sample, before it is reported again even "+
-		"if usage did not move (like the kubelet's nodeStatusReportFrequency); status.usage.timestamp is the reported "+
-		"sample's time. A node without a new sample for twice this period plus --metrics-interval shows its usage as unknown.")
+		"How often each node's reported usage is refreshed with its newest sample even if usage did not move (like the "+
+		"kubelet's nodeStatusReportFrequency). Each node refreshes at its own phase of the period, so a quiet fleet's "+
+		"refreshes spread evenly (about nodes x --metrics-interval / period per scrape) instead of coming in one burst. "+
+		"status.usage.timestamp is the reported sample's time. A node without a new sample for twice this period plus "+
+		"--metrics-interval shows its usage as unknown.")
 	configoptions.BindLeaderElectionFlags(&o.LeaderElection, fs)
 }
 

@@ -1,4 +1,5 @@
 -- Back to one unpartitioned table holding every sample.
+DROP FUNCTION cluster_node_usage_phase(text, text, float8);
 DROP FUNCTION cluster_node_metrics_ensure_partitions(timestamptz, timestamptz);
 DROP FUNCTION cluster_node_metrics_covered_until();
 DROP FUNCTION cluster_node_metrics_partitions();
