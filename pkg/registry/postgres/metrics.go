@@ -45,7 +45,6 @@ const usageDueSQL = `
 		OR abs(s.cpu_usage_nanocores - n.usage_cpu_nanocores) > $7::float8 * n.allocatable_cpu_millis * 1000000
 		OR abs(s.memory_usage_bytes - n.usage_memory_bytes) > $7::float8 * n.allocatable_memory_bytes)`
 
-
 // recordMetricsSQL stores the samples of known nodes in the history without
 // taking the writers' lock (the history is no view: it has no
 // resourceVersion) and counts the nodes whose usage is due for a report.
