@@ -73,6 +73,13 @@ const (
 	// prunedHours hourly partitions (an hour of samples each) are dropped,
 	// and deleted from the baseline, one at a time, in the prune part.
 	prunedHours = 2
+	// quietReferenceScrapes scrapes follow the timed loop, written with
+	// quietReferencePeriod instead of the default period: no node comes
+	// due, so they time the new design's quiet scrape on the same history
+	// (not part of ns/op). With a period of 200 years no node's period
+	// turns before 2169 (phases are under 50 days).
+	quietReferenceScrapes = 6
+	quietReferencePeriod  = 200 * 365 * 24 * time.Hour
 	// maxMetricsWriteRatio is the goal for the new design's scrape
 	// write against today's, on the same history.
 	maxMetricsWriteRatio = 0.25
@@ -213,6 +220,11 @@ func (d *discoveryEnv) benchMetricsQuietFleet(b *testing.B) {
 		res.newQuietWrite = quietTotal / time.Duration(res.quietOps)
 	}
 
+	// The quiet reference, untimed by b.
+	if err := d.quietReference(ctx, f, legacy, &res); err != nil {
+		b.Fatal(err)
+	}
+
 	// Part 3: prune.
 	if err := d.pruneHistory(ctx, legacy, &res); err != nil {
 		b.Fatal(err)
@@ -226,6 +238,7 @@ func (d *discoveryEnv) benchMetricsQuietFleet(b *testing.B) {
 	b.ReportMetric(ms(res.newWrite), "new-ms")
 	b.ReportMetric(ms(res.legacyWrite), "legacy-ms")
 	b.ReportMetric(res.ratio(), "write-ratio")
+	b.ReportMetric(ms(res.quietRefWrite), "quiet-ref-ms")
 	b.ReportMetric(res.newBytesPerSample(), "new-B/sample")
 	b.ReportMetric(res.legacyBytesPerSample(), "legacy-B/sample")
 	b.ReportMetric(ms(res.newPrune), "new-prune-ms")
@@ -243,9 +256,12 @@ type metricsResult struct {
 	// default period, where every scrape refreshes some nodes) and each of
 	// its reporting ones; legacyChangeRows is the most change-log rows one
 	// of today's scrapes wrote.
-	ops, quietOps                   int
-	newWrite, legacyWrite           time.Duration
-	newQuietWrite                   time.Duration
+	ops, quietOps         int
+	newWrite, legacyWrite time.Duration
+	newQuietWrite         time.Duration
+	// The quiet reference: its scrapes and the new design's mean write.
+	quietRefOps                     int
+	quietRefWrite                   time.Duration
 	reportingOps                    []reportingOp
 	legacyChangeRows                int64
 	newHistoryRows, legacyHistory   int64
@@ -1012,6 +1028,65 @@ func (d *discoveryEnv) pruneHistory(ctx context.Context, legacy *legacyMetrics, 
 		res.prunedHoursMeasured++
 	}
 	return nil
+}
+
+// quietReference writes quietReferenceScrapes scrapes to both sides, as the
+// timed loop does (alternating order), but with a report period so long
+// that no node's turns: the new design's scrapes are quiet (no node due, so
+// no report and no writers' lock). Their mean, against the loop's, gives
+// the write cost of the period refresh. The fleet's model is not updated
+// (nothing is reported); nothing after this uses it.
+func (d *discoveryEnv) quietReference(ctx context.Context, f *fleet, legacy *legacyMetrics, res *metricsResult) error {
+	policy := store.UsageReporting{Threshold: usageReporting.Threshold, Period: quietReferencePeriod}
+	var total time.Duration
+	for i := range quietReferenceScrapes {
+		k := d.scrapes
+		d.scrapes++
+		samples := f.samples(k)
+		legacyFirst := i%2 == 0
+		var op legacyScrape
+		var err error
+		if legacyFirst {
+			if op, err = legacy.scrape(ctx, samples); err != nil {
+				return err
+			}
+		}
+		t0 := time.Now()
+		rec, err := d.registry.RecordNodeMetrics(ctx, samples, policy)
+		took := time.Since(t0)
+		if err != nil {
+			return err
+		}
+		if !legacyFirst {
+			if op, err = legacy.scrape(ctx, samples); err != nil {
+				return err
+			}
+		}
+		if rec.Stored != nodeCount || rec.Reported != 0 || op.inserted != nodeCount {
+			return fmt.Errorf("quiet reference scrape %d: new design stored %d and reported %d samples, today's design inserted %d; want %d stored and none reported",
+				k, rec.Stored, rec.Reported, op.inserted, nodeCount)
+		}
+		fmt.Fprintf(os.Stderr, "discovery: scrape %d (quiet reference, period %s): new design %s (0 reported), today's design %s\n",
+			k, quietReferencePeriod, took.Round(time.Microsecond), op.took.Round(time.Microsecond))
+		total += took
+	}
+	res.quietRefOps = quietReferenceScrapes
+	res.quietRefWrite = total / quietReferenceScrapes
+	return nil
+}
+
+// refreshCostPerNode is the new design's write time per reported node: the
+// timed loop's mean less the quiet reference's, over the loop's mean
+// reported nodes (0 when either is missing).
+func (r metricsResult) refreshCostPerNode() time.Duration {
+	var nodes int64
+	for _, op := range r.reportingOps {
+		nodes += op.reported
+	}
+	if r.quietRefOps == 0 || r.ops == 0 || nodes == 0 {
+		return 0
+	}
+	return (r.newWrite - r.quietRefWrite) * time.Duration(r.ops) / time.Duration(nodes)
 }
 
 // warmUpScrape writes one scrape to both sides, untimed.

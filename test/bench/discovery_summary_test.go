@@ -81,39 +81,56 @@ func (s *discoverySummary) print(w io.Writer) {
 
 // print writes the quiet-fleet lines of the discovery summary.
 func (r *metricsResult) print(w io.Writer) {
-	var quiet, quietRows, quietEvents int
-	var crossing, crossingEvents, periodic, periodicEvents, first int
-	var crossingRows int64
-	exact := true
-	for _, s := range r.scrapes {
-		exact = exact && s.events == int(s.reported) && s.changeRows == s.reported && int(s.reported) == s.due && len(s.unexpected) == 0
-		switch s.kind {
-		case "quiet":
-			quiet++
-			quietRows = max(quietRows, int(s.changeRows))
-			quietEvents = max(quietEvents, s.events)
-		case "threshold":
-			crossing, crossingRows, crossingEvents = s.due, s.changeRows, s.events
-		case "period":
-			periodic, periodicEvents = s.due, s.events
-		case "first":
-			first = s.events
-		}
+	t := r.watchTotals()
+	first := 0
+	if len(r.scrapes) > 0 {
+		first = r.scrapes[0].events
 	}
-	fmt.Fprintf(w, "  metrics watch      %d quiet scrapes: at most %d change-log rows and %d NodeCapacity events each; %d nodes crossing the threshold: %d rows, %d events against exactly them: %s\n",
-		quiet, quietRows, quietEvents, crossing, crossingRows, crossingEvents, verdict(exact && quietRows == 0 && quietEvents == 0 && crossing > 0))
-	fmt.Fprintf(w, "                     (first scrape %d events; the report period's refresh %d nodes, %d events; today's design: %d change-log rows every scrape)\n",
-		first, periodic, periodicEvents, r.legacyChangeRows)
+	fmt.Fprintf(w, "  metrics watch      %d scrapes after the first: %d nodes crossed the threshold, %d events of them; %d events beyond them and the period refresh; change-log rows and events = the policy's model, node for node: %s\n",
+		t.scrapes, t.crossing, t.crossingEvents, t.otherEvents, matched(t.exact && t.otherEvents == 0 && t.crossing > 0 && t.crossingEvents == t.crossing))
+	fmt.Fprintf(w, "                     period refresh (each node at its own phase): %d–%d events a scrape, mean %.0f (nodes × interval / period = %.0f), so \"none beyond the crossers\" holds for the threshold part only\n",
+		t.minRefreshEvents, t.maxRefreshEvents, t.meanRefreshEvents(), expectedRefresh())
+	perEvent := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(max(t.events, 1)) }
+	fmt.Fprintf(w, "                     (first scrape %d events; server CPU %.0f µs platform, %.0f µs kube per event after it; today's design: %d change-log rows every scrape)\n",
+		first, perEvent(t.platformCPU), perEvent(t.kubeCPU), r.legacyChangeRows)
 	fmt.Fprintf(w, "  metrics write      %s per scrape of %d samples vs today's %s (%.0f vs %.0f µs/sample; %d scrapes on %d samples of history): %.2f× against ≤ %.2f×: %s\n",
 		r.newWrite.Round(100*time.Microsecond), nodeCount, r.legacyWrite.Round(time.Millisecond),
 		float64(r.newWrite.Microseconds())/nodeCount, float64(r.legacyWrite.Microseconds())/nodeCount,
 		r.ops, r.newHistoryRows, r.ratio(), maxMetricsWriteRatio, verdict(r.ratio() <= maxMetricsWriteRatio))
-	line := fmt.Sprintf("                     (of which %d quiet scrapes %s each", r.quietOps, r.newQuietWrite.Round(100*time.Microsecond))
-	for _, op := range r.reportingOps {
-		line += fmt.Sprintf("; a scrape reporting %d nodes %s", op.reported, op.took.Round(100*time.Microsecond))
+	line := "                     (of which no quiet scrape"
+	if r.quietOps > 0 {
+		line = fmt.Sprintf("                     (of which %d quiet scrapes %s each", r.quietOps, r.newQuietWrite.Round(100*time.Microsecond))
+	}
+	if len(r.reportingOps) > 0 {
+		lo, hi := r.reportingOps[0], r.reportingOps[0]
+		var nodes int64
+		var took time.Duration
+		for _, op := range r.reportingOps {
+			lo.reported, hi.reported = min(lo.reported, op.reported), max(hi.reported, op.reported)
+			lo.took, hi.took = min(lo.took, op.took), max(hi.took, op.took)
+			nodes += op.reported
+			took += op.took
+		}
+		n := len(r.reportingOps)
+		line += fmt.Sprintf("; %d scrapes reporting %d–%d nodes (mean %d) %s–%s (mean %s)", n, lo.reported, hi.reported, nodes/int64(n),
+			lo.took.Round(100*time.Microsecond), hi.took.Round(100*time.Microsecond), (took / time.Duration(n)).Round(100*time.Microsecond))
 	}
 	fmt.Fprintln(w, line+")")
+	if r.quietRefOps > 0 {
+		fmt.Fprintf(w, "                     (quiet reference, %d scrapes with no node due: %s each, %.2f× today's; the period refresh costs %s per reported node)\n",
+			r.quietRefOps, r.quietRefWrite.Round(100*time.Microsecond), float64(r.quietRefWrite)/float64(max(r.legacyWrite, 1)),
+			r.refreshCostPerNode().Round(time.Microsecond))
+	}
 	fmt.Fprintf(w, "  metrics history    %s vs today's %s for a day of %d nodes (%.0f vs %.0f bytes/sample); prune of an hour (%d samples) %s vs %s\n",
 		mibString(r.newBytes.total()), mibString(r.legacyBytes.total()), nodeCount, r.newBytesPerSample(), r.legacyBytesPerSample(),
 		r.prunedRows, r.newPrune.Round(100*time.Microsecond), r.legacyPrune.Round(time.Millisecond))
+}
+
+// matched says whether measured counts matched the model (no goal of the
+// issue: the refresh's events are the model's too).
+func matched(ok bool) string {
+	if ok {
+		return "matched"
+	}
+	return "MISMATCH"
 }
