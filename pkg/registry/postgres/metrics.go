@@ -47,7 +47,8 @@ const usageDueSQL = `
 
 // recordMetricsSQL stores the samples of known nodes in the history without
 // taking the writers' lock (the history is no view: it has no
-// resourceVersion) and counts the nodes whose usage is due for a report.
+// resourceVersion) and returns the keys of the nodes whose usage is due for
+// a report.
 var recordMetricsSQL = `
 	WITH ` + metricsSamplesSQL + `, stored AS (
 		INSERT INTO cluster_node_metrics (cluster_id, node, cpu_usage_nanocores, memory_usage_bytes, observed_at, window_seconds)
@@ -55,13 +56,14 @@ var recordMetricsSQL = `
 		ON CONFLICT (cluster_id, node, observed_at) DO NOTHING
 		RETURNING 1
 	), due AS (
-		SELECT 1 FROM newest s JOIN cluster_node n ON n.cluster_id = s.cluster_id AND n.name = s.node
+		SELECT s.cluster_id, s.node FROM newest s JOIN cluster_node n ON n.cluster_id = s.cluster_id AND n.name = s.node
 		WHERE ` + usageDueSQL + `
 	)
-	SELECT (SELECT count(*) FROM stored), (SELECT count(*) FROM due)`
+	SELECT (SELECT count(*) FROM stored),
+		coalesce((SELECT array_agg(cluster_id) FROM due), '{}'), coalesce((SELECT array_agg(node) FROM due), '{}')`
 
-// reportUsageSQL reports the due samples on the view rows; $9 is the
-// writer's start resourceVersion.
+// reportUsageSQL reports the due samples on the view rows (re-checking the
+// rule); $9 is the writer's start resourceVersion.
 var reportUsageSQL = `
 	WITH ` + metricsSamplesSQL + `, reported AS (
 		UPDATE cluster_node n SET
@@ -81,22 +83,17 @@ var reportUsageSQL = `
 const maxSampleSpan = 7 * 24 * time.Hour
 
 // RecordNodeMetrics stores samples in the history and reports the usage of
-// the nodes the policy says are due. A quiet scrape (no node due) takes two
-// short statements and never the writers' lock; only due nodes are
-// restamped, in one serialized write.
+// the nodes the policy says are due. A scrape with no node due takes two
+// short statements and never the writers' lock; otherwise one serialized
+// write restamps the due nodes, given only their samples, so the lock is
+// held for work in proportion to them, not to the scrape.
 func (s *Store) RecordNodeMetrics(ctx context.Context, samples []store.NodeMetricsSample, policy store.UsageReporting) (store.MetricsRecorded, error) {
 	var out store.MetricsRecorded
 	if len(samples) == 0 {
 		return out, nil
 	}
-	n := len(samples)
-	clusters, nodes := make([]string, n), make([]string, n)
-	cpu, mem := make([]int64, n), make([]int64, n)
-	observed, window := make([]time.Time, n), make([]float64, n)
 	first, last := samples[0].ObservedAt, samples[0].ObservedAt
-	for i, m := range samples {
-		clusters[i], nodes[i], cpu[i], mem[i] = m.ClusterID, m.Node, m.CPUNanoCores, m.MemoryBytes
-		observed[i], window[i] = m.ObservedAt, m.Window.Seconds()
+	for _, m := range samples {
 		first, last = minTime(first, m.ObservedAt), maxTime(last, m.ObservedAt)
 	}
 	if span := last.Sub(first); span > maxSampleSpan {
@@ -106,14 +103,16 @@ func (s *Store) RecordNodeMetrics(ctx context.Context, samples []store.NodeMetri
 	if err := s.ensureMetricsPartitions(ctx, first, last); err != nil {
 		return out, err
 	}
-	args := []any{clusters, nodes, cpu, mem, observed, window, policy.Threshold, policy.Period.Seconds()}
-	var due int64
-	if err := s.pool.QueryRow(ctx, recordMetricsSQL, args...).Scan(&out.Stored, &due); err != nil {
+	args := append(sampleArrays(samples), policy.Threshold, policy.Period.Seconds())
+	var dueClusters, dueNodes []string
+	if err := s.pool.QueryRow(ctx, recordMetricsSQL, args...).Scan(&out.Stored, &dueClusters, &dueNodes); err != nil {
 		return out, fmt.Errorf("record node metrics: %w", interpretError(err))
 	}
-	if due == 0 {
+	if len(dueNodes) == 0 {
 		return out, nil
 	}
+	due := newestOf(samples, dueClusters, dueNodes)
+	args = append(sampleArrays(due), policy.Threshold, policy.Period.Seconds())
 	err := s.write(ctx, opReportUsage, func(w *writer) error {
 		var rv int64
 		if err := w.tx.QueryRow(ctx, reportUsageSQL, append(args, w.startRV)...).Scan(&out.Reported, &rv); err != nil {
@@ -214,6 +213,42 @@ func (s *Store) expireUsage(ctx context.Context, before time.Time) (int64, error
 		return nil
 	})
 	return expired, err
+}
+
+// sampleArrays passes samples as the parallel arrays $1..$6 of
+// metricsSamplesSQL.
+func sampleArrays(samples []store.NodeMetricsSample) []any {
+	n := len(samples)
+	clusters, nodes := make([]string, n), make([]string, n)
+	cpu, mem := make([]int64, n), make([]int64, n)
+	observed, window := make([]time.Time, n), make([]float64, n)
+	for i, m := range samples {
+		clusters[i], nodes[i], cpu[i], mem[i] = m.ClusterID, m.Node, m.CPUNanoCores, m.MemoryBytes
+		observed[i], window[i] = m.ObservedAt, m.Window.Seconds()
+	}
+	return []any{clusters, nodes, cpu, mem, observed, window}
+}
+
+// newestOf returns the newest sample of each node named by the parallel
+// key arrays.
+func newestOf(samples []store.NodeMetricsSample, clusters, nodes []string) []store.NodeMetricsSample {
+	want := make(map[[2]string]int, len(nodes))
+	for i := range nodes {
+		want[[2]string{clusters[i], nodes[i]}] = -1
+	}
+	for i, m := range samples {
+		k := [2]string{m.ClusterID, m.Node}
+		if j, ok := want[k]; ok && (j < 0 || m.ObservedAt.After(samples[j].ObservedAt)) {
+			want[k] = i
+		}
+	}
+	out := make([]store.NodeMetricsSample, 0, len(want))
+	for _, i := range want {
+		if i >= 0 {
+			out = append(out, samples[i])
+		}
+	}
+	return out
 }
 
 func minTime(a, b time.Time) time.Time {
