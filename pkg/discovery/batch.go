@@ -57,6 +57,17 @@ func (p *pending) dirty(committedCursor string) bool {
 	return len(p.changes) > 0 || p.replace || p.cursor != committedCursor
 }
 
+// takeChunk moves the changes absorbed so far into a batch of their own,
+// without cursor or Replace: a relist commits in chunks and only its last
+// batch carries Replace, the keys the chunks committed (present) and the
+// cursor.
+func (p *pending) takeChunk() *pending {
+	chunk := newPending(p.resource, "")
+	chunk.changes, chunk.events, chunk.byType, chunk.received = p.changes, p.events, p.byType, p.received
+	p.changes, p.events, p.byType, p.received = map[store.ObjectKey]change{}, 0, map[string]int{}, nil
+	return chunk
+}
+
 // keys returns the keys of the pending changes, sorted.
 func (p *pending) keys() []store.ObjectKey {
 	keys := make([]store.ObjectKey, 0, len(p.changes))

@@ -200,12 +200,13 @@ func (s *syncer) relist(ctx context.Context, reason string) (string, error) {
 		}
 		opts.Continue = lm.GetContinue()
 		if len(p.changes) >= s.BatchSize {
-			if err := s.commitChunk(ctx, p); err != nil {
+			chunk := p.takeChunk()
+			if err := s.commit(ctx, chunk); err != nil {
 				return "", err
 			}
-			listed += len(p.changes)
-			p.present = append(p.present, p.keys()...)
-			p.changes, p.events, p.byType, p.received = map[store.ObjectKey]change{}, 0, map[string]int{}, nil
+			// Committed, quarantined objects left out.
+			p.present = append(p.present, chunk.keys()...)
+			listed += len(chunk.changes)
 		}
 	}
 	p.cursor = listRV // not the items' own (older) versions
@@ -353,14 +354,6 @@ func (s *syncer) commit(ctx context.Context, p *pending) error {
 			return ctx.Err()
 		}
 	}
-}
-
-// commitChunk commits the objects of a relist listed so far, without the
-// cursor and without Replace (the relist's last batch carries both).
-func (s *syncer) commitChunk(ctx context.Context, p *pending) error {
-	chunk := newPending(p.resource, "")
-	chunk.changes, chunk.events, chunk.byType, chunk.received = p.changes, p.events, p.byType, p.received
-	return s.commit(ctx, chunk)
 }
 
 func (s *syncer) apply(ctx context.Context, b store.Batch) error {

@@ -34,9 +34,9 @@ const metricsSamplesSQL = `
 // it is newer than the reported one, and there is none, or usage moved by
 // more than $7 (a fraction) of allocatable, or s is in a later report period
 // ($8 seconds) than the reported one. Each node's periods start at its own
-// phase (cluster_node_usage_phase, a hash of its key), so a quiet fleet's refreshes spread evenly over
-// the period instead of all coming due in the same scrape; a reported
-// sample is replaced at least once per period.
+// phase (cluster_node_usage_phase, a hash of its key), so a quiet fleet's
+// refreshes spread evenly over the period instead of all coming due in the
+// same scrape; a reported sample is replaced at least once per period.
 const usageDueSQL = `
 	s.observed_at > coalesce(n.usage_observed_at, '-infinity')
 	AND (n.usage_observed_at IS NULL
@@ -113,13 +113,9 @@ func (s *Store) RecordNodeMetrics(ctx context.Context, samples []store.NodeMetri
 	}
 	due := newestOf(samples, dueClusters, dueNodes)
 	args = append(sampleArrays(due), policy.Threshold, policy.Period.Seconds())
-	err := s.write(ctx, opReportUsage, func(w *writer) error {
-		var rv int64
-		if err := w.tx.QueryRow(ctx, reportUsageSQL, append(args, w.startRV)...).Scan(&out.Reported, &rv); err != nil {
-			return fmt.Errorf("report node usage: %w", err)
-		}
-		w.maxRV = max(w.maxRV, rv)
-		return nil
+	err := s.write(ctx, opReportUsage, func(w *writer) (err error) {
+		out.Reported, err = w.stampCounted("report node usage", reportUsageSQL, append(args, w.startRV)...)
+		return err
 	})
 	if err != nil {
 		return out, fmt.Errorf("record node metrics: %w", err)
@@ -196,21 +192,16 @@ func (s *Store) expireUsage(ctx context.Context, before time.Time) (int64, error
 		return 0, nil
 	}
 	var expired int64
-	err := s.write(ctx, opExpireUsage, func(w *writer) error {
-		var rv int64
-		err := w.tx.QueryRow(ctx, `
+	err := s.write(ctx, opExpireUsage, func(w *writer) (err error) {
+		expired, err = w.stampCounted("expire stale node usage", `
 			WITH expired AS (
 				UPDATE cluster_node n SET usage_cpu_nanocores = NULL, usage_memory_bytes = NULL,
 					usage_observed_at = NULL, usage_window_seconds = NULL,
 					resource_version = `+nextRV("n", "$2")+`
 				WHERE n.usage_observed_at < $1
 				RETURNING n.resource_version)
-			SELECT count(*), coalesce(max(resource_version), 0) FROM expired`, before, w.startRV).Scan(&expired, &rv)
-		if err != nil {
-			return fmt.Errorf("expire stale node usage: %w", err)
-		}
-		w.maxRV = max(w.maxRV, rv)
-		return nil
+			SELECT count(*), coalesce(max(resource_version), 0) FROM expired`, before, w.startRV)
+		return err
 	})
 	return expired, err
 }

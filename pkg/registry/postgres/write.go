@@ -91,6 +91,18 @@ func (w *writer) stamp(what, sql string, args ...any) error {
 	return nil
 }
 
+// stampCounted runs a statement that returns how many rows it stamped and
+// the highest resource_version it assigned (0 if none), and remembers the
+// latter.
+func (w *writer) stampCounted(what, sql string, args ...any) (int64, error) {
+	var n, rv int64
+	if err := w.tx.QueryRow(w.ctx, sql, args...).Scan(&n, &rv); err != nil {
+		return 0, fmt.Errorf("%s: %w", what, err)
+	}
+	w.maxRV = max(w.maxRV, rv)
+	return n, nil
+}
+
 // deleteViewRows runs a DELETE of view rows (cluster_node,
 // cluster_namespace). The change-log trigger gives each deleted row the
 // version of its tombstone (migration 002); this reads the highest back.
