@@ -1,0 +1,394 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/example/platform-apiserver/test/framework"
+	"github.com/example/platform-apiserver/test/framework/postgres"
+)
+
+const (
+	// fleetMembers member clusters are mirrored: the hosting cluster under
+	// fleetHostingID (leader election needs a hosting cluster for its
+	// Leases, and a hosting cluster is always mirrored) and fleetMembers-1
+	// kubeconfig files in the member directory. All are the same simulated
+	// cluster, so the registry holds fleetMembers copies of it.
+	fleetMembers   = 20
+	fleetHostingID = "fleet-00"
+	// fleetPods pods are bound to the nodeCount simulated nodes (4 each)
+	// in fleetNamespaces namespaces of podsPerSyncNamespace pods: syncPod's
+	// layout, pod j on node j%nodeCount.
+	fleetPods       = 20000
+	fleetNamespaces = fleetPods / podsPerSyncNamespace
+	// fleetLease* are the leader-election flags the replicas run with
+	// (the defaults, written out).
+	fleetLeaseDuration = 15 * time.Second
+	fleetRenewDeadline = 10 * time.Second
+	fleetRetryPeriod   = 2 * time.Second
+	// fleetSetupTimeout bounds starting and seeding the fleet's cluster.
+	fleetSetupTimeout = 30 * time.Minute
+	// fleetMetricsCoverage of the nodes must have NodeMetrics before the
+	// sub-benchmarks start, so every scrape covers the fleet.
+	fleetMetricsCoverage = 0.99
+)
+
+// fleetMemberID is the cluster id of member i (0 is the hosting cluster).
+func fleetMemberID(i int) string { return fmt.Sprintf("fleet-%02d", i) }
+
+// fleetMemberIDs are every member's cluster id, fleet-00 first.
+func fleetMemberIDs() []string {
+	ids := make([]string, fleetMembers)
+	for i := range ids {
+		ids[i] = fleetMemberID(i)
+	}
+	return ids
+}
+
+// fleetArgs are the platform-apiserver flags of every replica: discovery of
+// the hosting cluster (its own kube-apiserver, whose admin kubeconfig is in
+// the framework's work directory, the process's working directory) and of
+// the member directory, leader election on with the default timings. The
+// framework's first start gets them too (Options.ExtraPlatformArgs), with
+// the directory still empty.
+func fleetArgs(memberDir string) []string {
+	return []string{
+		"--cluster-id=" + fleetHostingID,
+		"--member-kubeconfig=kubeconfig",
+		"--member-kubeconfig-dir=" + memberDir,
+		"--leader-elect=true",
+		"--leader-elect-lease-duration=" + fleetLeaseDuration.String(),
+		"--leader-elect-renew-deadline=" + fleetRenewDeadline.String(),
+		"--leader-elect-retry-period=" + fleetRetryPeriod.String(),
+	}
+}
+
+// fleetEnv is the fleet benchmark's control plane: kube-apiserver with kwok
+// simulating nodeCount nodes and fleetPods pods and metrics-server scraping
+// them, PostgreSQL (each sub-benchmark gets a database of its own), and the
+// member directory. Its framework platform-apiserver is stopped once the
+// control plane is up; the sub-benchmarks start their own replicas.
+type fleetEnv struct {
+	*discoveryEnv
+	memberDir string
+	// want is what one member holds, which a complete sync mirrors under
+	// every cluster id.
+	want registryCounts
+	// nodeSeq numbers the freshness changes, churnSeq the background churn.
+	nodeSeq, churnSeq int
+	results           []fleetResult
+}
+
+// startFleetEnv starts the control plane with the simulator, stops the
+// framework's platform-apiserver, seeds the simulated cluster, waits until
+// its pods run and metrics-server has usage of (nearly) every node, and
+// writes the member directory. On error the returned env, when non-nil,
+// holds whatever started.
+func startFleetEnv(ctx context.Context) (*fleetEnv, error) {
+	ctx, cancel := context.WithTimeout(ctx, fleetSetupTimeout)
+	defer cancel()
+	workDir, err := os.MkdirTemp("", "platform-bench-fleet-")
+	if err != nil {
+		return nil, fmt.Errorf("create work directory: %w", err)
+	}
+	e := &env{workDir: workDir}
+	f := &fleetEnv{discoveryEnv: &discoveryEnv{env: e}, memberDir: filepath.Join(workDir, "members")}
+	if err := os.MkdirAll(f.memberDir, 0o755); err != nil {
+		return f, err
+	}
+	if e.pg, err = postgres.Start(ctx, postgres.Options{}); err != nil {
+		return f, fmt.Errorf("start PostgreSQL: %w", err)
+	}
+	e.cp, err = framework.Start(ctx, framework.Options{
+		WorkDir:                 filepath.Join(workDir, "controlplane"),
+		DatabaseURL:             e.pg.DSN(),
+		PlatformAPIServerBinary: os.Getenv(envPlatformBinary),
+		ExtraPlatformArgs:       fleetArgs(f.memberDir),
+		StartSimulator:          true,
+	})
+	if err != nil {
+		return f, err
+	}
+	if err := e.buildClients(); err != nil {
+		return f, err
+	}
+	// The framework's server has mirrored the empty cluster into the
+	// default database; the sub-benchmarks run replicas of their own, each
+	// set on a fresh database. Stopped gracefully, it releases its Lease.
+	if err := e.cp.StopPlatformAPIServer(); err != nil {
+		return f, err
+	}
+	if err := f.seed(ctx); err != nil {
+		return f, fmt.Errorf("seed the simulated cluster: %w", err)
+	}
+	if f.want, err = f.memberCounts(ctx); err != nil {
+		return f, err
+	}
+	if f.want.nodes != nodeCount || f.want.pods != fleetPods || f.want.namespaces < fleetNamespaces {
+		return f, fmt.Errorf("kube-apiserver holds %s, want %d nodes, %d pods and at least %d namespaces",
+			f.want, nodeCount, fleetPods, fleetNamespaces)
+	}
+	kubeconfig, err := os.ReadFile(e.cp.AdminKubeconfig())
+	if err != nil {
+		return f, err
+	}
+	for i := 1; i < fleetMembers; i++ {
+		if err := os.WriteFile(filepath.Join(f.memberDir, fleetMemberID(i)), kubeconfig, 0o600); err != nil {
+			return f, fmt.Errorf("write member kubeconfig: %w", err)
+		}
+	}
+	return f, nil
+}
+
+// seed creates the simulated nodes (the list benchmarks' shapes, managed by
+// kwok), the namespaces and the pods, and waits until kwok has made them
+// Ready and Running and metrics-server reports the nodes' usage.
+func (f *fleetEnv) seed(ctx context.Context) error {
+	now := time.Now().UTC().Truncate(time.Second)
+	steps := []struct {
+		what string
+		n    int
+		run  func(context.Context) error
+	}{
+		{"simulated Nodes", nodeCount, func(ctx context.Context) error {
+			return f.parallelCreate(ctx, nodeCount, func(ctx context.Context, i int) error { return f.createSimulatedNode(ctx, i, now) })
+		}},
+		{"Namespaces", fleetNamespaces, func(ctx context.Context) error {
+			return f.parallelCreate(ctx, fleetNamespaces, func(ctx context.Context, i int) error {
+				_, err := f.kube.CoreV1().Namespaces().Create(ctx, syncNamespace(i), metav1.CreateOptions{})
+				return err
+			})
+		}},
+		{"Pods", fleetPods, func(ctx context.Context) error {
+			return f.parallelCreate(ctx, fleetPods, func(ctx context.Context, j int) error {
+				p := syncPod(j)
+				_, err := f.kube.CoreV1().Pods(p.Namespace).Create(ctx, p, metav1.CreateOptions{})
+				return err
+			})
+		}},
+		{"Ready nodes (kwok)", nodeCount, f.waitNodesReady},
+		{"Running pods (kwok)", fleetPods, f.waitPodsRunning},
+		{"NodeMetrics (metrics-server)", nodeCount, f.waitNodeMetrics},
+	}
+	for _, s := range steps {
+		begin := time.Now()
+		if err := s.run(ctx); err != nil {
+			return fmt.Errorf("%s: %w", s.what, err)
+		}
+		took := time.Since(begin)
+		fmt.Fprintf(os.Stderr, "fleet: %d %s in %s (%.0f/s)\n", s.n, s.what, took.Round(time.Millisecond), float64(s.n)/took.Seconds())
+	}
+	return nil
+}
+
+// createSimulatedNode creates node i as kwok simulates it, with the labels,
+// size, taints and cordon of the list benchmarks' node i (kwok makes every
+// node Ready, so there are no NotReady ones). kube-apiserver's
+// TaintNodesByCondition admission adds a not-ready taint to a new Node,
+// which the node lifecycle controller would remove once it is Ready; with
+// none running, a merge patch sets the intended taints.
+func (f *fleetEnv) createSimulatedNode(ctx context.Context, i int, now time.Time) error {
+	n := storeNode(i, now)
+	capacity := func(r int64, mem int64, pods int64) corev1.ResourceList {
+		return corev1.ResourceList{
+			corev1.ResourceCPU:    *resource.NewMilliQuantity(r, resource.DecimalSI),
+			corev1.ResourceMemory: *resource.NewQuantity(mem, resource.BinarySI),
+			corev1.ResourcePods:   *resource.NewQuantity(pods, resource.DecimalSI),
+		}
+	}
+	var taints []corev1.Taint
+	for _, t := range n.Taints {
+		if t.Key == "node.kubernetes.io/unreachable" {
+			continue // kwok keeps every node Ready
+		}
+		taints = append(taints, corev1.Taint{Key: t.Key, Value: t.Value, Effect: corev1.TaintEffect(t.Effect)})
+	}
+	node := framework.SimulatedNodeObject(framework.SimulatedNode{
+		Name:          n.Name,
+		Capacity:      capacity(n.Capacity.CPUMillis, n.Capacity.MemoryBytes, n.Capacity.Pods),
+		Allocatable:   capacity(n.Allocatable.CPUMillis, n.Allocatable.MemoryBytes, n.Allocatable.Pods),
+		Labels:        n.Labels,
+		Taints:        taints,
+		Unschedulable: n.Unschedulable,
+	})
+	created, err := f.kube.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
+	if err != nil {
+		return fmt.Errorf("create Node %s: %w", n.Name, err)
+	}
+	if len(created.Spec.Taints) == len(taints) {
+		return nil
+	}
+	patch, err := json.Marshal(map[string]any{"spec": map[string]any{"taints": taints}})
+	if err != nil {
+		return err
+	}
+	if _, err := f.kube.CoreV1().Nodes().Patch(ctx, n.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		return fmt.Errorf("set taints of Node %s: %w", n.Name, err)
+	}
+	return nil
+}
+
+// waitNodesReady polls until every node is Ready.
+func (f *fleetEnv) waitNodesReady(ctx context.Context) error {
+	var last string
+	err := wait.PollUntilContextTimeout(ctx, 3*time.Second, 10*time.Minute, true, func(ctx context.Context) (bool, error) {
+		ready, total := 0, 0
+		opts := metav1.ListOptions{Limit: 1000}
+		for {
+			page, err := f.kube.CoreV1().Nodes().List(ctx, opts)
+			if err != nil {
+				last = err.Error()
+				return false, nil
+			}
+			for _, n := range page.Items {
+				total++
+				for _, c := range n.Status.Conditions {
+					if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
+						ready++
+					}
+				}
+			}
+			if opts.Continue = page.Continue; opts.Continue == "" {
+				break
+			}
+		}
+		last = fmt.Sprintf("%d of %d nodes Ready", ready, total)
+		return total == nodeCount && ready == nodeCount, nil
+	})
+	if err != nil {
+		return fmt.Errorf("%w (last: %s)", err, last)
+	}
+	return nil
+}
+
+// waitPodsRunning polls until no pod is in another phase than Running.
+func (f *fleetEnv) waitPodsRunning(ctx context.Context) error {
+	var last string
+	err := wait.PollUntilContextTimeout(ctx, 3*time.Second, 10*time.Minute, true, func(ctx context.Context) (bool, error) {
+		n, err := countPages(ctx, func(ctx context.Context, o metav1.ListOptions) (metav1.ListInterface, error) {
+			o.FieldSelector = "status.phase!=Running"
+			return f.kube.CoreV1().Pods("").List(ctx, o)
+		})
+		if err != nil {
+			last = err.Error()
+			return false, nil
+		}
+		last = fmt.Sprintf("%d pods not Running", n)
+		return n == 0, nil
+	})
+	if err != nil {
+		return fmt.Errorf("%w (last: %s)", err, last)
+	}
+	return nil
+}
+
+// waitNodeMetrics polls metrics.k8s.io until it has usage of
+// fleetMetricsCoverage of the nodes.
+func (f *fleetEnv) waitNodeMetrics(ctx context.Context) error {
+	var last string
+	want := int(fleetMetricsCoverage * nodeCount)
+	err := wait.PollUntilContextTimeout(ctx, 5*time.Second, 10*time.Minute, true, func(ctx context.Context) (bool, error) {
+		n, err := f.nodeMetricsCount(ctx)
+		if err != nil {
+			last = err.Error()
+			return false, nil
+		}
+		last = fmt.Sprintf("NodeMetrics of %d nodes", n)
+		return n >= want, nil
+	})
+	if err != nil {
+		return fmt.Errorf("want NodeMetrics of at least %d nodes: %w (last: %s)", want, err, last)
+	}
+	fmt.Fprintf(os.Stderr, "fleet: metrics-server reports %s\n", last)
+	return nil
+}
+
+// nodeMetricsCount lists metrics.k8s.io NodeMetrics through kube-apiserver,
+// as discovery's scraper does, and counts them.
+func (f *fleetEnv) nodeMetricsCount(ctx context.Context) (int, error) {
+	body, err := f.kube.CoreV1().RESTClient().Get().AbsPath("/apis/" + framework.MetricsGroupVersion + "/nodes").DoRaw(ctx)
+	if err != nil {
+		return 0, err
+	}
+	var list struct {
+		Items []json.RawMessage `json:"items"`
+	}
+	if err := json.Unmarshal(body, &list); err != nil {
+		return 0, fmt.Errorf("decode NodeMetrics list: %w", err)
+	}
+	return len(list.Items), nil
+}
+
+// processPIDs finds the pids of this environment's processes named name
+// (etcd, kube-apiserver, kwok, metrics-server), which the framework does not
+// expose: those whose arguments name the environment's work directory.
+func (f *fleetEnv) processPIDs(name string) []int {
+	var pids []int
+	dirs, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join("/proc", d.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		args := strings.Split(string(cmdline), "\x00")
+		if filepath.Base(args[0]) == name && strings.Contains(string(cmdline), f.workDir+string(filepath.Separator)) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// backgroundCPU measures, over window, how many cores the control plane's
+// simulator and servers use with no platform-apiserver running, for the
+// record: the load every sub-benchmark shares the two cores with.
+func (f *fleetEnv) backgroundCPU(ctx context.Context, window time.Duration) string {
+	names := []string{"etcd", "kube-apiserver", "kwok", "metrics-server"}
+	before := map[string]time.Duration{}
+	for _, n := range names {
+		for _, pid := range f.processPIDs(n) {
+			if t, err := processCPUTime(pid); err == nil {
+				before[n] += t
+			}
+		}
+	}
+	begin := time.Now()
+	select {
+	case <-time.After(window):
+	case <-ctx.Done():
+		return ctx.Err().Error()
+	}
+	elapsed := time.Since(begin)
+	var parts []string
+	var total float64
+	for _, n := range names {
+		var after time.Duration
+		for _, pid := range f.processPIDs(n) {
+			if t, err := processCPUTime(pid); err == nil {
+				after += t
+			}
+		}
+		cores := float64(after-before[n]) / float64(elapsed)
+		total += cores
+		parts = append(parts, fmt.Sprintf("%s %.2f", n, cores))
+	}
+	return fmt.Sprintf("%.2f cores (%s)", total, strings.Join(parts, ", "))
+}

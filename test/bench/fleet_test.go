@@ -1,0 +1,833 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/example/platform-apiserver/test/framework"
+)
+
+const (
+	// fleetNodes is how many NodeCapacities a complete mirror holds.
+	fleetNodes = fleetMembers * nodeCount
+	// fleetReplicaCounts are the sub-benchmarks.
+	fleetReplicaCountsDoc = "1 and 3"
+	// fleetSyncTimeout bounds the initial sync of the whole fleet (and each
+	// replica's wait for /readyz).
+	fleetSyncTimeout = 15 * time.Minute
+	// fleetSyncPoll is how often the registry's rows are counted during
+	// the sync: the resolution of the sync time.
+	fleetSyncPoll = time.Second
+	// fleetWarmup follows the sync before freshness is measured: one
+	// metrics interval, so every member's scraper has written at least once.
+	fleetWarmup = 30 * time.Second
+	// fleetSteadyMin is the shortest steady window (from the end of the
+	// warm-up): RSS, CPU and the lock histograms of the steady state cover
+	// at least two scrapes of every member.
+	fleetSteadyMin = 60 * time.Second
+	// fleetChangesPerOp node label changes are one op, one after the
+	// other; each is awaited under every member's cluster id.
+	fleetChangesPerOp  = 10
+	fleetChangeTimeout = 2 * time.Minute
+	// fleetFreshnessPoll is how often the registry is asked for a change's
+	// rows: the resolution of a freshness sample.
+	fleetFreshnessPoll = 10 * time.Millisecond
+	fleetLabel         = "bench.platform.example.io/fleet-seq"
+	// fleetChurnRate namespace label changes a second in the member, round
+	// robin over fleetChurnNamespaces namespaces, run in the background
+	// from the end of the sync: fleetMembers × as many row changes in the
+	// registry.
+	fleetChurnRate       = 10
+	fleetChurnNamespaces = 100
+	// fleetRSSSample is how often each replica's VmRSS is sampled.
+	fleetRSSSample = 2 * time.Second
+	// maxKiBPerNode is the issue's memory goal: server RSS per mirrored node.
+	maxKiBPerNode = 100
+)
+
+// BenchmarkFleet mirrors a fleet of fleetMembers member clusters — the same
+// kwok-simulated cluster of nodeCount nodes and fleetPods pods (with
+// metrics-server, so every member's scraper runs) under fleetMembers
+// cluster ids, fleetNodes NodeCapacities — with 1 and with 3 replicas
+// (leader election on), each on a database of its own:
+//
+//   - untimed by the benchmark clock but reported: the initial sync, from
+//     starting the replicas until the registry holds every member's nodes,
+//     pods and namespaces; the servers' memory; the writer lock's hold and
+//     wait p99 during the sync;
+//   - one op is fleetChangesPerOp node label changes in the member, each
+//     awaited until its row changed under every cluster id (freshness, one
+//     sample per member row), while the scrapers run and namespaces churn
+//     in the background;
+//   - after the loop: the steady state's memory, CPU and lock p99, the
+//     database's size, and which replica mirrors how many members.
+//
+// The environment is its own, started and stopped here.
+func BenchmarkFleet(b *testing.B) {
+	begin := time.Now()
+	f, err := startFleetEnv(context.Background())
+	defer func() {
+		if f == nil {
+			return
+		}
+		if err := f.stop(b.Failed()); err != nil {
+			b.Errorf("stop fleet benchmark environment: %v", err)
+		}
+	}()
+	if err != nil {
+		b.Fatalf("fleet benchmark setup: %v", err)
+	}
+	fmt.Fprintf(os.Stderr, "fleet benchmark environment ready in %s: the member holds %s; %d members; background load without a platform-apiserver: %s\n",
+		time.Since(begin).Round(time.Second), f.want, fleetMembers, f.backgroundCPU(context.Background(), 10*time.Second))
+	for _, n := range []int{1, 3} {
+		if !b.Run(fmt.Sprintf("replicas=%d", n), func(b *testing.B) { f.bench(b, n) }) {
+			break
+		}
+	}
+	f.printSummary(os.Stdout)
+}
+
+// fleetResult is what one sub-benchmark measured.
+type fleetResult struct {
+	replicas int
+	// sync is the start of the replicas to every member mirrored;
+	// memberSync each member's own (sorted).
+	sync       time.Duration
+	memberSync []time.Duration
+	fresh      watchLatency
+	// Writer lock p99s in seconds (NaN when the servers do not export the
+	// histograms) during the sync and the steady window.
+	syncHold, syncWait, steadyHold, steadyWait float64
+	syncHoldByOp, steadyHoldByOp               string
+	steadyWindow                               time.Duration
+	churnChanges, churnErrors                  int
+	db                                         dbSize
+	perReplica                                 []fleetReplicaResult
+	leases                                     string
+}
+
+// fleetReplicaResult is one replica's share.
+type fleetReplicaResult struct {
+	name string
+	// members is the sum of platform_discovery_members (-1: not exported);
+	// clusters those it reports synced.
+	members  int
+	states   string
+	clusters []string
+	leader   bool
+	// Memory in bytes: VmHWM at the end (the peak since start, so the
+	// sync's), VmRSS right after the sync, and the mean VmRSS over the
+	// steady window.
+	hwm, rssSynced, rssSteady int64
+	cores                     float64
+	errors                    int
+	errorSamples              []string
+}
+
+// mirroredNodes is how many NodeCapacities the replica mirrors, from its
+// member count (every member has nodeCount nodes).
+func (r fleetReplicaResult) mirroredNodes() int { return max(r.members, 0) * nodeCount }
+
+// fleetRun is one sub-benchmark's replicas and database.
+type fleetRun struct {
+	f        *fleetEnv
+	dsn      string
+	pool     *pgxpool.Pool
+	replicas []*framework.FleetReplica
+	ids      []string
+}
+
+// bench runs one sub-benchmark with n replicas.
+func (f *fleetEnv) bench(b *testing.B, n int) {
+	ctx := b.Context()
+	res := fleetResult{replicas: n}
+	run, err := f.newRun(ctx, fmt.Sprintf("platform_fleet_r%d", n))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() {
+		if err := run.close(); err != nil {
+			b.Errorf("stop the replicas: %v", err)
+		}
+	}()
+
+	// Initial sync.
+	if err := run.startAndSync(ctx, n, &res); err != nil {
+		b.Fatal(err)
+	}
+	syncLocks, err := run.lockSnapshots(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	w := newLockWindow(nil, syncLocks)
+	res.syncHold, res.syncWait, res.syncHoldByOp = w.hold.quantile(0.99), w.wait.quantile(0.99), w.byOp()
+	res.perReplica = make([]fleetReplicaResult, len(run.replicas))
+	for i, r := range run.replicas {
+		res.perReplica[i].name = r.Name()
+		if rss, _, err := processMemory(r.PID()); err == nil {
+			res.perReplica[i].rssSynced = rss
+		}
+	}
+	if err := run.checkObjects(ctx); err != nil {
+		b.Fatal(err)
+	}
+
+	// Steady state: background churn, scrapers, and the freshness loop.
+	churnCtx, stopChurn := context.WithCancel(ctx)
+	churnDone := make(chan [2]int, 1)
+	go func() { churnDone <- f.churn(churnCtx) }()
+	sampler := run.sampleRSS(churnCtx)
+	defer stopChurn()
+	select {
+	case <-time.After(fleetWarmup):
+	case <-ctx.Done():
+		b.Fatal(ctx.Err())
+	}
+	steadyBegin := time.Now()
+	sampler.from(steadyBegin)
+	before, err := run.lockSnapshots(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	cpuBefore := run.cpuTimes()
+	var latencies []time.Duration
+	for b.Loop() {
+		got, err := f.freshnessRound(ctx, run.pool, run.ids)
+		if err != nil {
+			b.Fatal(err)
+		}
+		latencies = append(latencies, got...)
+	}
+	if rest := fleetSteadyMin - time.Since(steadyBegin); rest > 0 {
+		select {
+		case <-time.After(rest):
+		case <-ctx.Done():
+			b.Fatal(ctx.Err())
+		}
+	}
+	after, err := run.lockSnapshots(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	cpuAfter := run.cpuTimes()
+	res.steadyWindow = time.Since(steadyBegin)
+	stopChurn()
+	churn := <-churnDone
+	res.churnChanges, res.churnErrors = churn[0], churn[1]
+	steadyRSS := sampler.stop()
+	w = newLockWindow(before, after)
+	res.steadyHold, res.steadyWait, res.steadyHoldByOp = w.hold.quantile(0.99), w.wait.quantile(0.99), w.byOp()
+	res.fresh = summarizeLatencies(latencies)
+
+	// Who mirrors what, memory, database, logs.
+	logs := map[string]string{}
+	for i, r := range run.replicas {
+		rr := &res.perReplica[i]
+		body, err := r.Metrics(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		rr.members, rr.states, rr.clusters, rr.leader = replicaMembers(body)
+		if _, hwm, err := processMemory(r.PID()); err == nil {
+			rr.hwm = hwm
+		}
+		rr.rssSteady = steadyRSS[i]
+		rr.cores = float64(cpuAfter[i]-cpuBefore[i]) / float64(res.steadyWindow)
+		logs[r.Name()] = r.LogPath()
+		if *profileDir != "" {
+			if err := writeReplicaHeap(ctx, r); err != nil {
+				b.Error(err)
+			}
+		}
+	}
+	if res.leases, err = f.leaseHolders(ctx, logs); err != nil {
+		b.Error(err)
+	}
+	if res.db, err = measureDBSize(ctx, run.pool); err != nil {
+		b.Fatal(err)
+	}
+	for i, r := range run.replicas {
+		rr := &res.perReplica[i]
+		if rr.errors, rr.errorSamples, err = logErrors(r.LogPath()); err != nil {
+			b.Error(err)
+		}
+	}
+	res.report(b)
+	res.log(os.Stderr)
+	f.results = append(f.results, res)
+}
+
+// newRun creates the sub-benchmark's database (dropping a leftover of an
+// earlier run) in the environment's PostgreSQL, migrates it with the
+// platform-apiserver's own `migrate`, so the replicas start on a ready
+// schema, and connects to it.
+func (f *fleetEnv) newRun(ctx context.Context, db string) (*fleetRun, error) {
+	admin, err := pgx.Connect(ctx, f.pg.DSN())
+	if err != nil {
+		return nil, fmt.Errorf("connect to PostgreSQL: %w", err)
+	}
+	defer admin.Close(ctx)
+	ident := pgx.Identifier{db}.Sanitize()
+	for _, stmt := range []string{`DROP DATABASE IF EXISTS ` + ident + ` WITH (FORCE)`, `CREATE DATABASE ` + ident} {
+		if _, err := admin.Exec(ctx, stmt); err != nil {
+			return nil, fmt.Errorf("%s: %w", stmt, err)
+		}
+	}
+	dsn, err := withDatabaseName(f.pg.DSN(), db)
+	if err != nil {
+		return nil, err
+	}
+	if err := f.cp.MigratePlatformDatabase(ctx, dsn); err != nil {
+		return nil, err
+	}
+	pool, err := pgxpool.New(ctx, dsn)
+	if err != nil {
+		return nil, fmt.Errorf("connect to %s: %w", db, err)
+	}
+	return &fleetRun{f: f, dsn: dsn, pool: pool, ids: fleetMemberIDs()}, nil
+}
+
+// withDatabaseName points the ephemeral server's URL DSN at db.
+func withDatabaseName(dsn, db string) (string, error) {
+	i := strings.Index(dsn, "/postgres?")
+	if i < 0 {
+		return "", fmt.Errorf("unexpected DSN shape %q", dsn)
+	}
+	return dsn[:i] + "/" + db + dsn[i+len("/postgres"):], nil
+}
+
+// close stops the replicas gracefully (releasing their Leases) and closes
+// the database connections. The database stays until the next run of the
+// same sub-benchmark or the environment's end.
+func (r *fleetRun) close() error {
+	var wg sync.WaitGroup
+	errs := make([]error, len(r.replicas))
+	for i, rep := range r.replicas {
+		wg.Go(func() { errs[i] = rep.Stop() })
+	}
+	wg.Wait()
+	r.pool.Close()
+	return errors.Join(errs...)
+}
+
+// startAndSync starts n replicas at once and polls the registry until every
+// member's rows are complete; the sync time runs from the first start. It
+// returns once every replica is ready too. On error, starts still running
+// are cancelled and every replica that did start is in r.replicas, for
+// close.
+func (r *fleetRun) startAndSync(ctx context.Context, n int, res *fleetResult) (err error) {
+	type started struct {
+		i   int
+		rep *framework.FleetReplica
+		err error
+	}
+	startCtx, cancelStart := context.WithCancel(ctx)
+	defer cancelStart()
+	startedCh := make(chan started, n)
+	r.replicas = make([]*framework.FleetReplica, 0, n)
+	pending := n
+	var startErrs []error
+	collect := func(s started) {
+		pending--
+		if s.rep != nil {
+			r.replicas = append(r.replicas, s.rep)
+		}
+		if s.err != nil {
+			startErrs = append(startErrs, s.err)
+		}
+	}
+	defer func() {
+		if err != nil {
+			cancelStart()
+			for pending > 0 {
+				collect(<-startedCh)
+			}
+		}
+		// In start order, so replica i is platform-fleet-r<n>-<i>.
+		slices.SortFunc(r.replicas, func(a, b *framework.FleetReplica) int { return strings.Compare(a.Name(), b.Name()) })
+	}()
+	begin := time.Now()
+	for i := range n {
+		name := fmt.Sprintf("platform-fleet-r%d-%d", n, i)
+		go func() {
+			rep, err := r.f.cp.StartFleetReplica(startCtx, name, []string{"--postgres-dsn=" + r.dsn}, fleetSyncTimeout)
+			startedCh <- started{i: i, rep: rep, err: err}
+		}()
+	}
+	done := map[string]time.Duration{}
+	var last string
+	tick := time.NewTicker(fleetSyncPoll)
+	defer tick.Stop()
+	deadline := time.NewTimer(fleetSyncTimeout)
+	defer deadline.Stop()
+	for len(done) < len(r.ids) {
+		select {
+		case s := <-startedCh:
+			collect(s)
+			if len(startErrs) > 0 {
+				return errors.Join(startErrs...)
+			}
+			continue
+		case <-tick.C:
+		case <-deadline.C:
+			return fmt.Errorf("%d of %d members mirrored after %s (last: %s)", len(done), len(r.ids), fleetSyncTimeout, last)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		counts, err := registryCountsByCluster(ctx, r.pool)
+		if err != nil {
+			return err
+		}
+		now := time.Since(begin)
+		var total registryCounts
+		for _, id := range r.ids {
+			c := counts[id]
+			total.namespaces += c.namespaces
+			total.nodes += c.nodes
+			total.pods += c.pods
+			if _, ok := done[id]; !ok && c == r.f.want {
+				done[id] = now
+			}
+		}
+		last = fmt.Sprintf("%s in the registry, %d members complete", total, len(done))
+	}
+	res.sync = time.Since(begin)
+	for _, d := range done {
+		res.memberSync = append(res.memberSync, d)
+	}
+	slices.Sort(res.memberSync)
+	fmt.Fprintf(os.Stderr, "fleet: %d replica(s): every member mirrored after %s (%s); members complete after %s (first) … %s (median) … %s (last)\n",
+		n, res.sync.Round(time.Millisecond), last, res.memberSync[0].Round(time.Second),
+		res.memberSync[len(res.memberSync)/2].Round(time.Second), res.memberSync[len(res.memberSync)-1].Round(time.Second))
+	// Every replica must be up (ready) before the steady state.
+	for pending > 0 {
+		select {
+		case s := <-startedCh:
+			collect(s)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	if len(startErrs) > 0 {
+		return errors.Join(startErrs...)
+	}
+	fmt.Fprintf(os.Stderr, "fleet: %d replica(s) ready %s after the start\n", n, time.Since(begin).Round(time.Millisecond))
+	return nil
+}
+
+// registryCountsByCluster counts each member's namespaces, nodes and pods.
+func registryCountsByCluster(ctx context.Context, pool *pgxpool.Pool) (map[string]registryCounts, error) {
+	rows, err := pool.Query(ctx, `
+		SELECT cluster_id, 'n', count(*) FROM cluster_node GROUP BY cluster_id
+		UNION ALL SELECT cluster_id, 'p', count(*) FROM cluster_pod GROUP BY cluster_id
+		UNION ALL SELECT cluster_id, 's', count(*) FROM cluster_namespace GROUP BY cluster_id`)
+	if err != nil {
+		return nil, fmt.Errorf("count registry rows: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]registryCounts{}
+	for rows.Next() {
+		var id, kind string
+		var n int64
+		if err := rows.Scan(&id, &kind, &n); err != nil {
+			return nil, err
+		}
+		c := out[id]
+		switch kind {
+		case "n":
+			c.nodes = n
+		case "p":
+			c.pods = n
+		case "s":
+			c.namespaces = n
+		}
+		out[id] = c
+	}
+	return out, rows.Err()
+}
+
+// checkObjects checks in the registry that every member's node carries its
+// pods' requests (4 pods) and usage once scraped: a spot check that the
+// mirrored rows are complete objects, not only counted.
+func (r *fleetRun) checkObjects(ctx context.Context) error {
+	name := nodeName(getNodeIndex)
+	rows, err := r.pool.Query(ctx, `SELECT cluster_id, pod_count, requested_cpu_millis FROM cluster_node WHERE cluster_id = ANY($1) AND name = $2`, r.ids, name)
+	if err != nil {
+		return fmt.Errorf("check node %s: %w", name, err)
+	}
+	defer rows.Close()
+	n := 0
+	for rows.Next() {
+		var id string
+		var pods, cpu int64
+		if err := rows.Scan(&id, &pods, &cpu); err != nil {
+			return err
+		}
+		if pods != fleetPods/nodeCount || cpu == 0 {
+			return fmt.Errorf("node %s of %s: %d pods, %dm CPU requested; want %d pods", name, id, pods, cpu, fleetPods/nodeCount)
+		}
+		n++
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if n != len(r.ids) {
+		return fmt.Errorf("node %s under %d of %d cluster ids", name, n, len(r.ids))
+	}
+	return nil
+}
+
+// lockSnapshots reads every replica's writer-lock histograms.
+func (r *fleetRun) lockSnapshots(ctx context.Context) ([]lockSnapshot, error) {
+	out := make([]lockSnapshot, len(r.replicas))
+	for i, rep := range r.replicas {
+		body, err := rep.Metrics(ctx)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = readLockSnapshot(body)
+	}
+	return out, nil
+}
+
+// cpuTimes reads every replica's CPU time so far (0 when unreadable).
+func (r *fleetRun) cpuTimes() []time.Duration {
+	out := make([]time.Duration, len(r.replicas))
+	for i, rep := range r.replicas {
+		if t, err := processCPUTime(rep.PID()); err == nil {
+			out[i] = t
+		}
+	}
+	return out
+}
+
+// rssSampler samples every replica's VmRSS until stopped.
+type rssSampler struct {
+	mu    sync.Mutex
+	since time.Time
+	sums  []float64
+	n     []int
+	stopC chan struct{}
+	done  chan struct{}
+}
+
+func (r *fleetRun) sampleRSS(ctx context.Context) *rssSampler {
+	s := &rssSampler{sums: make([]float64, len(r.replicas)), n: make([]int, len(r.replicas)),
+		stopC: make(chan struct{}), done: make(chan struct{}), since: time.Now().Add(time.Hour)}
+	go func() {
+		defer close(s.done)
+		tick := time.NewTicker(fleetRSSSample)
+		defer tick.Stop()
+		for {
+			select {
+			case <-tick.C:
+			case <-s.stopC:
+				return
+			case <-ctx.Done():
+				return
+			}
+			s.mu.Lock()
+			counting := !time.Now().Before(s.since)
+			s.mu.Unlock()
+			if !counting {
+				continue
+			}
+			for i, rep := range r.replicas {
+				if rss, _, err := processMemory(rep.PID()); err == nil {
+					s.mu.Lock()
+					s.sums[i] += float64(rss)
+					s.n[i]++
+					s.mu.Unlock()
+				}
+			}
+		}
+	}()
+	return s
+}
+
+// from starts averaging at t.
+func (s *rssSampler) from(t time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.since = t
+}
+
+// stop ends the sampling and returns each replica's mean VmRSS.
+func (s *rssSampler) stop() []int64 {
+	select {
+	case <-s.stopC:
+	default:
+		close(s.stopC)
+	}
+	<-s.done
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]int64, len(s.sums))
+	for i := range s.sums {
+		if s.n[i] > 0 {
+			out[i] = int64(s.sums[i] / float64(s.n[i]))
+		}
+	}
+	return out
+}
+
+// churn relabels fleetChurnNamespaces namespaces in the member, round
+// robin, fleetChurnRate times a second until ctx ends, and returns how many
+// changes it wrote and how many failed.
+func (f *fleetEnv) churn(ctx context.Context) [2]int {
+	var changes, failures int
+	tick := time.NewTicker(time.Second / fleetChurnRate)
+	defer tick.Stop()
+	for {
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return [2]int{changes, failures}
+		}
+		seq := f.churnSeq
+		f.churnSeq++
+		ns := syncNamespaceName(seq % fleetChurnNamespaces * (fleetNamespaces / fleetChurnNamespaces))
+		patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, churnLabel, strconv.Itoa(seq))
+		if _, err := f.kube.CoreV1().Namespaces().Patch(ctx, ns, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+			if ctx.Err() == nil {
+				failures++
+			}
+			continue
+		}
+		changes++
+	}
+}
+
+// freshnessRound labels fleetChangesPerOp nodes in the member, one after
+// the other, and returns, for each change and member, the time from the
+// patch returning to the first poll whose snapshot holds the member's row
+// with the label (an upper bound, by at most fleetFreshnessPoll plus a
+// query, of when it became visible).
+func (f *fleetEnv) freshnessRound(ctx context.Context, pool *pgxpool.Pool, ids []string) ([]time.Duration, error) {
+	latencies := make([]time.Duration, 0, fleetChangesPerOp*len(ids))
+	for range fleetChangesPerOp {
+		f.nodeSeq++
+		seq := f.nodeSeq
+		node := nodeName(seq * 97 % nodeCount)
+		value := strconv.Itoa(seq)
+		patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, fleetLabel, value)
+		if _, err := f.kube.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+			return nil, fmt.Errorf("label node %s: %w", node, err)
+		}
+		written := time.Now()
+		seen := make(map[string]bool, len(ids))
+		for len(seen) < len(ids) {
+			asked := time.Now()
+			rows, err := pool.Query(ctx, `SELECT cluster_id FROM cluster_node WHERE cluster_id = ANY($1) AND name = $2 AND labels ->> $3 = $4`,
+				ids, node, fleetLabel, value)
+			if err != nil {
+				return nil, fmt.Errorf("poll node %s: %w", node, err)
+			}
+			got, err := pgx.CollectRows(rows, pgx.RowTo[string])
+			if err != nil {
+				return nil, fmt.Errorf("poll node %s: %w", node, err)
+			}
+			for _, id := range got {
+				if !seen[id] {
+					seen[id] = true
+					latencies = append(latencies, asked.Sub(written))
+				}
+			}
+			if len(seen) == len(ids) {
+				break
+			}
+			if time.Since(written) > fleetChangeTimeout {
+				var missing []string
+				for _, id := range ids {
+					if !seen[id] {
+						missing = append(missing, id)
+					}
+				}
+				return nil, fmt.Errorf("change %d (label of node %s) not mirrored under %v after %s", seq, node, missing, fleetChangeTimeout)
+			}
+			select {
+			case <-time.After(fleetFreshnessPoll):
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		// Changes start at different phases of the members' batch delays.
+		select {
+		case <-time.After(time.Duration(seq%5) * 37 * time.Millisecond):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return latencies, nil
+}
+
+// writeReplicaHeap writes a heap profile of a replica to
+// DIR/<name>.heap.pprof.
+func writeReplicaHeap(ctx context.Context, r *framework.FleetReplica) error {
+	heap, err := r.Get(ctx, "/debug/pprof/heap")
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(*profileDir, 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(*profileDir, r.Name()+".heap.pprof"), heap, 0o644)
+}
+
+// Per-node figures of a result.
+
+// maxKiBPerMirroredNode is the largest steady (or peak) RSS per mirrored
+// node over the replicas that mirror any member; NaN when none says.
+func (res fleetResult) maxKiBPerMirroredNode(peak bool) float64 {
+	v := math.NaN()
+	for _, r := range res.perReplica {
+		nodes := r.mirroredNodes()
+		if nodes == 0 {
+			continue
+		}
+		rss := r.rssSteady
+		if peak {
+			rss = r.hwm
+		}
+		kib := float64(rss) / 1024 / float64(nodes)
+		if math.IsNaN(v) || kib > v {
+			v = kib
+		}
+	}
+	return v
+}
+
+// totals sums the replicas' memory and CPU.
+func (res fleetResult) totals() (hwm, steady int64, cores float64, mirroring, maxMembers int) {
+	for _, r := range res.perReplica {
+		hwm += r.hwm
+		steady += r.rssSteady
+		cores += r.cores
+		if r.members > 0 {
+			mirroring++
+		}
+		maxMembers = max(maxMembers, r.members)
+	}
+	return hwm, steady, cores, mirroring, maxMembers
+}
+
+func (res fleetResult) report(b *testing.B) {
+	hwm, steady, cores, mirroring, maxMembers := res.totals()
+	maxHWM := int64(0)
+	for _, r := range res.perReplica {
+		maxHWM = max(maxHWM, r.hwm)
+	}
+	b.ReportMetric(0, "ns/op") // an op is a fixed number of changes
+	b.ReportMetric(res.sync.Seconds(), "sync-s")
+	b.ReportMetric(res.sync.Seconds()/(fleetNodes/1000), "sync-s/1k-nodes")
+	b.ReportMetric(ms(res.fresh.p50), "fresh-p50-ms")
+	b.ReportMetric(ms(res.fresh.p99), "fresh-p99-ms")
+	b.ReportMetric(ms(res.fresh.max), "fresh-max-ms")
+	b.ReportMetric(float64(res.fresh.samples)/float64(b.N), "rows/op")
+	for _, m := range []struct {
+		v    float64
+		unit string
+	}{
+		{res.syncHold, "sync-lock-hold-p99-ms"}, {res.syncWait, "sync-lock-wait-p99-ms"},
+		{res.steadyHold, "lock-hold-p99-ms"}, {res.steadyWait, "lock-wait-p99-ms"},
+		{res.maxKiBPerMirroredNode(false), "rss-KiB/node"}, {res.maxKiBPerMirroredNode(true), "peak-KiB/node"},
+	} {
+		if !math.IsNaN(m.v) {
+			if strings.HasSuffix(m.unit, "-ms") {
+				m.v *= 1000
+			}
+			b.ReportMetric(m.v, m.unit)
+		}
+	}
+	b.ReportMetric(float64(maxHWM)/mib, "peak-MiB")
+	b.ReportMetric(float64(steady)/mib, "steady-MiB")
+	b.ReportMetric(float64(hwm)/1024/fleetNodes, "fleet-peak-KiB/node")
+	b.ReportMetric(cores, "platform-cores")
+	b.ReportMetric(float64(res.db.database)/mib, "db-MiB")
+	b.ReportMetric(float64(res.db.database)/fleetNodes, "db-B/node")
+	b.ReportMetric(float64(mirroring), "mirroring-replicas")
+	b.ReportMetric(float64(maxMembers), "max-members")
+}
+
+// log writes the result's details to w.
+func (res fleetResult) log(w io.Writer) {
+	fmt.Fprintf(w, "fleet: %d replica(s): freshness over %d member rows: p50 %s p99 %s max %s; background churn %d namespace changes (%d failed) over %s\n",
+		res.replicas, res.fresh.samples, res.fresh.p50.Round(time.Millisecond), res.fresh.p99.Round(time.Millisecond), res.fresh.max.Round(time.Millisecond),
+		res.churnChanges, res.churnErrors, res.steadyWindow.Round(time.Second))
+	fmt.Fprintf(w, "fleet: writer lock hold p99 during the sync %s (wait %s) [%s]; steady %s (wait %s) [%s]\n",
+		secondsString(res.syncHold), secondsString(res.syncWait), res.syncHoldByOp,
+		secondsString(res.steadyHold), secondsString(res.steadyWait), res.steadyHoldByOp)
+	fmt.Fprintf(w, "fleet: database %s\n", res.db)
+	fmt.Fprintf(w, "fleet: Leases in kube-system by holder: %s\n", res.leases)
+	for _, r := range res.perReplica {
+		fmt.Fprintf(w, "fleet:   %s: %s members (%s), leader %v, synced clusters %d; VmHWM %s, VmRSS after sync %s, steady %s; %.2f cores; %d error log lines\n",
+			r.name, memberCount(r.members), r.states, r.leader, len(r.clusters),
+			fleetMiB(r.hwm), fleetMiB(r.rssSynced), fleetMiB(r.rssSteady), r.cores, r.errors)
+		for _, e := range r.errorSamples {
+			fmt.Fprintf(w, "fleet:     %s\n", e)
+		}
+	}
+}
+
+func memberCount(n int) string {
+	if n < 0 {
+		return "?"
+	}
+	return strconv.Itoa(n)
+}
+
+// printSummary prints one block per sub-benchmark against the goal. Its
+// lines do not start with "Benchmark", so benchstat ignores them.
+func (f *fleetEnv) printSummary(w io.Writer) {
+	if len(f.results) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\nfleet summary (%d members × %d kwok nodes, %d pods, %d namespaces = %d NodeCapacities; replicas %s; goal: ≤ %d KiB server RSS per mirrored node)\n",
+		fleetMembers, nodeCount, f.want.pods, f.want.namespaces, fleetNodes, fleetReplicaCountsDoc, maxKiBPerNode)
+	fmt.Fprintf(w, "  %-8s %9s %11s %22s %19s %19s %9s %9s %10s\n",
+		"replicas", "sync", "s/1k nodes", "fresh p50/p99/max", "lock hold p99", "lock wait p99", "DB", "DB B/node", "cores")
+	fmt.Fprintf(w, "  %-8s %9s %11s %22s %19s %19s %9s %9s %10s\n", "", "", "", "(ms, per member row)", "sync / steady", "sync / steady", "", "", "(steady)")
+	for _, res := range f.results {
+		_, _, cores, _, _ := res.totals()
+		fmt.Fprintf(w, "  %-8d %8.1fs %11.2f %22s %19s %19s %9s %9.0f %10.2f\n",
+			res.replicas, res.sync.Seconds(), res.sync.Seconds()/(fleetNodes/1000),
+			fmt.Sprintf("%.0f / %.0f / %.0f", ms(res.fresh.p50), ms(res.fresh.p99), ms(res.fresh.max)),
+			secondsString(res.syncHold)+" / "+secondsString(res.steadyHold),
+			secondsString(res.syncWait)+" / "+secondsString(res.steadyWait),
+			fleetMiB(res.db.database), float64(res.db.database)/fleetNodes, cores)
+	}
+	for _, res := range f.results {
+		fmt.Fprintf(w, "  %d replica(s):\n", res.replicas)
+		for _, r := range res.perReplica {
+			line := fmt.Sprintf("    %-22s %2s members  VmHWM %8s  VmRSS steady %8s", r.name, memberCount(r.members), fleetMiB(r.hwm), fleetMiB(r.rssSteady))
+			if nodes := r.mirroredNodes(); nodes > 0 {
+				steady := float64(r.rssSteady) / 1024 / float64(nodes)
+				peak := float64(r.hwm) / 1024 / float64(nodes)
+				line += fmt.Sprintf("  %6.2f KiB/mirrored node steady, %6.2f peak: %s", steady, peak, verdict(peak <= maxKiBPerNode))
+			} else {
+				line += "  mirrors no member"
+			}
+			fmt.Fprintln(w, line)
+		}
+		_, _, _, mirroring, maxMembers := res.totals()
+		if res.replicas > 1 && mirroring <= 1 {
+			fmt.Fprintf(w, "    one replica mirrors all %d members (%d mirroring, the most on one %d): members are not shared across replicas\n", fleetMembers, mirroring, maxMembers)
+		}
+	}
+}
