@@ -16,6 +16,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"github.com/example/platform-apiserver/pkg/discovery/shard"
 	"github.com/example/platform-apiserver/pkg/registry/store"
 )
 
@@ -87,12 +88,15 @@ func DefaultTuning() Tuning {
 	}
 }
 
-// LeaderElection configures the Lease that lets one replica run discovery.
+// LeaderElection configures the Leases through which replicas share the
+// members (package shard): one per member, <Name>-member-<cluster id>, and
+// one per replica, in Namespace of the hosting cluster.
 type LeaderElection struct {
 	Enabled       bool
 	Namespace     string
 	Name          string
 	LeaseDuration time.Duration
+	// RenewDeadline bounds one round of Lease calls.
 	RenewDeadline time.Duration
 	RetryPeriod   time.Duration
 }
@@ -100,7 +104,7 @@ type LeaderElection struct {
 // Config configures discovery.
 type Config struct {
 	// Hosting is the cluster the server runs in, mirrored under its id; it
-	// holds the leader Lease. Nil when there is none.
+	// holds the Leases. Nil when there is none.
 	Hosting *Member
 	// MemberDir holds one kubeconfig per further member, named by its cluster id.
 	MemberDir string
@@ -114,11 +118,12 @@ type Config struct {
 	Store              store.Writer
 }
 
-// Discovery runs the workers of every member cluster while it leads.
+// Discovery runs the workers of the member clusters this replica mirrors.
 type Discovery struct {
-	cfg     Config
-	members *members
-	ready   readiness
+	cfg      Config
+	identity string
+	members  *members
+	ready    readiness
 }
 
 // New checks the configuration and returns discovery, not yet running.
@@ -133,7 +138,7 @@ func New(cfg Config) (*Discovery, error) {
 		}
 	}
 	if cfg.LeaderElection.Enabled && cfg.Hosting == nil {
-		errs = append(errs, errors.New("leader election needs a hosting cluster for its Lease"))
+		errs = append(errs, errors.New("leader election needs a hosting cluster for its Leases"))
 	}
 	if cfg.Store == nil {
 		errs = append(errs, errors.New("no store"))
@@ -151,7 +156,7 @@ func New(cfg Config) (*Discovery, error) {
 		return nil, fmt.Errorf("discovery: %w", err)
 	}
 	RegisterMetrics()
-	d := &Discovery{cfg: cfg}
+	d := &Discovery{cfg: cfg, identity: identity()}
 	d.members = newMembers(membersParams{
 		Hosting:      cfg.Hosting,
 		Dir:          cfg.MemberDir,
@@ -159,6 +164,8 @@ func New(cfg Config) (*Discovery, error) {
 		RemovalGrace: cfg.MemberRemovalGrace,
 		Tuning:       cfg.Tuning,
 		Store:        cfg.Store,
+		Owner:        d.identity,
+		Shared:       cfg.LeaderElection.Enabled,
 	})
 	registerMembersCollector(d.members)
 	d.ready = readiness{store: cfg.Store}
@@ -168,35 +175,43 @@ func New(cfg Config) (*Discovery, error) {
 	return d, nil
 }
 
-// Run runs discovery until ctx ends: under the leader Lease when leader
-// election is enabled (re-contending after losing it), else at once.
+// Run runs discovery until ctx ends: the workers of the members this
+// replica mirrors (with leader election, those whose Lease it holds; else
+// all) and its turns at the registry-wide metrics history maintenance.
 func (d *Discovery) Run(ctx context.Context) {
-	if !d.cfg.LeaderElection.Enabled {
-		leader.Set(1)
-		defer leader.Set(0)
-		d.lead(ctx)
-		return
-	}
-	client, err := kubernetes.NewForConfig(leaseConfig(d.cfg.Hosting.Config))
-	if err != nil {
-		klog.FromContext(ctx).Error(err, "Discovery cannot run: no client for the leader Lease")
-		return
-	}
-	runElected(ctx, electionParams{
-		Client:   client,
-		Config:   d.cfg.LeaderElection,
-		Identity: identity(),
-		Run:      d.lead,
-	})
-}
-
-// lead runs what the discovery leader runs until ctx ends: the member
-// workers and the registry-wide metrics history maintenance.
-func (d *Discovery) lead(ctx context.Context) {
 	var wg sync.WaitGroup
+	defer wg.Wait()
 	wg.Go(func() { runMetricsMaintenance(ctx, maintenanceParams{Store: d.cfg.Store, Tuning: d.cfg.Tuning}) })
+	if !d.cfg.LeaderElection.Enabled {
+		d.members.run(ctx)
+		return
+	}
+	le := d.cfg.LeaderElection
+	client, err := kubernetes.NewForConfig(leaseConfig(d.cfg.Hosting.Config))
+	var mgr *shard.Manager
+	if err == nil {
+		mgr, err = shard.New(shard.Config{
+			Leases:        client.CoordinationV1(),
+			Namespace:     le.Namespace,
+			Name:          le.Name,
+			Identity:      d.identity,
+			LeaseDuration: le.LeaseDuration,
+			RoundTimeout:  le.RenewDeadline,
+			RetryPeriod:   le.RetryPeriod,
+			Clock:         d.cfg.Tuning.Clock,
+		}, d.members)
+	}
+	if err != nil {
+		klog.FromContext(ctx).Error(err, "Discovery cannot run: no client for its Leases")
+		return
+	}
+	d.members.Lost = mgr.Lost
+	// Leases are given up only once every worker has stopped: the manager
+	// outlives members.run.
+	mgrCtx, stopMgr := context.WithCancel(context.WithoutCancel(ctx))
+	wg.Go(func() { mgr.Run(mgrCtx) })
 	d.members.run(ctx)
-	wg.Wait()
+	stopMgr()
 }
 
 // identity names this replica in the Lease: host name and a random suffix,
@@ -212,7 +227,7 @@ func identity() string {
 // leaseConfig is the hosting cluster's config for Lease calls: short timeouts.
 func leaseConfig(c *rest.Config) *rest.Config {
 	cfg := rest.CopyConfig(c)
-	cfg.UserAgent = "platform-apiserver-discovery-leader-election"
+	cfg.UserAgent = "platform-apiserver-discovery-leases"
 	if cfg.Timeout == 0 {
 		cfg.Timeout = 10 * time.Second
 	}

@@ -18,8 +18,9 @@ type maintenanceParams struct {
 // runMetricsMaintenance keeps the metrics history of the whole registry once
 // per metrics interval (not once per member): it prepares the partitions of
 // the coming hours, drops those older than the retention, and makes the
-// usage of nodes whose metrics stopped coming unknown. It runs where
-// discovery runs; every step is idempotent.
+// usage of nodes whose metrics stopped coming unknown. Every replica runs
+// it; the registry lets one round per interval through (the others are
+// skipped), and every step is idempotent.
 func runMetricsMaintenance(ctx context.Context, p maintenanceParams) {
 	t := p.Tuning
 	for {
@@ -44,12 +45,16 @@ func maintainMetricsOnce(ctx context.Context, p maintenanceParams) store.Metrics
 		Now:           now,
 		RetainAfter:   now.Add(-t.MetricsRetention),
 		UnknownBefore: now.Add(-usageStaleAfter(t)),
+		Interval:      t.MetricsInterval,
 	})
 	partitionsDropped.Add(float64(done.DroppedPartitions))
 	usageExpired.Add(float64(done.Unknown))
 	if err != nil {
 		maintenanceErrors.Inc()
 		logger.Error(err, "Maintaining the node metrics history failed; retrying at the next interval", "retention", t.MetricsRetention)
+		return done
+	}
+	if done.Skipped {
 		return done
 	}
 	maintenanceDuration.Observe(t.Clock.Since(start).Seconds())

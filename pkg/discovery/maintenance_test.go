@@ -33,6 +33,7 @@ func TestMaintenanceHorizons(t *testing.T) {
 		Now:           now,
 		RetainAfter:   now.Add(-24 * time.Hour),
 		UnknownBefore: now.Add(-10*time.Minute - 30*time.Second),
+		Interval:      30 * time.Second,
 	}
 	if len(st.got) != 1 || st.got[0] != want {
 		t.Errorf("MaintainNodeMetrics called with %+v, want once with %+v", st.got, want)

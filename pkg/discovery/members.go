@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -31,16 +32,40 @@ type membersParams struct {
 	RemovalGrace time.Duration
 	Tuning       Tuning
 	Store        store.Writer
+	// Owner names this replica in its claims of members.
+	Owner string
+	// Shared: members run only while this replica holds them (Own and
+	// Disown, called by the shard manager); else every configured member
+	// runs, and one another replica claims stays stopped.
+	Shared bool
+	// Lost is told about a member whose worker stopped because another
+	// writer claimed it (shared mode), so its Lease is given up.
+	Lost func(id string)
 }
 
-// members runs one worker per member cluster: the hosting cluster, and one
-// per kubeconfig file in Dir, re-read every DirInterval. A file that
-// disappears for RemovalGrace stops its worker and deletes the member's
-// rows; a file that changes restarts its worker.
+// members runs one worker per member cluster this replica mirrors, among
+// the configured ones: the hosting cluster, and one per kubeconfig file in
+// Dir, re-read every DirInterval. A file that disappears for RemovalGrace
+// stops its worker and deletes the member's rows; a file that changes
+// restarts its worker.
 type members struct {
 	membersParams
 
-	mu      sync.Mutex
+	// ctx is run's context, which workers run under.
+	ctx context.Context
+
+	// reconciling serializes reconcile.
+	reconciling sync.Mutex
+
+	mu sync.Mutex
+	// configs are the configured members' last usable configurations.
+	configs map[string]memberFile
+	// owned are the members this replica holds (shared mode).
+	owned map[string]bool
+	// fenced are members whose worker stopped because another writer
+	// claimed them, with the fingerprint they ran with (unshared mode: not
+	// restarted until their configuration changes).
+	fenced  map[string]string
 	running map[string]*runningWorker
 	// rejected remembers files already logged as unusable, by name and content.
 	rejected map[string]string
@@ -57,15 +82,49 @@ type runningWorker struct {
 }
 
 func newMembers(p membersParams) *members {
-	return &members{membersParams: p, running: map[string]*runningWorker{}, rejected: map[string]string{}, absent: map[string]time.Time{}}
+	m := &members{membersParams: p, ctx: context.Background(), configs: map[string]memberFile{}, owned: map[string]bool{}, fenced: map[string]string{},
+		running: map[string]*runningWorker{}, rejected: map[string]string{}, absent: map[string]time.Time{}}
+	if p.Hosting != nil {
+		m.configs[p.Hosting.ID] = memberFile{config: p.Hosting.Config}
+	}
+	return m
+}
+
+// Members returns the ids of the configured members, for the shard manager.
+func (m *members) Members() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	ids := make([]string, 0, len(m.configs))
+	for id := range m.configs {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// Own starts mirroring a member this replica now holds.
+func (m *members) Own(id string) {
+	m.mu.Lock()
+	m.owned[id] = true
+	m.mu.Unlock()
+	m.reconcile()
+}
+
+// Disown stops mirroring a member and returns once its worker stopped.
+func (m *members) Disown(id string) {
+	m.mu.Lock()
+	delete(m.owned, id)
+	m.mu.Unlock()
+	m.reconcile()
 }
 
 // run runs the workers until ctx ends, then stops them all.
 func (m *members) run(ctx context.Context) {
+	m.mu.Lock()
+	m.ctx = ctx
+	m.mu.Unlock()
 	defer m.stopAll()
-	if m.Hosting != nil {
-		m.start(ctx, *m.Hosting, "")
-	}
+	m.reconcile()
 	staleFound := false
 	for {
 		// Without a directory the hosting cluster is the only member.
@@ -95,8 +154,9 @@ type memberFile struct {
 	fingerprint string
 }
 
-// scan reconciles the running workers with Dir and returns what it found;
-// ok is false when the directory could not be read.
+// scan reads Dir into the configured members, reconciles the workers with
+// it and returns what it found; ok is false when the directory could not
+// be read.
 func (m *members) scan(ctx context.Context) (found map[string]memberFile, ok bool) {
 	logger := klog.FromContext(ctx).WithValues("dir", m.Dir)
 	found, err := m.readDir(logger)
@@ -105,31 +165,25 @@ func (m *members) scan(ctx context.Context) (found map[string]memberFile, ok boo
 		logger.Error(err, "Cannot read the member kubeconfig directory; keeping the current members")
 		return nil, false
 	}
+	m.mu.Lock()
 	for id, f := range found {
 		if _, ok := m.absent[id]; ok {
 			logger.Info("Member cluster configured again within the removal grace period; keeping it", "cluster", id)
 			delete(m.absent, id)
 		}
 		if f.config == nil {
-			continue // unusable now: keep whatever runs
+			continue // unusable now: keep whatever config runs
 		}
-		m.mu.Lock()
-		rw := m.running[id]
-		m.mu.Unlock()
-		if rw != nil && rw.fingerprint == f.fingerprint {
-			continue
-		}
-		if rw != nil {
-			logger.Info("Member kubeconfig changed; restarting its worker", "cluster", id)
-			m.stop(id)
-		} else {
+		switch cur, ok := m.configs[id]; {
+		case !ok:
 			logger.Info("Member cluster added", "cluster", id)
+		case cur.fingerprint != f.fingerprint:
+			logger.Info("Member kubeconfig changed; restarting its worker", "cluster", id)
 		}
-		m.start(ctx, Member{ID: id, Config: f.config}, f.fingerprint)
+		m.configs[id] = f
 	}
-	m.mu.Lock()
 	var missing []string
-	for id := range m.running {
+	for id := range m.configs {
 		if _, ok := found[id]; !ok && (m.Hosting == nil || id != m.Hosting.ID) {
 			missing = append(missing, id)
 		}
@@ -138,7 +192,49 @@ func (m *members) scan(ctx context.Context) (found map[string]memberFile, ok boo
 	for _, id := range missing {
 		m.markAbsent(logger, id, "its kubeconfig file is gone")
 	}
+	m.reconcile()
 	return found, true
+}
+
+// reconcile runs a worker for every configured member this replica
+// mirrors, with its current configuration, and stops the others; it
+// returns once the stopped ones have.
+func (m *members) reconcile() {
+	m.reconciling.Lock()
+	defer m.reconciling.Unlock()
+	m.mu.Lock()
+	want := map[string]memberFile{}
+	for id, f := range m.configs {
+		if fp, ok := m.fenced[id]; ok && fp == f.fingerprint {
+			continue
+		}
+		delete(m.fenced, id)
+		if !m.Shared || m.owned[id] {
+			want[id] = f
+		}
+	}
+	var stop, start []string
+	for id, rw := range m.running {
+		if f, ok := want[id]; !ok || f.fingerprint != rw.fingerprint {
+			stop = append(stop, id)
+		}
+	}
+	for id := range want {
+		if rw, ok := m.running[id]; !ok || rw.fingerprint != want[id].fingerprint || slices.Contains(stop, id) {
+			start = append(start, id)
+		}
+	}
+	ctx := m.ctx
+	m.mu.Unlock()
+	for _, id := range stop {
+		m.stop(id)
+	}
+	if ctx.Err() != nil {
+		return
+	}
+	for _, id := range start {
+		m.start(ctx, Member{ID: id, Config: want[id].config}, want[id].fingerprint)
+	}
 }
 
 // findStale marks the clusters the registry holds but that are no longer
@@ -164,6 +260,8 @@ func (m *members) findStale(ctx context.Context, found map[string]memberFile) bo
 
 // markAbsent starts the removal grace period of a member, once.
 func (m *members) markAbsent(logger klog.Logger, id, why string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	if _, ok := m.absent[id]; ok {
 		return
 	}
@@ -177,14 +275,23 @@ func (m *members) markAbsent(logger klog.Logger, id, why string) {
 func (m *members) removeAbsent(ctx context.Context) {
 	logger := klog.FromContext(ctx)
 	now := m.Tuning.Clock.Now()
+	m.mu.Lock()
+	removed := map[string]time.Duration{}
 	for id, since := range m.absent {
-		if now.Sub(since) < m.RemovalGrace {
-			continue
+		if now.Sub(since) >= m.RemovalGrace {
+			removed[id] = now.Sub(since)
+			delete(m.absent, id)
+			delete(m.configs, id)
 		}
-		logger.Info("Member cluster removed; stopping its worker and deleting its rows", "cluster", id, "absentFor", now.Sub(since).Round(time.Second))
-		m.stop(id)
+	}
+	m.mu.Unlock()
+	if len(removed) == 0 {
+		return
+	}
+	m.reconcile()
+	for id, absentFor := range removed {
+		logger.Info("Member cluster removed; stopped its worker, deleting its rows", "cluster", id, "absentFor", absentFor.Round(time.Second))
 		m.deleteCluster(ctx, id)
-		delete(m.absent, id)
 	}
 }
 
@@ -242,7 +349,7 @@ func (m *members) reject(logger klog.Logger, name, fingerprint string, err error
 }
 
 func (m *members) start(ctx context.Context, mem Member, fingerprint string) {
-	w, err := newWorker(workerParams{ClusterID: mem.ID, Config: mem.Config, Tuning: m.Tuning, Store: m.Store})
+	w, err := newWorker(workerParams{ClusterID: mem.ID, Config: mem.Config, Tuning: m.Tuning, Store: m.Store, Owner: m.Owner})
 	if err != nil {
 		klog.FromContext(ctx).Error(err, "Cannot start member worker", "cluster", mem.ID)
 		return
@@ -254,8 +361,31 @@ func (m *members) start(ctx context.Context, mem Member, fingerprint string) {
 	m.mu.Unlock()
 	go func() {
 		defer close(rw.done)
-		w.run(wctx)
+		if w.run(wctx) {
+			m.lost(mem.ID, rw)
+		}
 	}()
+}
+
+// lost records that a member's worker stopped because another writer
+// claimed the member: it is not restarted by this replica unless it holds
+// the member again (shared) or its configuration changes (unshared).
+func (m *members) lost(id string, rw *runningWorker) {
+	m.mu.Lock()
+	if m.running[id] == rw {
+		delete(m.running, id)
+	}
+	if m.Shared {
+		delete(m.owned, id)
+	} else {
+		m.fenced[id] = rw.fingerprint
+		klog.Background().Error(nil, "Another writer claimed this member cluster; this replica stops mirroring it. Run every replica with --leader-elect so they share members instead",
+			"cluster", id)
+	}
+	m.mu.Unlock()
+	if m.Shared && m.Lost != nil {
+		m.Lost(id)
+	}
 }
 
 // stop ends a member's worker and waits for it, so nothing it had in flight

@@ -126,6 +126,18 @@ var (
 		Help:           "Times a member turned out not to be the cluster its cursors came from (kube-system uid changed); each drops the cursors and relists.",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"cluster"})
+	fencedWrites = metrics.NewCounterVec(&metrics.CounterOpts{
+		Subsystem:      metricsSubsystem,
+		Name:           "fenced_writes_total",
+		Help:           "Writes of a member refused because another replica claimed it since (or it was removed); the worker stops at the first.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"cluster"})
+	claims = metrics.NewCounterVec(&metrics.CounterOpts{
+		Subsystem:      metricsSubsystem,
+		Name:           "member_claims_total",
+		Help:           "Times this replica claimed a member in the registry (a new epoch) to start mirroring it.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"cluster"})
 	quarantined = metrics.NewCounterVec(&metrics.CounterOpts{
 		Subsystem:      metricsSubsystem,
 		Name:           "quarantined_total",
@@ -138,12 +150,6 @@ var (
 		Help:           "1 while a member resource cannot commit its batch and is retrying with backoff, else 0: alert when it stays 1.",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"cluster", "resource"})
-	leader = metrics.NewGauge(&metrics.GaugeOpts{
-		Subsystem:      metricsSubsystem,
-		Name:           "leader",
-		Help:           "1 while this replica holds the discovery lease and runs discovery, else 0.",
-		StabilityLevel: metrics.ALPHA,
-	})
 )
 
 var registerOnce sync.Once
@@ -153,10 +159,10 @@ var registerOnce sync.Once
 func RegisterMetrics() {
 	registerOnce.Do(func() {
 		legacyregistry.MustRegister(eventsApplied, batchSize, commitLag, applyDuration,
-			relists, resumes, expired, errorsTotal, synced, leader,
+			relists, resumes, expired, errorsTotal, synced,
 			scrapeDuration, samplesStored, scrapeErrors, usageReports,
 			maintenanceDuration, maintenanceErrors, partitionsDropped, usageExpired,
-			quarantined, stuck, identityChanges)
+			quarantined, stuck, identityChanges, fencedWrites, claims)
 	})
 }
 

@@ -21,7 +21,7 @@ import (
 type scraperParams struct {
 	ClusterID string
 	Client    metricsclient.Interface
-	Store     store.Writer
+	Store     samplesStore
 	// Interval between scrapes.
 	Interval time.Duration
 	// FirstDelay postpones the first scrape, so members that start together
@@ -84,6 +84,8 @@ func (s *scraper) scrapeOnce(ctx context.Context) store.MetricsRecorded {
 		switch {
 		case errors.Is(err, store.ErrUnavailable):
 			reason = "store_unavailable"
+		case errors.Is(err, store.ErrFenced):
+			reason = "fenced"
 		case errors.Is(err, context.DeadlineExceeded):
 			reason = "store_timeout"
 		}

@@ -34,7 +34,7 @@ const shortWatch = time.Second
 type syncerParams struct {
 	Cluster    string
 	Source     source
-	Store      store.Writer
+	Store      batchStore
 	BatchSize  int
 	BatchDelay time.Duration
 	Clock      clock.Clock
@@ -340,6 +340,9 @@ func (s *syncer) commit(ctx context.Context, p *pending) error {
 		s.beat()
 		if ctx.Err() != nil {
 			return ctx.Err()
+		}
+		if errors.Is(err, store.ErrFenced) {
+			return err // the worker stops: another replica mirrors the member now
 		}
 		s.failed("commit", storeError{err})
 		if errors.Is(err, store.ErrRejected) {

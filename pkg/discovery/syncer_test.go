@@ -41,11 +41,14 @@ func (s *recordingStore) Cursor(context.Context, string, store.Resource) (string
 	return s.cursor, nil
 }
 func (s *recordingStore) DeleteCluster(context.Context, string) error { return nil }
-func (s *recordingStore) CheckMemberIdentity(context.Context, string, string) (bool, error) {
+func (s *recordingStore) CheckMemberIdentity(context.Context, store.Fence, string) (bool, error) {
 	return false, nil
 }
+func (s *recordingStore) ClaimMember(_ context.Context, id, _ string) (store.Fence, error) {
+	return store.Fence{ClusterID: id, Epoch: 1}, nil
+}
 func (s *recordingStore) Clusters(context.Context) ([]string, error) { return nil, nil }
-func (s *recordingStore) RecordNodeMetrics(context.Context, []store.NodeMetricsSample, store.UsageReporting) (store.MetricsRecorded, error) {
+func (s *recordingStore) RecordNodeMetrics(context.Context, store.Fence, []store.NodeMetricsSample, store.UsageReporting) (store.MetricsRecorded, error) {
 	return store.MetricsRecorded{}, nil
 }
 func (s *recordingStore) MaintainNodeMetrics(context.Context, store.MetricsMaintenance) (store.MetricsMaintained, error) {

@@ -23,13 +23,16 @@ type workerParams struct {
 	Config    *rest.Config
 	Tuning    Tuning
 	Store     store.Writer
+	// Owner names this replica in the member's claim.
+	Owner string
 }
 
 // worker mirrors one member cluster: one syncer per resource.
 type worker struct {
 	clusterID string
+	owner     string
 	client    kubernetes.Interface
-	store     store.Writer
+	store     *memberStore
 	tuning    Tuning
 	syncers   []*syncer
 	scraper   *scraper
@@ -38,6 +41,8 @@ type worker struct {
 	// unreachable: the member's identity could not be read (the syncers
 	// wait for it).
 	unreachable bool
+	// stop ends the current run; the member store calls it when fenced.
+	stop context.CancelCauseFunc
 }
 
 func newWorker(p workerParams) (*worker, error) {
@@ -54,10 +59,12 @@ func newWorker(p workerParams) (*worker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("member cluster %s: metrics client: %w", p.ClusterID, err)
 	}
-	w := &worker{clusterID: p.ClusterID, client: client, store: p.Store, tuning: p.Tuning, scraper: newScraper(scraperParams{
+	w := &worker{clusterID: p.ClusterID, owner: p.Owner, client: client, tuning: p.Tuning}
+	w.store = newMemberStore(p.Store, p.ClusterID, w.onFenced)
+	w.scraper = newScraper(scraperParams{
 		ClusterID:    p.ClusterID,
 		Client:       metrics,
-		Store:        p.Store,
+		Store:        w.store,
 		Interval:     p.Tuning.MetricsInterval,
 		FirstDelay:   time.Duration(rand.Int64N(int64(p.Tuning.MetricsInterval))),
 		ListTimeout:  p.Tuning.MetricsListTimeout,
@@ -65,12 +72,12 @@ func newWorker(p workerParams) (*worker, error) {
 		Reporting:    p.Tuning.usageReporting(),
 		Retention:    p.Tuning.MetricsRetention,
 		Clock:        p.Tuning.Clock,
-	})}
+	})
 	for _, r := range allResources {
 		w.syncers = append(w.syncers, newSyncer(syncerParams{
 			Cluster:      p.ClusterID,
 			Source:       sourceFor(client, r),
-			Store:        p.Store,
+			Store:        w.store,
 			BatchSize:    p.Tuning.BatchSize,
 			BatchDelay:   p.Tuning.BatchDelay,
 			Clock:        p.Tuning.Clock,
@@ -82,13 +89,24 @@ func newWorker(p workerParams) (*worker, error) {
 	return w, nil
 }
 
-// run mirrors the member until ctx ends. It first makes sure the member is
-// the cluster its cursors came from, and starts over (cursors dropped, every
-// resource relisted) when the member's identity changes while it runs.
-func (w *worker) run(ctx context.Context) {
+// run mirrors the member until ctx ends or another replica claims it; it
+// reports whether the latter happened (fenced). It first claims the member
+// in the registry, which fences out every earlier writer, and makes sure the
+// member is the cluster its cursors came from; it starts over (cursors
+// dropped, every resource relisted) when the member's identity changes
+// while it runs.
+func (w *worker) run(ctx context.Context) (fenced bool) {
 	logger := klog.FromContext(ctx).WithValues("cluster", w.clusterID)
-	ctx = klog.NewContext(ctx, logger)
-	logger.Info("Starting discovery of member cluster")
+	ctx, stop := context.WithCancelCause(klog.NewContext(ctx, logger))
+	defer stop(nil)
+	w.mu.Lock()
+	w.stop = stop
+	w.mu.Unlock()
+	defer func() { fenced = errors.Is(context.Cause(ctx), store.ErrFenced) }()
+	if !w.claim(ctx) {
+		return
+	}
+	logger.Info("Starting discovery of member cluster", "epoch", w.store.current().Epoch)
 	defer logger.Info("Stopped discovery of member cluster")
 	for {
 		identity, ok := w.checkIdentity(ctx)
@@ -106,6 +124,41 @@ func (w *worker) run(ctx context.Context) {
 		wg.Wait()
 		if !changed {
 			return
+		}
+	}
+}
+
+// onFenced stops the run: another replica claimed the member.
+func (w *worker) onFenced(err error) {
+	klog.Background().Info("Another replica claimed this member cluster (or it was removed); this replica stops mirroring it",
+		"cluster", w.clusterID, "err", err.Error())
+	w.mu.Lock()
+	stop := w.stop
+	w.mu.Unlock()
+	if stop != nil {
+		stop(err)
+	}
+}
+
+// claim claims the member for this replica, retrying while the registry
+// is unavailable; ok is false when ctx ended first.
+func (w *worker) claim(ctx context.Context) (ok bool) {
+	backoff := w.tuning.Backoff
+	for {
+		_, err := w.store.claim(ctx, w.owner)
+		if err == nil {
+			claims.WithLabelValues(w.clusterID).Inc()
+			return true
+		}
+		if ctx.Err() != nil {
+			return false
+		}
+		errorsTotal.WithLabelValues(w.clusterID, "", errorReason(storeError{err})).Inc()
+		klog.FromContext(ctx).Error(err, "Cannot claim the member cluster in the registry; retrying with backoff")
+		select {
+		case <-ctx.Done():
+			return false
+		case <-w.tuning.Clock.After(backoff.Step()):
 		}
 	}
 }
@@ -134,7 +187,7 @@ func (w *worker) checkIdentity(ctx context.Context) (identity string, ok bool) {
 		identity, err := w.memberIdentity(ctx)
 		var changed bool
 		if err == nil {
-			changed, err = w.store.CheckMemberIdentity(ctx, w.clusterID, identity)
+			changed, err = w.store.CheckMemberIdentity(ctx, identity)
 			if err != nil {
 				err = storeError{err}
 			}

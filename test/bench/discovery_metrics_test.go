@@ -185,7 +185,7 @@ func (d *discoveryEnv) benchMetricsQuietFleet(b *testing.B) {
 		}
 		b.StartTimer()
 		t0 := time.Now()
-		rec, err := d.registry.RecordNodeMetrics(ctx, samples, usageReporting)
+		rec, err := d.registry.RecordNodeMetrics(ctx, store.Fence{ClusterID: discoveryClusterID}, samples, usageReporting)
 		took := time.Since(t0)
 		b.StopTimer()
 		if err != nil {
@@ -601,7 +601,7 @@ func (d *discoveryEnv) quietFleetEvents(ctx context.Context, f *fleet) ([]scrape
 			return nil, err
 		}
 		t0 := time.Now()
-		rec, err := d.registry.RecordNodeMetrics(ctx, samples, usageReporting)
+		rec, err := d.registry.RecordNodeMetrics(ctx, store.Fence{ClusterID: discoveryClusterID}, samples, usageReporting)
 		s.write = time.Since(t0)
 		if err != nil {
 			return nil, fmt.Errorf("scrape %d: %w", k, err)
@@ -1052,7 +1052,7 @@ func (d *discoveryEnv) quietReference(ctx context.Context, f *fleet, legacy *leg
 			}
 		}
 		t0 := time.Now()
-		rec, err := d.registry.RecordNodeMetrics(ctx, samples, policy)
+		rec, err := d.registry.RecordNodeMetrics(ctx, store.Fence{ClusterID: discoveryClusterID}, samples, policy)
 		took := time.Since(t0)
 		if err != nil {
 			return err
@@ -1095,7 +1095,7 @@ func (d *discoveryEnv) warmUpScrape(ctx context.Context, f *fleet, legacy *legac
 	d.scrapes++
 	samples := f.samples(k)
 	due := f.report(samples)
-	rec, err := d.registry.RecordNodeMetrics(ctx, samples, usageReporting)
+	rec, err := d.registry.RecordNodeMetrics(ctx, store.Fence{ClusterID: discoveryClusterID}, samples, usageReporting)
 	if err != nil {
 		return err
 	}

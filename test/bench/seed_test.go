@@ -286,7 +286,7 @@ func seedRegistry(ctx context.Context, reg *postgres.Store, now time.Time) error
 			ObservedAt:   now.Add(-15 * time.Second), Window: 20 * time.Second,
 		}
 	}
-	recorded, err := reg.RecordNodeMetrics(ctx, samples, store.UsageReporting{Threshold: 0.05, Period: 5 * time.Minute})
+	recorded, err := reg.RecordNodeMetrics(ctx, store.Fence{ClusterID: clusterID}, samples, store.UsageReporting{Threshold: 0.05, Period: 5 * time.Minute})
 	if err != nil {
 		return fmt.Errorf("record node metrics: %w", err)
 	}

@@ -31,7 +31,7 @@ func writeFixture(ctx context.Context, reg *postgres.Store) error {
 	if err := reg.Apply(ctx, prod2()); err != nil {
 		return fmt.Errorf("prod-2: %w", err)
 	}
-	_, err := reg.RecordNodeMetrics(ctx, []store.NodeMetricsSample{{
+	_, err := reg.RecordNodeMetrics(ctx, store.Fence{ClusterID: "prod-1"}, []store.NodeMetricsSample{{
 		ClusterID: "prod-1", Node: "n1", CPUNanoCores: 1_234_000_000, MemoryBytes: 3 * gi,
 		ObservedAt: fixtureTime, Window: 30 * time.Second,
 	}}, store.UsageReporting{Threshold: 0.05, Period: 5 * time.Minute})

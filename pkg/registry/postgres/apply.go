@@ -9,18 +9,41 @@ import (
 	"github.com/example/platform-apiserver/pkg/registry/store"
 )
 
-// Apply commits a batch in one serialized transaction: raw rows first
-// (deletes, then upserts that skip unchanged rows), then the aggregates of
-// every node and namespace the batch touched, then the cursors. Each object
-// should appear at most once in a batch; one listed both as present and as
-// deleted ends up present.
+// Apply commits a batch in one transaction, fenced by the batch's epoch.
+// Under the member's lock: the rows of a relist that are gone, pods and
+// quotas (deletes, then upserts that skip unchanged rows) and the cursors.
+// Under the writer lock: namespaces and nodes, then the aggregates of every
+// node and namespace the batch touched. Each object should appear at most
+// once in a batch; one listed both as present and as deleted ends up present.
 func (s *Store) Apply(ctx context.Context, b store.Batch) error {
 	if b.ClusterID == "" {
 		return errors.New("apply: batch has no cluster id")
 	}
-	return s.write(ctx, opApply, func(w *writer) error {
-		a := &applier{writer: w, b: b, cluster: b.ClusterID, nodes: pairs{}, namespaces: pairs{}}
-		return a.run()
+	a := &applier{b: b, cluster: b.ClusterID, nodes: pairs{}, namespaces: pairs{}}
+	return s.write(ctx, opApply, sections{
+		member: func(w *writer) error {
+			a.writer = w
+			return a.run(
+				func() error { return w.fence(store.Fence{ClusterID: b.ClusterID, Epoch: b.Epoch}) },
+				a.replace,
+				a.deletePods,
+				a.deleteQuotas,
+				a.upsertPods,
+				a.upsertQuotas,
+				a.saveCursors,
+			)
+		},
+		views: func(w *writer) error {
+			a.writer = w
+			return a.run(
+				a.deleteNamespaces,
+				a.deleteNodes,
+				a.upsertNamespaces,
+				a.upsertNodes,
+				func() error { return a.recomputeNodes(a.nodes) },
+				func() error { return a.recomputeNamespaces(a.namespaces) },
+			)
+		},
 	})
 }
 
@@ -33,21 +56,8 @@ type applier struct {
 	namespaces pairs
 }
 
-func (a *applier) run() error {
-	steps := []func() error{
-		a.replace,
-		a.deleteNamespaces,
-		a.deleteNodes,
-		a.deletePods,
-		a.deleteQuotas,
-		a.upsertNamespaces,
-		a.upsertNodes,
-		a.upsertPods,
-		a.upsertQuotas,
-		func() error { return a.recomputeNodes(a.nodes) },
-		func() error { return a.recomputeNamespaces(a.namespaces) },
-		a.saveCursors,
-	}
+// run runs steps in order until one fails.
+func (a *applier) run(steps ...func() error) error {
 	for _, step := range steps {
 		if err := step(); err != nil {
 			return err

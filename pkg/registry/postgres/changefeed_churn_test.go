@@ -160,7 +160,7 @@ func churn(ctx context.Context, s *postgres.Store, w, rounds int) error {
 			err = s.Apply(ctx, store.Batch{ClusterID: cluster, Replace: []store.Resource{store.ResourceNodes},
 				Nodes: []store.Node{node(nodeName(), 1000, 1<<30), node(nodeName(), 1000, 1<<30)}})
 		case 7:
-			_, err = s.RecordNodeMetrics(ctx, []store.NodeMetricsSample{{ClusterID: cluster, Node: nodeName(),
+			_, err = s.RecordNodeMetrics(ctx, store.Fence{ClusterID: cluster}, []store.NodeMetricsSample{{ClusterID: cluster, Node: nodeName(),
 				CPUNanoCores: int64(rng.IntN(1e6)), MemoryBytes: 1 << 20, ObservedAt: time.Unix(int64(1e9+r), 0), Window: time.Second}}, reportEvery)
 		}
 		if err != nil {

@@ -46,12 +46,12 @@ func TestChangeFeed(t *testing.T) {
 			return s.Apply(ctx, store.Batch{ClusterID: c, Quotas: []store.Quota{{Namespace: "a", Name: "q", Hard: map[string]string{"pods": "10"}, Used: map[string]string{"pods": "1"}}}})
 		}, want: []string{"MODIFIED ns/prod-1/a"}},
 		{name: "metrics sample", write: func() error {
-			_, err := s.RecordNodeMetrics(ctx, []store.NodeMetricsSample{sample}, reportEvery)
+			_, err := s.RecordNodeMetrics(ctx, store.Fence{ClusterID: c}, []store.NodeMetricsSample{sample}, reportEvery)
 			return err
 		},
 			want: []string{"MODIFIED node/prod-1/n1"}},
 		{name: "duplicate metrics sample", write: func() error {
-			_, err := s.RecordNodeMetrics(ctx, []store.NodeMetricsSample{sample}, reportEvery)
+			_, err := s.RecordNodeMetrics(ctx, store.Fence{ClusterID: c}, []store.NodeMetricsSample{sample}, reportEvery)
 			return err
 		}},
 		{name: "node cordoned and tainted, pod moved onto it", write: func() error {

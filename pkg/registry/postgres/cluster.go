@@ -24,21 +24,52 @@ func (s *Store) Cursor(ctx context.Context, clusterID string, r store.Resource) 
 	return rv, nil
 }
 
+// ClaimMember gives the member a fresh epoch from discovery_member_epoch
+// under the member's lock, so it waits for a write in flight and every later
+// write carrying an older epoch fails with store.ErrFenced.
+func (s *Store) ClaimMember(ctx context.Context, clusterID, owner string) (store.Fence, error) {
+	f := store.Fence{ClusterID: clusterID}
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		w := &writer{ctx: ctx, tx: tx}
+		if _, err := w.lockMember(clusterID); err != nil {
+			return err
+		}
+		return tx.QueryRow(ctx, `
+			INSERT INTO discovery_member AS m (cluster_id, epoch, owner) VALUES ($1, nextval('discovery_member_epoch'), $2)
+			ON CONFLICT (cluster_id) DO UPDATE SET epoch = EXCLUDED.epoch, owner = EXCLUDED.owner, updated_at = now()
+			RETURNING m.epoch`, clusterID, owner).Scan(&f.Epoch)
+	})
+	if err != nil {
+		return f, fmt.Errorf("claim member %s: %w", clusterID, interpretError(err))
+	}
+	return f, nil
+}
+
 // DeleteCluster removes every row of a member cluster in one transaction;
-// each removed view row takes a resourceVersion, its tombstone's.
+// each removed view row takes a resourceVersion, its tombstone's. Its
+// discovery_member row goes too, which fences out its owner: epochs are
+// never reused, and a member without a row is at epoch 0.
 func (s *Store) DeleteCluster(ctx context.Context, clusterID string) error {
-	err := s.write(ctx, opDeleteCluster, func(w *writer) error {
-		for _, table := range []string{"cluster_namespace", "cluster_node"} {
-			if err := w.deleteViewRows("delete "+table, `DELETE FROM `+table+` WHERE cluster_id = $1`, clusterID); err != nil {
+	err := s.write(ctx, opDeleteCluster, sections{
+		member: func(w *writer) error {
+			if _, err := w.lockMember(clusterID); err != nil {
 				return err
 			}
-		}
-		for _, table := range []string{"cluster_pod", "cluster_resource_quota", "cluster_node_metrics", "discovery_cursor", "discovery_member"} {
-			if _, err := w.tx.Exec(ctx, `DELETE FROM `+table+` WHERE cluster_id = $1`, clusterID); err != nil {
-				return fmt.Errorf("delete %s: %w", table, err)
+			for _, table := range []string{"cluster_pod", "cluster_resource_quota", "cluster_node_metrics", "discovery_cursor", "discovery_member"} {
+				if _, err := w.tx.Exec(ctx, `DELETE FROM `+table+` WHERE cluster_id = $1`, clusterID); err != nil {
+					return fmt.Errorf("delete %s: %w", table, err)
+				}
 			}
-		}
-		return nil
+			return nil
+		},
+		views: func(w *writer) error {
+			for _, table := range []string{"cluster_namespace", "cluster_node"} {
+				if err := w.deleteViewRows("delete "+table, `DELETE FROM `+table+` WHERE cluster_id = $1`, clusterID); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
 	})
 	if err != nil {
 		return fmt.Errorf("delete cluster %s: %w", clusterID, err)
@@ -69,33 +100,38 @@ func (s *Store) Clusters(ctx context.Context) ([]string, error) {
 }
 
 // CheckMemberIdentity records a member's identity and drops its cursors when
-// it differs from the recorded one. Cursors are not views: no writer lock.
-func (s *Store) CheckMemberIdentity(ctx context.Context, clusterID, identity string) (bool, error) {
+// it differs from the recorded one, fenced like a write. Cursors are not
+// views: no writer lock.
+func (s *Store) CheckMemberIdentity(ctx context.Context, f store.Fence, identity string) (bool, error) {
 	var changed bool
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		var previous string
-		err := tx.QueryRow(ctx, `SELECT identity FROM discovery_member WHERE cluster_id = $1 FOR UPDATE`, clusterID).Scan(&previous)
+		w := &writer{ctx: ctx, tx: tx}
+		if err := w.fence(f); err != nil {
+			return err
+		}
+		var previous *string
+		err := tx.QueryRow(ctx, `SELECT identity FROM discovery_member WHERE cluster_id = $1`, f.ClusterID).Scan(&previous)
 		switch {
-		case errors.Is(err, pgx.ErrNoRows):
+		case errors.Is(err, pgx.ErrNoRows), err == nil && previous == nil:
 			// First seen with an identity: cursors from before identities
 			// were recorded are trusted.
 		case err != nil:
 			return err
-		case previous == identity:
+		case *previous == identity:
 			return nil
 		default:
 			changed = true
-			if _, err := tx.Exec(ctx, `DELETE FROM discovery_cursor WHERE cluster_id = $1`, clusterID); err != nil {
+			if _, err := tx.Exec(ctx, `DELETE FROM discovery_cursor WHERE cluster_id = $1`, f.ClusterID); err != nil {
 				return err
 			}
 		}
 		_, err = tx.Exec(ctx, `
 			INSERT INTO discovery_member (cluster_id, identity) VALUES ($1, $2)
-			ON CONFLICT (cluster_id) DO UPDATE SET identity = EXCLUDED.identity, updated_at = now()`, clusterID, identity)
+			ON CONFLICT (cluster_id) DO UPDATE SET identity = EXCLUDED.identity, updated_at = now()`, f.ClusterID, identity)
 		return err
 	})
 	if err != nil {
-		return false, fmt.Errorf("check identity of member %s: %w", clusterID, interpretError(err))
+		return false, fmt.Errorf("check identity of member %s: %w", f.ClusterID, interpretError(err))
 	}
 	return changed, nil
 }

@@ -42,7 +42,7 @@ func TestCheckMemberIdentity(t *testing.T) {
 		{identity: "uid-2", wantChanged: true, wantCursor: ""},
 	}
 	for i, step := range steps {
-		changed, err := s.CheckMemberIdentity(ctx, "m", step.identity)
+		changed, err := s.CheckMemberIdentity(ctx, store.Fence{ClusterID: "m"}, step.identity)
 		if err != nil || changed != step.wantChanged {
 			t.Fatalf("step %d: CheckMemberIdentity(%s) = %v, %v; want %v", i, step.identity, changed, err, step.wantChanged)
 		}
@@ -56,7 +56,7 @@ func TestCheckMemberIdentity(t *testing.T) {
 	if err := s.DeleteCluster(ctx, "m"); err != nil {
 		t.Fatal(err)
 	}
-	if changed, err := s.CheckMemberIdentity(ctx, "m", "uid-3"); err != nil || changed {
+	if changed, err := s.CheckMemberIdentity(ctx, store.Fence{ClusterID: "m"}, "uid-3"); err != nil || changed {
 		t.Errorf("identity after the member was deleted: changed %v, %v; want a fresh start", changed, err)
 	}
 }

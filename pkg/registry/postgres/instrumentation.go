@@ -28,6 +28,13 @@ var (
 		Buckets:        metrics.ExponentialBuckets(0.0005, 2, 16),
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"op"})
+	memberLockWait = metrics.NewHistogram(&metrics.HistogramOpts{
+		Subsystem:      metricsSubsystem,
+		Name:           "member_lock_wait_seconds",
+		Help:           "Time a discovery write waited for its member's lock (held by an earlier write or claim of the same member; writers of other members do not wait for it).",
+		Buckets:        metrics.ExponentialBuckets(0.0005, 2, 16),
+		StabilityLevel: metrics.ALPHA,
+	})
 	writeFailures = metrics.NewCounterVec(&metrics.CounterOpts{
 		Subsystem:      metricsSubsystem,
 		Name:           "write_failures_total",
@@ -59,7 +66,7 @@ var registerOnce sync.Once
 // Call it once per process, for the store the server uses.
 func (s *Store) RegisterMetrics() {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(writerLockWait, writerLockHold, writeFailures, objectsChanged)
+		legacyregistry.MustRegister(writerLockWait, writerLockHold, memberLockWait, writeFailures, objectsChanged)
 		legacyregistry.CustomMustRegister(&poolCollector{pool: s.pool})
 	})
 }

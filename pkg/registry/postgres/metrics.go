@@ -87,13 +87,16 @@ const maxSampleSpan = 7 * 24 * time.Hour
 // short statements and never the writers' lock; otherwise one serialized
 // write restamps the due nodes, given only their samples, so the lock is
 // held for work in proportion to them, not to the scrape.
-func (s *Store) RecordNodeMetrics(ctx context.Context, samples []store.NodeMetricsSample, policy store.UsageReporting) (store.MetricsRecorded, error) {
+func (s *Store) RecordNodeMetrics(ctx context.Context, f store.Fence, samples []store.NodeMetricsSample, policy store.UsageReporting) (store.MetricsRecorded, error) {
 	var out store.MetricsRecorded
 	if len(samples) == 0 {
 		return out, nil
 	}
 	first, last := samples[0].ObservedAt, samples[0].ObservedAt
 	for _, m := range samples {
+		if m.ClusterID != f.ClusterID {
+			return out, fmt.Errorf("record node metrics of member %s: a sample of node %s is of member %s", f.ClusterID, m.Node, m.ClusterID)
+		}
 		first, last = minTime(first, m.ObservedAt), maxTime(last, m.ObservedAt)
 	}
 	if span := last.Sub(first); span > maxSampleSpan {
@@ -113,9 +116,12 @@ func (s *Store) RecordNodeMetrics(ctx context.Context, samples []store.NodeMetri
 	}
 	due := newestOf(samples, dueClusters, dueNodes)
 	args = append(sampleArrays(due), policy.Threshold, policy.Period.Seconds())
-	err := s.write(ctx, opReportUsage, func(w *writer) (err error) {
-		out.Reported, err = w.stampCounted("report node usage", reportUsageSQL, append(args, w.startRV)...)
-		return err
+	err := s.write(ctx, opReportUsage, sections{
+		member: func(w *writer) error { return w.fence(f) },
+		views: func(w *writer) (err error) {
+			out.Reported, err = w.stampCounted("report node usage", reportUsageSQL, append(args, w.startRV)...)
+			return err
+		},
 	})
 	if err != nil {
 		return out, fmt.Errorf("record node metrics: %w", err)
@@ -127,16 +133,41 @@ func (s *Store) RecordNodeMetrics(ctx context.Context, samples []store.NodeMetri
 // entirely before m.RetainAfter, and makes stale reported usage unknown.
 func (s *Store) MaintainNodeMetrics(ctx context.Context, m store.MetricsMaintenance) (store.MetricsMaintained, error) {
 	var out store.MetricsMaintained
+	var dropped int
+	due, err := s.takeTurn(ctx, "metrics-maintenance", m.Interval)
+	if err != nil || !due {
+		out.Skipped = err == nil
+		return out, err
+	}
 	if err := s.ensureMetricsPartitions(ctx, m.Now, m.Now.Add(2*time.Hour)); err != nil {
 		return out, err
 	}
-	dropped, err := s.dropMetricsPartitions(ctx, m.RetainAfter)
+	dropped, err = s.dropMetricsPartitions(ctx, m.RetainAfter)
 	out.DroppedPartitions = dropped
 	if err != nil {
 		return out, err
 	}
 	out.Unknown, err = s.expireUsage(ctx, m.UnknownBefore)
 	return out, err
+}
+
+// takeTurn reports whether this caller runs the registry-wide task now: it
+// does when no caller ran it within interval, and then records the time
+// (the database's clock, which every replica shares) as its last run.
+// Concurrent callers take turns on the task's row, so replicas that call
+// on the same interval run it about once per interval.
+func (s *Store) takeTurn(ctx context.Context, task string, interval time.Duration) (bool, error) {
+	// A little under the interval, so callers on the same schedule do not
+	// skip every other round on jitter.
+	within := interval * 9 / 10
+	tag, err := s.pool.Exec(ctx, `
+		INSERT INTO registry_task AS t (name, last_run) VALUES ($1, clock_timestamp())
+		ON CONFLICT (name) DO UPDATE SET last_run = EXCLUDED.last_run
+		WHERE t.last_run <= EXCLUDED.last_run - make_interval(secs => $2)`, task, within.Seconds())
+	if err != nil {
+		return false, fmt.Errorf("%s: take turn: %w", task, interpretError(err))
+	}
+	return tag.RowsAffected() == 1, nil
 }
 
 // ensureMetricsPartitions creates the hourly history partitions covering
@@ -192,7 +223,7 @@ func (s *Store) expireUsage(ctx context.Context, before time.Time) (int64, error
 		return 0, nil
 	}
 	var expired int64
-	err := s.write(ctx, opExpireUsage, func(w *writer) (err error) {
+	err := s.write(ctx, opExpireUsage, sections{views: func(w *writer) (err error) {
 		expired, err = w.stampCounted("expire stale node usage", `
 			WITH expired AS (
 				UPDATE cluster_node n SET usage_cpu_nanocores = NULL, usage_memory_bytes = NULL,
@@ -202,7 +233,7 @@ func (s *Store) expireUsage(ctx context.Context, before time.Time) (int64, error
 				RETURNING n.resource_version)
 			SELECT count(*), coalesce(max(resource_version), 0) FROM expired`, before, w.startRV)
 		return err
-	})
+	}})
 	return expired, err
 }
 

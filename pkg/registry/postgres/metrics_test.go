@@ -58,7 +58,7 @@ func TestRecordNodeMetricsReports(t *testing.T) {
 	}
 	for _, step := range steps {
 		before := getNode(t, s, ctx, "c", "n1").ResourceVersion
-		got, err := s.RecordNodeMetrics(ctx, []store.NodeMetricsSample{step.sample}, thresholdOnly)
+		got, err := s.RecordNodeMetrics(ctx, store.Fence{ClusterID: "c"}, []store.NodeMetricsSample{step.sample}, thresholdOnly)
 		if err != nil {
 			t.Fatalf("%s: %v", step.name, err)
 		}
@@ -104,7 +104,7 @@ func TestUsageRefreshedOncePerPeriod(t *testing.T) {
 		for i := range samples {
 			samples[i] = store.NodeMetricsSample{ClusterID: "c", Node: nodeNameN(i), CPUNanoCores: 300e6, MemoryBytes: gib, ObservedAt: at}
 		}
-		got, err := s.RecordNodeMetrics(ctx, samples, policy)
+		got, err := s.RecordNodeMetrics(ctx, store.Fence{ClusterID: "c"}, samples, policy)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -153,7 +153,7 @@ func TestRecordNodeMetricsQuietFleet(t *testing.T) {
 			samples[i] = store.NodeMetricsSample{ClusterID: "c", Node: nodeNameN(i), CPUNanoCores: (cpuMillis + int64(k%3)) * 1e6,
 				MemoryBytes: gib, ObservedAt: t0.Add(time.Duration(k) * 30 * time.Second), Window: 20 * time.Second}
 		}
-		got, err := s.RecordNodeMetrics(ctx, samples, thresholdOnly)
+		got, err := s.RecordNodeMetrics(ctx, store.Fence{ClusterID: "c"}, samples, thresholdOnly)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -188,12 +188,12 @@ func TestNodeMetricsBelongToTheirNode(t *testing.T) {
 	sample := func(name string, at time.Time) store.NodeMetricsSample {
 		return store.NodeMetricsSample{ClusterID: "c", Node: name, CPUNanoCores: 1e8, MemoryBytes: gib, ObservedAt: at, Window: time.Second}
 	}
-	if got, err := s.RecordNodeMetrics(ctx, []store.NodeMetricsSample{sample("ghost", t0)}, policy); err != nil || got.Stored != 0 {
+	if got, err := s.RecordNodeMetrics(ctx, store.Fence{ClusterID: "c"}, []store.NodeMetricsSample{sample("ghost", t0)}, policy); err != nil || got.Stored != 0 {
 		t.Fatalf("sample of an unknown node: %+v, %v; want nothing stored", got, err)
 	}
 	n1 := node("n1", metricsNodeCPU, metricsNodeMem)
 	mustApply(t, s, ctx, store.Batch{ClusterID: "c", Nodes: []store.Node{n1}})
-	if _, err := s.RecordNodeMetrics(ctx, []store.NodeMetricsSample{sample("n1", t0), sample("n1", t0.Add(time.Minute))}, policy); err != nil {
+	if _, err := s.RecordNodeMetrics(ctx, store.Fence{ClusterID: "c"}, []store.NodeMetricsSample{sample("n1", t0), sample("n1", t0.Add(time.Minute))}, policy); err != nil {
 		t.Fatal(err)
 	}
 	mustApply(t, s, ctx, store.Batch{ClusterID: "c", DeletedNodes: []string{"n1"}})
@@ -207,10 +207,10 @@ func TestNodeMetricsBelongToTheirNode(t *testing.T) {
 		t.Fatalf("recreated node shows usage %+v, want unknown", u)
 	}
 	// The scraper may still see the old node's sample once.
-	if got, err := s.RecordNodeMetrics(ctx, []store.NodeMetricsSample{sample("n1", t0.Add(90*time.Second))}, policy); err != nil || got.Stored != 0 || got.Reported != 0 {
+	if got, err := s.RecordNodeMetrics(ctx, store.Fence{ClusterID: "c"}, []store.NodeMetricsSample{sample("n1", t0.Add(90*time.Second))}, policy); err != nil || got.Stored != 0 || got.Reported != 0 {
 		t.Fatalf("sample observed before the recreated node existed: %+v, %v; want ignored", got, err)
 	}
-	if got, err := s.RecordNodeMetrics(ctx, []store.NodeMetricsSample{sample("n1", t0.Add(3*time.Minute))}, policy); err != nil || got.Reported != 1 {
+	if got, err := s.RecordNodeMetrics(ctx, store.Fence{ClusterID: "c"}, []store.NodeMetricsSample{sample("n1", t0.Add(3*time.Minute))}, policy); err != nil || got.Reported != 1 {
 		t.Fatalf("first sample of the recreated node: %+v, %v; want it reported", got, err)
 	}
 }
@@ -229,7 +229,7 @@ func TestMaintainNodeMetrics(t *testing.T) {
 		samples = append(samples, store.NodeMetricsSample{ClusterID: "c", Node: "n1", CPUNanoCores: 1e8, MemoryBytes: gib, ObservedAt: t0.Add(at)})
 	}
 	samples = append(samples, store.NodeMetricsSample{ClusterID: "c", Node: "n2", CPUNanoCores: 1e8, MemoryBytes: gib, ObservedAt: t0.Add(-3 * time.Hour)})
-	if got, err := s.RecordNodeMetrics(ctx, samples, policy); err != nil || got.Stored != 6 {
+	if got, err := s.RecordNodeMetrics(ctx, store.Fence{ClusterID: "c"}, samples, policy); err != nil || got.Stored != 6 {
 		t.Fatalf("RecordNodeMetrics = %+v, %v; want 6 stored", got, err)
 	}
 	before := registryRV(t, s, ctx)
@@ -342,7 +342,7 @@ func TestRecordNodeMetricsRejectsAWideSpan(t *testing.T) {
 	t.Parallel()
 	s, b := setup(t, postgres.Options{})
 	now := time.Now().UTC()
-	_, err := s.RecordNodeMetrics(b.ctx, []store.NodeMetricsSample{
+	_, err := s.RecordNodeMetrics(b.ctx, store.Fence{ClusterID: "c"}, []store.NodeMetricsSample{
 		{ClusterID: "c", Node: "n1", ObservedAt: now},
 		{ClusterID: "c", Node: "n2", ObservedAt: now.AddDate(-1, 0, 0)},
 	}, policy)

@@ -6,37 +6,62 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/example/platform-apiserver/pkg/registry/store"
 )
 
-// writer is one write transaction. Every writer first locks the single
-// registry_state row, so writers run one at a time and the sequence values
-// they take are handed out in commit order (see docs/registry.md).
+// writer is one write transaction. It runs in two sections (see
+// docs/registry.md, "Writers and ownership"): row work of one member under
+// that member's lock, which writers of other members do not wait for, then
+// the view rows under the registry-wide writer lock on the single
+// registry_state row, so the sequence values writers stamp view rows with
+// are handed out in commit order.
 type writer struct {
 	ctx context.Context
 	tx  pgx.Tx
-	// startRV is the registry resourceVersion when the lock was taken; rows
-	// with a higher resource_version were stamped by this transaction.
+	// startRV is the registry resourceVersion when the writer lock was
+	// taken; rows with a higher resource_version were stamped by this
+	// transaction. Zero before the views section.
 	startRV int64
 	// maxRV is the highest sequence value this transaction took.
 	maxRV int64
 }
 
-// write runs fn in a serialized write transaction and then records the
-// highest resourceVersion it took in registry_state. It measures the wait
-// for and the hold of the writer lock, and counts the objects changed.
-func (s *Store) write(ctx context.Context, o op, fn func(w *writer) error) error {
+// sections are the two parts of a write transaction; either may be nil.
+type sections struct {
+	// member runs first, without the writer lock: per-member work on rows
+	// that carry no resourceVersion (pods, quotas, cursors), and the
+	// member lock and fence check that serialize one member's writers.
+	member func(w *writer) error
+	// views runs under the writer lock: every change to a view row.
+	views func(w *writer) error
+}
+
+// write runs a write transaction: the member section, then the writer lock
+// and the views section, then it records the highest resourceVersion taken
+// in registry_state. It measures the wait for and the hold of the writer
+// lock, and counts the objects changed.
+func (s *Store) write(ctx context.Context, o op, sec sections) error {
 	var locked time.Time
 	changed := map[string]int64{}
-	begin := time.Now()
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		w := &writer{ctx: ctx, tx: tx}
+		if sec.member != nil {
+			if err := sec.member(w); err != nil {
+				return err
+			}
+		}
+		if sec.views == nil {
+			return nil
+		}
+		begin := time.Now()
 		if err := tx.QueryRow(ctx, `SELECT resource_version FROM registry_state FOR UPDATE`).Scan(&w.startRV); err != nil {
 			return fmt.Errorf("lock registry_state: %w", err)
 		}
 		locked = time.Now()
 		writerLockWait.WithLabelValues(string(o)).Observe(locked.Sub(begin).Seconds())
 		w.maxRV = w.startRV
-		if err := fn(w); err != nil {
+		if err := sec.views(w); err != nil {
 			return err
 		}
 		if w.maxRV == w.startRV {
@@ -57,6 +82,40 @@ func (s *Store) write(ctx context.Context, o op, fn func(w *writer) error) error
 	}
 	for kind, n := range changed {
 		objectsChanged.WithLabelValues(kind).Add(float64(n))
+	}
+	return nil
+}
+
+// MemberLockClass is the first key of the advisory locks that serialize the
+// writers of one member: (MemberLockClass, hashtext(cluster_id)). Members
+// whose ids hash alike share a lock, which only costs concurrency.
+const MemberLockClass = 0x706c6174 // "plat"
+
+// lockMember takes the member's lock for the rest of the transaction and
+// returns its current epoch (0 for a member nobody claimed).
+func (w *writer) lockMember(clusterID string) (int64, error) {
+	begin := time.Now()
+	if _, err := w.tx.Exec(w.ctx, `SELECT pg_advisory_xact_lock($1, hashtext($2))`, MemberLockClass, clusterID); err != nil {
+		return 0, fmt.Errorf("lock member %s: %w", clusterID, err)
+	}
+	memberLockWait.Observe(time.Since(begin).Seconds())
+	var epoch int64
+	err := w.tx.QueryRow(w.ctx, `SELECT coalesce((SELECT epoch FROM discovery_member WHERE cluster_id = $1), 0)`, clusterID).Scan(&epoch)
+	if err != nil {
+		return 0, fmt.Errorf("read epoch of member %s: %w", clusterID, err)
+	}
+	return epoch, nil
+}
+
+// fence takes the member's lock and fails with store.ErrFenced unless the
+// write's epoch is still the member's.
+func (w *writer) fence(f store.Fence) error {
+	epoch, err := w.lockMember(f.ClusterID)
+	if err != nil {
+		return err
+	}
+	if epoch != f.Epoch {
+		return fmt.Errorf("%w: member %s is at epoch %d, the write carries %d", store.ErrFenced, f.ClusterID, epoch, f.Epoch)
 	}
 	return nil
 }

@@ -31,7 +31,21 @@ var (
 	// ErrRejected: the registry refused the data itself (a value it cannot
 	// store, a constraint); retrying the same write cannot succeed.
 	ErrRejected = errors.New("registry rejected the data")
+	// ErrFenced: the write carried an ownership epoch that is no longer the
+	// member's (another replica claimed it, or it was removed); the write
+	// did not land and the writer must stop mirroring the member.
+	ErrFenced = errors.New("member claimed by another writer")
 )
+
+// Fence is a writer's ownership token for one member cluster: the epoch
+// ClaimMember returned. A write carrying it lands only while the epoch is
+// still the member's, checked in the write's own transaction. Epoch 0 is the
+// epoch of a member nobody has claimed (writers other than discovery, such
+// as tests and seeding tools).
+type Fence struct {
+	ClusterID string
+	Epoch     int64
+}
 
 // Resource names one kind of member-cluster object that discovery mirrors.
 type Resource string
@@ -211,6 +225,9 @@ type Reader interface {
 // together with the discovery cursors they reach.
 type Batch struct {
 	ClusterID string
+	// Epoch fences the batch: it lands only if it is the member's current
+	// ownership epoch (see Fence).
+	Epoch int64
 
 	Namespaces        []Namespace
 	DeletedNamespaces []string
@@ -236,6 +253,10 @@ type Batch struct {
 
 // Writer is what discovery writes through.
 type Writer interface {
+	// ClaimMember makes owner the writer of a member cluster and returns
+	// the member's new epoch, which fences out every earlier owner's writes
+	// (they fail with ErrFenced). It waits for a write in flight to finish.
+	ClaimMember(ctx context.Context, clusterID, owner string) (Fence, error)
 	// Apply commits the batch and its cursors in one transaction, stamping
 	// every changed view object with the next registry resourceVersion.
 	Apply(ctx context.Context, b Batch) error
@@ -246,8 +267,9 @@ type Writer interface {
 	// member's cursors are dropped in the same transaction, so discovery
 	// relists instead of resuming from versions another cluster issued; it
 	// reports whether that happened.
-	CheckMemberIdentity(ctx context.Context, clusterID, identity string) (changed bool, err error)
-	// DeleteCluster removes every row of a member cluster.
+	CheckMemberIdentity(ctx context.Context, f Fence, identity string) (changed bool, err error)
+	// DeleteCluster removes every row of a member cluster and fences out
+	// its owner.
 	DeleteCluster(ctx context.Context, clusterID string) error
 	// Clusters returns the ids of every member cluster with rows, so a
 	// member removed while discovery was not running can be cleaned up.
@@ -256,12 +278,14 @@ type Writer interface {
 	// the metrics history, ignoring duplicates of (cluster, node,
 	// observed_at), and reports a node's newest sample on its NodeCapacity
 	// when the policy says its usage moved or got old. Only reported nodes
-	// take a new resourceVersion.
-	RecordNodeMetrics(ctx context.Context, samples []NodeMetricsSample, policy UsageReporting) (MetricsRecorded, error)
+	// take a new resourceVersion; reporting is fenced, and every sample must
+	// be of the fence's member.
+	RecordNodeMetrics(ctx context.Context, f Fence, samples []NodeMetricsSample, policy UsageReporting) (MetricsRecorded, error)
 	// MaintainNodeMetrics is the registry-wide housekeeping of the metrics
 	// history, run on an interval: it prepares the history for the coming
 	// samples, drops history observed before RetainAfter (in whole
 	// partitions), and makes usage reported before UnknownBefore unknown.
+	// Every replica calls it; one round per Interval runs.
 	MaintainNodeMetrics(ctx context.Context, m MetricsMaintenance) (MetricsMaintained, error)
 }
 
@@ -296,10 +320,15 @@ type MetricsMaintenance struct {
 	// UnknownBefore: a node whose reported sample was observed before it
 	// shows its usage as unknown (its metrics stopped coming).
 	UnknownBefore time.Time
+	// Interval is how often a round runs, registry-wide: a call within
+	// Interval of the last round (by any replica) does nothing.
+	Interval time.Duration
 }
 
 // MetricsMaintained says what MaintainNodeMetrics did.
 type MetricsMaintained struct {
+	// Skipped: another call ran a round less than Interval ago.
+	Skipped bool
 	// DroppedPartitions counts history partitions dropped.
 	DroppedPartitions int
 	// Unknown counts nodes whose reported usage became unknown.

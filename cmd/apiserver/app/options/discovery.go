@@ -3,6 +3,8 @@ package options
 import (
 	"errors"
 	"fmt"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -49,13 +51,14 @@ func NewDiscoveryOptions() *DiscoveryOptions {
 		UsageReportThreshold: t.UsageReportThreshold,
 		UsageReportPeriod:    t.UsageReportPeriod,
 		LeaderElection: componentbaseconfig.LeaderElectionConfiguration{
-			LeaderElect:       true,
-			LeaseDuration:     metav1.Duration{Duration: 15 * time.Second},
-			RenewDeadline:     metav1.Duration{Duration: 10 * time.Second},
-			RetryPeriod:       metav1.Duration{Duration: 2 * time.Second},
-			ResourceLock:      "leases",
-			ResourceName:      "platform-apiserver-discovery",
-			ResourceNamespace: "kube-system",
+			LeaderElect:   true,
+			LeaseDuration: metav1.Duration{Duration: 15 * time.Second},
+			RenewDeadline: metav1.Duration{Duration: 10 * time.Second},
+			RetryPeriod:   metav1.Duration{Duration: 2 * time.Second},
+			ResourceLock:  "leases",
+			ResourceName:  "platform-apiserver-discovery",
+			// Empty: the server's own namespace (see leaseNamespace).
+			ResourceNamespace: "",
 		},
 	}
 }
@@ -99,6 +102,17 @@ func (o *DiscoveryOptions) AddFlags(fs *pflag.FlagSet) {
 		"status.usage.timestamp is the reported sample's time. A node without a new sample for twice this period plus "+
 		"--metrics-interval shows its usage as unknown.")
 	configoptions.BindLeaderElectionFlags(&o.LeaderElection, fs)
+	fs.Lookup("leader-elect").Usage = "Share the member clusters among the replicas through Leases in the hosting cluster: " +
+		"each member is mirrored by the replica holding its Lease, and taken over when that replica dies. " +
+		"Without it every replica mirrors every member, so run one replica only."
+	fs.Lookup("leader-elect-resource-name").Usage = "Prefix of the discovery Leases: <name>-member-<cluster id> per member, " +
+		"<name>-replica-<hash> per replica."
+	fs.Lookup("leader-elect-resource-namespace").Usage = "Namespace of the discovery Leases in the hosting cluster " +
+		"(default: the server's own, from $POD_NAMESPACE or its service account; outside a cluster kube-system)."
+	fs.Lookup("leader-elect-lease-duration").Usage = "How long a member's Lease stays with a replica that stopped renewing it: " +
+		"a dead replica's members move after about this long."
+	fs.Lookup("leader-elect-renew-deadline").Usage = "Timeout of one round of Lease calls (must be less than the lease duration)."
+	fs.Lookup("leader-elect-retry-period").Usage = "How often each replica looks at the Leases, to take over, hand over or renew members."
 }
 
 // Validate returns every problem with the options.
@@ -147,8 +161,11 @@ func (o *DiscoveryOptions) Validate() []error {
 			errs = append(errs, fmt.Errorf("--leader-elect-renew-deadline (%s) must be less than --leader-elect-lease-duration (%s)",
 				le.RenewDeadline.Duration, le.LeaseDuration.Duration))
 		}
-		if le.ResourceName == "" || le.ResourceNamespace == "" {
-			errs = append(errs, errors.New("--leader-elect-resource-name and --leader-elect-resource-namespace must be set"))
+		if le.ResourceName == "" {
+			errs = append(errs, errors.New("--leader-elect-resource-name must be set: it prefixes the discovery Leases"))
+		}
+		for _, msg := range validation.IsDNS1123Subdomain(le.ResourceName + "-member-x") {
+			errs = append(errs, fmt.Errorf("--leader-elect-resource-name %q does not make valid Lease names: %s", le.ResourceName, msg))
 		}
 	}
 	return errs
@@ -170,6 +187,10 @@ func (o *DiscoveryOptions) NewDiscovery(reg store.Writer) (*discovery.Discovery,
 	tuning.MetricsInterval, tuning.MetricsRetention = o.MetricsInterval, o.MetricsRetention
 	tuning.UsageReportThreshold, tuning.UsageReportPeriod = o.UsageReportThreshold, o.UsageReportPeriod
 	le := o.LeaderElection
+	leaseNS := le.ResourceNamespace
+	if leaseNS == "" {
+		leaseNS = ownNamespace()
+	}
 	cfg := discovery.Config{
 		MemberDir:          o.MemberKubeconfigDir,
 		MemberDirInterval:  o.MemberDirInterval,
@@ -177,7 +198,7 @@ func (o *DiscoveryOptions) NewDiscovery(reg store.Writer) (*discovery.Discovery,
 		Tuning:             tuning,
 		LeaderElection: discovery.LeaderElection{
 			Enabled:       le.LeaderElect,
-			Namespace:     le.ResourceNamespace,
+			Namespace:     leaseNS,
 			Name:          le.ResourceName,
 			LeaseDuration: le.LeaseDuration.Duration,
 			RenewDeadline: le.RenewDeadline.Duration,
@@ -192,8 +213,23 @@ func (o *DiscoveryOptions) NewDiscovery(reg store.Writer) (*discovery.Discovery,
 		cfg.Hosting = &discovery.Member{ID: o.ClusterID, Config: hosting}
 	}
 	klog.InfoS("Discovery enabled", "cluster", o.ClusterID, "memberDir", o.MemberKubeconfigDir,
-		"leaderElect", le.LeaderElect, "lease", klog.KRef(le.ResourceNamespace, le.ResourceName))
+		"leaderElect", le.LeaderElect, "leases", klog.KRef(leaseNS, le.ResourceName))
 	return discovery.New(cfg)
+}
+
+// serviceAccountNamespace is where a pod finds its namespace.
+const serviceAccountNamespace = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+// ownNamespace is the namespace the server runs in: $POD_NAMESPACE, else
+// its service account's, else (outside a cluster) kube-system.
+func ownNamespace() string {
+	if ns := os.Getenv("POD_NAMESPACE"); ns != "" {
+		return ns
+	}
+	if b, err := os.ReadFile(serviceAccountNamespace); err == nil && strings.TrimSpace(string(b)) != "" {
+		return strings.TrimSpace(string(b))
+	}
+	return metav1.NamespaceSystem
 }
 
 // hostingConfig returns the hosting cluster's config: --member-kubeconfig,

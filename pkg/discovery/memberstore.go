@@ -1,0 +1,88 @@
+package discovery
+
+import (
+	"context"
+	"errors"
+	"sync"
+
+	"github.com/example/platform-apiserver/pkg/registry/store"
+)
+
+// batchStore is what a syncer commits its batches through.
+type batchStore interface {
+	Apply(ctx context.Context, b store.Batch) error
+	Cursor(ctx context.Context, clusterID string, r store.Resource) (string, error)
+}
+
+// samplesStore is what the scraper records its samples through.
+type samplesStore interface {
+	RecordNodeMetrics(ctx context.Context, samples []store.NodeMetricsSample, policy store.UsageReporting) (store.MetricsRecorded, error)
+}
+
+// memberStore is the registry as one worker writes it: every write carries
+// the fence of the worker's claim on the member. The first write refused
+// as fenced (another replica claimed the member, or it was removed) calls
+// onFenced, once, which stops the worker.
+type memberStore struct {
+	w        store.Writer
+	onFenced func(error)
+
+	mu    sync.Mutex
+	fence store.Fence
+	once  sync.Once
+}
+
+func newMemberStore(w store.Writer, clusterID string, onFenced func(error)) *memberStore {
+	return &memberStore{w: w, fence: store.Fence{ClusterID: clusterID}, onFenced: onFenced}
+}
+
+// claim makes owner the member's writer; later writes carry the new fence.
+func (m *memberStore) claim(ctx context.Context, owner string) (store.Fence, error) {
+	f, err := m.w.ClaimMember(ctx, m.clusterID(), owner)
+	if err != nil {
+		return f, err
+	}
+	m.mu.Lock()
+	m.fence = f
+	m.mu.Unlock()
+	return f, nil
+}
+
+func (m *memberStore) current() store.Fence {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.fence
+}
+
+func (m *memberStore) clusterID() string { return m.current().ClusterID }
+
+// check passes err through, calling onFenced the first time it says the
+// write was fenced.
+func (m *memberStore) check(err error) error {
+	if errors.Is(err, store.ErrFenced) {
+		m.once.Do(func() {
+			fencedWrites.WithLabelValues(m.clusterID()).Inc()
+			m.onFenced(err)
+		})
+	}
+	return err
+}
+
+func (m *memberStore) Apply(ctx context.Context, b store.Batch) error {
+	b.Epoch = m.current().Epoch
+	return m.check(m.w.Apply(ctx, b))
+}
+
+func (m *memberStore) Cursor(ctx context.Context, clusterID string, r store.Resource) (string, error) {
+	return m.w.Cursor(ctx, clusterID, r)
+}
+
+func (m *memberStore) RecordNodeMetrics(ctx context.Context, samples []store.NodeMetricsSample, policy store.UsageReporting) (store.MetricsRecorded, error) {
+	rec, err := m.w.RecordNodeMetrics(ctx, m.current(), samples, policy)
+	return rec, m.check(err)
+}
+
+func (m *memberStore) CheckMemberIdentity(ctx context.Context, identity string) (bool, error) {
+	changed, err := m.w.CheckMemberIdentity(ctx, m.current(), identity)
+	return changed, m.check(err)
+}

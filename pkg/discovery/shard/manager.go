@@ -1,0 +1,455 @@
+package shard
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	coordinationclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
+)
+
+// Labels of the Leases a manager keeps.
+const (
+	// LabelSet names the lease set (Config.Name) a Lease belongs to.
+	LabelSet = "platform.example.io/discovery-lease-set"
+	// LabelRole is RoleMember or RoleReplica.
+	LabelRole = "platform.example.io/discovery-lease-role"
+	// LabelCluster is the member a member Lease is for.
+	LabelCluster = "platform.example.io/cluster"
+
+	RoleMember  = "member"
+	RoleReplica = "replica"
+)
+
+// Config configures a Manager.
+type Config struct {
+	Leases coordinationclient.LeasesGetter
+	// Namespace holds the Leases (the server's own).
+	Namespace string
+	// Name prefixes the Leases: <Name>-member-<cluster id> for members,
+	// <Name>-replica-<hash of identity> for replicas.
+	Name string
+	// Identity names this replica; it must be unique per process run.
+	Identity string
+	// LeaseDuration is how long a Lease that is not renewed stays with its
+	// holder; a dead replica's members move after about this long.
+	LeaseDuration time.Duration
+	// RetryPeriod is how often the manager looks at the Leases.
+	RetryPeriod time.Duration
+	// RoundTimeout bounds the Lease calls of one round (default: the lease
+	// duration).
+	RoundTimeout time.Duration
+	Clock        clock.Clock
+}
+
+// Target is what the manager shares out: the configured members, and the
+// mirroring of the ones this replica holds.
+type Target interface {
+	// Members returns the ids of the members to share.
+	Members() []string
+	// Own starts mirroring a member whose Lease this replica now holds.
+	Own(id string)
+	// Disown stops mirroring a member and returns once nothing of it runs;
+	// only then is its Lease given up.
+	Disown(id string)
+}
+
+// Manager keeps one Lease per member and shares the members among live
+// replicas: each replica holds the Leases of the members Assign gives it,
+// renews them, takes over those of dead replicas once they expire, and
+// hands members over (stop, then release) when replicas join or leave.
+//
+// Leases coordinate; they do not make writes safe. A replica that cannot
+// reach the hosting cluster keeps mirroring what it holds (nobody can take
+// it over meanwhile, except a replica that can reach it, whose claim in
+// the registry then fences this one's writes), so an unreachable hosting
+// cluster stops no member.
+type Manager struct {
+	cfg    Config
+	target Target
+
+	// observed is when each Lease's record (holder, renew time) last
+	// changed, on this replica's clock: a Lease is expired when it has not
+	// changed for its duration, whatever the holders' clocks say.
+	observed map[string]observation
+	// held are the members whose Lease this replica holds, by member id.
+	held map[string]*coordinationv1.Lease
+	// presence is this replica's presence Lease, once created.
+	presence *coordinationv1.Lease
+
+	mu sync.Mutex
+	// heldIDs mirrors held's keys for Held.
+	heldIDs []string
+	// lost are held members whose mirroring stopped on its own (see Lost).
+	lost map[string]bool
+}
+
+type observation struct {
+	record string
+	at     time.Time
+}
+
+// record is what a renewal changes in a Lease.
+func record(l *coordinationv1.Lease) string {
+	var renewed string
+	if l.Spec.RenewTime != nil {
+		renewed = l.Spec.RenewTime.UTC().Format(time.RFC3339Nano)
+	}
+	return holder(l) + "|" + renewed + "|" + fmt.Sprint(ptr.Deref(l.Spec.LeaseTransitions, 0))
+}
+
+// New returns a manager of the Leases of cfg for target.
+func New(cfg Config, target Target) (*Manager, error) {
+	if cfg.Leases == nil || cfg.Namespace == "" || cfg.Name == "" || cfg.Identity == "" || cfg.LeaseDuration <= 0 || cfg.RetryPeriod <= 0 {
+		return nil, fmt.Errorf("shard: incomplete configuration %+v", cfg)
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
+	if cfg.RoundTimeout <= 0 {
+		cfg.RoundTimeout = cfg.LeaseDuration
+	}
+	return &Manager{cfg: cfg, target: target, observed: map[string]observation{}, held: map[string]*coordinationv1.Lease{}, lost: map[string]bool{}}, nil
+}
+
+// MemberLeaseName is the name of a member's Lease.
+func MemberLeaseName(name, clusterID string) string { return name + "-member-" + clusterID }
+
+// ReplicaLeaseName is the name of a replica's presence Lease.
+func ReplicaLeaseName(name, identity string) string {
+	sum := sha256.Sum256([]byte(identity))
+	return name + "-replica-" + hex.EncodeToString(sum[:6])
+}
+
+// Held returns the members this replica holds, sorted.
+func (m *Manager) Held() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.heldIDs)
+}
+
+// Lost tells the manager that a held member stopped mirroring on its own
+// (another writer claimed it in the registry); its Lease is given up at the
+// next round, so the assignment decides afresh who mirrors it.
+func (m *Manager) Lost(id string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.lost[id] = true
+}
+
+// Run keeps the Leases until ctx ends; then it stops every held member and
+// releases its Lease, and deletes this replica's presence Lease, so the
+// others take over at once.
+func (m *Manager) Run(ctx context.Context) {
+	logger := klog.FromContext(ctx).WithValues("leases", m.cfg.Name, "identity", m.cfg.Identity)
+	ctx = klog.NewContext(ctx, logger)
+	defer m.shutdown(klog.NewContext(context.WithoutCancel(ctx), logger))
+	wait.JitterUntilWithContext(ctx, m.sync, m.cfg.RetryPeriod, 0.1, false)
+}
+
+// sync is one round: look at the Leases, renew presence, and acquire,
+// renew or hand over member Leases as the assignment says.
+func (m *Manager) sync(ctx context.Context) {
+	logger := klog.FromContext(ctx)
+	ctx, cancel := context.WithTimeout(ctx, m.cfg.RoundTimeout)
+	defer cancel()
+	list, err := m.cfg.Leases.Leases(m.cfg.Namespace).List(ctx, metav1.ListOptions{LabelSelector: LabelSet + "=" + m.cfg.Name})
+	if err != nil {
+		// Keep mirroring what is held: nobody else can take it over
+		// without the Leases either, and the registry fences if they do.
+		logger.Error(err, "Cannot list the discovery Leases; keeping the members this replica mirrors")
+		return
+	}
+	now := m.cfg.Clock.Now()
+	leases := map[string]*coordinationv1.Lease{}
+	for i := range list.Items {
+		l := &list.Items[i]
+		leases[l.Name] = l
+		o, seen := m.observed[l.Name]
+		switch {
+		case !seen && l.Spec.RenewTime != nil && l.Spec.RenewTime.Time.Before(now):
+			// First sight: trust the renew time (clocks agree to well
+			// within a lease duration), so a replica that just started sees
+			// the dead at once instead of a lease duration later.
+			m.observed[l.Name] = observation{record: record(l), at: l.Spec.RenewTime.Time}
+		case !seen || o.record != record(l):
+			m.observed[l.Name] = observation{record: record(l), at: now}
+		}
+	}
+	for name := range m.observed {
+		if _, ok := leases[name]; !ok {
+			delete(m.observed, name)
+		}
+	}
+	if joined := m.renewPresence(ctx, leases); joined {
+		// Let the other replicas see this one before taking members, so
+		// replicas that start together do not all grab everything first.
+		return
+	}
+
+	replicas := []string{m.cfg.Identity}
+	for _, l := range leases {
+		if l.Labels[LabelRole] == RoleReplica && !m.expired(l, now) && l.Spec.HolderIdentity != nil {
+			replicas = append(replicas, *l.Spec.HolderIdentity)
+		}
+	}
+	alive := map[string]bool{}
+	for _, r := range replicas {
+		alive[r] = true
+	}
+	m.mu.Lock()
+	lost := m.lost
+	m.lost = map[string]bool{}
+	m.mu.Unlock()
+	for id := range lost {
+		if m.held[id] != nil {
+			logger.Info("Mirroring of a held member stopped: another writer claimed it; giving up its Lease", "cluster", id)
+			m.release(ctx, id)
+		}
+	}
+	members := m.target.Members()
+	configured := map[string]bool{}
+	for _, id := range members {
+		configured[id] = true
+	}
+	assigned := Assign(members, replicas)
+
+	for _, id := range members {
+		l := leases[MemberLeaseName(m.cfg.Name, id)]
+		mine := assigned[id] == m.cfg.Identity
+		switch {
+		case m.held[id] != nil && l != nil && holder(l) != m.cfg.Identity:
+			logger.Info("Another replica holds the Lease of a member this replica mirrored; stopping it", "cluster", id, "holder", holder(l))
+			m.drop(id)
+		case m.held[id] != nil && !mine && alive[assigned[id]]:
+			logger.Info("Handing a member over to the replica it is assigned to", "cluster", id, "to", assigned[id])
+			m.release(ctx, id)
+		case m.held[id] != nil:
+			m.renew(ctx, id)
+		case l == nil && mine:
+			m.create(ctx, id)
+		case l != nil && holder(l) == m.cfg.Identity:
+			// Ours from before (a renewal whose answer was lost): take it back.
+			m.acquire(ctx, id, l)
+		case l != nil && (mine || m.expiredLong(l, now)) && (holder(l) == "" || m.expired(l, now)):
+			// Free or expired: ours by assignment, or, long expired, anyone's
+			// (replicas that disagree on the assignment never leave a member
+			// unmirrored).
+			m.acquire(ctx, id, l)
+		}
+	}
+	for id := range m.held {
+		if !configured[id] {
+			logger.Info("Member no longer configured; giving up its Lease", "cluster", id)
+			m.release(ctx, id)
+		}
+	}
+	m.collectGarbage(ctx, leases, configured, now)
+	m.publishHeld()
+}
+
+func holder(l *coordinationv1.Lease) string { return ptr.Deref(l.Spec.HolderIdentity, "") }
+
+// expired: the Lease has not changed for its duration, as observed here.
+func (m *Manager) expired(l *coordinationv1.Lease, now time.Time) bool {
+	return now.Sub(m.observed[l.Name].at) > leaseDuration(l, m.cfg.LeaseDuration)
+}
+
+// expiredLong: unchanged for two of this manager's lease durations (a
+// released Lease says 1s; its assignee must get the time to take it).
+func (m *Manager) expiredLong(l *coordinationv1.Lease, now time.Time) bool {
+	return now.Sub(m.observed[l.Name].at) > 2*max(leaseDuration(l, m.cfg.LeaseDuration), m.cfg.LeaseDuration)
+}
+
+func leaseDuration(l *coordinationv1.Lease, def time.Duration) time.Duration {
+	if l.Spec.LeaseDurationSeconds != nil {
+		return time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second
+	}
+	return def
+}
+
+// spec is a Lease spec held by this replica from now.
+func (m *Manager) spec(transitions int32) coordinationv1.LeaseSpec {
+	now := metav1.NewMicroTime(m.cfg.Clock.Now())
+	return coordinationv1.LeaseSpec{
+		HolderIdentity:       ptr.To(m.cfg.Identity),
+		LeaseDurationSeconds: ptr.To(int32((m.cfg.LeaseDuration + time.Second - 1) / time.Second)),
+		AcquireTime:          &now,
+		RenewTime:            &now,
+		LeaseTransitions:     ptr.To(transitions),
+	}
+}
+
+func (m *Manager) labels(role, clusterID string) map[string]string {
+	l := map[string]string{LabelSet: m.cfg.Name, LabelRole: role}
+	if clusterID != "" {
+		l[LabelCluster] = clusterID
+	}
+	return l
+}
+
+// renewPresence creates or renews this replica's presence Lease; it
+// reports whether it just created it.
+func (m *Manager) renewPresence(ctx context.Context, leases map[string]*coordinationv1.Lease) (created bool) {
+	name := ReplicaLeaseName(m.cfg.Name, m.cfg.Identity)
+	client := m.cfg.Leases.Leases(m.cfg.Namespace)
+	cur := leases[name]
+	var err error
+	if cur == nil {
+		created = true
+		m.presence, err = client.Create(ctx, &coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: m.labels(RoleReplica, "")},
+			Spec:       m.spec(0),
+		}, metav1.CreateOptions{})
+	} else {
+		l := cur.DeepCopy()
+		l.Spec.RenewTime = ptr.To(metav1.NewMicroTime(m.cfg.Clock.Now()))
+		l.Spec.HolderIdentity = ptr.To(m.cfg.Identity)
+		m.presence, err = client.Update(ctx, l, metav1.UpdateOptions{})
+	}
+	if err != nil {
+		klog.FromContext(ctx).Error(err, "Cannot renew this replica's presence Lease", "lease", name)
+	}
+	return created && err == nil
+}
+
+// create creates a member's Lease held by this replica and starts it.
+func (m *Manager) create(ctx context.Context, id string) {
+	l, err := m.cfg.Leases.Leases(m.cfg.Namespace).Create(ctx, &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: MemberLeaseName(m.cfg.Name, id), Labels: m.labels(RoleMember, id)},
+		Spec:       m.spec(0),
+	}, metav1.CreateOptions{})
+	if err != nil {
+		if !apierrors.IsAlreadyExists(err) {
+			klog.FromContext(ctx).Error(err, "Cannot create a member's Lease", "cluster", id)
+		}
+		return
+	}
+	m.took(ctx, id, l)
+}
+
+// acquire takes over an existing member Lease (free, expired, or ours) and
+// starts the member; a conflict means another replica was faster.
+func (m *Manager) acquire(ctx context.Context, id string, cur *coordinationv1.Lease) {
+	l := cur.DeepCopy()
+	transitions := ptr.Deref(l.Spec.LeaseTransitions, 0)
+	if holder(l) != m.cfg.Identity {
+		transitions++
+	}
+	l.Spec = m.spec(transitions)
+	l.Labels = m.labels(RoleMember, id)
+	updated, err := m.cfg.Leases.Leases(m.cfg.Namespace).Update(ctx, l, metav1.UpdateOptions{})
+	if err != nil {
+		if !apierrors.IsConflict(err) {
+			klog.FromContext(ctx).Error(err, "Cannot take a member's Lease", "cluster", id)
+		}
+		return
+	}
+	m.took(ctx, id, updated)
+}
+
+func (m *Manager) took(ctx context.Context, id string, l *coordinationv1.Lease) {
+	klog.FromContext(ctx).Info("Holding a member's Lease; mirroring it", "cluster", id, "transitions", ptr.Deref(l.Spec.LeaseTransitions, 0))
+	m.held[id] = l
+	m.publishHeld()
+	m.target.Own(id)
+}
+
+// renew renews a held Lease once a third of its duration has passed. A
+// conflict means someone else wrote it: the next round sees who holds it.
+// Other failures keep the member (see Manager).
+func (m *Manager) renew(ctx context.Context, id string) {
+	l := m.held[id].DeepCopy()
+	if l.Spec.RenewTime != nil && m.cfg.Clock.Since(l.Spec.RenewTime.Time) < m.cfg.LeaseDuration/3 {
+		return
+	}
+	l.Spec.RenewTime = ptr.To(metav1.NewMicroTime(m.cfg.Clock.Now()))
+	updated, err := m.cfg.Leases.Leases(m.cfg.Namespace).Update(ctx, l, metav1.UpdateOptions{})
+	if apierrors.IsNotFound(err) {
+		klog.FromContext(ctx).Info("A member's Lease was deleted; stopping it", "cluster", id)
+		m.drop(id)
+		return
+	}
+	if err != nil {
+		klog.FromContext(ctx).Error(err, "Cannot renew a member's Lease; mirroring it still", "cluster", id)
+		return
+	}
+	m.held[id] = updated
+}
+
+// drop stops a member this replica no longer holds.
+func (m *Manager) drop(id string) {
+	m.target.Disown(id)
+	delete(m.held, id)
+	m.publishHeld()
+}
+
+// release stops a member, then gives up its Lease so another replica can
+// take it at once.
+func (m *Manager) release(ctx context.Context, id string) {
+	l := m.held[id].DeepCopy()
+	m.drop(id)
+	l.Spec.HolderIdentity = nil
+	l.Spec.LeaseDurationSeconds = ptr.To(int32(1))
+	l.Spec.RenewTime = ptr.To(metav1.NewMicroTime(m.cfg.Clock.Now()))
+	if _, err := m.cfg.Leases.Leases(m.cfg.Namespace).Update(ctx, l, metav1.UpdateOptions{}); err != nil && !apierrors.IsConflict(err) {
+		klog.FromContext(ctx).Error(err, "Cannot release a member's Lease; it expires instead", "cluster", id)
+	}
+}
+
+// collectGarbage deletes Leases of members nobody configures and of
+// replicas that are gone, once expired for ten durations.
+func (m *Manager) collectGarbage(ctx context.Context, leases map[string]*coordinationv1.Lease, configured map[string]bool, now time.Time) {
+	for _, l := range leases {
+		if now.Sub(m.observed[l.Name].at) <= 10*leaseDuration(l, m.cfg.LeaseDuration) {
+			continue
+		}
+		if l.Labels[LabelRole] == RoleMember && configured[l.Labels[LabelCluster]] {
+			continue
+		}
+		err := m.cfg.Leases.Leases(m.cfg.Namespace).Delete(ctx, l.Name, metav1.DeleteOptions{
+			Preconditions: &metav1.Preconditions{ResourceVersion: ptr.To(l.ResourceVersion)},
+		})
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			klog.FromContext(ctx).Error(err, "Cannot delete a stale discovery Lease", "lease", l.Name)
+		}
+	}
+}
+
+// shutdown stops every held member, releases its Lease and deletes the
+// presence Lease.
+func (m *Manager) shutdown(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, m.cfg.LeaseDuration)
+	defer cancel()
+	for id := range m.held {
+		m.release(ctx, id)
+	}
+	if m.presence != nil {
+		err := m.cfg.Leases.Leases(m.cfg.Namespace).Delete(ctx, m.presence.Name, metav1.DeleteOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			klog.FromContext(ctx).Error(err, "Cannot delete this replica's presence Lease; it expires instead")
+		}
+	}
+}
+
+func (m *Manager) publishHeld() {
+	ids := make([]string, 0, len(m.held))
+	for id := range m.held {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	m.mu.Lock()
+	m.heldIDs = ids
+	m.mu.Unlock()
+}

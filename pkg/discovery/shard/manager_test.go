@@ -1,0 +1,199 @@
+package shard
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+	testingclock "k8s.io/utils/clock/testing"
+)
+
+// target records what a manager owns.
+type target struct {
+	members []string
+	mu      sync.Mutex
+	owned   map[string]bool
+	starts  int
+}
+
+func (t *target) Members() []string { return t.members }
+func (t *target) Own(id string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.owned[id] = true
+	t.starts++
+}
+func (t *target) Disown(id string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.owned, id)
+}
+func (t *target) ids() []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out []string
+	for id := range t.owned {
+		out = append(out, id)
+	}
+	slices.Sort(out)
+	return out
+}
+
+const (
+	testLease = 10 * time.Second
+	testRetry = time.Second
+)
+
+type replica struct {
+	m      *Manager
+	target *target
+	dead   bool
+}
+
+// fleet runs managers over one fake hosting cluster, round by round on a
+// fake clock.
+type fleet struct {
+	t        *testing.T
+	clock    *testingclock.FakeClock
+	client   *fake.Clientset
+	members  []string
+	replicas []*replica
+}
+
+func newFleet(t *testing.T, members int) *fleet {
+	f := &fleet{t: t, clock: testingclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)), client: fake.NewClientset()}
+	for i := range members {
+		f.members = append(f.members, fmt.Sprintf("member-%d", i))
+	}
+	return f
+}
+
+func (f *fleet) add(identity string) *replica {
+	tg := &target{members: f.members, owned: map[string]bool{}}
+	m, err := New(Config{Leases: f.client.CoordinationV1(), Namespace: "platform", Name: "discovery", Identity: identity,
+		LeaseDuration: testLease, RetryPeriod: testRetry, Clock: f.clock}, tg)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	r := &replica{m: m, target: tg}
+	f.replicas = append(f.replicas, r)
+	return r
+}
+
+// rounds advances the clock by the retry period and syncs every live replica, n times.
+func (f *fleet) rounds(n int) {
+	for range n {
+		f.clock.Step(testRetry)
+		for _, r := range f.replicas {
+			if !r.dead {
+				r.m.sync(context.Background())
+			}
+		}
+	}
+}
+
+// owners maps each member to the replicas mirroring it.
+func (f *fleet) owners() map[string][]int {
+	out := map[string][]int{}
+	for i, r := range f.replicas {
+		if r.dead {
+			continue
+		}
+		for _, id := range r.target.ids() {
+			out[id] = append(out[id], i)
+		}
+	}
+	return out
+}
+
+// checkExclusive fails unless every member is mirrored by exactly one live
+// replica and the loads are fair.
+func (f *fleet) checkExclusive(what string) {
+	f.t.Helper()
+	owners := f.owners()
+	load := map[int]int{}
+	for _, id := range f.members {
+		if len(owners[id]) != 1 {
+			f.t.Errorf("%s: member %s mirrored by replicas %v, want exactly one", what, id, owners[id])
+			continue
+		}
+		load[owners[id][0]]++
+	}
+	live := 0
+	for _, r := range f.replicas {
+		if !r.dead {
+			live++
+		}
+	}
+	limit := (len(f.members) + live - 1) / live
+	for i, n := range load {
+		if n > limit {
+			f.t.Errorf("%s: replica %d mirrors %d members, fair share is at most %d", what, i, n, limit)
+		}
+	}
+}
+
+// TestManagerSharesAndFailsOver: three replicas share six members two each;
+// a replica that dies without releasing loses its members to the others
+// after the lease duration, one that stops releases them at once, and one
+// that joins takes its share.
+func TestManagerSharesAndFailsOver(t *testing.T) {
+	f := newFleet(t, 6)
+	for i := range 3 {
+		f.add(fmt.Sprintf("replica-%d", i))
+	}
+	f.rounds(4)
+	f.checkExclusive("three replicas")
+	for i, r := range f.replicas {
+		if n := len(r.target.ids()); n != 2 {
+			t.Errorf("replica %d mirrors %d members, want 2", i, n)
+		}
+	}
+
+	// Replica 0 dies: its Leases stay until they expire.
+	f.replicas[0].dead = true
+	f.rounds(int(testLease/testRetry) - 2)
+	if owners := f.owners(); len(owners) != 4 {
+		t.Errorf("within the lease duration of a death: %d members mirrored, want the survivors' 4 (%v)", len(owners), owners)
+	}
+	f.rounds(4)
+	f.checkExclusive("after a death")
+
+	// Replica 1 stops gracefully: its members move without waiting.
+	f.replicas[1].m.shutdown(context.Background())
+	f.replicas[1].dead = true
+	f.rounds(2)
+	f.checkExclusive("after a graceful stop")
+
+	// A new replica joins and takes half.
+	f.add("replica-3")
+	f.rounds(8)
+	f.checkExclusive("after a join")
+	if n := len(f.replicas[3].target.ids()); n != 3 {
+		t.Errorf("joined replica mirrors %d members, want 3", n)
+	}
+}
+
+// TestManagerKeepsMembersWhenHostingUnreachable: when the Leases cannot be
+// read, a replica keeps mirroring what it holds.
+func TestManagerKeepsMembersWhenHostingUnreachable(t *testing.T) {
+	f := newFleet(t, 2)
+	r := f.add("replica-0")
+	f.rounds(3)
+	if got := r.target.ids(); len(got) != 2 {
+		t.Fatalf("owned %v, want both members", got)
+	}
+	f.client.PrependReactor("*", "leases", func(action k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, fmt.Errorf("connection refused")
+	})
+	f.rounds(int(3 * testLease / testRetry))
+	if got := r.target.ids(); len(got) != 2 {
+		t.Errorf("after the hosting cluster was unreachable for 3 lease durations: owned %v, want both members still", got)
+	}
+}
