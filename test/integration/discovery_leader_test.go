@@ -2,83 +2,289 @@ package integration
 
 import (
 	"context"
+	"fmt"
 	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/example/platform-apiserver/pkg/discovery/shard"
 	"github.com/example/platform-apiserver/test/framework"
 )
 
-// TestDiscoveryLeaderFailover runs two replicas: one holds the discovery
-// Lease and writes; when it dies without releasing the Lease, the other
-// takes over within about the lease duration and the mirror keeps up.
-func TestDiscoveryLeaderFailover(t *testing.T) {
-	const lease = 3 * time.Second
+// sharedLease is the lease duration the shared-members test runs with.
+const sharedLease = 3 * time.Second
+
+// TestDiscoverySharedMembers runs three replicas over six members (the
+// hosting cluster and five more ids of the same cluster): each mirrors two,
+// under the members' Leases. A replica killed without releasing its Leases
+// loses its members to the others within about the lease duration, and the
+// mirror of every member is exact after. A replica stopped (SIGSTOP) past its
+// lease is replaced; when it wakes up, its batches are fenced out in the
+// registry and the mirror still equals the member.
+func TestDiscoverySharedMembers(t *testing.T) {
+	dir := t.TempDir()
 	e := newEnv(t, framework.Options{
 		PlatformAPIServerBinary: os.Getenv("PLATFORM_APISERVER_BINARY"),
 		ExtraPlatformArgs: []string{
-			"--permit-port-sharing",
 			"--cluster-id=local",
 			"--member-kubeconfig=kubeconfig",
+			"--member-kubeconfig-dir=" + dir,
+			"--member-kubeconfig-dir-interval=300ms",
 			"--discovery-batch-delay=50ms",
-			"--leader-elect-lease-duration=" + lease.String(),
+			"--leader-elect-lease-duration=" + sharedLease.String(),
 			"--leader-elect-renew-deadline=2s",
 			"--leader-elect-retry-period=250ms",
 		},
 	})
 	ctx := t.Context()
-	holder := func(ctx context.Context) string {
-		return e.jsonpath(ctx, "{.spec.holderIdentity}", "get", "lease", "-n", "kube-system", "platform-apiserver-discovery")
+	members := []string{"local"}
+	for i := 1; i <= 5; i++ {
+		id := fmt.Sprintf("member-%d", i)
+		copyFile(t, e.cp.AdminKubeconfig(), filepath.Join(dir, id))
+		members = append(members, id)
 	}
-	mirrored := func(ns string) {
-		t.Helper()
-		e.kubectl(t, "create", "namespace", ns)
-		eventually(t, ns+" mirrored", mirrorTimeout, func(ctx context.Context) (bool, string) {
-			out, _, err := e.cp.Kubectl(ctx, "get", "clusternamespace", "local", "-n", ns, "-o", "name")
-			return err == nil && strings.Contains(out, "local"), out
-		})
+	slices.Sort(members)
+
+	type replica struct {
+		name    string
+		pid     func() int
+		log     string
+		kill    func() error
+		metrics func(context.Context) (string, error)
+	}
+	replicas := []*replica{{name: "platform-apiserver", pid: e.cp.PlatformAPIServerPID, log: e.cp.PlatformAPIServerLogPath(),
+		kill: e.cp.KillPlatformAPIServer, metrics: e.cp.PlatformMetrics}}
+	for _, name := range []string{"replica-2", "replica-3"} {
+		r, err := e.cp.StartFleetReplica(ctx, name, nil, 2*time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = r.Stop() })
+		replicas = append(replicas, &replica{name: name, pid: r.PID, log: r.LogPath(), kill: r.Kill, metrics: r.Metrics})
 	}
 
-	replica, err := e.cp.StartPlatformReplica(ctx, "platform-apiserver-2")
+	// Every member held, two per replica.
+	var holders map[string]string
+	eventually(t, "six members shared two per replica", mirrorTimeout, func(ctx context.Context) (bool, string) {
+		holders = e.memberLeaseHolders(ctx)
+		return len(holders) == len(members) && fairShare(holders, 3), fmt.Sprint(holders)
+	})
+	e.mirroredEverywhere(t, "before-failover", members)
+	identities := map[string]string{}
+	for _, r := range replicas {
+		identities[r.name] = identityOf(t, r.log)
+	}
+
+	// Kill the second replica: its two members move to the others.
+	victim := replicas[1]
+	killed := time.Now()
+	if err := victim.kill(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the killed replica's members taken over", 4*sharedLease+10*time.Second, func(ctx context.Context) (bool, string) {
+		holders = e.memberLeaseHolders(ctx)
+		for _, id := range members {
+			if h := holders[id]; h == "" || h == identities[victim.name] {
+				return false, fmt.Sprint(holders)
+			}
+		}
+		return fairShare(holders, 2), fmt.Sprint(holders)
+	})
+	took := time.Since(killed)
+	t.Logf("the killed replica's members moved in %s (lease duration %s)", took.Round(10*time.Millisecond), sharedLease)
+	if took > sharedLease+3*time.Second {
+		t.Errorf("takeover took %s, want about the lease duration %s", took, sharedLease)
+	}
+	e.mirroredEverywhere(t, "after-kill", members)
+	for _, id := range members {
+		if d := e.mirrorDiff(ctx, id); d != "" {
+			t.Errorf("member %s: mirror differs from the member after failover:\n%s", id, d)
+		}
+	}
+
+	// Stop the third replica past its lease while the members change; when
+	// it wakes up, what it had pending must not land.
+	sleeper := replicas[2]
+	var held []string
+	for id, h := range holders {
+		if h == identities[sleeper.name] {
+			held = append(held, id)
+		}
+	}
+	if len(held) == 0 {
+		t.Fatalf("replica %s holds no member: %v", sleeper.name, holders)
+	}
+	epochs := e.memberEpochs(t)
+	churn := e.startNamespaceChurn(t, "churn")
+	time.Sleep(500 * time.Millisecond) // let the sleeper have changes in flight
+	if err := syscall.Kill(sleeper.pid(), syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	stopped := true
+	defer func() {
+		if stopped {
+			_ = syscall.Kill(sleeper.pid(), syscall.SIGCONT)
+		}
+	}()
+	eventually(t, "the stopped replica's members taken over", 4*sharedLease+10*time.Second, func(ctx context.Context) (bool, string) {
+		holders = e.memberLeaseHolders(ctx)
+		for _, id := range held {
+			if h := holders[id]; h == "" || h == identities[sleeper.name] {
+				return false, fmt.Sprint(holders)
+			}
+		}
+		return true, fmt.Sprint(holders)
+	})
+	e.mirroredEverywhere(t, "while-stopped", members)
+	claimed := e.memberEpochs(t)
+	for _, id := range held {
+		if claimed[id] <= epochs[id] {
+			t.Errorf("member %s taken over without a new claim: epoch %d, before %d", id, claimed[id], epochs[id])
+		}
+	}
+	if err := syscall.Kill(sleeper.pid(), syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	stopped = false
+	// It had batches in flight (the churn): they reach the registry with
+	// the old epoch and are refused.
+	eventually(t, "the woken replica's stale writes fenced out", mirrorTimeout, func(ctx context.Context) (bool, string) {
+		body, err := sleeper.metrics(ctx)
+		if err != nil {
+			return false, err.Error()
+		}
+		v, err := framework.MetricSum(body, "platform_discovery_fenced_writes_total")
+		return err == nil && v > 0, fmt.Sprintf("fenced writes %v, %v", v, err)
+	})
+	churn.stop()
+	e.mirroredEverywhere(t, "after-wake", members)
+	for _, id := range members {
+		if d := e.mirrorDiff(ctx, id); d != "" {
+			t.Errorf("member %s: mirror differs from the member after the stopped replica woke up:\n%s", id, d)
+		}
+	}
+}
+
+// memberEpochs reads each member's ownership epoch from the registry.
+func (e *env) memberEpochs(t *testing.T) map[string]int64 {
+	t.Helper()
+	db, err := pgx.Connect(t.Context(), e.cp.DatabaseURL())
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = replica.Stop() })
-	mirrored("before-failover")
-	first := holder(ctx)
-	if first == "" {
-		t.Fatal("no replica holds the discovery lease")
+	defer db.Close(context.Background())
+	rows, err := db.Query(t.Context(), `SELECT cluster_id, epoch FROM discovery_member`)
+	if err != nil {
+		t.Fatal(err)
 	}
+	out := map[string]int64{}
+	for rows.Next() {
+		var id string
+		var epoch int64
+		if err := rows.Scan(&id, &epoch); err != nil {
+			t.Fatal(err)
+		}
+		out[id] = epoch
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
 
-	// Crash the first server: whichever held the lease, the replica holds it
-	// afterwards.
-	if err := e.cp.KillPlatformAPIServer(); err != nil {
-		t.Fatal(err)
-	}
-	mirrored("after-first-kill")
-	if err := e.cp.StartPlatformAPIServer(ctx); err != nil {
-		t.Fatal(err)
-	}
-	leader := holder(ctx)
-
-	// Crash the replica, now certainly the leader, without releasing the
-	// lease: the restarted server must take over once the lease expires.
-	killed := time.Now()
-	if err := replica.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, "a new lease holder", 4*lease, func(ctx context.Context) (bool, string) {
-		h := holder(ctx)
-		return h != "" && h != leader, h
+// memberLeaseHolders maps each member to the holder of its Lease ("" when free).
+func (e *env) memberLeaseHolders(ctx context.Context) map[string]string {
+	leases, err := e.kube.CoordinationV1().Leases(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{
+		LabelSelector: shard.LabelRole + "=" + shard.RoleMember,
 	})
-	took := time.Since(killed)
-	t.Logf("leadership moved from %s to %s in %s (lease duration %s)", leader, holder(ctx), took.Round(10*time.Millisecond), lease)
-	if took > lease+2*time.Second {
-		t.Errorf("takeover took %s, want about the lease duration %s", took, lease)
+	out := map[string]string{}
+	if err != nil {
+		return out
 	}
-	mirrored("after-takeover")
-	if d := e.mirrorDiff(ctx, "local"); d != "" {
-		t.Errorf("mirror differs from the member after failover:\n%s", d)
+	for _, l := range leases.Items {
+		h := ""
+		if l.Spec.HolderIdentity != nil {
+			h = *l.Spec.HolderIdentity
+		}
+		out[l.Labels[shard.LabelCluster]] = h
 	}
+	return out
+}
+
+// fairShare: n distinct holders, loads within one of each other.
+func fairShare(holders map[string]string, n int) bool {
+	load := map[string]int{}
+	for _, h := range holders {
+		if h == "" {
+			return false
+		}
+		load[h]++
+	}
+	lo, hi := len(holders), 0
+	for _, c := range load {
+		lo, hi = min(lo, c), max(hi, c)
+	}
+	return len(load) == n && hi-lo <= 1
+}
+
+var identityRE = regexp.MustCompile(`"Holding a member's Lease; mirroring it".*identity="([^"]+)"`)
+
+// identityOf reads a replica's Lease identity from its log.
+func identityOf(t *testing.T, logPath string) string {
+	t.Helper()
+	b, err := os.ReadFile(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := identityRE.FindSubmatch(b)
+	if m == nil {
+		t.Fatalf("no Lease identity in %s", logPath)
+	}
+	return string(m[1])
+}
+
+// mirroredEverywhere creates a namespace in the (one) member cluster and
+// waits until every member id mirrors it.
+func (e *env) mirroredEverywhere(t *testing.T, ns string, members []string) {
+	t.Helper()
+	e.kubectl(t, "create", "namespace", ns)
+	eventually(t, ns+" mirrored under every member id", mirrorTimeout, func(ctx context.Context) (bool, string) {
+		out := e.jsonpath(ctx, "{.items[*].status.cluster}", "get", "clusternamespaces", "-n", ns)
+		got := strings.Fields(out)
+		slices.Sort(got)
+		return slices.Equal(got, members), out
+	})
+}
+
+// churn creates namespaces in the member until stopped.
+type churn struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func (c *churn) stop() {
+	c.cancel()
+	<-c.done
+}
+
+func (e *env) startNamespaceChurn(t *testing.T, prefix string) *churn {
+	ctx, cancel := context.WithCancel(t.Context())
+	c := &churn{cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(c.done)
+		for i := 0; ctx.Err() == nil; i++ {
+			_, _, _ = e.cp.Kubectl(ctx, "create", "namespace", fmt.Sprintf("%s-%d", prefix, i))
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	t.Cleanup(c.stop)
+	return c
 }
