@@ -24,6 +24,17 @@ var (
 // DefaultContinueTTL is how long a continue token is honoured by default.
 const DefaultContinueTTL = 15 * time.Minute
 
+// A replica that stalls in the middle of a transaction (a VM pause, SIGSTOP)
+// would hold what it locked — a member's lock, or the writer lock that every
+// member's views section needs — until it wakes. Every transaction of the
+// store sends its statements back to back, so PostgreSQL may end one that
+// sits idle this long; the stalled replica then finds its transaction gone.
+// A DSN that sets the parameter keeps its value.
+const (
+	idleInTransactionParam   = "idle_in_transaction_session_timeout"
+	idleInTransactionTimeout = "10s"
+)
+
 // Options tunes a Store. The zero value is fine.
 type Options struct {
 	// ContinueTTL is how long a continue token is honoured; default 15m.
@@ -54,6 +65,9 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("parse postgres dsn: %w", err)
+	}
+	if _, set := cfg.ConnConfig.RuntimeParams[idleInTransactionParam]; !set {
+		cfg.ConnConfig.RuntimeParams[idleInTransactionParam] = idleInTransactionTimeout
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
