@@ -3,6 +3,9 @@ package app
 import (
 	"context"
 	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
@@ -16,19 +19,20 @@ func newMigrateCommand(ctx context.Context) *cobra.Command {
 	o := options.NewPostgresOptions()
 	cmd := &cobra.Command{
 		Use:   "migrate",
-		Short: "Apply pending registry database migrations and exit",
+		Short: "Apply pending registry database migrations and exit (status: list them)",
 		Long: `Apply the registry schema migrations embedded in this binary to the database and
-exit. The server also applies them at start-up; run this ahead of a rollout to keep
-start-up short, or to check that the database is reachable.`,
+exit. The server also applies them at start-up; run this ahead of a rollout (as a Job
+or an init container of the new image) to keep start-up short, or to check that the
+database is reachable. Replicas that migrate at once take turns (an advisory lock).
+
+"migrate status" lists every migration, applied (with when) or pending, and changes
+nothing.`,
 		Args:         cobra.NoArgs,
 		SilenceUsage: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if errs := o.Validate(); len(errs) > 0 {
-				return utilerrors.NewAggregate(errs)
-			}
-			reg, err := postgres.Open(cmd.Context(), o.DSN, o.StoreOptions())
+			reg, err := openRegistry(cmd.Context(), o)
 			if err != nil {
-				return fmt.Errorf("opening the registry database: %w", err)
+				return err
 			}
 			defer reg.Close()
 			if err := reg.Migrate(cmd.Context()); err != nil {
@@ -39,6 +43,99 @@ start-up short, or to check that the database is reachable.`,
 		},
 	}
 	cmd.SetContext(ctx)
-	o.AddFlags(cmd.Flags())
+	o.AddFlags(cmd.PersistentFlags())
+	cmd.AddCommand(newMigrateStatusCommand(ctx, o))
+	// Only the registry flags apply here, not the server's sections.
+	help := func(c *cobra.Command) {
+		out := c.OutOrStdout()
+		fmt.Fprintf(out, "%s\n\nUsage:\n  %s\n", c.Long, c.UseLine())
+		if c.HasAvailableSubCommands() {
+			fmt.Fprintf(out, "\nCommands:\n")
+			for _, sub := range c.Commands() {
+				if sub.IsAvailableCommand() {
+					fmt.Fprintf(out, "  %-10s %s\n", sub.Name(), sub.Short)
+				}
+			}
+		}
+		fmt.Fprintf(out, "\nFlags:\n%s", c.Flags().FlagUsages())
+	}
+	for _, c := range []*cobra.Command{cmd, cmd.Commands()[0]} {
+		c.SetHelpFunc(func(c *cobra.Command, _ []string) { help(c) })
+		c.SetUsageFunc(func(c *cobra.Command) error { help(c); return nil })
+	}
 	return cmd
+}
+
+func newMigrateStatusCommand(ctx context.Context, o *options.PostgresOptions) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "List applied and pending registry migrations",
+		Long: `List the registry migrations by version: those applied to the database (and when),
+those pending (embedded in this binary, not applied yet), and any applied by a newer
+binary that this one does not know. It changes nothing; the exit status is 0 whenever
+the database answered.`,
+		Args:         cobra.NoArgs,
+		SilenceUsage: true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			reg, err := openRegistry(cmd.Context(), o)
+			if err != nil {
+				return err
+			}
+			defer reg.Close()
+			states, err := reg.MigrationStatus(cmd.Context())
+			if err != nil {
+				return fmt.Errorf("reading the registry's migration status: %w", err)
+			}
+			return printMigrationStatus(cmd.OutOrStdout(), states)
+		},
+	}
+	cmd.SetContext(ctx)
+	return cmd
+}
+
+func openRegistry(ctx context.Context, o *options.PostgresOptions) (*postgres.Store, error) {
+	if errs := o.Validate(); len(errs) > 0 {
+		return nil, utilerrors.NewAggregate(errs)
+	}
+	reg, err := postgres.Open(ctx, o.DSN, o.StoreOptions())
+	if err != nil {
+		return nil, fmt.Errorf("opening the registry database: %w", err)
+	}
+	return reg, nil
+}
+
+// printMigrationStatus writes one line per migration and a summary:
+//
+//	VERSION  MIGRATION          STATUS   APPLIED AT
+//	1        001_registry       applied  2026-12-01T10:00:00Z
+//	7        007_something      pending
+//	2 applied, 1 pending
+func printMigrationStatus(w io.Writer, states []postgres.MigrationState) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "VERSION\tMIGRATION\tSTATUS\tAPPLIED AT")
+	var applied, pending, unknown int
+	for _, s := range states {
+		status, at := "pending", ""
+		switch {
+		case s.Applied && !s.Known:
+			status, at = "applied (unknown to this binary: applied by a newer one)", s.AppliedAt.UTC().Format(time.RFC3339)
+			applied++
+			unknown++
+		case s.Applied:
+			status, at = "applied", s.AppliedAt.UTC().Format(time.RFC3339)
+			applied++
+		default:
+			pending++
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\n", s.Version, s.Name, status, at)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	summary := fmt.Sprintf("%d applied, %d pending", applied, pending)
+	if unknown > 0 {
+		summary += fmt.Sprintf(", %d unknown to this binary (the database is newer than it)", unknown)
+	}
+	_, err := fmt.Fprintln(w, summary)
+	return err
 }

@@ -23,15 +23,18 @@ import (
 // DiscoveryOptions configure the discovery worker that mirrors member
 // clusters into the registry.
 type DiscoveryOptions struct {
-	ClusterID           string
-	MemberKubeconfig    string
-	MemberKubeconfigDir string
-	MemberDirInterval   time.Duration
-	MemberRemovalGrace  time.Duration
-	BatchSize           int
-	BatchDelay          time.Duration
-	MetricsInterval     time.Duration
-	MetricsRetention    time.Duration
+	ClusterID string
+	// Kubeconfig is the hosting cluster's kubeconfig (--kubeconfig);
+	// DeprecatedMemberKubeconfig is its old name, --member-kubeconfig.
+	Kubeconfig                 string
+	DeprecatedMemberKubeconfig string
+	MemberKubeconfigDir        string
+	MemberDirInterval          time.Duration
+	MemberRemovalGrace         time.Duration
+	BatchSize                  int
+	BatchDelay                 time.Duration
+	MetricsInterval            time.Duration
+	MetricsRetention           time.Duration
 	// UsageReportThreshold and UsageReportPeriod: see discovery.Tuning.
 	UsageReportThreshold float64
 	UsageReportPeriod    time.Duration
@@ -67,9 +70,14 @@ func NewDiscoveryOptions() *DiscoveryOptions {
 func (o *DiscoveryOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.ClusterID, "cluster-id", o.ClusterID, ""+
 		"Id of the hosting cluster (a DNS label), under which it is mirrored. Required when discovery runs.")
-	fs.StringVar(&o.MemberKubeconfig, "member-kubeconfig", o.MemberKubeconfig, ""+
-		"Kubeconfig of the hosting cluster, mirrored as --cluster-id; it also holds the leader Lease. "+
-		"Empty means the in-cluster config when running in a pod; without either, discovery is disabled.")
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, ""+
+		"Kubeconfig of the hosting cluster, mirrored as --cluster-id; it also holds the discovery Leases. "+
+		"Empty means the in-cluster config when running in a pod; without either, discovery is disabled "+
+		"(unless --member-kubeconfig-dir is set). Delegated authentication and authorization use "+
+		"--authentication-kubeconfig and --authorization-kubeconfig.")
+	fs.StringVar(&o.DeprecatedMemberKubeconfig, "member-kubeconfig", o.DeprecatedMemberKubeconfig,
+		"Deprecated alias of --kubeconfig.")
+	_ = fs.MarkDeprecated("member-kubeconfig", "use --kubeconfig instead")
 	fs.StringVar(&o.MemberKubeconfigDir, "member-kubeconfig-dir", o.MemberKubeconfigDir, ""+
 		"Directory of kubeconfig files of further member clusters, each named by its cluster id. "+
 		"Files added or removed are picked up; a member whose file stays gone for --member-removal-grace-period is "+
@@ -123,8 +131,12 @@ func (o *DiscoveryOptions) Validate() []error {
 			errs = append(errs, fmt.Errorf("--cluster-id %q: %s", o.ClusterID, msg))
 		}
 	}
-	if o.MemberKubeconfig != "" && o.ClusterID == "" {
-		errs = append(errs, errors.New("--cluster-id is required with --member-kubeconfig: the hosting cluster is mirrored under it"))
+	if o.Kubeconfig != "" && o.DeprecatedMemberKubeconfig != "" && o.Kubeconfig != o.DeprecatedMemberKubeconfig {
+		errs = append(errs, fmt.Errorf("--kubeconfig %q and its deprecated alias --member-kubeconfig %q disagree: set --kubeconfig only",
+			o.Kubeconfig, o.DeprecatedMemberKubeconfig))
+	}
+	if o.kubeconfig() != "" && o.ClusterID == "" {
+		errs = append(errs, errors.New("--cluster-id is required with --kubeconfig: the hosting cluster is mirrored under it"))
 	}
 	if o.MemberRemovalGrace < 0 {
 		errs = append(errs, fmt.Errorf("--member-removal-grace-period must be zero or positive (e.g. 5m), got %s", o.MemberRemovalGrace))
@@ -179,7 +191,7 @@ func (o *DiscoveryOptions) NewDiscovery(reg store.Writer) (*discovery.Discovery,
 		return nil, err
 	}
 	if hosting == nil && o.MemberKubeconfigDir == "" {
-		klog.InfoS("Discovery disabled: no member cluster configured (no --member-kubeconfig, not running in a pod, no --member-kubeconfig-dir); serving the registry as it is")
+		klog.InfoS("Discovery disabled: no member cluster configured (no --kubeconfig, not running in a pod, no --member-kubeconfig-dir); serving the registry as it is")
 		return nil, nil
 	}
 	tuning := discovery.DefaultTuning()
@@ -232,13 +244,21 @@ func ownNamespace() string {
 	return metav1.NamespaceSystem
 }
 
-// hostingConfig returns the hosting cluster's config: --member-kubeconfig,
-// else the in-cluster config, else nil.
+// kubeconfig is --kubeconfig, or else its deprecated alias --member-kubeconfig.
+func (o *DiscoveryOptions) kubeconfig() string {
+	if o.Kubeconfig != "" {
+		return o.Kubeconfig
+	}
+	return o.DeprecatedMemberKubeconfig
+}
+
+// hostingConfig returns the hosting cluster's config: --kubeconfig (or its
+// deprecated alias --member-kubeconfig), else the in-cluster config, else nil.
 func (o *DiscoveryOptions) hostingConfig() (*rest.Config, error) {
-	if o.MemberKubeconfig != "" {
-		cfg, err := clientcmd.BuildConfigFromFlags("", o.MemberKubeconfig)
+	if path := o.kubeconfig(); path != "" {
+		cfg, err := clientcmd.BuildConfigFromFlags("", path)
 		if err != nil {
-			return nil, fmt.Errorf("--member-kubeconfig: %w", err)
+			return nil, fmt.Errorf("--kubeconfig: %w", err)
 		}
 		return cfg, nil
 	}

@@ -2,6 +2,8 @@ package options
 
 import (
 	"fmt"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -12,8 +14,13 @@ import (
 
 // PostgresOptions configure the connection to the registry database.
 type PostgresOptions struct {
-	DSN         string
+	DSN string
+	// DSNFile names a file holding the DSN (a mounted Secret), which keeps
+	// the password out of the process's arguments; Validate reads it into DSN.
+	DSNFile     string
 	ContinueTTL time.Duration
+
+	dsnFromFile bool
 }
 
 // NewPostgresOptions returns the defaults.
@@ -27,13 +34,30 @@ func (o *PostgresOptions) AddFlags(fs *pflag.FlagSet) {
 		"Connection string of the registry database, as a URL (postgres://user:pass@host:5432/db?sslmode=verify-full) "+
 		"or key=value pairs (host=... dbname=...). Parts left out come from the standard PG* environment "+
 		"(PGHOST, PGPORT, PGDATABASE, PGUSER, PGPASSWORD, PGSSLMODE, ...) and libpq defaults.")
+	fs.StringVar(&o.DSNFile, "postgres-dsn-file", o.DSNFile, ""+
+		"File holding the connection string of --postgres-dsn (surrounding whitespace ignored), e.g. a key of a "+
+		"mounted Secret, so the password appears in neither the arguments nor the environment. Excludes --postgres-dsn.")
 	fs.DurationVar(&o.ContinueTTL, "continue-token-ttl", o.ContinueTTL, ""+
 		"How long a list continue token stays valid; an older one gets 410 Expired and the client restarts the list.")
 }
 
-// Validate returns every problem with the options.
+// Validate returns every problem with the options. It reads
+// --postgres-dsn-file into DSN first.
 func (o *PostgresOptions) Validate() []error {
 	var errs []error
+	if o.DSNFile != "" && !o.dsnFromFile {
+		if o.DSN != "" {
+			return []error{fmt.Errorf("--postgres-dsn and --postgres-dsn-file exclude each other: set one")}
+		}
+		b, err := os.ReadFile(o.DSNFile)
+		if err != nil {
+			return []error{fmt.Errorf("--postgres-dsn-file: %w", err)}
+		}
+		if o.DSN = strings.TrimSpace(string(b)); o.DSN == "" {
+			return []error{fmt.Errorf("--postgres-dsn-file %s is empty", o.DSNFile)}
+		}
+		o.dsnFromFile = true
+	}
 	if _, err := pgxpool.ParseConfig(o.DSN); err != nil {
 		errs = append(errs, fmt.Errorf("--postgres-dsn: %w (expected postgres://user@host:port/db or host=... dbname=...)", err))
 	}

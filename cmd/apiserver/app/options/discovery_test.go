@@ -1,0 +1,63 @@
+package options
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/spf13/pflag"
+)
+
+func parseDiscoveryFlags(t *testing.T, args ...string) (*DiscoveryOptions, string) {
+	t.Helper()
+	o := NewDiscoveryOptions()
+	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+	var out bytes.Buffer
+	fs.SetOutput(&out)
+	o.AddFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		t.Fatalf("parse %v: %v", args, err)
+	}
+	return o, out.String()
+}
+
+// TestKubeconfigFlag checks the conventional --kubeconfig and its deprecated
+// alias --member-kubeconfig, which still works but warns.
+func TestKubeconfigFlag(t *testing.T) {
+	o, out := parseDiscoveryFlags(t, "--kubeconfig=/etc/hosting.kubeconfig", "--cluster-id=hosting")
+	if got := o.kubeconfig(); got != "/etc/hosting.kubeconfig" {
+		t.Errorf("--kubeconfig: kubeconfig() = %q", got)
+	}
+	if out != "" {
+		t.Errorf("--kubeconfig printed %q, want nothing", out)
+	}
+	if errs := o.Validate(); len(errs) != 0 {
+		t.Errorf("--kubeconfig with --cluster-id: %v", errs)
+	}
+
+	o, out = parseDiscoveryFlags(t, "--member-kubeconfig=/etc/old.kubeconfig", "--cluster-id=hosting")
+	if got := o.kubeconfig(); got != "/etc/old.kubeconfig" {
+		t.Errorf("--member-kubeconfig: kubeconfig() = %q", got)
+	}
+	if !strings.Contains(out, "--member-kubeconfig has been deprecated, use --kubeconfig instead") {
+		t.Errorf("--member-kubeconfig printed %q, want a deprecation warning naming --kubeconfig", out)
+	}
+	if errs := o.Validate(); len(errs) != 0 {
+		t.Errorf("--member-kubeconfig with --cluster-id: %v", errs)
+	}
+
+	o, _ = parseDiscoveryFlags(t, "--kubeconfig=/a", "--member-kubeconfig=/b", "--cluster-id=hosting")
+	if errs := o.Validate(); len(errs) != 1 || !strings.Contains(errs[0].Error(), "disagree") {
+		t.Errorf("--kubeconfig and --member-kubeconfig disagreeing: %v, want one error saying so", errs)
+	}
+	o, _ = parseDiscoveryFlags(t, "--kubeconfig=/a")
+	if errs := o.Validate(); len(errs) != 1 || !strings.Contains(errs[0].Error(), "--cluster-id is required with --kubeconfig") {
+		t.Errorf("--kubeconfig without --cluster-id: %v", errs)
+	}
+
+	fs := pflag.NewFlagSet("help", pflag.ContinueOnError)
+	NewDiscoveryOptions().AddFlags(fs)
+	if usage := fs.FlagUsages(); strings.Contains(usage, "member-kubeconfig ") || !strings.Contains(usage, "--kubeconfig string") {
+		t.Errorf("help must list --kubeconfig and hide the deprecated alias:\n%s", usage)
+	}
+}

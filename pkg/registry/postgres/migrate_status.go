@@ -1,0 +1,76 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// MigrationState is one registry migration as `platform-apiserver migrate
+// status` shows it: embedded in this binary, applied to the database, or both.
+type MigrationState struct {
+	Version int
+	Name    string
+	// Applied says the database has it; AppliedAt is when (zero if not).
+	Applied   bool
+	AppliedAt time.Time
+	// Known says this binary embeds it. An applied migration this binary
+	// does not know was applied by a newer one: rolling back to this binary
+	// would run it against a schema it was not written for.
+	Known bool
+}
+
+// MigrationStatus lists the embedded migrations and those recorded in the
+// database, by version. It changes nothing: without a schema_migrations
+// table every embedded migration is pending.
+func (s *Store) MigrationStatus(ctx context.Context) ([]MigrationState, error) {
+	all, err := migrations()
+	if err != nil {
+		return nil, err
+	}
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("migration status: %w", interpretError(err))
+	}
+	defer conn.Release()
+	byVersion := map[int]*MigrationState{}
+	for _, m := range all {
+		byVersion[m.Version] = &MigrationState{Version: m.Version, Name: m.Name, Known: true}
+	}
+	var exists bool
+	if err := conn.QueryRow(ctx, `SELECT to_regclass('schema_migrations') IS NOT NULL`).Scan(&exists); err != nil {
+		return nil, fmt.Errorf("check schema_migrations: %w", interpretError(err))
+	}
+	if exists {
+		rows, err := conn.Query(ctx, `SELECT version, name, applied_at FROM schema_migrations`)
+		if err != nil {
+			return nil, fmt.Errorf("read schema_migrations: %w", interpretError(err))
+		}
+		var (
+			version int32
+			name    string
+			at      time.Time
+		)
+		_, err = pgx.ForEachRow(rows, []any{&version, &name, &at}, func() error {
+			st := byVersion[int(version)]
+			if st == nil {
+				st = &MigrationState{Version: int(version), Name: name}
+				byVersion[int(version)] = st
+			}
+			st.Applied, st.AppliedAt = true, at
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("read schema_migrations: %w", interpretError(err))
+		}
+	}
+	out := make([]MigrationState, 0, len(byVersion))
+	for _, st := range byVersion {
+		out = append(out, *st)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Version < out[j].Version })
+	return out, nil
+}
