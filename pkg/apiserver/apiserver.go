@@ -43,8 +43,13 @@ type WatchConfig struct {
 	HistoryRetention time.Duration
 	// CompactionInterval is how often history older than the retention is dropped.
 	CompactionInterval time.Duration
-	// WatcherBuffer is how many events a watcher may lag before it is dropped.
+	// WatcherBuffer is how many events a watcher may lag before it is
+	// closed (its client resumes).
 	WatcherBuffer int
+	// WindowChanges and WindowBytes bound the recent changes kept in
+	// memory to serve resuming watches without a database query.
+	WindowChanges int
+	WindowBytes   int
 }
 
 // Config is the server's configuration.
@@ -93,7 +98,10 @@ func (c CompletedConfig) New() (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	follower := feed.New(c.registry, feed.Options{PollInterval: c.watch.PollInterval, SubscriberBuffer: c.watch.WatcherBuffer})
+	follower := feed.New(c.registry, feed.Options{PollInterval: c.watch.PollInterval, SubscriberBuffer: c.watch.WatcherBuffer,
+		WindowChanges: c.watch.WindowChanges, WindowBytes: c.watch.WindowBytes})
+	feed.RegisterMetrics()
+	registry.RegisterMetrics()
 	watches := registry.WatchConfig{Follower: follower, BookmarkInterval: c.watch.BookmarkInterval}
 	group := genericapiserver.NewDefaultAPIGroupInfo(platform.GroupName, Scheme, metav1ParameterCodec, Codecs)
 	group.VersionedResourcesStorageMap[v1alpha1.SchemeGroupVersion.Version] = map[string]rest.Storage{

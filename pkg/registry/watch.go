@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -18,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 
+	"github.com/example/platform-apiserver/pkg/apis/platform"
 	"github.com/example/platform-apiserver/pkg/registry/feed"
 	"github.com/example/platform-apiserver/pkg/registry/store"
 )
@@ -37,6 +37,17 @@ type WatchSpec struct {
 	NewObject func() runtime.Object
 	// Attrs returns the labels and field-selector values of an object.
 	Attrs func(obj runtime.Object) (labels.Set, fields.Set)
+	// Key returns the key fields of a change's object, read from the
+	// change without converting it, so a watch can skip changes it cannot
+	// want before anything is converted.
+	Key func(c *store.Change) ChangeKey
+}
+
+// ChangeKey is what identifies a change's object, for routing.
+type ChangeKey struct {
+	Namespace string // "" for cluster-scoped kinds
+	Name      string // the API object's name
+	Cluster   string
 }
 
 // WatchConfig is what every watch of the server shares.
@@ -94,27 +105,28 @@ func Watch(ctx context.Context, cfg WatchConfig, spec WatchSpec, options *metain
 		w.initial = *options.SendInitialEvents
 		w.initialEndBookmark = w.initial
 	}
-	syncCtx, cancel := context.WithTimeout(ctx, followerSyncTimeout)
-	defer cancel()
-	if err := cfg.Follower.WaitSynced(syncCtx); err != nil {
-		return nil, apierrors.NewServiceUnavailable("the registry change feed is not ready yet (is the database reachable and migrated?); retry")
-	}
-	w.sub = cfg.Follower.Subscribe(spec.Kind)
-	w.cursor = w.sub.From
+	after := int64(-1) // -1: from the subscription on
 	if rv != "" && rv != "0" {
 		from, err := ParseResourceVersion(rv)
 		if err != nil {
-			w.sub.Close()
 			return nil, err
 		}
 		if !w.initial {
-			w.cursor = from
-			if from < w.sub.From {
-				// Fail now, not mid-stream, when history is gone.
-				if _, _, err := cfg.Follower.Changes(ctx, from, 1); err != nil {
-					w.sub.Close()
-					return nil, watchError(err, from)
-				}
+			after = from
+		}
+	}
+	w.sub, err = subscribe(ctx, cfg.Follower, spec.Kind, after, w.route)
+	if err != nil {
+		return nil, err
+	}
+	w.cursor = w.sub.From
+	if after >= 0 {
+		w.cursor = after
+		if w.sub.Backlog == nil && after < w.sub.From {
+			// Fail now, not mid-stream, when history is gone.
+			if _, _, err := cfg.Follower.Changes(ctx, after, 1); err != nil {
+				w.sub.Close()
+				return nil, watchError(err, after)
 			}
 		}
 	}
@@ -137,6 +149,24 @@ func Watch(ctx context.Context, cfg WatchConfig, spec WatchSpec, options *metain
 	pw := watch.NewProxyWatcher(w.result)
 	go w.run(ctx, pw.StopChan(), initial)
 	return pw, nil
+}
+
+// subscribe subscribes to the follower, waiting a little while it is not in
+// sync (starting, or restarting after compaction overtook it): a
+// subscription then could skip changes, so it answers 503 rather than
+// risk a silent gap.
+func subscribe(ctx context.Context, f *feed.Follower, kind store.Kind, after int64, route func(*store.Change) bool) (*feed.Subscription, error) {
+	ctx, cancel := context.WithTimeout(ctx, followerSyncTimeout)
+	defer cancel()
+	for {
+		if err := f.WaitSynced(ctx); err != nil {
+			return nil, apierrors.NewServiceUnavailable("the registry change feed is not in sync yet (is the database reachable and migrated?); retry")
+		}
+		sub, err := f.Subscribe(kind, after, route)
+		if !errors.Is(err, feed.ErrNotSynced) {
+			return sub, err
+		}
+	}
 }
 
 func watchError(err error, from int64) error {
@@ -177,7 +207,7 @@ func (w *watcher) run(ctx context.Context, stop <-chan struct{}, initial []runti
 			return
 		}
 	}
-	if !w.replayHistory(ctx, stop) {
+	if !w.replayBacklog(stop) || !w.replayHistory(ctx, stop) {
 		return
 	}
 
@@ -199,25 +229,43 @@ func (w *watcher) run(ctx context.Context, stop <-chan struct{}, initial []runti
 			}
 		case it, ok := <-w.sub.C:
 			if !ok {
-				if w.sub.Dropped() {
-					w.emit(stop, errorEvent(http.StatusInternalServerError, metav1.StatusReasonInternalError,
-						"watch fell behind the change feed and was closed; re-watch from the last resourceVersion received"))
-				}
+				// Dropped for falling behind (or the feed restarted): end
+				// the stream without an error event, as kube-apiserver's
+				// cacher does, so the client resumes from the last
+				// resourceVersion it received instead of relisting.
 				return
 			}
 			if it.ResourceVersion <= w.cursor {
 				continue
 			}
 			w.cursor = it.ResourceVersion
-			if it.Change != nil && !w.consider(stop, it.Change) {
+			if it.Change != nil && !w.consider(stop, it.Change, it.Memo) {
 				return
 			}
 		}
 	}
 }
 
+// replayBacklog delivers the changes between the cursor and the
+// subscription's start that the follower's window held.
+func (w *watcher) replayBacklog(stop <-chan struct{}) bool {
+	for _, it := range w.sub.Backlog {
+		if it.ResourceVersion <= w.cursor {
+			continue
+		}
+		if !w.consider(stop, it.Change, it.Memo) {
+			return false
+		}
+		w.cursor = it.ResourceVersion
+	}
+	if w.sub.Backlog != nil {
+		w.cursor = max(w.cursor, w.sub.From)
+	}
+	return true
+}
+
 // replayHistory delivers changes between the cursor and the subscription's
-// start, read from the feed, so a resumed watch has no gap.
+// start, read from the database, so a resumed watch has no gap.
 func (w *watcher) replayHistory(ctx context.Context, stop <-chan struct{}) bool {
 	for w.cursor < w.sub.From {
 		changes, _, err := w.cfg.Follower.Changes(ctx, w.cursor, historyBatch)
@@ -239,7 +287,7 @@ func (w *watcher) replayHistory(ctx context.Context, stop <-chan struct{}) bool 
 				return true // the subscription delivers the rest
 			}
 			w.cursor = c.ResourceVersion
-			if c.Kind == w.spec.Kind && !w.consider(stop, c) {
+			if c.Kind == w.spec.Kind && w.route(c) && !w.consider(stop, c, nil) {
 				return false
 			}
 		}
@@ -248,27 +296,70 @@ func (w *watcher) replayHistory(ctx context.Context, stop <-chan struct{}) bool 
 	return true
 }
 
+// route reports whether a change can concern this watch, from its key
+// alone: the namespace, the cluster label and the name it selects on.
+func (w *watcher) route(c *store.Change) bool {
+	k := w.spec.Key(c)
+	if w.namespace != "" && k.Namespace != w.namespace {
+		return false
+	}
+	if v, ok := w.labels.RequiresExactMatch(platform.ClusterLabel); ok && v != k.Cluster {
+		return false
+	}
+	if v, ok := w.fields.RequiresExactMatch("metadata.name"); ok && v != k.Name {
+		return false
+	}
+	return true
+}
+
+// converted is a change turned into API objects, shared by every watch
+// that receives it; obj and prev are wrapped so that each encoding of an
+// event is done once (see cachedObject), and must not be modified.
+type converted struct {
+	obj, prev runtime.Object
+}
+
+// convert returns the change's objects, converting it at most once per
+// memo (nil: for this watch only).
+func (w *watcher) convert(c *store.Change, memo *feed.Memo) converted {
+	do := func() any {
+		conversions.WithLabelValues(string(c.Kind)).Inc()
+		obj, prev := w.spec.Convert(c)
+		out := converted{obj: newCachedObject(obj)}
+		if prev != nil {
+			out.prev = newCachedObject(prev)
+		}
+		return out
+	}
+	if memo == nil {
+		return do().(converted)
+	}
+	return memo.Do(do).(converted)
+}
+
 // consider turns a change into the event this watch should see, if any.
-func (w *watcher) consider(stop <-chan struct{}, c *store.Change) bool {
+func (w *watcher) consider(stop <-chan struct{}, c *store.Change, memo *feed.Memo) bool {
 	if w.nothing {
 		return true
 	}
-	obj, prev := w.spec.Convert(c)
-	now := w.matches(obj)
-	before := prev != nil && w.matches(prev)
+	conv := w.convert(c, memo)
+	now := w.matches(conv.obj)
+	before := conv.prev != nil && w.matches(conv.prev)
 	var ev watch.Event
 	switch {
 	case c.Type == store.ChangeDeleted && now:
-		ev = watch.Event{Type: watch.Deleted, Object: obj}
+		ev = watch.Event{Type: watch.Deleted, Object: conv.obj}
 	case c.Type == store.ChangeDeleted:
 		return true
 	case now && before:
-		ev = watch.Event{Type: watch.Modified, Object: obj}
+		ev = watch.Event{Type: watch.Modified, Object: conv.obj}
 	case now:
-		ev = watch.Event{Type: watch.Added, Object: obj}
+		ev = watch.Event{Type: watch.Added, Object: conv.obj}
 	case before:
 		// Stopped matching: Kubernetes sends DELETED with the last state
-		// that matched, at the version of this change.
+		// that matched, at the version of this change (a copy: the shared
+		// object is not ours to change).
+		prev := unwrap(conv.prev).DeepCopyObject()
 		if m, err := meta.Accessor(prev); err == nil {
 			m.SetResourceVersion(fmt.Sprint(c.ResourceVersion))
 		}
@@ -280,7 +371,7 @@ func (w *watcher) consider(stop <-chan struct{}, c *store.Change) bool {
 }
 
 func (w *watcher) matches(obj runtime.Object) bool {
-	l, f := w.spec.Attrs(obj)
+	l, f := w.spec.Attrs(unwrap(obj))
 	if w.namespace != "" && f["metadata.namespace"] != w.namespace {
 		return false
 	}
@@ -306,12 +397,6 @@ func (w *watcher) emit(stop <-chan struct{}, ev watch.Event) bool {
 	case <-stop:
 		return false
 	}
-}
-
-func errorEvent(code int32, reason metav1.StatusReason, msg string) watch.Event {
-	return watch.Event{Type: watch.Error, Object: &metav1.Status{
-		Status: metav1.StatusFailure, Code: code, Reason: reason, Message: msg,
-	}}
 }
 
 func ptr[T any](v T) *T { return &v }

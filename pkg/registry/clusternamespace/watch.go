@@ -26,6 +26,10 @@ func (r *REST) Watch(ctx context.Context, options *metainternalversion.ListOptio
 		List:      registry.ListObjects(r.reader.ListClusterNamespaces, ToObject),
 		NewObject: r.New,
 		Attrs:     Attrs,
+		Key: func(c *store.Change) registry.ChangeKey {
+			cn := c.ClusterNamespace
+			return registry.ChangeKey{Namespace: cn.Namespace.Name, Name: cn.ClusterID, Cluster: cn.ClusterID}
+		},
 	}, options)
 }
 

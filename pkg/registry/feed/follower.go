@@ -1,19 +1,29 @@
 // Package feed tails the registry's change feed once per process and fans
 // the changes out to every watch the server serves. It is woken by the
 // feed's notifications and polls as a fallback, so a missed notification
-// delays events by at most one poll interval and never loses them.
+// delays events by at most one poll interval and never loses them. It keeps
+// the most recent changes in memory (the window), so a watch resuming
+// within it reads nothing from the database.
 package feed
 
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
+	"golang.org/x/sync/singleflight"
 	"k8s.io/klog/v2"
 
 	"github.com/example/platform-apiserver/pkg/registry/store"
 )
+
+// ErrNotSynced: the follower does not know where the feed is (starting, or
+// restarting after compaction overtook it); subscribing now could skip
+// changes. Retry shortly.
+var ErrNotSynced = errors.New("the registry change feed is not in sync yet")
 
 // Item is what a subscription receives: a change, or progress saying every
 // change up to ResourceVersion has been delivered.
@@ -21,6 +31,22 @@ type Item struct {
 	Change *store.Change
 	// ResourceVersion is the change's version, or the progress mark.
 	ResourceVersion int64
+	// Memo is shared by every subscriber that receives the change (and by
+	// resumes served from the window), so work done for a change —
+	// converting it, encoding it — is done once, not once per watcher.
+	Memo *Memo
+}
+
+// Memo holds one value computed on first use.
+type Memo struct {
+	once sync.Once
+	v    any
+}
+
+// Do returns the memo's value, computing it with f the first time.
+func (m *Memo) Do(f func() any) any {
+	m.once.Do(func() { m.v = f() })
+	return m.v
 }
 
 // Options tune a Follower.
@@ -35,21 +61,27 @@ type Options struct {
 	// DispatchBudget is how long one dispatch may wait in total for
 	// subscribers with full buffers before dropping them.
 	DispatchBudget time.Duration
+	// WindowChanges and WindowBytes bound the window of recent changes
+	// kept in memory (bytes as estimated by changeSize).
+	WindowChanges int
+	WindowBytes   int
 }
 
 // Follower reads the change feed in order and hands each change to every
-// subscriber. A subscriber that falls SubscriberBuffer items behind and does
-// not catch up within the dispatch budget is dropped (its channel closed)
-// instead of stalling the others.
+// subscriber that can want it. A subscriber that falls SubscriberBuffer
+// items behind and does not catch up within the dispatch budget is dropped
+// (its channel closed) instead of stalling the others.
 type Follower struct {
-	feed store.ChangeFeed
-	opts Options
+	feed    store.ChangeFeed
+	opts    Options
+	history singleflight.Group
 
 	mu     sync.Mutex
 	subs   map[*Subscription]struct{}
 	rv     int64         // every change up to rv has been handed out
 	synced bool          // rv has been read from the registry
 	ready  chan struct{} // closed once synced
+	window window
 }
 
 // New returns a Follower over feed; Run starts it.
@@ -66,7 +98,15 @@ func New(feed store.ChangeFeed, opts Options) *Follower {
 	if opts.DispatchBudget <= 0 {
 		opts.DispatchBudget = 250 * time.Millisecond
 	}
-	return &Follower{feed: feed, opts: opts, subs: map[*Subscription]struct{}{}, ready: make(chan struct{})}
+	if opts.WindowChanges <= 0 {
+		opts.WindowChanges = 10000
+	}
+	if opts.WindowBytes <= 0 {
+		opts.WindowBytes = 64 << 20
+	}
+	f := &Follower{feed: feed, opts: opts, subs: map[*Subscription]struct{}{}, ready: make(chan struct{})}
+	f.window = window{maxItems: opts.WindowChanges, maxBytes: opts.WindowBytes}
+	return f
 }
 
 // Run follows the feed until ctx ends, starting at the registry's current
@@ -109,14 +149,7 @@ func (f *Follower) WaitSynced(ctx context.Context) error {
 func (f *Follower) catchUp(ctx context.Context) error {
 	for {
 		if !f.isSynced() {
-			// Start at the present: older history is read by the
-			// subscribers that need it (see Changes).
-			_, readAt, err := f.feed.Changes(ctx, maxInt64, 1)
-			if err != nil {
-				return err
-			}
-			f.dispatch(nil, readAt)
-			continue
+			return f.start(ctx)
 		}
 		from := f.resourceVersion()
 		changes, readAt, err := f.feed.Changes(ctx, from, f.opts.BatchSize)
@@ -142,6 +175,52 @@ func (f *Follower) catchUp(ctx context.Context) error {
 	}
 }
 
+// start finds the registry's present and fills the window with the most
+// recent history before it, so watches resuming right after a restart of
+// this process are served from memory.
+func (f *Follower) start(ctx context.Context) error {
+	_, readAt, err := f.feed.Changes(ctx, maxInt64, 1)
+	if err != nil {
+		return err
+	}
+	recent, floor := f.recentHistory(ctx, readAt)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.rv = readAt
+	f.window.reset(floor)
+	for i := range recent {
+		f.window.add(Item{Change: &recent[i], ResourceVersion: recent[i].ResourceVersion, Memo: &Memo{}})
+	}
+	f.synced = true
+	close(f.ready)
+	return nil
+}
+
+// recentHistory reads up to a window of the changes before upTo; floor is
+// the version after which the result holds every change. Versions are not
+// dense, so it starts a window's count of versions back; when that is
+// compacted or fails, the window starts empty at upTo.
+func (f *Follower) recentHistory(ctx context.Context, upTo int64) ([]store.Change, int64) {
+	after := max(upTo-int64(f.opts.WindowChanges), 0)
+	var out []store.Change
+	for from := after; from < upTo; {
+		changes, _, err := f.feed.Changes(ctx, from, f.opts.BatchSize)
+		if err != nil {
+			return nil, upTo
+		}
+		for _, c := range changes {
+			if c.ResourceVersion <= upTo {
+				out = append(out, c)
+			}
+		}
+		if len(changes) < f.opts.BatchSize || changes[len(changes)-1].ResourceVersion >= upTo {
+			break
+		}
+		from = changes[len(changes)-1].ResourceVersion
+	}
+	return out, after
+}
+
 const maxInt64 = int64(^uint64(0) >> 1)
 
 // dispatch hands out changes above f.rv in order, then progress up to upTo.
@@ -155,27 +234,26 @@ func (f *Follower) dispatch(changes []store.Change, upTo int64) {
 		if c.ResourceVersion <= f.rv {
 			continue
 		}
-		f.send(Item{Change: c, ResourceVersion: c.ResourceVersion}, &budget)
+		it := Item{Change: c, ResourceVersion: c.ResourceVersion, Memo: &Memo{}}
+		f.window.add(it)
+		f.send(it, &budget)
 		f.rv = c.ResourceVersion
 	}
 	f.rv = max(f.rv, upTo)
 	if f.rv > before {
 		f.send(Item{ResourceVersion: f.rv}, &budget)
 	}
-	if !f.synced {
-		f.synced = true
-		close(f.ready)
-	}
 }
 
-// send hands an item to every subscriber; f.mu is held. A subscriber with a
-// full buffer is waited for while the dispatch's budget lasts, so a burst
-// larger than the buffer does not drop watchers that keep reading, and is
-// dropped once the budget is spent, so one stuck watcher stalls the others
-// for a bounded time only (as kube-apiserver's cacher does).
+// send hands an item to every subscriber that can want it; f.mu is held. A
+// subscriber with a full buffer is waited for while the dispatch's budget
+// lasts, so a burst larger than the buffer does not drop watchers that keep
+// reading, and is dropped once the budget is spent, so one stuck watcher
+// stalls the others for a bounded time only (as kube-apiserver's cacher
+// does).
 func (f *Follower) send(it Item, budget *time.Duration) {
 	for s := range f.subs {
-		if it.Change != nil && it.Change.Kind != s.kind {
+		if it.Change != nil && !s.wants(it.Change) {
 			continue
 		}
 		select {
@@ -195,7 +273,8 @@ func (f *Follower) send(it Item, budget *time.Duration) {
 				*budget = 0
 			}
 		}
-		klog.V(2).InfoS("Dropping a watcher that fell behind", "kind", s.kind, "buffer", cap(s.ch))
+		klog.V(2).InfoS("Closing a watcher that fell behind; its client resumes from its last resourceVersion", "kind", s.kind, "buffer", cap(s.ch))
+		droppedTotal.Inc()
 		s.dropped = true
 		delete(f.subs, s)
 		close(s.ch)
@@ -205,19 +284,27 @@ func (f *Follower) send(it Item, budget *time.Duration) {
 func (f *Follower) closeAll() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.closeAllLocked()
+}
+
+func (f *Follower) closeAllLocked() {
 	for s := range f.subs {
 		delete(f.subs, s)
 		close(s.ch)
 	}
 }
 
-// reset drops every subscriber and restarts from the registry's present.
+// reset drops every subscriber and the window, and restarts from the
+// registry's present. Until then Subscribe fails with ErrNotSynced; both
+// happen under one lock, so no subscription can slip in between at the old
+// position and miss the changes the restart skips.
 func (f *Follower) reset() {
-	f.closeAll()
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.closeAllLocked()
 	f.synced = false
 	f.ready = make(chan struct{})
+	f.window.reset(f.rv)
 }
 
 func (f *Follower) resourceVersion() int64 {
@@ -233,27 +320,53 @@ func (f *Follower) isSynced() bool {
 }
 
 // Subscription receives, in order, every change of one kind with a version
-// above From, interleaved with progress marks. C is closed when the
-// subscription is dropped for lagging, the follower stops, or Close is called.
+// above From that its route admits, interleaved with progress marks. C is
+// closed when the subscription is dropped for lagging, the follower stops
+// or resets, or Close is called.
 type Subscription struct {
 	C    <-chan Item
 	From int64
+	// Backlog holds the changes between the version the subscriber asked
+	// to start after and From, from the window; nil when the window does
+	// not reach back that far (then they are read with Changes).
+	Backlog []Item
 
 	ch      chan Item
 	kind    store.Kind
+	route   func(*store.Change) bool
 	dropped bool
 	f       *Follower
 }
 
-// Subscribe registers a subscriber for kind. Changes up to From are not
-// delivered: a watcher that needs older ones reads them with Changes.
-func (f *Follower) Subscribe(kind store.Kind) *Subscription {
+func (s *Subscription) wants(c *store.Change) bool {
+	return c.Kind == s.kind && (s.route == nil || s.route(c))
+}
+
+// Subscribe registers a subscriber for the changes of kind after `after`
+// that route admits (nil: all; route sees only the change's key fields
+// and must not convert it). Changes up to From come from Backlog when the
+// window reaches back to after; else the subscriber reads them with
+// Changes. after < 0 subscribes from now on (no backlog). It fails with ErrNotSynced while the follower does not know the
+// feed's position.
+func (f *Follower) Subscribe(kind store.Kind, after int64, route func(*store.Change) bool) (*Subscription, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if !f.synced {
+		return nil, ErrNotSynced
+	}
 	ch := make(chan Item, f.opts.SubscriberBuffer)
-	s := &Subscription{C: ch, From: f.rv, ch: ch, kind: kind, f: f}
+	s := &Subscription{C: ch, From: f.rv, ch: ch, kind: kind, route: route, f: f}
+	if after >= 0 && after >= f.window.floor {
+		s.Backlog = []Item{}
+		for _, it := range f.window.since(after) {
+			if s.wants(it.Change) {
+				s.Backlog = append(s.Backlog, it)
+			}
+		}
+		historyReads.WithLabelValues("memory").Inc()
+	}
 	f.subs[s] = struct{}{}
-	return s
+	return s, nil
 }
 
 // Dropped tells, once C is closed, whether the subscriber was dropped for lagging.
@@ -273,8 +386,32 @@ func (s *Subscription) Close() {
 	}
 }
 
-// Changes reads history directly from the feed, for a watcher resuming
-// below its subscription's From.
+// Changes reads history from the feed, for a watcher resuming below the
+// window. Concurrent reads of the same range share one query.
 func (f *Follower) Changes(ctx context.Context, after int64, limit int) ([]store.Change, int64, error) {
-	return f.feed.Changes(ctx, after, limit)
+	type result struct {
+		changes []store.Change
+		readAt  int64
+	}
+	key := strconv.FormatInt(after, 10) + "/" + strconv.Itoa(limit)
+	v, err, shared := f.history.Do(key, func() (any, error) {
+		historyReads.WithLabelValues("database").Inc()
+		// Not the first caller's context: its cancellation must not fail
+		// the others.
+		qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), historyReadTimeout)
+		defer cancel()
+		changes, readAt, err := f.feed.Changes(qctx, after, limit)
+		return result{changes, readAt}, err
+	})
+	if shared {
+		historyReads.WithLabelValues("shared").Inc()
+	}
+	if err != nil {
+		return nil, 0, fmt.Errorf("read change history after %d: %w", after, err)
+	}
+	r := v.(result)
+	return r.changes, r.readAt, nil
 }
+
+// historyReadTimeout bounds one shared history query.
+const historyReadTimeout = time.Minute

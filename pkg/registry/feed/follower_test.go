@@ -1,6 +1,9 @@
 package feed
 
 import (
+	"errors"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -15,6 +18,15 @@ func startFollower(t *testing.T, m *memFeed, buffer int) *Follower {
 		t.Fatal(err)
 	}
 	return f
+}
+
+func mustSubscribe(t *testing.T, f *Follower, kind store.Kind) *Subscription {
+	t.Helper()
+	s, err := f.Subscribe(kind, -1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
 
 // receive reads items until a change with rv want arrives.
@@ -44,8 +56,8 @@ func TestSubscribersGetEveryChangeInOrder(t *testing.T) {
 	m := newMemFeed()
 	m.add(store.KindNodeCapacity, 3) // history before the follower starts
 	f := startFollower(t, m, 100)
-	a, b := f.Subscribe(store.KindNodeCapacity), f.Subscribe(store.KindNodeCapacity)
-	other := f.Subscribe(store.KindClusterNamespace)
+	a, b := mustSubscribe(t, f, store.KindNodeCapacity), mustSubscribe(t, f, store.KindNodeCapacity)
+	other := mustSubscribe(t, f, store.KindClusterNamespace)
 	if a.From != 3 {
 		t.Fatalf("subscription starts at %d, want the registry's present 3", a.From)
 	}
@@ -73,7 +85,7 @@ func TestLaggingSubscriberIsDroppedOthersContinue(t *testing.T) {
 	// the buffer of 12; one that never reads overflows in round two.
 	m := newMemFeed()
 	f := startFollower(t, m, 12)
-	slow, fast := f.Subscribe(store.KindNodeCapacity), f.Subscribe(store.KindNodeCapacity)
+	slow, fast := mustSubscribe(t, f, store.KindNodeCapacity), mustSubscribe(t, f, store.KindNodeCapacity)
 	for round := int64(1); round <= 3; round++ {
 		m.add(store.KindNodeCapacity, 8)
 		if got := receive(t, fast, 8*round); len(got) != 8 {
@@ -93,7 +105,7 @@ func TestCompactionPastFollowerDropsSubscribers(t *testing.T) {
 	if err := f.catchUp(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	s := f.Subscribe(store.KindNodeCapacity)
+	s := mustSubscribe(t, f, store.KindNodeCapacity)
 	m.add(store.KindNodeCapacity, 5)
 	if _, err := m.Compact(t.Context(), time.Now()); err != nil {
 		t.Fatal(err)
@@ -121,7 +133,7 @@ func TestBurstLargerThanBufferKeepsReadingSubscriber(t *testing.T) {
 	if err := f.WaitSynced(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	s := f.Subscribe(store.KindNodeCapacity)
+	s := mustSubscribe(t, f, store.KindNodeCapacity)
 	done := make(chan []int64)
 	go func() { done <- receive(t, s, 3000) }()
 	m.add(store.KindNodeCapacity, 3000) // one dispatch of 1000s, 100x the buffer
@@ -131,4 +143,177 @@ func TestBurstLargerThanBufferKeepsReadingSubscriber(t *testing.T) {
 	if s.Dropped() {
 		t.Error("a subscriber that kept reading was dropped during a burst")
 	}
+}
+
+// TestResumeWithinWindow: a subscriber asking for changes after a version
+// the window still holds gets them as its backlog, with no history read;
+// one asking further back gets no backlog.
+func TestResumeWithinWindow(t *testing.T) {
+	m := newMemFeed()
+	m.add(store.KindNodeCapacity, 3) // before the follower starts: loaded into the window
+	f := New(m, Options{PollInterval: 10 * time.Millisecond, BatchSize: 7, SubscriberBuffer: 100, WindowChanges: 10})
+	go f.Run(t.Context())
+	if err := f.WaitSynced(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	sub := mustSubscribe(t, f, store.KindNodeCapacity)
+	m.add(store.KindNodeCapacity, 4)
+	receive(t, sub, 7)
+	sub.Close()
+	m.mu.Lock()
+	readsBefore := m.reads
+	m.mu.Unlock()
+
+	s, err := f.Subscribe(store.KindNodeCapacity, 1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := itemVersions(s.Backlog); fmt.Sprint(got) != "[2 3 4 5 6 7]" || s.From != 7 {
+		t.Errorf("backlog %v from %d; want 2..7 from 7", got, s.From)
+	}
+	s.Close()
+	m.mu.Lock()
+	if m.reads != readsBefore {
+		t.Errorf("a resume within the window read history %d times", m.reads-readsBefore)
+	}
+	m.mu.Unlock()
+
+	sub = mustSubscribe(t, f, store.KindNodeCapacity)
+	m.add(store.KindNodeCapacity, 10) // the window holds 8..17 now
+	receive(t, sub, 17)
+	old, err := f.Subscribe(store.KindNodeCapacity, 3, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if old.Backlog != nil {
+		t.Errorf("resume from 3 got a backlog %v; the window starts after 7", itemVersions(old.Backlog))
+	}
+}
+
+// TestRouteSkipsChangesBeforeDelivery: a subscriber's route is applied to
+// live changes and the backlog alike.
+func TestRouteSkipsChangesBeforeDelivery(t *testing.T) {
+	m := newMemFeed()
+	f := startFollower(t, m, 100)
+	onlyA := func(c *store.Change) bool { return c.NodeCapacity.ClusterID == "a" }
+	s, err := f.Subscribe(store.KindNodeCapacity, -1, onlyA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.addIn("b", store.KindNodeCapacity, 5)
+	m.addIn("a", store.KindNodeCapacity, 1) // rv 6
+	if got := receive(t, s, 6); fmt.Sprint(got) != "[6]" {
+		t.Errorf("routed subscriber got %v, want only 6", got)
+	}
+	back, err := f.Subscribe(store.KindNodeCapacity, 0, onlyA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := itemVersions(back.Backlog); fmt.Sprint(got) != "[6]" {
+		t.Errorf("routed backlog %v, want [6]", got)
+	}
+}
+
+// TestSharedHistoryReads: concurrent history reads of the same range make
+// one query.
+func TestSharedHistoryReads(t *testing.T) {
+	m := newMemFeed()
+	m.add(store.KindNodeCapacity, 50)
+	f := New(m, Options{})
+	m.mu.Lock()
+	m.delay = 100 * time.Millisecond
+	m.mu.Unlock()
+	var wg sync.WaitGroup
+	for range 20 {
+		wg.Go(func() {
+			if changes, _, err := f.Changes(t.Context(), 10, 100); err != nil || len(changes) != 40 {
+				t.Errorf("Changes = %d, %v; want 40", len(changes), err)
+			}
+		})
+	}
+	wg.Wait()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.reads > 2 {
+		t.Errorf("20 concurrent reads of one range made %d queries, want 1 (2 at worst when one finished early)", m.reads)
+	}
+}
+
+// TestNoGapWhenCompactionOvertakesTheFollower races subscribers against a
+// follower that compaction keeps overtaking: every subscription either
+// fails with ErrNotSynced or receives every change after its From, in
+// order, until it is closed — never a silent gap.
+func TestNoGapWhenCompactionOvertakesTheFollower(t *testing.T) {
+	m := newMemFeed()
+	f := New(m, Options{PollInterval: time.Millisecond, BatchSize: 5, SubscriberBuffer: 10000, WindowChanges: 4})
+	go f.Run(t.Context())
+	if err := f.WaitSynced(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	var writer sync.WaitGroup
+	writer.Go(func() {
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			m.add(store.KindNodeCapacity, 3)
+			if i%5 == 0 { // compact everything, often past the follower
+				m.mu.Lock()
+				m.horizon = int64(len(m.changes))
+				m.mu.Unlock()
+			}
+			time.Sleep(200 * time.Microsecond)
+		}
+	})
+	subscribed, notSynced := 0, 0
+	deadline := time.Now().Add(2 * time.Second)
+	for time.Now().Before(deadline) {
+		s, err := f.Subscribe(store.KindNodeCapacity, -1, nil)
+		if errors.Is(err, ErrNotSynced) {
+			notSynced++
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		subscribed++
+		next := s.From + 1
+		timeout := time.After(50 * time.Millisecond)
+	read:
+		for {
+			select {
+			case it, ok := <-s.C:
+				if !ok {
+					break read
+				}
+				if it.Change == nil {
+					continue
+				}
+				if it.ResourceVersion != next {
+					t.Fatalf("subscription from %d: got %d, want %d (a gap)", s.From, it.ResourceVersion, next)
+				}
+				next++
+			case <-timeout:
+				s.Close()
+				break read
+			}
+		}
+	}
+	close(stop)
+	writer.Wait()
+	if subscribed == 0 {
+		t.Fatal("no subscription succeeded")
+	}
+	t.Logf("%d subscriptions checked, %d refused while the follower resynced", subscribed, notSynced)
+}
+
+func itemVersions(items []Item) []int64 {
+	out := []int64{}
+	for _, it := range items {
+		out = append(out, it.ResourceVersion)
+	}
+	return out
 }

@@ -27,6 +27,9 @@ func (r *REST) Watch(ctx context.Context, options *metainternalversion.ListOptio
 		List:      registry.ListObjects(r.reader.ListNodeCapacities, ToObject),
 		NewObject: r.New,
 		Attrs:     Attrs,
+		Key: func(c *store.Change) registry.ChangeKey {
+			return registry.ChangeKey{Name: Name(c.NodeCapacity.ClusterID, c.NodeCapacity.Node.Name), Cluster: c.NodeCapacity.ClusterID}
+		},
 	}, options)
 }
 

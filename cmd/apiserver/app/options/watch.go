@@ -16,6 +16,8 @@ type WatchOptions struct {
 	HistoryRetention   time.Duration
 	CompactionInterval time.Duration
 	WatcherBuffer      int
+	WindowChanges      int
+	WindowBytes        int
 }
 
 // NewWatchOptions returns the defaults.
@@ -26,6 +28,8 @@ func NewWatchOptions() *WatchOptions {
 		HistoryRetention:   time.Hour,
 		CompactionInterval: time.Minute,
 		WatcherBuffer:      1000,
+		WindowChanges:      10000,
+		WindowBytes:        64 << 20,
 	}
 }
 
@@ -40,7 +44,13 @@ func (o *WatchOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.CompactionInterval, "watch-compaction-interval", o.CompactionInterval,
 		"How often history older than --watch-history-retention is deleted.")
 	fs.IntVar(&o.WatcherBuffer, "watch-buffer", o.WatcherBuffer,
-		"How many events a watcher may fall behind before it is closed (the client re-watches from its last resourceVersion).")
+		"How many events a watcher may fall behind before its stream is closed. The stream ends without an error event, as "+
+			"kube-apiserver's watch cache ends a slow watcher's, so client-go resumes from the last resourceVersion it received "+
+			"(no relist) as long as that is within --watch-history-retention.")
+	fs.IntVar(&o.WindowChanges, "watch-window-changes", o.WindowChanges,
+		"How many of the most recent changes each replica keeps in memory; a watch resuming within them reads no history from the database.")
+	fs.IntVar(&o.WindowBytes, "watch-window-bytes", o.WindowBytes,
+		"Upper bound of the memory (estimated bytes) the recent changes of --watch-window-changes may hold.")
 }
 
 // Validate returns every problem with the options.
@@ -59,6 +69,12 @@ func (o *WatchOptions) Validate() []error {
 	if o.WatcherBuffer < 1 {
 		errs = append(errs, fmt.Errorf("--watch-buffer must be at least 1, got %d", o.WatcherBuffer))
 	}
+	if o.WindowChanges < 1 {
+		errs = append(errs, fmt.Errorf("--watch-window-changes must be at least 1, got %d", o.WindowChanges))
+	}
+	if o.WindowBytes < 1<<20 {
+		errs = append(errs, fmt.Errorf("--watch-window-bytes must be at least 1048576 (1 MiB), got %d", o.WindowBytes))
+	}
 	return errs
 }
 
@@ -70,5 +86,7 @@ func (o *WatchOptions) Config() apiserver.WatchConfig {
 		HistoryRetention:   o.HistoryRetention,
 		CompactionInterval: o.CompactionInterval,
 		WatcherBuffer:      o.WatcherBuffer,
+		WindowChanges:      o.WindowChanges,
+		WindowBytes:        o.WindowBytes,
 	}
 }
