@@ -6,7 +6,7 @@ BIN       := _output/bin
 FUZZTIME  ?= 10s
 BENCHTIME ?= 5x
 
-.PHONY: all build deps tools run test unit integration verify generate bench fuzz clean
+.PHONY: all build deps tools run test unit integration verify generate bench fuzz clean image image-push
 
 all: build
 
@@ -18,9 +18,25 @@ build:
 deps:
 	@hack/install-deps.sh
 
-## tools: etcd, kube-apiserver, kube-controller-manager, kubectl v1.37.2, kwok and metrics-server (cached)
+## tools: etcd, kube-apiserver, kube-controller-manager, kubectl v1.37.2, kwok, metrics-server and helm
+## (cached; reused from KUBEBUILDER_ASSETS or PATH when the versions match)
 tools:
-	@hack/build-tools.sh
+	@hack/build-tools.sh all
+
+# The image: IMAGE names it (the archive's tag, the registry reference to push
+# to); PLATFORMS lists os/arch pairs (PLATFORMS=linux/amd64 builds one).
+IMAGE     ?= platform-apiserver:dev
+PLATFORMS ?= linux/amd64,linux/arm64
+
+## image: a static, nonroot OCI image without a container engine: _output/image/platform-apiserver.tar
+## (docker load, podman load, ctr import) and the OCI layout _output/image/oci
+image:
+	$(GO) run ./hack/image build --image $(IMAGE) --platforms $(PLATFORMS) --output _output/image
+
+## image-push: build it and push it to IMAGE (e.g. IMAGE=registry.example.com/platform/platform-apiserver:v0.1.0)
+## with the credentials of docker login / podman login
+image-push: image
+	$(GO) run ./hack/image push --image $(IMAGE) --from _output/image
 
 ## run: a local control plane, Postgres and platform-apiserver in the foreground (Ctrl-C stops it)
 run: deps

@@ -51,7 +51,7 @@ func resolveBinDir(ctx context.Context, binDir string, log io.Writer) (string, e
 			return "", err
 		}
 		script := filepath.Join(root, "hack", "build-tools.sh")
-		klog.InfoS("Resolving control-plane binaries (the first build takes about 10 minutes)", "script", script)
+		klog.InfoS("Resolving control-plane binaries (reused when their versions match, else built: up to about 20 minutes the first time)", "script", script)
 		cmd := exec.CommandContext(ctx, "bash", script)
 		cmd.Dir = root
 		var stderr bytes.Buffer
