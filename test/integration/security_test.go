@@ -132,36 +132,18 @@ func (e *env) testArtifacts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	caFile := filepath.Join(dir, "ca.crt")
-	if err := os.WriteFile(caFile, e.cp.PlatformServingCA(), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	out, err := runCommand(t, filepath.Join(root, "hack/render-apiservice.sh"), caFile)
-	if err != nil {
-		t.Fatalf("render-apiservice.sh: %v\n%s", err, out)
-	}
-	if strings.Contains(out, "insecureSkipTLSVerify") || strings.Contains(out, "CA_BUNDLE_BASE64") {
-		t.Fatalf("rendered APIService must carry a caBundle and never skip TLS verification:\n%s", out)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "50-apiservice.yaml"), []byte(out), 0o600); err != nil {
-		t.Fatal(err)
+	// The kustomize base as kubectl renders it; install_test.go installs it
+	// (and every other variant) for real.
+	out := e.kubectl(t, "kustomize", filepath.Join(root, "artifacts/kustomize/base"))
+	if strings.Contains(out, "insecureSkipTLSVerify") || !strings.Contains(out, "kind: APIService") {
+		t.Fatalf("the base must register the APIService and never skip TLS verification:\n%s", out)
 	}
 	// The stack already runs its own platform-system; check the manifests in
 	// a namespace of their own so nothing collides with it.
-	manifests, err := filepath.Glob(filepath.Join(root, "artifacts/deploy/[0-4]*.yaml"))
-	if err != nil || len(manifests) == 0 {
-		t.Fatalf("no manifests in artifacts/deploy: %v", err)
-	}
-	for _, m := range manifests {
-		data, err := os.ReadFile(m)
-		if err != nil {
-			t.Fatal(err)
-		}
-		renamed := strings.ReplaceAll(string(data), "platform-system", "artifacts-check")
-		if err := os.WriteFile(filepath.Join(dir, filepath.Base(m)), []byte(renamed), 0o600); err != nil {
-			t.Fatal(err)
-		}
+	dir := t.TempDir()
+	renamed := strings.ReplaceAll(out, "platform-system", "artifacts-check")
+	if err := os.WriteFile(filepath.Join(dir, "base.yaml"), []byte(renamed), 0o600); err != nil {
+		t.Fatal(err)
 	}
 	e.kubectl(t, "create", "namespace", "artifacts-check")
 	// Server-side dry run validates every manifest against the real API
