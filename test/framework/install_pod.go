@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -46,11 +47,27 @@ type PodOptions struct {
 
 // Pod is a Deployment's container running as a kubelet would run it.
 type Pod struct {
-	proc *process
-	port int
-	args []string
-	env  []string
-	root string
+	proc     *process
+	port     int
+	args     []string
+	env      []string
+	root     string
+	uid, gid string
+}
+
+// PID is the container's process id on the host.
+func (p *Pod) PID() int { return p.proc.pid() }
+
+// Exec runs a command in the container, as `kubectl exec` would: same
+// filesystem, environment and user. It returns the combined output.
+func (p *Pod) Exec(ctx context.Context, command ...string) (string, error) {
+	chroot, err := lookChroot()
+	if err != nil {
+		return "", err
+	}
+	args := append(append([]string{"-i"}, p.env...), chroot, "--userspec="+p.uid+":"+p.gid, p.root)
+	out, err := exec.CommandContext(ctx, "/usr/bin/env", append(args, command...)...).CombinedOutput()
+	return string(out), err
 }
 
 // Port is the pod's secure port on 127.0.0.1.
@@ -224,7 +241,7 @@ func (cp *ControlPlane) RunDeploymentPod(ctx context.Context, o PodOptions) (*Po
 	if err != nil {
 		return nil, err
 	}
-	pod := &Pod{proc: proc, port: port, args: expanded, env: environ, root: root}
+	pod := &Pod{proc: proc, port: port, args: expanded, env: environ, root: root, uid: uid, gid: gid}
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(o.ServingCA)
 	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: "localhost"}}}
