@@ -37,12 +37,12 @@ const (
 // installEnv is one control plane on which the install tests apply the
 // manifests, with the image and tools they need.
 type installEnv struct {
-	cp      *framework.ControlPlane
-	root    string // module root
-	archive string // the image archive
-	helm    string // directory of helm
-	work    string // the README's current directory: certificates, artifacts/ (a link), platform-install/
-	cert    *framework.ServingCert
+	cp       *framework.ControlPlane
+	root     string // module root
+	archive  string // the image archive
+	helm     string // directory of helm
+	work     string // the README's current directory: certificates, artifacts/ (a link), platform-install/
+	cert     *framework.ServingCert
 	shellEnv []string
 }
 
