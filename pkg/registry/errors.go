@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"context"
 	"errors"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -25,6 +26,9 @@ func APIError(err error, resource schema.GroupResource, name string) error {
 		return apierrors.NewServiceUnavailable(err.Error())
 	case errors.Is(err, store.ErrInvalidSelector):
 		return apierrors.NewBadRequest(err.Error())
+	case errors.Is(err, store.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
+		// The request's deadline, or a statement PostgreSQL cancelled.
+		return apierrors.NewTimeoutError("the registry did not answer in time: "+err.Error(), 1)
 	default:
 		return apierrors.NewInternalError(err)
 	}

@@ -60,7 +60,11 @@ func StoreListOptions(ctx context.Context, opts *metainternalversion.ListOptions
 				return so, false, apierrors.NewBadRequest(fmt.Sprintf(
 					"field selector %q is not supported; supported field selectors: %s", r.Field, fields.supported()))
 			}
-			so.Fields = append(so.Fields, store.FieldRequirement{Field: f, Op: r.Operator, Value: r.Value})
+			req := store.FieldRequirement{Field: f, Op: r.Operator, Value: r.Value}
+			if err := req.ValidateValue(); err != nil {
+				return so, false, apierrors.NewBadRequest(err.Error())
+			}
+			so.Fields = append(so.Fields, req)
 		}
 	}
 	return so, false, nil

@@ -30,9 +30,10 @@ type WatchSpec struct {
 	// Convert builds the internal API object of a change and, when the
 	// change has one, of the state before it.
 	Convert func(c *store.Change) (obj, prev runtime.Object)
-	// List returns the current objects matching opts (no limit) and the
-	// registry resourceVersion they reflect.
-	List func(ctx context.Context, opts store.ListOptions) ([]runtime.Object, int64, error)
+	// Stream reads the current objects matching opts (no limit) from one
+	// snapshot, calling yield with its resourceVersion and each page of up
+	// to pageSize objects (see store.Reader).
+	Stream func(ctx context.Context, opts store.ListOptions, pageSize int, yield func(rv int64, objs []runtime.Object) error) error
 	// NewObject returns an empty object of the kind, for bookmarks.
 	NewObject func() runtime.Object
 	// Attrs returns the labels and field-selector values of an object.
@@ -115,6 +116,14 @@ func Watch(ctx context.Context, cfg WatchConfig, spec WatchSpec, options *metain
 			after = from
 		}
 	}
+	start := "now"
+	switch {
+	case w.initial:
+		start = "initial"
+	case after >= 0:
+		start = "resume"
+	}
+	watchRequests.WithLabelValues(string(spec.Kind), start).Inc()
 	w.sub, err = subscribe(ctx, cfg.Follower, spec.Kind, after, w.route)
 	if err != nil {
 		return nil, err
@@ -131,23 +140,21 @@ func Watch(ctx context.Context, cfg WatchConfig, spec WatchSpec, options *metain
 		}
 	}
 
-	var initial []runtime.Object
+	w.done = make(chan struct{})
 	if w.initial && !nothing {
-		objs, listRV, err := spec.List(ctx, storeOpts)
+		w.pages, err = w.streamInitial(ctx, storeOpts, options)
 		if err != nil {
+			close(w.done)
 			w.sub.Close()
+			if _, ok := err.(apierrors.APIStatus); ok {
+				return nil, err
+			}
 			return nil, APIError(err, spec.Resource, "")
 		}
-		// The initial state must not be older than a requested resourceVersion.
-		if err := CheckListResourceVersion(options, listRV); err != nil {
-			w.sub.Close()
-			return nil, err
-		}
-		initial, w.cursor = objs, listRV
 	}
 
 	pw := watch.NewProxyWatcher(w.result)
-	go w.run(ctx, pw.StopChan(), initial)
+	go w.run(ctx, pw.StopChan())
 	return pw, nil
 }
 
@@ -189,21 +196,22 @@ type watcher struct {
 	initial            bool
 	initialEndBookmark bool
 	bookmarks          bool
+	// pages delivers the initial state (nil without initial events).
+	pages <-chan initialPage
+	// done is closed when run ends.
+	done chan struct{}
 	// cursor: every change up to it has been considered for this watch.
 	cursor int64
 }
 
-func (w *watcher) run(ctx context.Context, stop <-chan struct{}, initial []runtime.Object) {
+func (w *watcher) run(ctx context.Context, stop <-chan struct{}) {
 	defer close(w.result)
 	defer w.sub.Close()
+	defer close(w.done)
 
-	for _, obj := range initial {
-		if !w.emit(stop, watch.Event{Type: watch.Added, Object: obj}) {
-			return
-		}
-	}
-	if w.initialEndBookmark && w.bookmarks {
-		if !w.emit(stop, w.bookmark(true)) {
+	if w.pages != nil {
+		ok, subClosed := w.sendInitial(ctx, stop)
+		if !ok || subClosed {
 			return
 		}
 	}
@@ -235,15 +243,74 @@ func (w *watcher) run(ctx context.Context, stop <-chan struct{}, initial []runti
 				// resourceVersion it received instead of relisting.
 				return
 			}
-			if it.ResourceVersion <= w.cursor {
-				continue
-			}
-			w.cursor = it.ResourceVersion
-			if it.Change != nil && !w.consider(stop, it.Change, it.Memo) {
+			if !w.handle(stop, it) {
 				return
 			}
 		}
 	}
+}
+
+// handle considers one item of the subscription.
+func (w *watcher) handle(stop <-chan struct{}, it feed.Item) bool {
+	if it.ResourceVersion <= w.cursor {
+		return true
+	}
+	w.cursor = it.ResourceVersion
+	return it.Change == nil || w.consider(stop, it.Change, it.Memo)
+}
+
+// sendInitial sends the initial state as ADDED events, page by page, while
+// a pump keeps draining the subscription; then the initial-events-end
+// bookmark, and what the pump drained. ok is false when the watch must
+// end; subClosed tells that the subscription was dropped meanwhile (the
+// client then resumes from what it got).
+func (w *watcher) sendInitial(ctx context.Context, stop <-chan struct{}) (ok, subClosed bool) {
+	p := startPump(w.sub.C, initialPumpLimit)
+	stopped := false
+	stopPump := func() ([]feed.Item, bool) {
+		stopped = true
+		return p.stop()
+	}
+	defer func() {
+		if !stopped {
+			p.stop()
+		}
+	}()
+	first := true
+	for pg := range w.pages {
+		if pg.err != nil {
+			if ctx.Err() == nil {
+				var status apierrors.APIStatus
+				if errors.As(APIError(pg.err, w.spec.Resource, ""), &status) {
+					w.emit(stop, watch.Event{Type: watch.Error, Object: ptr(status.Status())})
+				}
+			}
+			return false, false
+		}
+		if first {
+			w.cursor, first = pg.rv, false
+		}
+		for _, obj := range pg.objs {
+			if !w.emit(stop, watch.Event{Type: watch.Added, Object: obj}) {
+				return false, false
+			}
+		}
+	}
+	if ctx.Err() != nil {
+		return false, false
+	}
+	if w.initialEndBookmark && w.bookmarks {
+		if !w.emit(stop, w.bookmark(true)) {
+			return false, false
+		}
+	}
+	pending, closed := stopPump()
+	for _, it := range pending {
+		if !w.handle(stop, it) {
+			return false, false
+		}
+	}
+	return true, closed
 }
 
 // replayBacklog delivers the changes between the cursor and the
@@ -405,23 +472,6 @@ func ptr[T any](v T) *T { return &v }
 type ObjectPtr[O any] interface {
 	*O
 	runtime.Object
-}
-
-// ListObjects adapts a store list of records R to WatchSpec.List, building
-// each object with toObject.
-func ListObjects[R, O any, P ObjectPtr[O]](list func(context.Context, store.ListOptions) (*store.Page[R], error), toObject func(*R) O) func(context.Context, store.ListOptions) ([]runtime.Object, int64, error) {
-	return func(ctx context.Context, opts store.ListOptions) ([]runtime.Object, int64, error) {
-		page, err := list(ctx, opts)
-		if err != nil {
-			return nil, 0, err
-		}
-		objs := make([]runtime.Object, len(page.Items))
-		for i := range page.Items {
-			obj := toObject(&page.Items[i])
-			objs[i] = P(&obj)
-		}
-		return objs, page.ResourceVersion, nil
-	}
 }
 
 // ConvertChange adapts a change's record pair (current, previous; either

@@ -23,6 +23,7 @@ import (
 type Reader interface {
 	GetClusterNamespace(ctx context.Context, namespace, clusterID string) (*store.ClusterNamespace, error)
 	ListClusterNamespaces(ctx context.Context, opts store.ListOptions) (*store.Page[store.ClusterNamespace], error)
+	StreamClusterNamespaces(ctx context.Context, opts store.ListOptions, pageSize int, yield func(rv int64, page []store.ClusterNamespace) error) error
 }
 
 var fieldMap = registry.FieldMap{

@@ -23,7 +23,7 @@ func (r *REST) Watch(ctx context.Context, options *metainternalversion.ListOptio
 		Convert: registry.ConvertChange(func(c *store.Change) (cur, prev *store.ClusterNamespace) {
 			return c.ClusterNamespace, c.PrevClusterNamespace
 		}, ToObject),
-		List:      registry.ListObjects(r.reader.ListClusterNamespaces, ToObject),
+		Stream:    registry.StreamObjects(r.reader.StreamClusterNamespaces, ToObject),
 		NewObject: r.New,
 		Attrs:     Attrs,
 		Key: func(c *store.Change) registry.ChangeKey {

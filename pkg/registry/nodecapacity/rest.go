@@ -20,6 +20,7 @@ import (
 type Reader interface {
 	GetNodeCapacity(ctx context.Context, clusterID, node string) (*store.NodeCapacity, error)
 	ListNodeCapacities(ctx context.Context, opts store.ListOptions) (*store.Page[store.NodeCapacity], error)
+	StreamNodeCapacities(ctx context.Context, opts store.ListOptions, pageSize int, yield func(rv int64, page []store.NodeCapacity) error) error
 }
 
 var fieldMap = registry.FieldMap{

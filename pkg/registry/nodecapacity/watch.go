@@ -24,7 +24,7 @@ func (r *REST) Watch(ctx context.Context, options *metainternalversion.ListOptio
 		Convert: registry.ConvertChange(func(c *store.Change) (cur, prev *store.NodeCapacity) {
 			return c.NodeCapacity, c.PrevNodeCapacity
 		}, ToObject),
-		List:      registry.ListObjects(r.reader.ListNodeCapacities, ToObject),
+		Stream:    registry.StreamObjects(r.reader.StreamNodeCapacities, ToObject),
 		NewObject: r.New,
 		Attrs:     Attrs,
 		Key: func(c *store.Change) registry.ChangeKey {

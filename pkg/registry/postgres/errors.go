@@ -33,6 +33,8 @@ func interpretError(err error) error {
 			pgErr.Code == "57P03",                          // cannot_connect_now
 			len(pgErr.Code) == 5 && pgErr.Code[:2] == "08": // connection_exception class
 			return fmt.Errorf("%w: %w", store.ErrUnavailable, err)
+		case pgErr.Code == "57014": // query_canceled: statement_timeout or a cancel request
+			return fmt.Errorf("%w: %w", store.ErrTimeout, err)
 		case strings.HasPrefix(pgErr.Code, "22"), // data_exception, e.g. a NUL in text or jsonb
 			strings.HasPrefix(pgErr.Code, "23"): // integrity_constraint_violation
 			return fmt.Errorf("%w: %w", store.ErrRejected, err)

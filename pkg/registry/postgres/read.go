@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -40,11 +41,7 @@ func list[T any](ctx context.Context, s *Store, spec listSpec[T], opts store.Lis
 		}
 		conds = append(conds, fmt.Sprintf("(%s, %s) > (%s, %s)", spec.order[0], spec.order[1], args.add(tok.Key[0]), args.add(tok.Key[1])))
 	}
-	query := "SELECT " + spec.columns + " FROM " + spec.table
-	if len(conds) > 0 {
-		query += " WHERE " + strings.Join(conds, " AND ")
-	}
-	query += " ORDER BY " + spec.order[0] + ", " + spec.order[1]
+	query := spec.query(conds)
 	if opts.Limit > 0 {
 		query += " LIMIT " + strconv.FormatInt(opts.Limit+1, 10)
 	}
@@ -93,6 +90,65 @@ func list[T any](ctx context.Context, s *Store, spec listSpec[T], opts store.Lis
 		}
 	}
 	return page, nil
+}
+
+// query is the ordered SELECT of the spec's rows matching conds.
+func (spec listSpec[T]) query(conds []string) string {
+	query := "SELECT " + spec.columns + " FROM " + spec.table
+	if len(conds) > 0 {
+		query += " WHERE " + strings.Join(conds, " AND ")
+	}
+	return query + " ORDER BY " + spec.order[0] + ", " + spec.order[1]
+}
+
+// stream reads every row matching opts (Limit and Continue are ignored) from
+// one REPEATABLE READ snapshot, as the rows arrive: it calls yield with the
+// snapshot's resourceVersion and each page of up to pageSize items, so
+// memory follows the page, not the table. yield may block (a slow client):
+// the query then waits on its connection, which stays busy, not idle.
+func stream[T any](ctx context.Context, s *Store, spec listSpec[T], opts store.ListOptions, pageSize int, yield func(rv int64, page []T) error) error {
+	var args sqlArgs
+	conds, err := selectorSQL(&args, spec.kind, opts.Labels, opts.Fields)
+	if err != nil {
+		return fmt.Errorf("%w: %w", store.ErrInvalidSelector, err)
+	}
+	var yieldErr error
+	err = pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		var rv int64
+		if err := tx.QueryRow(ctx, `SELECT resource_version FROM registry_state`).Scan(&rv); err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, spec.query(conds), args...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		page := make([]T, 0, pageSize)
+		for rows.Next() {
+			item, err := spec.scan(rows)
+			if err != nil {
+				return err
+			}
+			if page = append(page, item); len(page) == pageSize {
+				if yieldErr = yield(rv, page); yieldErr != nil {
+					return yieldErr
+				}
+				page = make([]T, 0, pageSize)
+			}
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		yieldErr = yield(rv, page) // the last page, maybe empty: it carries rv
+		return yieldErr
+	})
+	if yieldErr != nil && errors.Is(err, yieldErr) {
+		return err
+	}
+	if err != nil {
+		return fmt.Errorf("list %s: %w", spec.kind.name, interpretError(err))
+	}
+	return nil
 }
 
 func (s *Store) decodeContinue(ctx context.Context, k kind, token string) (*continuetoken.Token, error) {

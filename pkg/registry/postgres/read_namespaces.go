@@ -35,6 +35,11 @@ func (s *Store) GetClusterNamespace(ctx context.Context, namespace, clusterID st
 }
 
 // ListClusterNamespaces lists namespace views ordered by (namespace, cluster).
+// StreamClusterNamespaces streams the ClusterNamespaces matching opts from one snapshot (see stream).
+func (s *Store) StreamClusterNamespaces(ctx context.Context, opts store.ListOptions, pageSize int, yield func(rv int64, page []store.ClusterNamespace) error) error {
+	return stream(ctx, s, clusterNamespaceList, opts, pageSize, yield)
+}
+
 func (s *Store) ListClusterNamespaces(ctx context.Context, opts store.ListOptions) (*store.Page[store.ClusterNamespace], error) {
 	return list(ctx, s, clusterNamespaceList, opts)
 }

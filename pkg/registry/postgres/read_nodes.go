@@ -38,6 +38,11 @@ func (s *Store) GetNodeCapacity(ctx context.Context, clusterID, node string) (*s
 }
 
 // ListNodeCapacities lists node views ordered by (cluster, node).
+// StreamNodeCapacities streams the NodeCapacitys matching opts from one snapshot (see stream).
+func (s *Store) StreamNodeCapacities(ctx context.Context, opts store.ListOptions, pageSize int, yield func(rv int64, page []store.NodeCapacity) error) error {
+	return stream(ctx, s, nodeCapacityList, opts, pageSize, yield)
+}
+
 func (s *Store) ListNodeCapacities(ctx context.Context, opts store.ListOptions) (*store.Page[store.NodeCapacity], error) {
 	return list(ctx, s, nodeCapacityList, opts)
 }

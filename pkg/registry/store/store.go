@@ -8,6 +8,7 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"k8s.io/apimachinery/pkg/labels"
@@ -31,6 +32,9 @@ var (
 	// ErrRejected: the registry refused the data itself (a value it cannot
 	// store, a constraint); retrying the same write cannot succeed.
 	ErrRejected = errors.New("registry rejected the data")
+	// ErrTimeout: the database cancelled a statement (statement_timeout,
+	// a cancel request); retrying later may succeed.
+	ErrTimeout = errors.New("registry timed out")
 	// ErrFenced: the write carried an ownership epoch that is no longer the
 	// member's (another replica claimed it, or it was removed); the write
 	// did not land and the writer must stop mirroring the member.
@@ -191,6 +195,16 @@ type FieldRequirement struct {
 	Value string
 }
 
+// ValidateValue checks the value against what the field can hold, so a
+// list and a watch refuse the same selectors: schedulable is "true" or
+// "false".
+func (f FieldRequirement) ValidateValue() error {
+	if f.Field == FieldSchedulable && f.Value != "true" && f.Value != "false" {
+		return fmt.Errorf("%w: field selector %s: value %q is not \"true\" or \"false\"", ErrInvalidSelector, f.Field, f.Value)
+	}
+	return nil
+}
+
 // ListOptions selects and pages a list. Label requirements are evaluated in
 // SQL; the synthetic label platform.example.io/cluster matches the cluster id.
 type ListOptions struct {
@@ -219,6 +233,13 @@ type Reader interface {
 	ListNodeCapacities(ctx context.Context, opts ListOptions) (*Page[NodeCapacity], error)
 	GetClusterNamespace(ctx context.Context, namespace, clusterID string) (*ClusterNamespace, error)
 	ListClusterNamespaces(ctx context.Context, opts ListOptions) (*Page[ClusterNamespace], error)
+	// StreamNodeCapacities and StreamClusterNamespaces read every object
+	// matching opts (Limit and Continue ignored) from one snapshot, calling
+	// yield with its resourceVersion and each page of up to pageSize objects
+	// as they are read (the last page may be empty); an error from yield
+	// ends the stream and is returned.
+	StreamNodeCapacities(ctx context.Context, opts ListOptions, pageSize int, yield func(rv int64, page []NodeCapacity) error) error
+	StreamClusterNamespaces(ctx context.Context, opts ListOptions, pageSize int, yield func(rv int64, page []ClusterNamespace) error) error
 }
 
 // Batch is a set of changes to one member cluster committed atomically,

@@ -1,0 +1,162 @@
+// Package feedtest is an in-memory registry for unit tests of watch and
+// REST behaviour: a store.ChangeFeed whose changes come from puts and
+// deletes of NodeCapacities, and the reads NodeCapacity is served from, so
+// watches run against a real feed.Follower without PostgreSQL.
+package feedtest
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/example/platform-apiserver/pkg/registry/store"
+)
+
+// MemFeed is an in-memory registry of NodeCapacities with a change feed.
+// Selectors in list options are ignored: watches filter themselves.
+type MemFeed struct {
+	mu      sync.Mutex
+	changes []store.Change
+	rv      int64
+	horizon int64
+	nodes   map[string]store.NodeCapacity
+	notes   chan struct{}
+}
+
+// New returns an empty MemFeed.
+func New() *MemFeed {
+	return &MemFeed{nodes: map[string]store.NodeCapacity{}, notes: make(chan struct{}, 1)}
+}
+
+func key(cluster, node string) string { return cluster + "/" + node }
+
+// Put adds or replaces a NodeCapacity (ADDED or MODIFIED) and returns its
+// new resourceVersion.
+func (m *MemFeed) Put(nc store.NodeCapacity) int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.rv++
+	nc.ResourceVersion = m.rv
+	c := store.Change{ResourceVersion: m.rv, Type: store.ChangeAdded, Kind: store.KindNodeCapacity, NodeCapacity: ptr(nc)}
+	if prev, ok := m.nodes[key(nc.ClusterID, nc.Node.Name)]; ok {
+		c.Type, c.PrevNodeCapacity = store.ChangeModified, ptr(prev)
+	}
+	m.nodes[key(nc.ClusterID, nc.Node.Name)] = nc
+	m.changes = append(m.changes, c)
+	m.notify()
+	return m.rv
+}
+
+// Delete removes a NodeCapacity (DELETED at a new resourceVersion).
+func (m *MemFeed) Delete(cluster, node string) int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	prev, ok := m.nodes[key(cluster, node)]
+	if !ok {
+		return m.rv
+	}
+	m.rv++
+	last := prev
+	last.ResourceVersion = m.rv
+	delete(m.nodes, key(cluster, node))
+	m.changes = append(m.changes, store.Change{ResourceVersion: m.rv, Type: store.ChangeDeleted, Kind: store.KindNodeCapacity,
+		NodeCapacity: ptr(last), PrevNodeCapacity: ptr(prev)})
+	m.notify()
+	return m.rv
+}
+
+// CompactTo drops the history up to rv: resuming below it fails with 410.
+func (m *MemFeed) CompactTo(rv int64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.horizon = rv
+}
+
+// ResourceVersion is the newest version.
+func (m *MemFeed) ResourceVersion() int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.rv
+}
+
+func (m *MemFeed) notify() {
+	select {
+	case m.notes <- struct{}{}:
+	default:
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// Changes implements store.ChangeFeed.
+func (m *MemFeed) Changes(_ context.Context, after int64, limit int) ([]store.Change, int64, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if after < m.horizon {
+		return nil, 0, fmt.Errorf("after %d below %d: %w", after, m.horizon, store.ErrCompacted)
+	}
+	var out []store.Change
+	for _, c := range m.changes {
+		if c.ResourceVersion > after && len(out) < limit {
+			out = append(out, c)
+		}
+	}
+	return out, m.rv, nil
+}
+
+// Notifications implements store.ChangeFeed.
+func (m *MemFeed) Notifications(context.Context) (<-chan struct{}, error) { return m.notes, nil }
+
+// Compact implements store.ChangeFeed: it drops all history.
+func (m *MemFeed) Compact(context.Context, time.Time) (int64, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.horizon = m.rv
+	return m.horizon, nil
+}
+
+// GetNodeCapacity serves a get.
+func (m *MemFeed) GetNodeCapacity(_ context.Context, cluster, node string) (*store.NodeCapacity, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	nc, ok := m.nodes[key(cluster, node)]
+	if !ok {
+		return nil, store.ErrNotFound
+	}
+	return &nc, nil
+}
+
+// ListNodeCapacities serves a list of everything (no paging, no selectors).
+func (m *MemFeed) ListNodeCapacities(_ context.Context, _ store.ListOptions) (*store.Page[store.NodeCapacity], error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return &store.Page[store.NodeCapacity]{Items: m.sorted(), ResourceVersion: m.rv}, nil
+}
+
+// StreamNodeCapacities streams everything in pages.
+func (m *MemFeed) StreamNodeCapacities(_ context.Context, _ store.ListOptions, pageSize int, yield func(int64, []store.NodeCapacity) error) error {
+	m.mu.Lock()
+	items, rv := m.sorted(), m.rv
+	m.mu.Unlock()
+	for len(items) > pageSize {
+		if err := yield(rv, items[:pageSize]); err != nil {
+			return err
+		}
+		items = items[pageSize:]
+	}
+	return yield(rv, items)
+}
+
+func (m *MemFeed) sorted() []store.NodeCapacity {
+	out := make([]store.NodeCapacity, 0, len(m.nodes))
+	for _, nc := range m.nodes {
+		out = append(out, nc)
+	}
+	slices.SortFunc(out, func(a, b store.NodeCapacity) int {
+		return strings.Compare(key(a.ClusterID, a.Node.Name), key(b.ClusterID, b.Node.Name))
+	})
+	return out
+}
