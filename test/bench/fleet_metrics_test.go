@@ -264,8 +264,10 @@ func (f *fleetEnv) leaseHolders(ctx context.Context, replicaLogs map[string]stri
 		holder := "(released)"
 		if h := l.Spec.HolderIdentity; h != nil && *h != "" {
 			holder = *h
+			// A replica logs its own identity as identity="…" (others'
+			// appear as leader="…").
 			for name, path := range replicaLogs {
-				if data, err := os.ReadFile(path); err == nil && strings.Contains(string(data), *h) {
+				if data, err := os.ReadFile(path); err == nil && strings.Contains(string(data), `identity="`+*h+`"`) {
 					holder = name
 					break
 				}

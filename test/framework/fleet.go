@@ -135,3 +135,66 @@ func (cp *ControlPlane) MigratePlatformDatabase(ctx context.Context, dsn string)
 // (with its address and kubelet port) once it is created; it needs
 // Options.StartSimulator.
 func SimulatedNodeObject(spec SimulatedNode) *corev1.Node { return simulatedNodeObject(spec) }
+
+// RestartSimulatorComponent stops the simulator's kwok or metrics-server
+// (name) and starts it again on the same port with flags overridden (flag
+// name without dashes → value; a flag not yet given is appended), then waits
+// until it is healthy. The fleet benchmark runs kwok without node Leases:
+// with thousands of nodes their renewals (one per node every 10s) and kwok's
+// rule that it manages only the nodes whose Lease it holds would swamp the
+// control plane on a small machine, and without kube-controller-manager
+// nothing reads them.
+func (cp *ControlPlane) RestartSimulatorComponent(ctx context.Context, name string, flags map[string]string) error {
+	if cp.sim == nil {
+		return fmt.Errorf("restart %s: the simulator is not running (set Options.StartSimulator)", name)
+	}
+	var (
+		proc    **process
+		healthz string
+		timeout time.Duration
+		client  *keyPair
+	)
+	switch name {
+	case "kwok":
+		proc, timeout = &cp.sim.kwok, kwokStartTimeout
+		healthz = "https://127.0.0.1:" + strconv.Itoa(cp.sim.kwokPort) + "/healthz"
+	case "metrics-server":
+		proc, timeout, client = &cp.sim.metricsServer, metricsServerStartTimeout, cp.pki.admin
+		healthz = "https://127.0.0.1:" + strconv.Itoa(cp.sim.metricsPort) + "/livez"
+	default:
+		return fmt.Errorf("restart %s: not a simulator component (kwok, metrics-server)", name)
+	}
+	old := *proc
+	args := overrideFlags(old.spec.args, flags)
+	tlsConfig, err := tlsTo(cp.pki.clusterCA.certPEM, client)
+	if err != nil {
+		return err
+	}
+	if err := old.stop(); err != nil {
+		return fmt.Errorf("restart %s: %w", name, err)
+	}
+	p, err := cp.startComponent(ctx, name, old.spec.path, args, timeout, httpCheck(healthz, tlsConfig))
+	if err != nil {
+		return fmt.Errorf("restart %s: %w", name, err)
+	}
+	*proc = p
+	return nil
+}
+
+// overrideFlags returns args with each --name=value of flags replacing the
+// argument of that name, or appended when args has none.
+func overrideFlags(args []string, flags map[string]string) []string {
+	out := append([]string(nil), args...)
+	for name, value := range flags {
+		arg, found := "--"+name+"="+value, false
+		for i, a := range out {
+			if a == "--"+name || strings.HasPrefix(a, "--"+name+"=") {
+				out[i], found = arg, true
+			}
+		}
+		if !found {
+			out = append(out, arg)
+		}
+	}
+	return out
+}
