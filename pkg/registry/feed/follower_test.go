@@ -7,10 +7,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/example/platform-apiserver/pkg/registry/feed/feedtest"
 	"github.com/example/platform-apiserver/pkg/registry/store"
 )
 
-func startFollower(t *testing.T, m *memFeed, buffer int) *Follower {
+func startFollower(t *testing.T, m *feedtest.MemFeed, buffer int) *Follower {
 	t.Helper()
 	f := New(m, Options{PollInterval: 10 * time.Millisecond, BatchSize: 7, SubscriberBuffer: buffer})
 	go f.Run(t.Context())
@@ -53,15 +54,15 @@ func receive(t *testing.T, s *Subscription, want int64) []int64 {
 }
 
 func TestSubscribersGetEveryChangeInOrder(t *testing.T) {
-	m := newMemFeed()
-	m.add(store.KindNodeCapacity, 3) // history before the follower starts
+	m := feedtest.New()
+	m.AddN("c", store.KindNodeCapacity, 3) // history before the follower starts
 	f := startFollower(t, m, 100)
 	a, b := mustSubscribe(t, f, store.KindNodeCapacity), mustSubscribe(t, f, store.KindNodeCapacity)
 	other := mustSubscribe(t, f, store.KindClusterNamespace)
 	if a.From != 3 {
 		t.Fatalf("subscription starts at %d, want the registry's present 3", a.From)
 	}
-	m.add(store.KindNodeCapacity, 20) // more than one batch of 7
+	m.AddN("c", store.KindNodeCapacity, 20) // more than one batch of 7
 	for _, s := range []*Subscription{a, b} {
 		got := receive(t, s, 23)
 		for i, rv := range got {
@@ -83,11 +84,11 @@ func TestLaggingSubscriberIsDroppedOthersContinue(t *testing.T) {
 	// Rounds of 8 changes arrive as two batches (7+1), so a subscriber that
 	// reads every round holds at most 8 changes and 2 progress marks, within
 	// the buffer of 12; one that never reads overflows in round two.
-	m := newMemFeed()
+	m := feedtest.New()
 	f := startFollower(t, m, 12)
 	slow, fast := mustSubscribe(t, f, store.KindNodeCapacity), mustSubscribe(t, f, store.KindNodeCapacity)
 	for round := int64(1); round <= 3; round++ {
-		m.add(store.KindNodeCapacity, 8)
+		m.AddN("c", store.KindNodeCapacity, 8)
 		if got := receive(t, fast, 8*round); len(got) != 8 {
 			t.Fatalf("round %d: fast subscriber got %v, want 8 changes", round, got)
 		}
@@ -100,19 +101,17 @@ func TestLaggingSubscriberIsDroppedOthersContinue(t *testing.T) {
 }
 
 func TestCompactionPastFollowerDropsSubscribers(t *testing.T) {
-	m := newMemFeed()
+	m := feedtest.New()
 	f := New(m, Options{PollInterval: time.Hour, BatchSize: 7, SubscriberBuffer: 100})
 	if err := f.catchUp(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	s := mustSubscribe(t, f, store.KindNodeCapacity)
-	m.add(store.KindNodeCapacity, 5)
+	m.AddN("c", store.KindNodeCapacity, 5)
 	if _, err := m.Compact(t.Context(), time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	m.mu.Lock()
-	m.horizon = 5 // compacted past the follower, which is still at 0
-	m.mu.Unlock()
+	m.CompactTo(5) // compacted past the follower, which is still at 0
 	if err := f.catchUp(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +126,7 @@ func TestCompactionPastFollowerDropsSubscribers(t *testing.T) {
 }
 
 func TestBurstLargerThanBufferKeepsReadingSubscriber(t *testing.T) {
-	m := newMemFeed()
+	m := feedtest.New()
 	f := New(m, Options{PollInterval: 10 * time.Millisecond, BatchSize: 1000, SubscriberBuffer: 10})
 	go f.Run(t.Context())
 	if err := f.WaitSynced(t.Context()); err != nil {
@@ -136,7 +135,7 @@ func TestBurstLargerThanBufferKeepsReadingSubscriber(t *testing.T) {
 	s := mustSubscribe(t, f, store.KindNodeCapacity)
 	done := make(chan []int64)
 	go func() { done <- receive(t, s, 3000) }()
-	m.add(store.KindNodeCapacity, 3000) // one dispatch of 1000s, 100x the buffer
+	m.AddN("c", store.KindNodeCapacity, 3000) // one dispatch of 1000s, 100x the buffer
 	if got := <-done; len(got) != 3000 {
 		t.Errorf("got %d changes, want 3000", len(got))
 	}
@@ -149,20 +148,18 @@ func TestBurstLargerThanBufferKeepsReadingSubscriber(t *testing.T) {
 // the window still holds gets them as its backlog, with no history read;
 // one asking further back gets no backlog.
 func TestResumeWithinWindow(t *testing.T) {
-	m := newMemFeed()
-	m.add(store.KindNodeCapacity, 3) // before the follower starts: loaded into the window
+	m := feedtest.New()
+	m.AddN("c", store.KindNodeCapacity, 3) // before the follower starts: loaded into the window
 	f := New(m, Options{PollInterval: 10 * time.Millisecond, BatchSize: 7, SubscriberBuffer: 100, WindowChanges: 10})
 	go f.Run(t.Context())
 	if err := f.WaitSynced(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	sub := mustSubscribe(t, f, store.KindNodeCapacity)
-	m.add(store.KindNodeCapacity, 4)
+	m.AddN("c", store.KindNodeCapacity, 4)
 	receive(t, sub, 7)
 	sub.Close()
-	m.mu.Lock()
-	readsBefore := m.reads
-	m.mu.Unlock()
+	readsBefore := m.HistoryReads()
 
 	s, err := f.Subscribe(store.KindNodeCapacity, 1, nil)
 	if err != nil {
@@ -172,14 +169,12 @@ func TestResumeWithinWindow(t *testing.T) {
 		t.Errorf("backlog %v from %d; want 2..7 from 7", got, s.From)
 	}
 	s.Close()
-	m.mu.Lock()
-	if m.reads != readsBefore {
-		t.Errorf("a resume within the window read history %d times", m.reads-readsBefore)
+	if reads := m.HistoryReads(); reads != readsBefore {
+		t.Errorf("a resume within the window read history %d times", reads-readsBefore)
 	}
-	m.mu.Unlock()
 
 	sub = mustSubscribe(t, f, store.KindNodeCapacity)
-	m.add(store.KindNodeCapacity, 10) // the window holds 8..17 now
+	m.AddN("c", store.KindNodeCapacity, 10) // the window holds 8..17 now
 	receive(t, sub, 17)
 	old, err := f.Subscribe(store.KindNodeCapacity, 3, nil)
 	if err != nil {
@@ -193,15 +188,15 @@ func TestResumeWithinWindow(t *testing.T) {
 // TestRouteSkipsChangesBeforeDelivery: a subscriber's route is applied to
 // live changes and the backlog alike.
 func TestRouteSkipsChangesBeforeDelivery(t *testing.T) {
-	m := newMemFeed()
+	m := feedtest.New()
 	f := startFollower(t, m, 100)
 	onlyA := func(c *store.Change) bool { return c.NodeCapacity.ClusterID == "a" }
 	s, err := f.Subscribe(store.KindNodeCapacity, -1, onlyA)
 	if err != nil {
 		t.Fatal(err)
 	}
-	m.addIn("b", store.KindNodeCapacity, 5)
-	m.addIn("a", store.KindNodeCapacity, 1) // rv 6
+	m.AddN("b", store.KindNodeCapacity, 5)
+	m.AddN("a", store.KindNodeCapacity, 1) // rv 6
 	if got := receive(t, s, 6); fmt.Sprint(got) != "[6]" {
 		t.Errorf("routed subscriber got %v, want only 6", got)
 	}
@@ -217,12 +212,10 @@ func TestRouteSkipsChangesBeforeDelivery(t *testing.T) {
 // TestSharedHistoryReads: concurrent history reads of the same range make
 // one query.
 func TestSharedHistoryReads(t *testing.T) {
-	m := newMemFeed()
-	m.add(store.KindNodeCapacity, 50)
+	m := feedtest.New()
+	m.AddN("c", store.KindNodeCapacity, 50)
 	f := New(m, Options{})
-	m.mu.Lock()
-	m.delay = 100 * time.Millisecond
-	m.mu.Unlock()
+	m.SetDelay(100 * time.Millisecond)
 	var wg sync.WaitGroup
 	for range 20 {
 		wg.Go(func() {
@@ -232,10 +225,8 @@ func TestSharedHistoryReads(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.reads > 2 {
-		t.Errorf("20 concurrent reads of one range made %d queries, want 1 (2 at worst when one finished early)", m.reads)
+	if reads := m.HistoryReads(); reads > 2 {
+		t.Errorf("20 concurrent reads of one range made %d queries, want 1 (2 at worst when one finished early)", reads)
 	}
 }
 
@@ -244,7 +235,7 @@ func TestSharedHistoryReads(t *testing.T) {
 // fails with ErrNotSynced or receives every change after its From, in
 // order, until it is closed — never a silent gap.
 func TestNoGapWhenCompactionOvertakesTheFollower(t *testing.T) {
-	m := newMemFeed()
+	m := feedtest.New()
 	f := New(m, Options{PollInterval: time.Millisecond, BatchSize: 5, SubscriberBuffer: 10000, WindowChanges: 4})
 	go f.Run(t.Context())
 	if err := f.WaitSynced(t.Context()); err != nil {
@@ -259,11 +250,9 @@ func TestNoGapWhenCompactionOvertakesTheFollower(t *testing.T) {
 				return
 			default:
 			}
-			m.add(store.KindNodeCapacity, 3)
+			m.AddN("c", store.KindNodeCapacity, 3)
 			if i%5 == 0 { // compact everything, often past the follower
-				m.mu.Lock()
-				m.horizon = int64(len(m.changes))
-				m.mu.Unlock()
+				m.CompactTo(m.ResourceVersion())
 			}
 			time.Sleep(200 * time.Microsecond)
 		}

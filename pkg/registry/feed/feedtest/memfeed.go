@@ -24,6 +24,9 @@ type MemFeed struct {
 	horizon int64
 	nodes   map[string]store.NodeCapacity
 	notes   chan struct{}
+	delay   time.Duration
+	// historyReads counts Changes calls after a version below the newest.
+	historyReads int
 }
 
 // New returns an empty MemFeed.
@@ -68,6 +71,39 @@ func (m *MemFeed) Delete(cluster, node string) int64 {
 	return m.rv
 }
 
+// AddN appends n ADDED changes of kind for synthetic objects of cluster
+// (not kept as state: for tests of the feed itself).
+func (m *MemFeed) AddN(cluster string, kind store.Kind, n int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for range n {
+		m.rv++
+		c := store.Change{ResourceVersion: m.rv, Type: store.ChangeAdded, Kind: kind}
+		switch kind {
+		case store.KindClusterNamespace:
+			c.ClusterNamespace = &store.ClusterNamespace{ClusterID: cluster, Namespace: store.Namespace{Name: fmt.Sprint("ns", m.rv)}, ResourceVersion: m.rv}
+		default:
+			c.NodeCapacity = &store.NodeCapacity{ClusterID: cluster, Node: store.Node{Name: fmt.Sprint("n", m.rv)}, ResourceVersion: m.rv}
+		}
+		m.changes = append(m.changes, c)
+	}
+	m.notify()
+}
+
+// SetDelay makes every Changes call take at least d.
+func (m *MemFeed) SetDelay(d time.Duration) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.delay = d
+}
+
+// HistoryReads counts Changes calls after a version below the newest.
+func (m *MemFeed) HistoryReads() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.historyReads
+}
+
 // CompactTo drops the history up to rv: resuming below it fails with 410.
 func (m *MemFeed) CompactTo(rv int64) {
 	m.mu.Lock()
@@ -94,7 +130,14 @@ func ptr[T any](v T) *T { return &v }
 // Changes implements store.ChangeFeed.
 func (m *MemFeed) Changes(_ context.Context, after int64, limit int) ([]store.Change, int64, error) {
 	m.mu.Lock()
+	delay := m.delay
+	m.mu.Unlock()
+	time.Sleep(delay)
+	m.mu.Lock()
 	defer m.mu.Unlock()
+	if after < m.rv {
+		m.historyReads++
+	}
 	if after < m.horizon {
 		return nil, 0, fmt.Errorf("after %d below %d: %w", after, m.horizon, store.ErrCompacted)
 	}
