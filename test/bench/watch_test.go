@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"net/http"
 	"net/url"
@@ -77,14 +78,16 @@ var flipNodeCapacityName = nodecapacity.Name(clusterID, nodeName(flipNodeIndex))
 // CPU use and memory.
 func BenchmarkWatchLatency(b *testing.B) {
 	e := setup(b)
+	cpu := map[int]watchLatency{}
 	for _, n := range watcherCounts {
 		b.Run(fmt.Sprintf("watchers=%d", n), func(b *testing.B) {
-			benchWatch(b, e, n)
+			cpu[n] = benchWatch(b, e, n)
 		})
 	}
+	printWatchCPU(os.Stdout, cpu)
 }
 
-func benchWatch(b *testing.B, e *env, n int) {
+func benchWatch(b *testing.B, e *env, n int) watchLatency {
 	ctx := b.Context()
 	ws, err := e.establishWatches(ctx, n)
 	if ws != nil {
@@ -117,6 +120,7 @@ func benchWatch(b *testing.B, e *env, n int) {
 	}
 	e.results.record(b)
 	e.results.recordWatch(b, lat)
+	return lat
 }
 
 // establishWatches opens n watches and commits a first change, which every
@@ -171,6 +175,11 @@ func runWatchOps(b *testing.B, e *env, ws *watchSet) watchLatency {
 	b.ReportMetric(perOp(cpuBefore.platform, cpuAfter.platform), "platform-cpu-ms/op")
 	b.ReportMetric(perOp(cpuBefore.kube, cpuAfter.kube), "kube-cpu-ms/op")
 	b.ReportMetric(perOp(cpuBefore.client, cpuAfter.client), "client-cpu-ms/op")
+	// Per delivered event: one op delivers one change to every watcher.
+	lat.changes, lat.watchers = b.N, len(ws.watches)
+	lat.platformCPU, lat.kubeCPU = cpuAfter.platform-cpuBefore.platform, cpuAfter.kube-cpuBefore.kube
+	b.ReportMetric(lat.perEvent(lat.platformCPU), "platform-cpu-us/event")
+	b.ReportMetric(lat.perEvent(lat.kubeCPU), "kube-cpu-us/event")
 	return lat
 }
 
@@ -469,6 +478,78 @@ type watchLatency struct {
 	p50, p99, max time.Duration
 	samples       int
 	idleCores     float64
+
+	// changes were each delivered to watchers watchers while the
+	// platform-apiserver and kube-apiserver used platformCPU and kubeCPU.
+	changes, watchers    int
+	platformCPU, kubeCPU time.Duration
+}
+
+// perEvent is cpu per delivered event (a change reaching one watcher), in µs.
+func (l watchLatency) perEvent(cpu time.Duration) float64 {
+	if l.changes*l.watchers == 0 {
+		return 0
+	}
+	return float64(cpu) / float64(time.Microsecond) / float64(l.changes*l.watchers)
+}
+
+// perChange is cpu per change, in ms.
+func (l watchLatency) perChange(cpu time.Duration) float64 {
+	if l.changes == 0 {
+		return 0
+	}
+	return ms(cpu) / float64(l.changes)
+}
+
+// maxEventCPURatio is the goal for the platform-apiserver's CPU per
+// delivered event: flat within 2× from 1 to 1,000 watchers.
+const maxEventCPURatio = 2
+
+// printWatchCPU prints the platform-apiserver's CPU per change and per
+// delivered event for each watcher count, the ratio of the largest count's
+// per-event figure to one watcher's, and what each watcher beyond the first
+// adds. /proc counts CPU in 10 ms ticks, so a figure over few changes is
+// coarse: ±10 ms over the loop. Its lines do not start with "Benchmark", so
+// benchstat ignores them.
+func printWatchCPU(w io.Writer, byWatchers map[int]watchLatency) {
+	one, ok := byWatchers[1]
+	if !ok || one.changes == 0 {
+		return
+	}
+	var firstAdded float64
+	var firstN int
+	fmt.Fprintf(w, "watch CPU (platform-apiserver; kube-apiserver in parentheses; ±10 ms over each loop; goal: per delivered event at %d watchers ≤ %d× one watcher's):\n", watchGoalWatchers, maxEventCPURatio)
+	for _, n := range watcherCounts {
+		l, ok := byWatchers[n]
+		if !ok || l.changes == 0 {
+			continue
+		}
+		line := fmt.Sprintf("  %4d watchers  %7.2f ms/change (%7.2f)  %7.1f µs/event (%7.1f)  over %d changes",
+			n, l.perChange(l.platformCPU), l.perChange(l.kubeCPU), l.perEvent(l.platformCPU), l.perEvent(l.kubeCPU), l.changes)
+		if n > 1 {
+			// What each watcher beyond the first adds to a change: the
+			// part that grows with watchers, without the change's fixed
+			// cost (the write's notification, the follower's read, one
+			// conversion and encoding).
+			added := (l.perChange(l.platformCPU) - one.perChange(one.platformCPU)) * 1000 / float64(n-1)
+			line += fmt.Sprintf("  +%.1f µs per added watcher", added)
+			if firstAdded == 0 {
+				firstAdded, firstN = added, n
+			} else if firstAdded > 0 {
+				line += fmt.Sprintf(" (%.2f× that at %d)", added/firstAdded, firstN)
+			}
+			if one.platformCPU == 0 {
+				line += "  per event: one watcher's CPU is below the resolution"
+			} else {
+				ratio := l.perEvent(l.platformCPU) / one.perEvent(one.platformCPU)
+				line += fmt.Sprintf("  per event %.3f× one watcher's", ratio)
+				if n == watchGoalWatchers {
+					line += "  " + verdict(ratio <= maxEventCPURatio)
+				}
+			}
+		}
+		fmt.Fprintln(w, line)
+	}
 }
 
 // summarizeLatencies takes nearest-rank percentiles of every sample.
