@@ -6,6 +6,7 @@ package options
 import (
 	"fmt"
 	"net"
+	"net/http"
 
 	openapinamer "k8s.io/apiserver/pkg/endpoints/openapi"
 	genericapiserver "k8s.io/apiserver/pkg/server"
@@ -112,6 +113,10 @@ func (o *Options) GenericConfig() (*genericapiserver.RecommendedConfig, error) {
 		return nil, err
 	}
 	config.AddReadyzChecks(authenticationLoaded(&config.Authentication))
+	buildChain := config.BuildHandlerChainFunc
+	config.BuildHandlerChainFunc = func(h http.Handler, c *genericapiserver.Config) http.Handler {
+		return retryUntilAuthenticationLoaded(buildChain(h, c), &config.Authentication)
+	}
 	if err := o.Authorization.ApplyTo(&config.Authorization); err != nil {
 		return nil, err
 	}
