@@ -329,9 +329,7 @@ func (e *installEnv) testKustomize(t *testing.T) {
 		}
 	}
 
-	if err := pod.Stop(); err != nil {
-		t.Error(err)
-	}
+	e.stopPod(t, pod)
 	readmeMentions(t, "`kubectl delete -k platform-install`")
 	e.sh(t.Context(), t, "kubectl delete -k platform-install")
 	e.waitUninstalled(t)
@@ -344,9 +342,7 @@ func (e *installEnv) testHelm(t *testing.T) {
 	var pod *framework.Pod
 	out := e.runREADME(t, "helm", dsn, &pod)
 	e.checkInstalled(t, pod, out, "install-helm-node")
-	if err := pod.Stop(); err != nil {
-		t.Error(err)
-	}
+	e.stopPod(t, pod)
 	readmeMentions(t, "`helm uninstall platform-apiserver --namespace platform-system`")
 	e.sh(t.Context(), t, "helm uninstall platform-apiserver --namespace platform-system")
 	if _, _, err := e.cp.Kubectl(t.Context(), "get", "apiservice", installAPI); err == nil {
@@ -462,6 +458,23 @@ func (e *installEnv) checkMetricsRBAC(t *testing.T, pod *framework.Pod) {
 	}
 	if code, _ := get("other"); code != http.StatusForbidden {
 		t.Errorf("GET /metrics as monitoring/other (no binding): %d, want 403", code)
+	}
+}
+
+// stopPod stops the pod as a rollout would (SIGTERM) and checks that it
+// gave its Leases back with the manifests' RBAC: the presence Lease deleted,
+// nothing refused on the way out.
+func (e *installEnv) stopPod(t *testing.T, pod *framework.Pod) {
+	t.Helper()
+	if err := pod.Stop(); err != nil {
+		t.Error(err)
+	}
+	out, _, err := e.cp.Kubectl(t.Context(), "get", "leases", "-n", installNamespace, "-l", leaseSetLabel+"=platform-apiserver-discovery", "-o", "name")
+	if err != nil || strings.Contains(out, "platform-apiserver-discovery-replica-") {
+		t.Errorf("the stopped server's presence Lease is still there (%v):\n%s", err, out)
+	}
+	if logs, err := os.ReadFile(pod.LogPath()); err != nil || strings.Contains(strings.ToLower(string(logs)), "forbidden") {
+		t.Errorf("the server was refused something while stopping (%v):\n%s", err, grepLines(string(logs), "orbidden"))
 	}
 }
 
