@@ -59,14 +59,15 @@ func fleetMemberIDs() []string {
 
 // fleetArgs are the platform-apiserver flags of every replica: discovery of
 // the hosting cluster (its own kube-apiserver, whose admin kubeconfig is in
-// the framework's work directory, the process's working directory) and of
-// the member directory, leader election on with the default timings. The
-// framework's first start gets them too (Options.ExtraPlatformArgs), with
-// the directory still empty.
+// the framework's work directory, the process's working directory), which
+// holds the discovery Leases (in kube-system, the namespace of a server
+// outside a pod), and of the member directory; leader election on with the
+// default timings. The framework's first start gets them too
+// (Options.ExtraPlatformArgs), with the directory still empty.
 func fleetArgs(memberDir string) []string {
 	return []string{
 		"--cluster-id=" + fleetHostingID,
-		"--member-kubeconfig=kubeconfig",
+		"--kubeconfig=kubeconfig",
 		"--member-kubeconfig-dir=" + memberDir,
 		"--leader-elect=true",
 		"--leader-elect-lease-duration=" + fleetLeaseDuration.String(),

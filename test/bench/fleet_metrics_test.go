@@ -14,17 +14,20 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/example/platform-apiserver/test/framework"
 )
 
 // Metric names the fleet benchmark reads from every replica's /metrics.
 const (
 	lockHoldMetric = "platform_registry_writer_lock_hold_seconds"
 	lockWaitMetric = "platform_registry_writer_lock_wait_seconds"
-	membersMetric  = "platform_discovery_members"
-	syncedMetric   = "platform_discovery_synced"
-	leaderMetric   = "platform_discovery_leader"
+	// memberLockWaitMetric: the wait for a member's own lock (writers of
+	// different members do not wait for each other), where the registry has it.
+	memberLockWaitMetric = "platform_registry_member_lock_wait_seconds"
+	claimsMetric         = "platform_discovery_member_claims_total"
+	fencedMetric         = "platform_discovery_fenced_writes_total"
+	membersMetric        = "platform_discovery_members"
+	syncedMetric         = "platform_discovery_synced"
+	leaderMetric         = "platform_discovery_leader"
 )
 
 // histogram is a Prometheus histogram's cumulative bucket counts by upper
@@ -152,22 +155,27 @@ func (h histogram) quantile(q float64) float64 {
 	return prevBound
 }
 
-// lockSnapshot is one replica's writer-lock histograms, by op.
-type lockSnapshot struct{ hold, wait map[string]histogram }
+// lockSnapshot is one replica's writer-lock histograms, by op, and its
+// member-lock wait histogram.
+type lockSnapshot struct{ hold, wait, memberWait map[string]histogram }
 
 func readLockSnapshot(body string) lockSnapshot {
-	return lockSnapshot{hold: histogramsByOp(body, lockHoldMetric), wait: histogramsByOp(body, lockWaitMetric)}
+	return lockSnapshot{
+		hold:       histogramsByOp(body, lockHoldMetric),
+		wait:       histogramsByOp(body, lockWaitMetric),
+		memberWait: histogramsByOp(body, memberLockWaitMetric),
+	}
 }
 
 // lockWindow sums, over replicas and ops, the observations between two
 // snapshots of each replica (before may be nil: since the process started).
 type lockWindow struct {
-	hold, wait histogram
-	holdByOp   map[string]histogram
+	hold, wait, memberWait histogram
+	holdByOp               map[string]histogram
 }
 
 func newLockWindow(before, after []lockSnapshot) lockWindow {
-	w := lockWindow{hold: histogram{}, wait: histogram{}, holdByOp: map[string]histogram{}}
+	w := lockWindow{hold: histogram{}, wait: histogram{}, memberWait: histogram{}, holdByOp: map[string]histogram{}}
 	for i, a := range after {
 		var b lockSnapshot
 		if before != nil {
@@ -183,6 +191,9 @@ func newLockWindow(before, after []lockSnapshot) lockWindow {
 		}
 		for op, h := range a.wait {
 			w.wait.add(h.sub(b.wait[op]))
+		}
+		for op, h := range a.memberWait {
+			w.memberWait.add(h.sub(b.memberWait[op]))
 		}
 	}
 	return w
@@ -216,64 +227,112 @@ func secondsString(s float64) string {
 	return fmt.Sprintf("%.1f ms", s*1000)
 }
 
-// replicaMembers reads which members a replica mirrors: the sum of
-// platform_discovery_members over its states (-1 when the metric is
-// absent), the states, the clusters it reports synced, and whether it
-// leads (platform_discovery_leader).
-func replicaMembers(body string) (members int, states string, clusters []string, leader bool) {
+// replicaShare is what a replica's /metrics say about the members it
+// mirrors.
+type replicaShare struct {
+	// members is the sum of platform_discovery_members over its states (-1
+	// when the metric is absent); states the non-zero states.
+	members int
+	states  string
+	// clusters are those it reports synced (platform_discovery_synced).
+	clusters []string
+	// leader is platform_discovery_leader where the server has it (the
+	// single-Lease design), else nil.
+	leader *bool
+	// claims and fenced are platform_discovery_member_claims_total and
+	// fenced_writes_total, where the server has them (-1 otherwise).
+	claims, fenced float64
+}
+
+func readReplicaShare(body string) replicaShare {
+	var s replicaShare
 	samples := metricSamples(body, membersMetric)
 	if len(samples) == 0 {
-		members = -1
+		s.members = -1
 	}
 	var parts []string
-	for _, s := range samples {
-		members += int(s.value)
-		if s.value > 0 {
-			parts = append(parts, fmt.Sprintf("%s %d", s.labels["state"], int(s.value)))
+	for _, m := range samples {
+		s.members += int(m.value)
+		if m.value > 0 {
+			parts = append(parts, fmt.Sprintf("%s %d", m.labels["state"], int(m.value)))
 		}
 	}
 	slices.Sort(parts)
-	states = strings.Join(parts, ", ")
+	s.states = strings.Join(parts, ", ")
 	seen := map[string]bool{}
-	for _, s := range metricSamples(body, syncedMetric) {
-		if c := s.labels["cluster"]; c != "" && s.value == 1 && !seen[c] {
+	for _, m := range metricSamples(body, syncedMetric) {
+		if c := m.labels["cluster"]; c != "" && m.value == 1 && !seen[c] {
 			seen[c] = true
-			clusters = append(clusters, c)
+			s.clusters = append(s.clusters, c)
 		}
 	}
-	slices.Sort(clusters)
-	if v, err := framework.MetricSum(body, leaderMetric); err == nil && v > 0 {
-		leader = true
+	slices.Sort(s.clusters)
+	if samples := metricSamples(body, leaderMetric); len(samples) > 0 {
+		leader := samples[0].value > 0
+		s.leader = &leader
 	}
-	return members, states, clusters, leader
+	s.claims, s.fenced = -1, -1
+	for _, c := range []struct {
+		name string
+		dst  *float64
+	}{{claimsMetric, &s.claims}, {fencedMetric, &s.fenced}} {
+		if samples := metricSamples(body, c.name); len(samples) > 0 {
+			*c.dst = 0
+			for _, m := range samples {
+				*c.dst += m.value
+			}
+		}
+	}
+	return s
 }
 
-// leaseHolders describes the Leases in the leader-election namespace
-// (kube-system) other than kube-apiserver's own identity leases, grouped by
-// holder, each holder named by the replica whose log mentions its identity.
-func (f *fleetEnv) leaseHolders(ctx context.Context, replicaLogs map[string]string) (string, error) {
+// leaseHolders describes the Leases in the discovery Leases' namespace
+// (kube-system: the servers run outside a pod) other than kube-apiserver's
+// own identity Leases, grouped by holder. A holder is named by the replica
+// whose log carries its identity (identity="…"), else by the replica that
+// reports synced the most of the members whose Leases it holds.
+func (f *fleetEnv) leaseHolders(ctx context.Context, replicas []fleetReplicaResult, logs map[string]string) (string, error) {
 	leases, err := f.kube.CoordinationV1().Leases("kube-system").List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return "", fmt.Errorf("list Leases: %w", err)
 	}
 	byHolder := map[string][]string{}
+	clustersOf := map[string][]string{}
 	for _, l := range leases.Items {
 		if strings.HasPrefix(l.Name, "apiserver-") {
 			continue
 		}
-		holder := "(released)"
+		holder := "(none)"
 		if h := l.Spec.HolderIdentity; h != nil && *h != "" {
 			holder = *h
-			// A replica logs its own identity as identity="…" (others'
-			// appear as leader="…").
-			for name, path := range replicaLogs {
-				if data, err := os.ReadFile(path); err == nil && strings.Contains(string(data), `identity="`+*h+`"`) {
-					holder = name
-					break
-				}
-			}
 		}
 		byHolder[holder] = append(byHolder[holder], l.Name)
+		if _, id, ok := strings.Cut(l.Name, "-member-"); ok {
+			clustersOf[holder] = append(clustersOf[holder], id)
+		}
+	}
+	name := func(holder string) string {
+		if holder == "(none)" {
+			return holder
+		}
+		for r, path := range logs {
+			if data, err := os.ReadFile(path); err == nil && strings.Contains(string(data), `identity="`+holder+`"`) {
+				return r
+			}
+		}
+		best, bestN := holder, 0
+		for _, r := range replicas {
+			n := 0
+			for _, c := range clustersOf[holder] {
+				if slices.Contains(r.clusters, c) {
+					n++
+				}
+			}
+			if n > bestN {
+				best, bestN = r.name, n
+			}
+		}
+		return best
 	}
 	holders := make([]string, 0, len(byHolder))
 	for h := range byHolder {
@@ -285,10 +344,10 @@ func (f *fleetEnv) leaseHolders(ctx context.Context, replicaLogs map[string]stri
 		names := byHolder[h]
 		slices.Sort(names)
 		shown := names
-		if len(shown) > 4 {
-			shown = append(slices.Clone(shown[:4]), "…")
+		if len(shown) > 3 {
+			shown = append(slices.Clone(shown[:3]), "…")
 		}
-		parts = append(parts, fmt.Sprintf("%s: %d (%s)", h, len(names), strings.Join(shown, ", ")))
+		parts = append(parts, fmt.Sprintf("%s: %d (%s)", name(h), len(names), strings.Join(shown, ", ")))
 	}
 	if len(parts) == 0 {
 		return "no Leases", nil

@@ -112,8 +112,10 @@ type fleetResult struct {
 	memberSync []time.Duration
 	fresh      watchLatency
 	// Writer lock p99s in seconds (NaN when the servers do not export the
-	// histograms) during the sync and the steady window.
+	// histograms) during the sync and the steady window, and the member
+	// lock's wait p99 where the registry has one.
 	syncHold, syncWait, steadyHold, steadyWait float64
+	syncMemberWait, steadyMemberWait           float64
 	syncHoldByOp, steadyHoldByOp               string
 	steadyWindow                               time.Duration
 	churnChanges, churnErrors                  int
@@ -125,12 +127,7 @@ type fleetResult struct {
 // fleetReplicaResult is one replica's share.
 type fleetReplicaResult struct {
 	name string
-	// members is the sum of platform_discovery_members (-1: not exported);
-	// clusters those it reports synced.
-	members  int
-	states   string
-	clusters []string
-	leader   bool
+	replicaShare
 	// Memory in bytes: VmHWM at the end (the peak since start, so the
 	// sync's), VmRSS right after the sync, and the mean VmRSS over the
 	// steady window.
@@ -177,6 +174,7 @@ func (f *fleetEnv) bench(b *testing.B, n int) {
 	}
 	w := newLockWindow(nil, syncLocks)
 	res.syncHold, res.syncWait, res.syncHoldByOp = w.hold.quantile(0.99), w.wait.quantile(0.99), w.byOp()
+	res.syncMemberWait = w.memberWait.quantile(0.99)
 	res.perReplica = make([]fleetReplicaResult, len(run.replicas))
 	for i, r := range run.replicas {
 		res.perReplica[i].name = r.Name()
@@ -233,6 +231,7 @@ func (f *fleetEnv) bench(b *testing.B, n int) {
 	steadyRSS := sampler.stop()
 	w = newLockWindow(before, after)
 	res.steadyHold, res.steadyWait, res.steadyHoldByOp = w.hold.quantile(0.99), w.wait.quantile(0.99), w.byOp()
+	res.steadyMemberWait = w.memberWait.quantile(0.99)
 	res.fresh = summarizeLatencies(latencies)
 
 	// Who mirrors what, memory, database, logs.
@@ -243,7 +242,7 @@ func (f *fleetEnv) bench(b *testing.B, n int) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		rr.members, rr.states, rr.clusters, rr.leader = replicaMembers(body)
+		rr.replicaShare = readReplicaShare(body)
 		if _, hwm, err := processMemory(r.PID()); err == nil {
 			rr.hwm = hwm
 		}
@@ -256,7 +255,7 @@ func (f *fleetEnv) bench(b *testing.B, n int) {
 			}
 		}
 	}
-	if res.leases, err = f.leaseHolders(ctx, logs); err != nil {
+	if res.leases, err = f.leaseHolders(ctx, res.perReplica, logs); err != nil {
 		b.Error(err)
 	}
 	if res.db, err = measureDBSize(ctx, run.pool); err != nil {
@@ -746,6 +745,7 @@ func (res fleetResult) report(b *testing.B) {
 	}{
 		{res.syncHold, "sync-lock-hold-p99-ms"}, {res.syncWait, "sync-lock-wait-p99-ms"},
 		{res.steadyHold, "lock-hold-p99-ms"}, {res.steadyWait, "lock-wait-p99-ms"},
+		{res.syncMemberWait, "sync-member-wait-p99-ms"}, {res.steadyMemberWait, "member-wait-p99-ms"},
 		{res.maxKiBPerMirroredNode(false), "rss-KiB/node"}, {res.maxKiBPerMirroredNode(true), "peak-KiB/node"},
 	} {
 		if !math.IsNaN(m.v) {
@@ -770,14 +770,24 @@ func (res fleetResult) log(w io.Writer) {
 	fmt.Fprintf(w, "fleet: %d replica(s): freshness over %d member rows: p50 %s p99 %s max %s; background churn %d namespace changes (%d failed) over %s\n",
 		res.replicas, res.fresh.samples, res.fresh.p50.Round(time.Millisecond), res.fresh.p99.Round(time.Millisecond), res.fresh.max.Round(time.Millisecond),
 		res.churnChanges, res.churnErrors, res.steadyWindow.Round(time.Second))
-	fmt.Fprintf(w, "fleet: writer lock hold p99 during the sync %s (wait %s) [%s]; steady %s (wait %s) [%s]\n",
-		secondsString(res.syncHold), secondsString(res.syncWait), res.syncHoldByOp,
-		secondsString(res.steadyHold), secondsString(res.steadyWait), res.steadyHoldByOp)
+	fmt.Fprintf(w, "fleet: writer lock hold p99 during the sync %s (wait %s, member lock wait %s) [%s]; steady %s (wait %s, member lock wait %s) [%s]\n",
+		secondsString(res.syncHold), secondsString(res.syncWait), secondsString(res.syncMemberWait), res.syncHoldByOp,
+		secondsString(res.steadyHold), secondsString(res.steadyWait), secondsString(res.steadyMemberWait), res.steadyHoldByOp)
 	fmt.Fprintf(w, "fleet: database %s\n", res.db)
 	fmt.Fprintf(w, "fleet: Leases in kube-system by holder: %s\n", res.leases)
 	for _, r := range res.perReplica {
-		fmt.Fprintf(w, "fleet:   %s: %s members (%s), leader %v, synced clusters %d; VmHWM %s, VmRSS after sync %s, steady %s; %.2f cores; %d error log lines\n",
-			r.name, memberCount(r.members), r.states, r.leader, len(r.clusters),
+		extra := ""
+		if r.leader != nil {
+			extra += fmt.Sprintf(", leader %v", *r.leader)
+		}
+		if r.claims >= 0 {
+			extra += fmt.Sprintf(", %.0f member claims", r.claims)
+		}
+		if r.fenced >= 0 {
+			extra += fmt.Sprintf(", %.0f fenced writes", r.fenced)
+		}
+		fmt.Fprintf(w, "fleet:   %s: %s members (%s)%s; synced clusters %v; VmHWM %s, VmRSS after sync %s, steady %s; %.2f cores; %d error log lines\n",
+			r.name, memberCount(r.members), r.states, extra, r.clusters,
 			fleetMiB(r.hwm), fleetMiB(r.rssSynced), fleetMiB(r.rssSteady), r.cores, r.errors)
 		for _, e := range r.errorSamples {
 			fmt.Fprintf(w, "fleet:     %s\n", e)
