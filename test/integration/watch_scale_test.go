@@ -39,12 +39,16 @@ func TestWatchAtScale(t *testing.T) {
 }
 
 // nodeInformer is a NodeCapacity informer over client whose event intake
-// can be held: while held, its watch stream is not read, so the server
-// sees a client that falls behind (a slow handler in a controller that
-// reads its watch synchronously, or a starved process).
+// can be held: while held, its first watch stream is not read, so the
+// server sees a client that falls behind (a slow handler in a controller
+// that reads its watch synchronously, or a starved process). Later
+// watches (its resumes) are never held: a client that never reads is
+// closed at once each time, and client-go relists after a watch that ends
+// within a second without an event.
 type nodeInformer struct {
 	informer cache.SharedIndexInformer
 	held     atomic.Bool
+	watches  atomic.Int32
 }
 
 func newNodeInformer(client versioned.Interface, selector string) *nodeInformer {
@@ -68,14 +72,16 @@ func newNodeInformer(client versioned.Interface, selector string) *nodeInformer 
 	return ni
 }
 
-// holdable relays w's events, pausing while the informer is held.
+// holdable relays w's events, pausing while the informer is held if w is
+// its first watch.
 func (ni *nodeInformer) holdable(w watch.Interface) watch.Interface {
 	out := make(chan watch.Event)
 	stop := make(chan struct{})
+	first := ni.watches.Add(1) == 1
 	go func() {
 		defer close(out)
 		for ev := range w.ResultChan() {
-			for ni.held.Load() {
+			for first && ni.held.Load() {
 				time.Sleep(10 * time.Millisecond)
 			}
 			select {
