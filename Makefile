@@ -27,16 +27,17 @@ tools:
 # to); PLATFORMS lists os/arch pairs (PLATFORMS=linux/amd64 builds one).
 IMAGE     ?= platform-apiserver:dev
 PLATFORMS ?= linux/amd64,linux/arm64
+IMAGE_DIR ?= _output/image
 
-## image: a static, nonroot OCI image without a container engine: _output/image/platform-apiserver.tar
-## (docker load, podman load, ctr import) and the OCI layout _output/image/oci
+## image: a static, nonroot OCI image without a container engine: $(IMAGE_DIR)/platform-apiserver.tar
+## (docker load, podman load, ctr import) and the OCI layout $(IMAGE_DIR)/oci
 image:
-	$(GO) run ./hack/image build --image $(IMAGE) --platforms $(PLATFORMS) --output _output/image
+	$(GO) run ./hack/image build --image $(IMAGE) --platforms $(PLATFORMS) --output $(IMAGE_DIR)
 
-## image-push: build it and push it to IMAGE (e.g. IMAGE=registry.example.com/platform/platform-apiserver:v0.1.0)
+## image-push: push what make image built to IMAGE (e.g. IMAGE=registry.example.com/platform/platform-apiserver:v0.1.0)
 ## with the credentials of docker login / podman login
-image-push: image
-	$(GO) run ./hack/image push --image $(IMAGE) --from _output/image
+image-push:
+	$(GO) run ./hack/image push --image $(IMAGE) --from $(IMAGE_DIR)
 
 ## run: a local control plane, Postgres and platform-apiserver in the foreground (Ctrl-C stops it)
 run: deps
