@@ -65,7 +65,8 @@ var resumeTarget = nodecapacity.Name(resumeCluster, nodeName(0))
 // which makes reflectors relist. One op is a resume storm: (untimed)
 // resumeChurn changes of other nodes, then a graceful restart of the
 // server, a change of a storm node, and the wait until every informer has
-// it. It reports the restarted server's LISTs, watches with initial events
+// it; each op has informers of its own, started and synced untimed. It
+// reports the restarted server's LISTs, watches with initial events
 // (client-go's two ways to relist) and history queries, and the informers'
 // own relists.
 func BenchmarkWatchResume(b *testing.B) {
@@ -182,7 +183,67 @@ type resumeSet struct {
 	base       time.Time
 	want       atomic.Int64
 	current    atomic.Int64
+	responses  responseCounts
 }
+
+// responseCounts counts the informers' HTTP attempts by outcome, as their
+// transports see them (so client-go's own retries of a 429 count too).
+type responseCounts struct {
+	refused, otherErrors, unauthorized, forbidden, tooMany, unavailable, otherStatus atomic.Int64
+}
+
+// responseSnapshot is responseCounts at one moment.
+type responseSnapshot struct {
+	refused, otherErrors, unauthorized, forbidden, tooMany, unavailable, otherStatus int64
+}
+
+func (c *responseCounts) snapshot() responseSnapshot {
+	return responseSnapshot{c.refused.Load(), c.otherErrors.Load(), c.unauthorized.Load(), c.forbidden.Load(), c.tooMany.Load(), c.unavailable.Load(), c.otherStatus.Load()}
+}
+
+func (s responseSnapshot) sub(o responseSnapshot) responseSnapshot {
+	return s.add(responseSnapshot{-o.refused, -o.otherErrors, -o.unauthorized, -o.forbidden, -o.tooMany, -o.unavailable, -o.otherStatus})
+}
+
+func (s responseSnapshot) add(o responseSnapshot) responseSnapshot {
+	return responseSnapshot{s.refused + o.refused, s.otherErrors + o.otherErrors, s.unauthorized + o.unauthorized,
+		s.forbidden + o.forbidden, s.tooMany + o.tooMany, s.unavailable + o.unavailable, s.otherStatus + o.otherStatus}
+}
+
+func (s responseSnapshot) String() string {
+	return fmt.Sprintf("%d connections refused, %d other errors, %d 429, %d 401, %d 403, %d 503, %d other ≥400",
+		s.refused, s.otherErrors, s.tooMany, s.unauthorized, s.forbidden, s.unavailable, s.otherStatus)
+}
+
+// countingTransport counts each request's outcome in c.
+type countingTransport struct {
+	rt http.RoundTripper
+	c  *responseCounts
+}
+
+func (t *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := t.rt.RoundTrip(r)
+	switch {
+	case err != nil && utilnet.IsConnectionRefused(err):
+		t.c.refused.Add(1)
+	case err != nil:
+		t.c.otherErrors.Add(1)
+	case resp.StatusCode == http.StatusUnauthorized:
+		t.c.unauthorized.Add(1)
+	case resp.StatusCode == http.StatusForbidden:
+		t.c.forbidden.Add(1)
+	case resp.StatusCode == http.StatusTooManyRequests:
+		t.c.tooMany.Add(1)
+	case resp.StatusCode == http.StatusServiceUnavailable:
+		t.c.unavailable.Add(1)
+	case resp.StatusCode >= 400:
+		t.c.otherStatus.Add(1)
+	}
+	return resp, err
+}
+
+// WrappedRoundTripper lets utilnet.CloseIdleConnectionsFor reach the transport.
+func (t *countingTransport) WrappedRoundTripper() http.RoundTripper { return t.rt }
 
 // startInformers starts n informers on the server's own port,
 // watchersPerClient per transport (as many processes would each have their
@@ -197,6 +258,7 @@ func (e *env) startInformers(ctx context.Context, n int) (*resumeSet, error) {
 			cfg := jsonConfig(e.cp.PlatformDirectConfig())
 			cfg.Timeout = 0 // an http.Client timeout would cut the watches
 			cfg.Proxy = func(*http.Request) (*url.URL, error) { return nil, nil }
+			cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return &countingTransport{rt: rt, c: &rs.responses} })
 			hc, err := rest.HTTPClientFor(cfg)
 			if err != nil {
 				return rs, fmt.Errorf("informer transport: %w", err)
@@ -287,48 +349,64 @@ type resumeOp struct {
 	afterCommit         []time.Duration // per informer, from the change's commit
 	counters            resumeCounters
 	clientRelists       int64
+	responses           responseSnapshot
 }
 
 func benchResume(b *testing.B, e *env, n int) {
 	ctx := b.Context()
-	rs, err := e.startInformers(ctx, n)
-	if rs != nil {
-		defer rs.close()
-	}
-	if err != nil {
-		b.Fatal(err)
-	}
 	var ops []resumeOp
-	churn := 0
 	for b.Loop() {
 		b.StopTimer()
-		if err := e.churnSeededNodes(ctx, churn); err != nil {
+		// Fresh informers each op: a reflector's backoff after refused
+		// connections resets only after two quiet minutes, so informers
+		// that lived through the last restart would wait longer.
+		rs, err := e.startInformers(ctx, n)
+		if err != nil {
+			if rs != nil {
+				rs.close()
+			}
 			b.Fatal(err)
 		}
-		churn++
-		relistsBefore := rs.relists()
-		b.StartTimer()
-		op, err := rs.storm(ctx, len(ops))
-		b.StopTimer()
+		op, err := e.resumeStorm(b, rs, len(ops))
+		if err == nil {
+			err = rs.checkExact(ctx, e)
+		}
+		rs.close()
 		if err != nil {
 			b.Fatal(err)
 		}
-		if op.counters, err = e.resumeCounters(ctx); err != nil {
-			b.Fatal(err)
-		}
-		op.clientRelists = rs.relists() - relistsBefore
-		fmt.Fprintf(os.Stderr, "resume storm %d: restart %s, all %d informers current %s after it began; restarted server: %.0f LISTs, %.0f initial-event watches, %.0f resumes, history %.0f memory / %.0f database / %.0f shared, %.0f 429s, %.0f 503s; informers relisted %d times\n",
+		fmt.Fprintf(os.Stderr, "resume storm %d: restart %s, all %d informers current %s after it began; restarted server: %.0f LISTs, %.0f initial-event watches, %.0f resumes, history %.0f memory / %.0f database / %.0f shared, %.0f 429s, %.0f 503s; informers relisted %d times; informers' requests: %s\n",
 			len(ops), op.restart.Round(time.Millisecond), n, op.allCurrent.Round(time.Millisecond),
 			op.counters.lists, op.counters.initial, op.counters.resumes, op.counters.memoryReads, op.counters.databaseReads, op.counters.sharedReads,
-			op.counters.tooManyRequests, op.counters.notReady503, op.clientRelists)
+			op.counters.tooManyRequests, op.counters.notReady503, op.clientRelists, op.responses)
 		ops = append(ops, op)
 		b.StartTimer()
 	}
-	b.StopTimer()
-	if err := rs.checkExact(ctx, e); err != nil {
-		b.Fatal(err)
-	}
 	summarizeResume(ops, n).report(b)
+}
+
+// resumeStorm is one op: untimed, resumeChurn changes the informers do not
+// select; timed, the restart and the wait until every informer holds the
+// change made after it; then the restarted server's counters and the
+// informers' own relists and request outcomes.
+func (e *env) resumeStorm(b *testing.B, rs *resumeSet, i int) (resumeOp, error) {
+	ctx := b.Context()
+	if err := e.churnSeededNodes(ctx, i); err != nil {
+		return resumeOp{}, err
+	}
+	relistsBefore, responsesBefore := rs.relists(), rs.responses.snapshot()
+	b.StartTimer()
+	op, err := rs.storm(ctx, i)
+	b.StopTimer()
+	if err != nil {
+		return op, err
+	}
+	if op.counters, err = e.resumeCounters(ctx); err != nil {
+		return op, err
+	}
+	op.clientRelists = rs.relists() - relistsBefore
+	op.responses = rs.responses.snapshot().sub(responsesBefore)
+	return op, nil
 }
 
 // churnSeededNodes changes resumeChurn of the seeded nodes (which the
@@ -425,6 +503,8 @@ type resumeResult struct {
 	lists, initial, databaseReads, sharedReads, minResumes, memoryReads float64
 	clientRelists                                                       int64
 	tooManyRequests, notReady503                                        float64
+	// responses is the informers' request outcomes over every op.
+	responses responseSnapshot
 }
 
 func summarizeResume(ops []resumeOp, informers int) resumeResult {
@@ -445,6 +525,7 @@ func summarizeResume(ops []resumeOp, informers int) resumeResult {
 			r.minResumes = c.resumes
 		}
 		r.clientRelists = max(r.clientRelists, op.clientRelists)
+		r.responses = r.responses.add(op.responses)
 	}
 	lat := summarizeLatencies(samples)
 	r.p50, r.p99, r.max = lat.p50, lat.p99, lat.max
@@ -462,6 +543,8 @@ func (r resumeResult) report(b *testing.B) {
 	b.ReportMetric(float64(r.clientRelists), "client-relists")
 	b.ReportMetric(r.databaseReads, "history-db-reads")
 	b.ReportMetric(r.memoryReads, "history-memory-reads")
+	b.ReportMetric(float64(r.responses.unauthorized+r.responses.forbidden), "client-401-403s")
+	b.ReportMetric(float64(r.responses.tooMany), "client-429s")
 	r.print(os.Stdout)
 }
 
@@ -477,4 +560,5 @@ func (r resumeResult) print(w io.Writer) {
 	fmt.Fprintf(w, "  restarted server: %.0f LISTs, %.0f watches with initial events, ≥%.0f resuming watches, history %.0f from memory, %.0f database queries (%.0f shared), %.0f 429s, %.0f 503s; informers relisted %d times  %s\n",
 		r.lists, r.initial, r.minResumes, r.memoryReads, r.databaseReads, r.sharedReads, r.tooManyRequests, r.notReady503, r.clientRelists,
 		verdict(r.lists == 0 && r.initial == 0 && r.clientRelists == 0 && r.databaseReads <= 5))
+	fmt.Fprintf(w, "  the informers' requests over all restarts: %s\n", r.responses)
 }
