@@ -57,8 +57,9 @@ done
 
 # The cache key covers what decides the binaries: the tools modules (pins and
 # sums), the etcd main and the flags.
+# (Not the checkout's path: every clone on this machine shares the cache.)
 key=$(cat "$tools"/go.mod "$tools"/go.sum "$tools"/cmd/*/*.go "$tools"/*/go.mod "$tools"/*/go.sum \
-  <(printf '%s\n' "${sources[@]}") | sha256sum | cut -c1-16)
+  <(for b in "${!sources[@]}"; do echo "$b|${sources[$b]#*|}"; done | sort) | sha256sum | cut -c1-16)
 out="$cache/$key"
 
 # version_of NAME PATH: the version the binary at PATH says it is (vX.Y.Z), or nothing.
