@@ -6,6 +6,7 @@ package apiserver
 import (
 	"context"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/apiserver/pkg/registry/rest"
@@ -102,7 +103,7 @@ func (c CompletedConfig) New() (*Server, error) {
 		WindowChanges: c.watch.WindowChanges, WindowBytes: c.watch.WindowBytes})
 	feed.RegisterMetrics()
 	registry.RegisterMetrics()
-	watches := registry.WatchConfig{Follower: follower, BookmarkInterval: c.watch.BookmarkInterval}
+	watches := registry.WatchConfig{Follower: follower, BookmarkInterval: c.watch.BookmarkInterval, Draining: &atomic.Bool{}}
 	group := genericapiserver.NewDefaultAPIGroupInfo(platform.GroupName, Scheme, metav1ParameterCodec, Codecs)
 	group.VersionedResourcesStorageMap[v1alpha1.SchemeGroupVersion.Version] = map[string]rest.Storage{
 		"clusternamespaces": clusternamespace.NewREST(c.registry, watches),
@@ -114,6 +115,10 @@ func (c CompletedConfig) New() (*Server, error) {
 	s := &Server{GenericAPIServer: generic, migrated: make(chan struct{})}
 	generic.AddPostStartHookOrDie("registry-migrations", func(ctx genericapiserver.PostStartHookContext) error {
 		go migrate(ctx, c.registry, s.migrated)
+		return nil
+	})
+	generic.AddPreShutdownHookOrDie("platform-watch-draining", func() error {
+		watches.Draining.Store(true) // from the moment shutdown begins
 		return nil
 	})
 	generic.AddPostStartHookOrDie("registry-change-feed", func(ctx genericapiserver.PostStartHookContext) error {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -56,6 +57,11 @@ type WatchConfig struct {
 	Follower *feed.Follower
 	// BookmarkInterval is how often a watch that allows bookmarks gets one.
 	BookmarkInterval time.Duration
+	// Draining is set once the server shuts down: new watches are refused
+	// with 429, which clients retry (on another replica, or on this one
+	// once restarted), instead of being accepted and cut off within a
+	// second, which client-go answers with a relist.
+	Draining *atomic.Bool
 }
 
 const (
@@ -76,6 +82,9 @@ const (
 func Watch(ctx context.Context, cfg WatchConfig, spec WatchSpec, options *metainternalversion.ListOptions) (watch.Interface, error) {
 	if options == nil {
 		options = &metainternalversion.ListOptions{}
+	}
+	if cfg.Draining != nil && cfg.Draining.Load() {
+		return nil, apierrors.NewTooManyRequests("this platform-apiserver is shutting down; retry the watch", 1)
 	}
 	storeOpts, nothing, err := StoreListOptions(ctx, options, spec.Fields)
 	if err != nil {
@@ -160,14 +169,15 @@ func Watch(ctx context.Context, cfg WatchConfig, spec WatchSpec, options *metain
 
 // subscribe subscribes to the follower, waiting a little while it is not in
 // sync (starting, or restarting after compaction overtook it): a
-// subscription then could skip changes, so it answers 503 rather than
-// risk a silent gap.
+// subscription then could skip changes, so it answers 429 rather than risk
+// a silent gap — the status client-go retries a watch on (a 503 would make
+// it relist).
 func subscribe(ctx context.Context, f *feed.Follower, kind store.Kind, after int64, route func(*store.Change) bool) (*feed.Subscription, error) {
 	ctx, cancel := context.WithTimeout(ctx, followerSyncTimeout)
 	defer cancel()
 	for {
 		if err := f.WaitSynced(ctx); err != nil {
-			return nil, apierrors.NewServiceUnavailable("the registry change feed is not in sync yet (is the database reachable and migrated?); retry")
+			return nil, apierrors.NewTooManyRequests("the registry change feed is not in sync yet (starting, or the database is unreachable or not migrated); retry the watch", 1)
 		}
 		sub, err := f.Subscribe(kind, after, route)
 		if !errors.Is(err, feed.ErrNotSynced) {

@@ -2,8 +2,10 @@ package integration
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
 
 	"github.com/example/platform-apiserver/pkg/apis/platform"
 	"github.com/example/platform-apiserver/pkg/apis/platform/v1alpha1"
@@ -145,6 +148,11 @@ func (e *env) burstNodes(t *testing.T, cluster string, first, n int) {
 
 func (e *env) testSlowInformer(t *testing.T) {
 	ctx := t.Context()
+	if os.Getenv("WATCH_SCALE_DEBUG") != "" {
+		fs := flag.NewFlagSet("klog", flag.ContinueOnError)
+		klog.InitFlags(fs)
+		_ = fs.Set("v", "4")
+	}
 	const burst = 5000
 	selector := platform.ClusterLabel + "=burst"
 	ni := newNodeInformer(e.platform, selector)
@@ -174,6 +182,25 @@ func (e *env) testSlowInformer(t *testing.T) {
 	t.Logf("the held informer's watch was closed after a burst of %d changes", written)
 	ni.held.Store(false)
 
+	eventually(t, "the informer caught up", time.Minute, func(context.Context) (bool, string) {
+		n := len(ni.informer.GetStore().ListKeys())
+		return n == written, fmt.Sprintf("%d objects, want %d", n, written)
+	})
+	listsAfter, initialAfter := e.listAndInitialWatches(t, e.cp.PlatformMetrics)
+	if listsAfter != lists || initialAfter != initial {
+		body, _ := e.cp.PlatformMetrics(ctx)
+		var watches []string
+		for line := range strings.Lines(body) {
+			if strings.HasPrefix(line, "apiserver_request_total{") && strings.Contains(line, `resource="nodecapacities"`) ||
+				strings.HasPrefix(line, "platform_watch_requests_total{") || strings.HasPrefix(line, "platform_watch_history_reads_total{") {
+				watches = append(watches, strings.TrimSpace(line))
+			}
+		}
+		t.Errorf("the informer relisted: lists %v → %v, watches with initial events %v → %v; want it to resume. Server:\n%s",
+			lists, listsAfter, initial, initialAfter, strings.Join(watches, "\n"))
+	}
+	// Exact: the registry's objects at their resourceVersions (this list
+	// comes after the counts above).
 	want, err := e.platform.PlatformV1alpha1().NodeCapacities().List(ctx, metav1.ListOptions{LabelSelector: selector})
 	if err != nil {
 		t.Fatal(err)
@@ -182,10 +209,6 @@ func (e *env) testSlowInformer(t *testing.T) {
 		t.Fatalf("registry has %d burst nodes, want %d", len(want.Items), written)
 	}
 	eventually(t, "the informer holds exactly the registry's state", time.Minute, func(context.Context) (bool, string) {
-		keys := ni.informer.GetStore().ListKeys()
-		if len(keys) != written {
-			return false, fmt.Sprintf("%d objects, want %d", len(keys), written)
-		}
 		for _, nc := range want.Items {
 			obj, ok, _ := ni.informer.GetStore().GetByKey(nc.Name)
 			if !ok || obj.(*v1alpha1.NodeCapacity).ResourceVersion != nc.ResourceVersion {
@@ -194,10 +217,6 @@ func (e *env) testSlowInformer(t *testing.T) {
 		}
 		return true, ""
 	})
-	listsAfter, initialAfter := e.listAndInitialWatches(t, e.cp.PlatformMetrics)
-	if listsAfter != lists || initialAfter != initial {
-		t.Errorf("the informer relisted: lists %v → %v, watches with initial events %v → %v; want it to resume", lists, listsAfter, initial, initialAfter)
-	}
 }
 
 func (e *env) testNamespaceScopedWatch(t *testing.T) {
