@@ -231,5 +231,11 @@ func leaseConfig(c *rest.Config) *rest.Config {
 	if cfg.Timeout == 0 {
 		cfg.Timeout = 10 * time.Second
 	}
+	// A round renews up to a third of the held Leases, one call each:
+	// client-go's default of 5 requests a second would queue a fleet's
+	// renewals past the round's deadline (the fleet benchmark saw it).
+	if cfg.QPS == 0 {
+		cfg.QPS, cfg.Burst = 50, 100
+	}
 	return cfg
 }
