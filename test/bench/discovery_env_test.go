@@ -42,7 +42,7 @@ const (
 // metrics.k8s.io here, so the scraper only logs that it is absent).
 var discoveryArgs = []string{
 	"--cluster-id=" + discoveryClusterID,
-	"--member-kubeconfig=kubeconfig",
+	"--kubeconfig=kubeconfig",
 }
 
 // discoveryEnv is a control plane of its own whose platform-apiserver runs

@@ -35,7 +35,7 @@ func TestDiscoverySharedMembers(t *testing.T) {
 		PlatformAPIServerBinary: os.Getenv("PLATFORM_APISERVER_BINARY"),
 		ExtraPlatformArgs: []string{
 			"--cluster-id=local",
-			"--member-kubeconfig=kubeconfig",
+			"--kubeconfig=kubeconfig",
 			"--member-kubeconfig-dir=" + dir,
 			"--member-kubeconfig-dir-interval=300ms",
 			"--discovery-batch-delay=50ms",

@@ -182,7 +182,7 @@ func newMembersEnv(t *testing.T, dir string, extraArgs ...string) *env {
 		PlatformAPIServerBinary: os.Getenv("PLATFORM_APISERVER_BINARY"),
 		ExtraPlatformArgs: append([]string{
 			"--cluster-id=local",
-			"--member-kubeconfig=kubeconfig",
+			"--kubeconfig=kubeconfig",
 			"--member-kubeconfig-dir=" + dir,
 			"--member-kubeconfig-dir-interval=300ms",
 			"--discovery-batch-delay=50ms",

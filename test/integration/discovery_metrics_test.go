@@ -38,7 +38,7 @@ func startMetricsEnv(t *testing.T, extraArgs ...string) *env {
 		StartControllerManager:  true, // lifts the nodes' not-ready taint
 		ExtraPlatformArgs: append([]string{
 			"--cluster-id=local",
-			"--member-kubeconfig=kubeconfig",
+			"--kubeconfig=kubeconfig",
 			"--discovery-batch-delay=50ms",
 			"--metrics-interval=" + metricsScrapeInterval.String(),
 		}, extraArgs...),

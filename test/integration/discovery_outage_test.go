@@ -26,7 +26,7 @@ func TestDiscoveryPostgresOutage(t *testing.T) {
 		PlatformAPIServerBinary: os.Getenv("PLATFORM_APISERVER_BINARY"),
 		ExtraPlatformArgs: []string{
 			"--cluster-id=local",
-			"--member-kubeconfig=kubeconfig",
+			"--kubeconfig=kubeconfig",
 			"--discovery-batch-delay=50ms",
 		},
 		StartControllerManager: true, // namespace deletion

@@ -31,7 +31,7 @@ func TestDiscovery(t *testing.T) {
 			"--cluster-id=local",
 			// The framework runs the server in its work directory, where it
 			// writes the admin kubeconfig before the server starts.
-			"--member-kubeconfig=kubeconfig",
+			"--kubeconfig=kubeconfig",
 			"--discovery-batch-delay=50ms",
 			// A restarted server waits out its predecessor's lease.
 			"--leader-elect-lease-duration=3s",
