@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -33,17 +34,36 @@ const (
 	// layout, pod j on node j%nodeCount.
 	fleetPods       = 20000
 	fleetNamespaces = fleetPods / podsPerSyncNamespace
-	// fleetLease* are the leader-election flags the replicas run with
-	// (the defaults, written out).
-	fleetLeaseDuration = 15 * time.Second
-	fleetRenewDeadline = 10 * time.Second
-	fleetRetryPeriod   = 2 * time.Second
 	// fleetSetupTimeout bounds starting and seeding the fleet's cluster.
 	fleetSetupTimeout = 30 * time.Minute
 	// fleetMetricsCoverage of the nodes must have NodeMetrics before the
 	// sub-benchmarks start, so every scrape covers the fleet.
 	fleetMetricsCoverage = 0.99
 )
+
+// fleetLease sets the replicas' Lease timings: lease duration, renew
+// deadline (the timeout of a round of Lease calls) and retry period. The
+// default is the server's.
+var fleetLease = flag.String("fleet-lease", "15s,10s,2s",
+	"BenchmarkFleet: the replicas' --leader-elect-lease-duration, --leader-elect-renew-deadline and --leader-elect-retry-period, comma-separated")
+
+// fleetLeaseArgs turns -fleet-lease into the replicas' flags.
+func fleetLeaseArgs() ([]string, error) {
+	parts := strings.Split(*fleetLease, ",")
+	names := []string{"lease-duration", "renew-deadline", "retry-period"}
+	if len(parts) != len(names) {
+		return nil, fmt.Errorf("-fleet-lease=%q: want three durations, e.g. 15s,10s,2s", *fleetLease)
+	}
+	args := make([]string, len(parts))
+	for i, p := range parts {
+		d, err := time.ParseDuration(strings.TrimSpace(p))
+		if err != nil {
+			return nil, fmt.Errorf("-fleet-lease=%q: %w", *fleetLease, err)
+		}
+		args[i] = "--leader-elect-" + names[i] + "=" + d.String()
+	}
+	return args, nil
+}
 
 // fleetMemberID is the cluster id of member i (0 is the hosting cluster).
 func fleetMemberID(i int) string { return fmt.Sprintf("fleet-%02d", i) }
@@ -62,18 +82,19 @@ func fleetMemberIDs() []string {
 // the framework's work directory, the process's working directory), which
 // holds the discovery Leases (in kube-system, the namespace of a server
 // outside a pod), and of the member directory; leader election on with the
-// default timings. The framework's first start gets them too
+// timings of -fleet-lease. The framework's first start gets them too
 // (Options.ExtraPlatformArgs), with the directory still empty.
-func fleetArgs(memberDir string) []string {
-	return []string{
+func fleetArgs(memberDir string) ([]string, error) {
+	lease, err := fleetLeaseArgs()
+	if err != nil {
+		return nil, err
+	}
+	return append([]string{
 		"--cluster-id=" + fleetHostingID,
 		"--kubeconfig=kubeconfig",
 		"--member-kubeconfig-dir=" + memberDir,
 		"--leader-elect=true",
-		"--leader-elect-lease-duration=" + fleetLeaseDuration.String(),
-		"--leader-elect-renew-deadline=" + fleetRenewDeadline.String(),
-		"--leader-elect-retry-period=" + fleetRetryPeriod.String(),
-	}
+	}, lease...), nil
 }
 
 // fleetEnv is the fleet benchmark's control plane: kube-apiserver with kwok
@@ -109,6 +130,10 @@ func startFleetEnv(ctx context.Context) (*fleetEnv, error) {
 	if err := os.MkdirAll(f.memberDir, 0o755); err != nil {
 		return f, err
 	}
+	args, err := fleetArgs(f.memberDir)
+	if err != nil {
+		return f, err
+	}
 	if e.pg, err = postgres.Start(ctx, postgres.Options{}); err != nil {
 		return f, fmt.Errorf("start PostgreSQL: %w", err)
 	}
@@ -116,7 +141,7 @@ func startFleetEnv(ctx context.Context) (*fleetEnv, error) {
 		WorkDir:                 filepath.Join(workDir, "controlplane"),
 		DatabaseURL:             e.pg.DSN(),
 		PlatformAPIServerBinary: os.Getenv(envPlatformBinary),
-		ExtraPlatformArgs:       fleetArgs(f.memberDir),
+		ExtraPlatformArgs:       args,
 		StartSimulator:          true,
 	})
 	if err != nil {

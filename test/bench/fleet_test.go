@@ -119,6 +119,7 @@ type fleetResult struct {
 	syncHoldByOp, steadyHoldByOp               string
 	steadyWindow                               time.Duration
 	churnChanges, churnErrors                  int
+	churnWindow                                time.Duration
 	db                                         dbSize
 	perReplica                                 []fleetReplicaResult
 	leases                                     string
@@ -166,6 +167,7 @@ func (f *fleetEnv) bench(b *testing.B, n int) {
 
 	// Initial sync.
 	if err := run.startAndSync(ctx, n, &res); err != nil {
+		run.diagnose(ctx)
 		b.Fatal(err)
 	}
 	syncLocks, err := run.lockSnapshots(ctx)
@@ -188,6 +190,7 @@ func (f *fleetEnv) bench(b *testing.B, n int) {
 
 	// Steady state: background churn, scrapers, and the freshness loop.
 	churnCtx, stopChurn := context.WithCancel(ctx)
+	churnBegin := time.Now()
 	churnDone := make(chan [2]int, 1)
 	go func() { churnDone <- f.churn(churnCtx) }()
 	sampler := run.sampleRSS(churnCtx)
@@ -227,7 +230,7 @@ func (f *fleetEnv) bench(b *testing.B, n int) {
 	res.steadyWindow = time.Since(steadyBegin)
 	stopChurn()
 	churn := <-churnDone
-	res.churnChanges, res.churnErrors = churn[0], churn[1]
+	res.churnChanges, res.churnErrors, res.churnWindow = churn[0], churn[1], time.Since(churnBegin)
 	steadyRSS := sampler.stop()
 	w = newLockWindow(before, after)
 	res.steadyHold, res.steadyWait, res.steadyHoldByOp = w.hold.quantile(0.99), w.wait.quantile(0.99), w.byOp()
@@ -288,6 +291,9 @@ func (f *fleetEnv) newRun(ctx context.Context, db string) (*fleetRun, error) {
 			return nil, fmt.Errorf("%s: %w", stmt, err)
 		}
 	}
+	if err := f.deleteDiscoveryLeases(ctx); err != nil {
+		return nil, err
+	}
 	dsn, err := withDatabaseName(f.pg.DSN(), db)
 	if err != nil {
 		return nil, err
@@ -301,6 +307,64 @@ func (f *fleetEnv) newRun(ctx context.Context, db string) (*fleetRun, error) {
 	}
 	return &fleetRun{f: f, dsn: dsn, pool: pool, ids: fleetMemberIDs()}, nil
 }
+
+// diagnose logs, after a failed sync, what each replica mirrors and how
+// often members were claimed, and each member's rows.
+func (r *fleetRun) diagnose(ctx context.Context) {
+	for _, rep := range r.replicas {
+		body, err := rep.Metrics(ctx)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "fleet: %s: %v\n", rep.Name(), err)
+			continue
+		}
+		s := readReplicaShare(body)
+		fmt.Fprintf(os.Stderr, "fleet: %s: %s members (%s), %.0f member claims, %.0f fenced writes, synced %v; log %s\n",
+			rep.Name(), memberCount(s.members), s.states, s.claims, s.fenced, s.clusters, rep.LogPath())
+	}
+	counts, err := registryCountsByCluster(ctx, r.pool)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "fleet: %v\n", err)
+		return
+	}
+	var parts []string
+	for _, id := range r.ids {
+		c := counts[id]
+		parts = append(parts, fmt.Sprintf("%s %d/%d/%d", id, c.namespaces, c.nodes, c.pods))
+	}
+	fmt.Fprintf(os.Stderr, "fleet: rows per member (namespaces/nodes/pods; want %s): %s\n", r.f.want, strings.Join(parts, ", "))
+}
+
+// deleteDiscoveryLeases deletes the discovery Leases earlier replicas left
+// in kube-system, so each sub-benchmark starts as a fresh deployment does,
+// and logs those still held: a replica that stopped gracefully should
+// have released them.
+func (f *fleetEnv) deleteDiscoveryLeases(ctx context.Context) error {
+	leases, err := f.kube.CoordinationV1().Leases("kube-system").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("list Leases: %w", err)
+	}
+	deleted, held := 0, map[string]int{}
+	for _, l := range leases.Items {
+		if !strings.HasPrefix(l.Name, fleetLeasePrefix) {
+			continue
+		}
+		if h := l.Spec.HolderIdentity; h != nil && *h != "" {
+			held[*h]++
+		}
+		if err := f.kube.CoordinationV1().Leases("kube-system").Delete(ctx, l.Name, metav1.DeleteOptions{}); err != nil {
+			return fmt.Errorf("delete Lease %s: %w", l.Name, err)
+		}
+		deleted++
+	}
+	if deleted > 0 {
+		fmt.Fprintf(os.Stderr, "fleet: deleted %d discovery Leases of earlier replicas; still held after their graceful stop: %v\n", deleted, held)
+	}
+	return nil
+}
+
+// fleetLeasePrefix starts the names of the discovery Leases (the server's
+// default --leader-elect-resource-name).
+const fleetLeasePrefix = "platform-apiserver-discovery"
 
 // withDatabaseName points the ephemeral server's URL DSN at db.
 func withDatabaseName(dsn, db string) (string, error) {
@@ -712,6 +776,18 @@ func (res fleetResult) maxKiBPerMirroredNode(peak bool) float64 {
 	return v
 }
 
+// claims sums the replicas' member claims (fleetMembers when every member
+// was claimed once and never moved); -1 when the servers do not count them.
+func (res fleetResult) claims() float64 {
+	total := -1.0
+	for _, r := range res.perReplica {
+		if r.claims >= 0 {
+			total = max(total, 0) + r.claims
+		}
+	}
+	return total
+}
+
 // totals sums the replicas' memory and CPU.
 func (res fleetResult) totals() (hwm, steady int64, cores float64, mirroring, maxMembers int) {
 	for _, r := range res.perReplica {
@@ -761,15 +837,18 @@ func (res fleetResult) report(b *testing.B) {
 	b.ReportMetric(cores, "platform-cores")
 	b.ReportMetric(float64(res.db.database)/mib, "db-MiB")
 	b.ReportMetric(float64(res.db.database)/fleetNodes, "db-B/node")
+	if claims := res.claims(); claims >= 0 {
+		b.ReportMetric(claims, "member-claims")
+	}
 	b.ReportMetric(float64(mirroring), "mirroring-replicas")
 	b.ReportMetric(float64(maxMembers), "max-members")
 }
 
 // log writes the result's details to w.
 func (res fleetResult) log(w io.Writer) {
-	fmt.Fprintf(w, "fleet: %d replica(s): freshness over %d member rows: p50 %s p99 %s max %s; background churn %d namespace changes (%d failed) over %s\n",
+	fmt.Fprintf(w, "fleet: %d replica(s): freshness over %d member rows: p50 %s p99 %s max %s; steady window %s; background churn %d namespace changes (%d failed) over %s since the sync\n",
 		res.replicas, res.fresh.samples, res.fresh.p50.Round(time.Millisecond), res.fresh.p99.Round(time.Millisecond), res.fresh.max.Round(time.Millisecond),
-		res.churnChanges, res.churnErrors, res.steadyWindow.Round(time.Second))
+		res.steadyWindow.Round(time.Second), res.churnChanges, res.churnErrors, res.churnWindow.Round(time.Second))
 	fmt.Fprintf(w, "fleet: writer lock hold p99 during the sync %s (wait %s, member lock wait %s) [%s]; steady %s (wait %s, member lock wait %s) [%s]\n",
 		secondsString(res.syncHold), secondsString(res.syncWait), secondsString(res.syncMemberWait), res.syncHoldByOp,
 		secondsString(res.steadyHold), secondsString(res.steadyWait), secondsString(res.steadyMemberWait), res.steadyHoldByOp)
@@ -834,6 +913,9 @@ func (f *fleetEnv) printSummary(w io.Writer) {
 				line += "  mirrors no member"
 			}
 			fmt.Fprintln(w, line)
+		}
+		if claims := res.claims(); claims >= 0 {
+			fmt.Fprintf(w, "    member claims %.0f (%d = each member claimed once, never moved)\n", claims, fleetMembers)
 		}
 		_, _, _, mirroring, maxMembers := res.totals()
 		if res.replicas > 1 && mirroring <= 1 {
