@@ -330,7 +330,7 @@ func (w *watcher) replayBacklog(stop <-chan struct{}) bool {
 		if it.ResourceVersion <= w.cursor {
 			continue
 		}
-		if !w.consider(stop, it.Change, it.Memo) {
+		if w.sub.Wants(it.Change) && !w.consider(stop, it.Change, it.Memo) {
 			return false
 		}
 		w.cursor = it.ResourceVersion

@@ -138,6 +138,11 @@ func (f *Follower) WaitSynced(ctx context.Context) error {
 	ready := f.ready
 	f.mu.Unlock()
 	select {
+	case <-ready: // preferred over a deadline that passed meanwhile
+		return nil
+	default:
+	}
+	select {
 	case <-ready:
 		return nil
 	case <-ctx.Done():
@@ -224,20 +229,28 @@ func (f *Follower) recentHistory(ctx context.Context, upTo int64) ([]store.Chang
 const maxInt64 = int64(^uint64(0) >> 1)
 
 // dispatch hands out changes above f.rv in order, then progress up to upTo.
+// The lock is taken per change, not for the batch, so subscribing and
+// closing are not held up by a large dispatch to many watchers.
 func (f *Follower) dispatch(changes []store.Change, upTo int64) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
 	budget := f.opts.DispatchBudget
+	f.mu.Lock()
 	before := f.rv
+	f.mu.Unlock()
 	for i := range changes {
 		c := &changes[i]
-		if c.ResourceVersion <= f.rv {
-			continue
+		f.mu.Lock()
+		if c.ResourceVersion > f.rv && f.synced {
+			it := Item{Change: c, ResourceVersion: c.ResourceVersion, Memo: &Memo{}}
+			f.window.add(it)
+			f.send(it, &budget)
+			f.rv = c.ResourceVersion
 		}
-		it := Item{Change: c, ResourceVersion: c.ResourceVersion, Memo: &Memo{}}
-		f.window.add(it)
-		f.send(it, &budget)
-		f.rv = c.ResourceVersion
+		f.mu.Unlock()
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.synced {
+		return
 	}
 	f.rv = max(f.rv, upTo)
 	if f.rv > before {
@@ -253,7 +266,7 @@ func (f *Follower) dispatch(changes []store.Change, upTo int64) {
 // does).
 func (f *Follower) send(it Item, budget *time.Duration) {
 	for s := range f.subs {
-		if it.Change != nil && !s.wants(it.Change) {
+		if it.Change != nil && !s.Wants(it.Change) {
 			continue
 		}
 		select {
@@ -327,8 +340,10 @@ type Subscription struct {
 	C    <-chan Item
 	From int64
 	// Backlog holds the changes between the version the subscriber asked
-	// to start after and From, from the window; nil when the window does
-	// not reach back that far (then they are read with Changes).
+	// to start after and From, from the window — of every kind: a shared,
+	// read-only view the subscriber filters with Wants — or nil when the
+	// window does not reach back that far (then they are read with
+	// Changes).
 	Backlog []Item
 
 	ch      chan Item
@@ -338,7 +353,8 @@ type Subscription struct {
 	f       *Follower
 }
 
-func (s *Subscription) wants(c *store.Change) bool {
+// Wants reports whether the subscription admits a change (its kind and route).
+func (s *Subscription) Wants(c *store.Change) bool {
 	return c.Kind == s.kind && (s.route == nil || s.route(c))
 }
 
@@ -357,12 +373,14 @@ func (f *Follower) Subscribe(kind store.Kind, after int64, route func(*store.Cha
 	ch := make(chan Item, f.opts.SubscriberBuffer)
 	s := &Subscription{C: ch, From: f.rv, ch: ch, kind: kind, route: route, f: f}
 	if after >= 0 && after >= f.window.floor {
-		s.Backlog = []Item{}
-		for _, it := range f.window.since(after) {
-			if s.wants(it.Change) {
-				s.Backlog = append(s.Backlog, it)
-			}
+		// No copy (a thousand resuming watchers would make a thousand):
+		// the window never changes the items it holds, only drops them
+		// from its front, so the view stays valid after it moves on.
+		b := f.window.since(after)
+		if b == nil {
+			b = []Item{}
 		}
+		s.Backlog = b[:len(b):len(b)]
 		historyReads.WithLabelValues("memory").Inc()
 	}
 	f.subs[s] = struct{}{}

@@ -32,7 +32,8 @@ func (w *window) add(it Item) {
 		drop++
 	}
 	if drop > 0 {
-		clear(w.items[:drop])
+		// The dropped items are not cleared: subscriptions may still hold
+		// views of them (Subscription.Backlog).
 		w.items = w.items[drop:]
 		// Reallocate now and then, so the dropped front is freed.
 		if cap(w.items) > 2*w.maxItems && len(w.items) < cap(w.items)/4 {
