@@ -224,6 +224,7 @@ func (m *Manager) sync(ctx context.Context) {
 		configured[id] = true
 	}
 	assigned := Assign(members, replicas)
+	var due []string // held Leases to renew
 
 	for _, id := range members {
 		l := leases[MemberLeaseName(m.cfg.Name, id)]
@@ -236,7 +237,7 @@ func (m *Manager) sync(ctx context.Context) {
 			logger.Info("Handing a member over to the replica it is assigned to", "cluster", id, "to", assigned[id])
 			m.release(ctx, id)
 		case m.held[id] != nil:
-			m.renew(ctx, id)
+			due = append(due, id)
 		case l == nil && mine:
 			m.create(ctx, id)
 		case l != nil && holder(l) == m.cfg.Identity:
@@ -249,6 +250,7 @@ func (m *Manager) sync(ctx context.Context) {
 			m.acquire(ctx, id, l)
 		}
 	}
+	m.renewAll(ctx, due)
 	for id := range m.held {
 		if !configured[id] {
 			logger.Info("Member no longer configured; giving up its Lease", "cluster", id)
@@ -366,26 +368,44 @@ func (m *Manager) took(ctx context.Context, id string, l *coordinationv1.Lease) 
 	m.target.Own(id)
 }
 
-// renew renews a held Lease once a third of its duration has passed. A
-// conflict means someone else wrote it: the next round sees who holds it.
-// Other failures keep the member (see Manager).
-func (m *Manager) renew(ctx context.Context, id string) {
-	l := m.held[id].DeepCopy()
-	if l.Spec.RenewTime != nil && m.cfg.Clock.Since(l.Spec.RenewTime.Time) < m.cfg.LeaseDuration/3 {
-		return
+// renewAll renews the held Leases of ids once a third of their duration
+// has passed, concurrently: a round's renewals take one round trip however
+// many members a replica holds (one after the other, a fleet's renewals
+// outlasted the round under load). A conflict means someone else wrote a
+// Lease: the next round sees who holds it. Other failures keep the member
+// (see Manager).
+func (m *Manager) renewAll(ctx context.Context, ids []string) {
+	type renewal struct {
+		id  string
+		l   *coordinationv1.Lease
+		err error
 	}
-	l.Spec.RenewTime = ptr.To(metav1.NewMicroTime(m.cfg.Clock.Now()))
-	updated, err := m.cfg.Leases.Leases(m.cfg.Namespace).Update(ctx, l, metav1.UpdateOptions{})
-	if apierrors.IsNotFound(err) {
-		klog.FromContext(ctx).Info("A member's Lease was deleted; stopping it", "cluster", id)
-		m.drop(id)
-		return
+	results := make(chan renewal, len(ids))
+	var wg sync.WaitGroup
+	for _, id := range ids {
+		l := m.held[id].DeepCopy()
+		if l.Spec.RenewTime != nil && m.cfg.Clock.Since(l.Spec.RenewTime.Time) < m.cfg.LeaseDuration/3 {
+			continue
+		}
+		l.Spec.RenewTime = ptr.To(metav1.NewMicroTime(m.cfg.Clock.Now()))
+		wg.Go(func() {
+			updated, err := m.cfg.Leases.Leases(m.cfg.Namespace).Update(ctx, l, metav1.UpdateOptions{})
+			results <- renewal{id: id, l: updated, err: err}
+		})
 	}
-	if err != nil {
-		klog.FromContext(ctx).Error(err, "Cannot renew a member's Lease; mirroring it still", "cluster", id)
-		return
+	wg.Wait()
+	close(results)
+	for r := range results {
+		switch {
+		case apierrors.IsNotFound(r.err):
+			klog.FromContext(ctx).Info("A member's Lease was deleted; stopping it", "cluster", r.id)
+			m.drop(r.id)
+		case r.err != nil:
+			klog.FromContext(ctx).Error(r.err, "Cannot renew a member's Lease; mirroring it still", "cluster", r.id)
+		default:
+			m.held[r.id] = r.l
+		}
 	}
-	m.held[id] = updated
 }
 
 // drop stops a member this replica no longer holds.
