@@ -5,6 +5,8 @@ package app
 import (
 	"context"
 	"fmt"
+	"sync"
+	"time"
 
 	"github.com/spf13/cobra"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
@@ -12,6 +14,7 @@ import (
 	cliflag "k8s.io/component-base/cli/flag"
 	"k8s.io/component-base/cli/globalflag"
 	"k8s.io/component-base/term"
+	"k8s.io/klog/v2"
 
 	"github.com/example/platform-apiserver/cmd/apiserver/app/options"
 	"github.com/example/platform-apiserver/pkg/apiserver"
@@ -86,21 +89,37 @@ func run(ctx context.Context, o *options.Options) error {
 	if err != nil {
 		return err
 	}
+	// discovery is running discovery; the process waits for it on the way
+	// out, so a replica stops its workers and releases its Leases before it
+	// exits (else the others wait for the Leases to expire).
+	var discovery sync.WaitGroup
 	if disc != nil {
-		// In the background: serving never waits for members or the lease.
+		// In the background: serving never waits for members or the Leases.
 		server.GenericAPIServer.AddPostStartHookOrDie("discovery", func(hookCtx genericapiserver.PostStartHookContext) error {
-			go func() {
+			discovery.Go(func() {
 				select {
 				case <-server.RegistryMigrated():
 					disc.Run(hookCtx)
 				case <-hookCtx.Done():
 				}
-			}()
+			})
 			return nil
 		})
 	}
-	return server.GenericAPIServer.PrepareRun().RunWithContext(ctx)
+	err = server.GenericAPIServer.PrepareRun().RunWithContext(ctx)
+	stopped := make(chan struct{})
+	go func() { discovery.Wait(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(discoveryStopTimeout):
+		klog.InfoS("Discovery did not stop in time; exiting without waiting (its Leases expire instead)", "waited", discoveryStopTimeout)
+	}
+	return err
 }
+
+// discoveryStopTimeout bounds how long the process waits for discovery to
+// stop its workers and release its Leases on the way out.
+const discoveryStopTimeout = 20 * time.Second
 
 func setUsage(cmd *cobra.Command, fss cliflag.NamedFlagSets) {
 	cols, _, _ := term.TerminalSize(cmd.OutOrStdout())
