@@ -444,7 +444,9 @@ func (f *fleetEnv) processPIDs(name string) []int {
 
 // backgroundCPU measures, over window, how many cores the control plane's
 // simulator and servers use with no platform-apiserver running, for the
-// record: the load every sub-benchmark shares the two cores with.
+// record: the load every sub-benchmark shares the two cores with. The
+// window is one metrics-server period: kwok's work comes in one burst a
+// period, when metrics-server scrapes every node.
 func (f *fleetEnv) backgroundCPU(ctx context.Context, window time.Duration) string {
 	names := []string{"etcd", "kube-apiserver", "kwok", "metrics-server"}
 	before := map[string]time.Duration{}

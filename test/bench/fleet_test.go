@@ -94,7 +94,7 @@ func BenchmarkFleet(b *testing.B) {
 		b.Fatalf("fleet benchmark setup: %v", err)
 	}
 	fmt.Fprintf(os.Stderr, "fleet benchmark environment ready in %s: the member holds %s; %d members; background load without a platform-apiserver: %s\n",
-		time.Since(begin).Round(time.Second), f.want, fleetMembers, f.backgroundCPU(context.Background(), 10*time.Second))
+		time.Since(begin).Round(time.Second), f.want, fleetMembers, f.backgroundCPU(context.Background(), fleetMetricResolution))
 	for _, n := range []int{1, 3} {
 		if !b.Run(fmt.Sprintf("replicas=%d", n), func(b *testing.B) { f.bench(b, n) }) {
 			break
