@@ -237,6 +237,12 @@ func (m *Manager) sync(ctx context.Context) {
 			logger.Info("Handing a member over to the replica it is assigned to", "cluster", id, "to", assigned[id])
 			m.release(ctx, id)
 		case m.held[id] != nil:
+			if l != nil {
+				// The listed copy is the current one: a renewal whose answer
+				// was lost left ours stale, and every renewal from a stale
+				// copy would conflict until the Lease expired.
+				m.held[id] = l
+			}
 			due = append(due, id)
 		case l == nil && mine:
 			m.create(ctx, id)

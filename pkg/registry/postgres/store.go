@@ -6,6 +6,7 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -34,6 +35,9 @@ const (
 	idleInTransactionParam   = "idle_in_transaction_session_timeout"
 	idleInTransactionTimeout = "10s"
 )
+
+// defaultMaxConns is the pool size unless the DSN sets pool_max_conns.
+const defaultMaxConns = 20
 
 // Options tunes a Store. The zero value is fine.
 type Options struct {
@@ -65,6 +69,13 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("parse postgres dsn: %w", err)
+	}
+	if !strings.Contains(dsn, "pool_max_conns") {
+		// pgxpool's default is max(4, CPUs): on a small machine a fleet's
+		// workers, scrapes, watches and readiness checks queued for four
+		// connections (the fleet benchmark saw half the acquisitions wait
+		// and scrapes time out). A DSN that sets pool_max_conns keeps it.
+		cfg.MaxConns = max(cfg.MaxConns, defaultMaxConns)
 	}
 	if _, set := cfg.ConnConfig.RuntimeParams[idleInTransactionParam]; !set {
 		cfg.ConnConfig.RuntimeParams[idleInTransactionParam] = idleInTransactionTimeout
