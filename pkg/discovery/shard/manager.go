@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"slices"
 	"sync"
 	"time"
 
@@ -89,8 +88,6 @@ type Manager struct {
 	presence *coordinationv1.Lease
 
 	mu sync.Mutex
-	// heldIDs mirrors held's keys for Held.
-	heldIDs []string
 	// lost are held members whose mirroring stopped on its own (see Lost).
 	lost map[string]bool
 }
@@ -130,13 +127,6 @@ func MemberLeaseName(name, clusterID string) string { return name + "-member-" +
 func ReplicaLeaseName(name, identity string) string {
 	sum := sha256.Sum256([]byte(identity))
 	return name + "-replica-" + hex.EncodeToString(sum[:6])
-}
-
-// Held returns the members this replica holds, sorted.
-func (m *Manager) Held() []string {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return slices.Clone(m.heldIDs)
 }
 
 // Lost tells the manager that a held member stopped mirroring on its own
@@ -264,7 +254,6 @@ func (m *Manager) sync(ctx context.Context) {
 		}
 	}
 	m.collectGarbage(ctx, leases, configured, now)
-	m.publishHeld()
 }
 
 func holder(l *coordinationv1.Lease) string { return ptr.Deref(l.Spec.HolderIdentity, "") }
@@ -370,7 +359,6 @@ func (m *Manager) acquire(ctx context.Context, id string, cur *coordinationv1.Le
 func (m *Manager) took(ctx context.Context, id string, l *coordinationv1.Lease) {
 	klog.FromContext(ctx).Info("Holding a member's Lease; mirroring it", "cluster", id, "transitions", ptr.Deref(l.Spec.LeaseTransitions, 0))
 	m.held[id] = l
-	m.publishHeld()
 	m.target.Own(id)
 }
 
@@ -418,7 +406,6 @@ func (m *Manager) renewAll(ctx context.Context, ids []string) {
 func (m *Manager) drop(id string) {
 	m.target.Disown(id)
 	delete(m.held, id)
-	m.publishHeld()
 }
 
 // release stops a member, then gives up its Lease so another replica can
@@ -467,15 +454,4 @@ func (m *Manager) shutdown(ctx context.Context) {
 			klog.FromContext(ctx).Error(err, "Cannot delete this replica's presence Lease; it expires instead")
 		}
 	}
-}
-
-func (m *Manager) publishHeld() {
-	ids := make([]string, 0, len(m.held))
-	for id := range m.held {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	m.mu.Lock()
-	m.heldIDs = ids
-	m.mu.Unlock()
 }
