@@ -14,28 +14,33 @@ func ids(prefix string, n int) []string {
 }
 
 // TestAssignIsFair: every member gets a replica, and loads differ by at most
-// one whatever the counts.
+// one whatever the counts and whoever holds what now.
 func TestAssignIsFair(t *testing.T) {
 	for _, tc := range []struct{ members, replicas int }{{6, 3}, {20, 3}, {1, 3}, {0, 2}, {7, 1}, {50, 7}} {
-		got := Assign(ids("m", tc.members), ids("r", tc.replicas))
-		if len(got) != tc.members {
-			t.Errorf("%d members on %d replicas: %d assigned", tc.members, tc.replicas, len(got))
+		members, replicas := ids("m", tc.members), ids("r", tc.replicas)
+		// Nobody holds anything; one replica holds everything.
+		all := map[string]string{}
+		for _, m := range members {
+			all[m] = replicas[0]
 		}
-		load := map[string]int{}
-		for _, r := range got {
-			load[r]++
-		}
-		limit := (tc.members + tc.replicas - 1) / tc.replicas
-		for r, n := range load {
-			if n > limit {
-				t.Errorf("%d members on %d replicas: %s has %d, limit %d", tc.members, tc.replicas, r, n, limit)
+		for _, holders := range []map[string]string{nil, all} {
+			got := Assign(members, replicas, holders)
+			if len(got) != tc.members {
+				t.Errorf("%d members on %d replicas: %d assigned", tc.members, tc.replicas, len(got))
+			}
+			load := map[string]int{}
+			for _, r := range got {
+				load[r]++
+			}
+			for _, r := range replicas {
+				if n := load[r]; n < tc.members/tc.replicas || n > (tc.members+tc.replicas-1)/tc.replicas {
+					t.Errorf("%d members on %d replicas (held by %d): %s has %d, want %d or %d", tc.members, tc.replicas, len(holders), r, n,
+						tc.members/tc.replicas, (tc.members+tc.replicas-1)/tc.replicas)
+				}
 			}
 		}
-		if tc.members >= tc.replicas && len(load) != tc.replicas {
-			t.Errorf("%d members on %d replicas: only %d replicas got members: %v", tc.members, tc.replicas, len(load), load)
-		}
 	}
-	if Assign(ids("m", 3), nil) != nil {
+	if Assign(ids("m", 3), nil, nil) != nil {
 		t.Error("assignment without replicas, want nil")
 	}
 }
@@ -43,38 +48,50 @@ func TestAssignIsFair(t *testing.T) {
 // TestAssignIsDeterministic: order and duplicates of the inputs do not
 // matter, so replicas agree.
 func TestAssignIsDeterministic(t *testing.T) {
-	a := Assign([]string{"b", "a", "c", "d"}, []string{"r2", "r1"})
-	b := Assign([]string{"d", "c", "a", "b", "a"}, []string{"r1", "r2", "r1"})
+	held := map[string]string{"a": "r2", "b": "r2", "c": "r2"}
+	a := Assign([]string{"b", "a", "c", "d"}, []string{"r2", "r1"}, held)
+	b := Assign([]string{"d", "c", "a", "b", "a"}, []string{"r1", "r2", "r1"}, held)
 	if fmt.Sprint(a) != fmt.Sprint(b) {
 		t.Errorf("assignments differ: %v vs %v", a, b)
 	}
 }
 
-// TestAssignMovesFew: when a replica leaves, the members of the others
-// mostly stay where they are; when one joins, it takes about its share.
+// TestAssignMovesFew: a settled fleet moves nothing; when a replica leaves
+// only its members move, and when one joins only its share moves to it.
 func TestAssignMovesFew(t *testing.T) {
 	members := ids("m", 30)
-	before := Assign(members, ids("r", 3))
-	after := Assign(members, ids("r", 2))
+	settled := Assign(members, ids("r", 3), nil)
+	if again := Assign(members, ids("r", 3), settled); fmt.Sprint(again) != fmt.Sprint(settled) {
+		t.Errorf("a settled fleet: assignment changed from %v to %v", settled, again)
+	}
+
+	left := Assign(members, ids("r", 2), settled)
+	for m, r := range settled {
+		if r != "r-02" && left[m] != r {
+			t.Errorf("r-02 left: %s moved from %s to %s", m, r, left[m])
+		}
+	}
+
+	joined := Assign(members, ids("r", 4), settled)
 	moved := 0
-	for m, r := range before {
-		if r != "r-02" && after[m] != r {
+	for m, r := range settled {
+		if joined[m] != r {
 			moved++
+			if joined[m] != "r-03" {
+				t.Errorf("r-03 joined: %s moved from %s to %s, not to the new replica", m, r, joined[m])
+			}
 		}
 	}
-	// r-02's 10 members must move; the survivors' may shuffle a little to
-	// make room under the load limit (15 each), never wholesale.
-	if moved > 6 {
-		t.Errorf("a replica left: %d members of the surviving replicas moved, want few", moved)
+	if moved != 7 {
+		t.Errorf("r-03 joined: %d members moved, want its share (7 of 30)", moved)
 	}
-	grown := Assign(members, ids("r", 4))
-	changed := 0
-	for m, r := range before {
-		if grown[m] != r {
-			changed++
-		}
+
+	// A holder that is not a replica any more (dead) holds nothing.
+	dead := map[string]string{}
+	for _, m := range members {
+		dead[m] = "gone"
 	}
-	if changed > 12 {
-		t.Errorf("a replica joined: %d members moved, want about its share (8)", changed)
+	if got, want := Assign(members, ids("r", 3), dead), Assign(members, ids("r", 3), nil); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("members held by a dead replica: %v, want as if free %v", got, want)
 	}
 }

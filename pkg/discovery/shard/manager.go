@@ -65,9 +65,10 @@ type Target interface {
 }
 
 // Manager keeps one Lease per member and shares the members among live
-// replicas: each replica holds the Leases of the members Assign gives it,
-// renews them, takes over those of dead replicas once they expire, and
-// hands members over (stop, then release) when replicas join or leave.
+// replicas: each replica holds the Leases of the members Assign gives it
+// (what it holds, up to its share, stays with it), renews them, takes over
+// those of dead replicas once they expire, and hands members over (stop,
+// then release) when a replica joins and its share must come from others.
 //
 // Leases coordinate; they do not make writes safe. A replica that cannot
 // reach the hosting cluster keeps mirroring what it holds (nobody can take
@@ -213,7 +214,7 @@ func (m *Manager) sync(ctx context.Context) {
 	for _, id := range members {
 		configured[id] = true
 	}
-	assigned := Assign(members, replicas)
+	assigned := Assign(members, replicas, m.holders(members, leases, alive, now))
 	var due []string // held Leases to renew
 
 	for _, id := range members {
@@ -223,7 +224,7 @@ func (m *Manager) sync(ctx context.Context) {
 		case m.held[id] != nil && l != nil && holder(l) != m.cfg.Identity:
 			logger.Info("Another replica holds the Lease of a member this replica mirrored; stopping it", "cluster", id, "holder", holder(l))
 			m.drop(id)
-		case m.held[id] != nil && !mine && alive[assigned[id]]:
+		case m.held[id] != nil && !mine:
 			logger.Info("Handing a member over to the replica it is assigned to", "cluster", id, "to", assigned[id])
 			m.release(ctx, id)
 		case m.held[id] != nil:
@@ -257,6 +258,23 @@ func (m *Manager) sync(ctx context.Context) {
 }
 
 func holder(l *coordinationv1.Lease) string { return ptr.Deref(l.Spec.HolderIdentity, "") }
+
+// holders says who holds each member, as Assign takes it: this replica
+// what it holds, a live replica what its Lease says, unless that Lease has
+// been left unrenewed for long (its holder is alive but stuck on it).
+func (m *Manager) holders(members []string, leases map[string]*coordinationv1.Lease, alive map[string]bool, now time.Time) map[string]string {
+	out := make(map[string]string, len(members))
+	for _, id := range members {
+		l := leases[MemberLeaseName(m.cfg.Name, id)]
+		switch {
+		case m.held[id] != nil && (l == nil || holder(l) == m.cfg.Identity):
+			out[id] = m.cfg.Identity
+		case l != nil && alive[holder(l)] && !m.expiredLong(l, now):
+			out[id] = holder(l)
+		}
+	}
+	return out
+}
 
 // expired: the Lease has not changed for its duration, as observed here.
 func (m *Manager) expired(l *coordinationv1.Lease, now time.Time) bool {

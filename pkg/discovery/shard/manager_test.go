@@ -157,6 +157,7 @@ func TestManagerSharesAndFailsOver(t *testing.T) {
 	}
 
 	// Replica 0 dies: its Leases stay until they expire.
+	before := map[int][]string{1: f.replicas[1].target.ids(), 2: f.replicas[2].target.ids()}
 	f.replicas[0].dead = true
 	f.rounds(int(testLease/testRetry) - 2)
 	if owners := f.owners(); len(owners) != 4 {
@@ -164,6 +165,11 @@ func TestManagerSharesAndFailsOver(t *testing.T) {
 	}
 	f.rounds(4)
 	f.checkExclusive("after a death")
+	for i, ids := range before {
+		if now := f.replicas[i].target.ids(); !isSubset(ids, now) {
+			t.Errorf("after a death: survivor %d mirrors %v, had %v: a survivor's member moved", i, now, ids)
+		}
+	}
 
 	// Replica 1 stops gracefully: its members move without waiting.
 	f.replicas[1].m.shutdown(context.Background())
@@ -171,13 +177,26 @@ func TestManagerSharesAndFailsOver(t *testing.T) {
 	f.rounds(2)
 	f.checkExclusive("after a graceful stop")
 
-	// A new replica joins and takes half.
+	// A new replica joins and takes half; nothing else moves.
+	starts := f.replicas[2].target.starts
 	f.add("replica-3")
 	f.rounds(8)
 	f.checkExclusive("after a join")
 	if n := len(f.replicas[3].target.ids()); n != 3 {
 		t.Errorf("joined replica mirrors %d members, want 3", n)
 	}
+	if n := f.replicas[2].target.starts; n != starts {
+		t.Errorf("after a join: the old replica started %d members, want none", n-starts)
+	}
+}
+
+func isSubset(small, big []string) bool {
+	for _, s := range small {
+		if !slices.Contains(big, s) {
+			return false
+		}
+	}
+	return true
 }
 
 // TestManagerKeepsMembersWhenHostingUnreachable: when the Leases cannot be
