@@ -105,10 +105,11 @@ func (c CompletedConfig) New() (*Server, error) {
 	registry.RegisterMetrics()
 	watches := registry.WatchConfig{Follower: follower, BookmarkInterval: c.watch.BookmarkInterval, Draining: &atomic.Bool{}}
 	group := genericapiserver.NewDefaultAPIGroupInfo(platform.GroupName, Scheme, metav1ParameterCodec, Codecs)
-	group.VersionedResourcesStorageMap[v1alpha1.SchemeGroupVersion.Version] = map[string]rest.Storage{
-		"clusternamespaces": clusternamespace.NewREST(c.registry, watches),
-		"nodecapacities":    nodecapacity.NewREST(c.registry, watches),
+	storages := map[string]rest.Storage{}
+	for _, k := range served {
+		storages[k.Resource] = k.storage(c.registry, watches)
 	}
+	group.VersionedResourcesStorageMap[v1alpha1.SchemeGroupVersion.Version] = storages
 	if err := generic.InstallAPIGroup(&group); err != nil {
 		return nil, err
 	}

@@ -5,8 +5,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 
 	"github.com/example/platform-apiserver/pkg/apis/platform/install"
+	"github.com/example/platform-apiserver/pkg/apis/platform/v1alpha1"
 )
 
 var (
@@ -19,6 +21,11 @@ var (
 
 func init() {
 	install.Install(Scheme)
+	// Field selectors a kind cannot select are refused with 400 before
+	// they reach the storage, naming the ones it can.
+	for _, k := range served {
+		utilruntime.Must(Scheme.AddFieldLabelConversionFunc(v1alpha1.SchemeGroupVersion.WithKind(k.Kind), k.FieldLabelConversion))
+	}
 
 	// Options and status types the generic server decodes in every group.
 	metav1.AddToGroupVersion(Scheme, schema.GroupVersion{Version: "v1"})

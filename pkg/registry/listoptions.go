@@ -3,9 +3,7 @@ package registry
 import (
 	"context"
 	"fmt"
-	"sort"
 	"strconv"
-	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
@@ -17,25 +15,17 @@ import (
 	"github.com/example/platform-apiserver/pkg/registry/store"
 )
 
-// FieldMap maps the field-selector paths a kind supports to store fields.
-type FieldMap map[string]store.Field
-
-func (m FieldMap) supported() string {
-	paths := make([]string, 0, len(m))
-	for p := range m {
-		paths = append(paths, p)
-	}
-	sort.Strings(paths)
-	return strings.Join(paths, ", ")
-}
-
 // StoreListOptions converts Kubernetes list options into store list options.
-// The request namespace, when set, becomes a namespace field requirement.
-// matchesNothing is true when the label selector can select nothing, in which
-// case the list is empty without asking the store.
-func StoreListOptions(ctx context.Context, opts *metainternalversion.ListOptions, fields FieldMap) (so store.ListOptions, matchesNothing bool, err error) {
+// The request namespace, when set, becomes a requirement on the field
+// metadata.namespace. matchesNothing is true when the label selector can
+// select nothing, in which case the list is empty without asking the store.
+func StoreListOptions(ctx context.Context, opts *metainternalversion.ListOptions, fields Fields) (so store.ListOptions, matchesNothing bool, err error) {
 	if ns, ok := genericapirequest.NamespaceFrom(ctx); ok && ns != metav1.NamespaceAll {
-		so.Fields = append(so.Fields, store.FieldRequirement{Field: store.FieldNamespace, Op: selection.Equals, Value: ns})
+		f, ok := fields.Lookup("metadata.namespace")
+		if !ok {
+			return so, false, apierrors.NewBadRequest(fields.kind + " is not namespaced; list it without a namespace")
+		}
+		so.Fields = append(so.Fields, store.FieldRequirement{Field: f, Op: selection.Equals, Value: ns})
 	}
 	if opts == nil {
 		return so, false, nil
@@ -55,10 +45,9 @@ func StoreListOptions(ctx context.Context, opts *metainternalversion.ListOptions
 	}
 	if opts.FieldSelector != nil {
 		for _, r := range opts.FieldSelector.Requirements() {
-			f, ok := fields[r.Field]
+			f, ok := fields.Lookup(r.Field)
 			if !ok {
-				return so, false, apierrors.NewBadRequest(fmt.Sprintf(
-					"field selector %q is not supported; supported field selectors: %s", r.Field, fields.supported()))
+				return so, false, apierrors.NewBadRequest(fields.unsupported(r.Field).Error())
 			}
 			req := store.FieldRequirement{Field: f, Op: r.Operator, Value: r.Value}
 			if err := req.ValidateValue(); err != nil {
@@ -109,7 +98,7 @@ func ParseResourceVersion(rv string) (int64, error) {
 // List runs one kind's list: the request's options become store options,
 // the store answers, and the resourceVersion semantics are checked. A label
 // selector that can match nothing yields an empty page without a query.
-func List[R any](ctx context.Context, options *metainternalversion.ListOptions, fields FieldMap, resource schema.GroupResource,
+func List[R any](ctx context.Context, options *metainternalversion.ListOptions, fields Fields, resource schema.GroupResource,
 	list func(context.Context, store.ListOptions) (*store.Page[R], error)) (*store.Page[R], error) {
 	opts, nothing, err := StoreListOptions(ctx, options, fields)
 	if err != nil {

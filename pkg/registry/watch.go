@@ -27,7 +27,7 @@ import (
 type WatchSpec struct {
 	Kind     store.Kind
 	Resource schema.GroupResource
-	Fields   FieldMap
+	Fields   Fields
 	// Convert builds the internal API object of a change and, when the
 	// change has one, of the state before it.
 	Convert func(c *store.Change) (obj, prev runtime.Object)
@@ -478,15 +478,9 @@ func (w *watcher) emit(stop <-chan struct{}, ev watch.Event) bool {
 
 func ptr[T any](v T) *T { return &v }
 
-// ObjectPtr is a pointer to an API object type O.
-type ObjectPtr[O any] interface {
-	*O
-	runtime.Object
-}
-
 // ConvertChange adapts a change's record pair (current, previous; either
 // picked by records) to WatchSpec.Convert.
-func ConvertChange[R, O any, P ObjectPtr[O]](records func(*store.Change) (cur, prev *R), toObject func(*R) O) func(*store.Change) (runtime.Object, runtime.Object) {
+func ConvertChange[R, O any, P APIObject[O]](records func(*store.Change) (cur, prev *R), toObject func(*R) O) func(*store.Change) (runtime.Object, runtime.Object) {
 	return func(c *store.Change) (runtime.Object, runtime.Object) {
 		cur, prev := records(c)
 		obj := toObject(cur)

@@ -133,7 +133,7 @@ func (p *pump) stop() (items []feed.Item, closed bool) {
 
 // StreamObjects adapts a store stream of records R to WatchSpec.Stream,
 // building each object with toObject.
-func StreamObjects[R, O any, P ObjectPtr[O]](stream func(context.Context, store.ListOptions, int, func(int64, []R) error) error, toObject func(*R) O) func(context.Context, store.ListOptions, int, func(int64, []runtime.Object) error) error {
+func StreamObjects[R, O any, P APIObject[O]](stream func(context.Context, store.ListOptions, int, func(int64, []R) error) error, toObject func(*R) O) func(context.Context, store.ListOptions, int, func(int64, []runtime.Object) error) error {
 	return func(ctx context.Context, opts store.ListOptions, pageSize int, yield func(int64, []runtime.Object) error) error {
 		return stream(ctx, opts, pageSize, func(rv int64, page []R) error {
 			objs := make([]runtime.Object, len(page))

@@ -1,38 +1,30 @@
 package clusternamespace
 
 import (
-	"fmt"
 	"sort"
 	"strconv"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/example/platform-apiserver/pkg/apis/platform"
 	"github.com/example/platform-apiserver/pkg/registry"
 )
 
-var tableConvertor = registry.TableConvertor{
-	Columns: []metav1.TableColumnDefinition{
-		{Name: "Name", Type: "string", Format: "name", Description: "Member cluster id"},
-		{Name: "Phase", Type: "string", Description: "Active or Terminating"},
-		{Name: "Pods", Type: "integer", Description: "Non-terminal pods in the namespace"},
-		{Name: "CPU Req", Type: "string", Description: "Sum of CPU requests of non-terminal pods"},
-		{Name: "Memory Req", Type: "string", Description: "Sum of memory requests of non-terminal pods"},
-		{Name: "Quota", Type: "string", Description: "The most used resource across the namespace's ResourceQuotas: used/hard (percent)"},
-		{Name: "Age", Type: "string", Description: "Time since the member namespace was created"},
-	},
-	Cells: cells,
+// columns are the kubectl table's columns; cells fills them.
+var columns = []metav1.TableColumnDefinition{
+	{Name: "Name", Type: "string", Format: "name", Description: "Member cluster id"},
+	{Name: "Phase", Type: "string", Description: "Active or Terminating"},
+	{Name: "Pods", Type: "integer", Description: "Non-terminal pods in the namespace"},
+	{Name: "CPU Req", Type: "string", Description: "Sum of CPU requests of non-terminal pods"},
+	{Name: "Memory Req", Type: "string", Description: "Sum of memory requests of non-terminal pods"},
+	{Name: "Quota", Type: "string", Description: "The most used resource across the namespace's ResourceQuotas: used/hard (percent)"},
+	{Name: "Age", Type: "string", Description: "Time since the member namespace was created"},
 }
 
-func cells(obj runtime.Object) ([]interface{}, error) {
-	cn, ok := obj.(*platform.ClusterNamespace)
-	if !ok {
-		return nil, fmt.Errorf("expected *platform.ClusterNamespace, got %T", obj)
-	}
+func cells(cn *platform.ClusterNamespace) []any {
 	s := &cn.Status
-	return []interface{}{
+	return []any{
 		cn.Name,
 		string(s.Phase),
 		s.PodCount,
@@ -40,7 +32,7 @@ func cells(obj runtime.Object) ([]interface{}, error) {
 		registry.Bytes(s.Requests.Memory.Value()),
 		quotaSummary(s.Quotas),
 		registry.Age(cn.CreationTimestamp, time.Now()),
-	}, nil
+	}
 }
 
 // quotaSummary names the quota resource closest to its limit, e.g.

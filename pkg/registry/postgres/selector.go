@@ -25,20 +25,20 @@ func (a *sqlArgs) add(v any) string {
 	return "$" + strconv.Itoa(len(*a))
 }
 
-// kind describes how one view table answers selectors.
+// kind names one view table's resource, in continue tokens and errors.
 type kind struct {
-	name   string // resource name, used in tokens and errors
-	fields func(a *sqlArgs, f store.FieldRequirement) (string, error)
+	name string
 }
 
 var (
-	nodeCapacityKind     = kind{name: "nodecapacities", fields: nodeCapacityFieldSQL}
-	clusterNamespaceKind = kind{name: "clusternamespaces", fields: clusterNamespaceFieldSQL}
+	nodeCapacityKind     = kind{name: "nodecapacities"}
+	clusterNamespaceKind = kind{name: "clusternamespaces"}
 )
 
 // selectorSQL turns label and field requirements into SQL conditions (to be
-// ANDed) over a view table with labels and cluster_id columns.
-func selectorSQL(a *sqlArgs, k kind, reqs labels.Requirements, fields []store.FieldRequirement) ([]string, error) {
+// ANDed) over a view table with labels and cluster_id columns; a field
+// requirement names its own columns (see store.Field).
+func selectorSQL(a *sqlArgs, _ kind, reqs labels.Requirements, fields []store.FieldRequirement) ([]string, error) {
 	var conds []string
 	for _, r := range reqs {
 		c, err := labelSQL(a, r)
@@ -48,7 +48,7 @@ func selectorSQL(a *sqlArgs, k kind, reqs labels.Requirements, fields []store.Fi
 		conds = append(conds, c)
 	}
 	for _, f := range fields {
-		c, err := k.fields(a, f)
+		c, err := fieldSQL(a, f)
 		if err != nil {
 			return nil, err
 		}
@@ -137,61 +137,43 @@ func fieldOp(f store.FieldRequirement) (string, error) {
 	case selection.NotEquals:
 		return "<>", nil
 	default:
-		return "", fmt.Errorf("field selector %s: operator %q is not supported; use =, == or !=", f.Field, f.Op)
+		return "", fmt.Errorf("field selector %s: operator %q is not supported; use =, == or !=", f.Field.Path, f.Op)
 	}
 }
 
-func nodeCapacityFieldSQL(a *sqlArgs, f store.FieldRequirement) (string, error) {
+// fieldSQL matches a field's columns (see store.Field). Column names come
+// from the kinds' declarations, never from a request.
+func fieldSQL(a *sqlArgs, f store.FieldRequirement) (string, error) {
 	op, err := fieldOp(f)
 	if err != nil {
 		return "", err
 	}
-	switch f.Field {
-	case store.FieldName:
-		cluster, node, ok := strings.Cut(f.Value, ".")
-		if !ok { // no NodeCapacity has a name without a dot
+	var value any = f.Value
+	if f.Field.Bool {
+		if value, err = strictBool(f.Value); err != nil {
+			return "", fmt.Errorf("field selector %s: %w", f.Field.Path, err)
+		}
+	}
+	cols := f.Field.Columns
+	switch len(cols) {
+	case 1:
+		return "(" + cols[0] + " " + op + " " + a.add(value) + ")", nil
+	case 2:
+		first, second, ok := strings.Cut(f.Value, ".")
+		if !ok { // no object of the kind has a value without a dot
 			if op == "=" {
 				return "(false)", nil
 			}
 			return "(true)", nil
 		}
-		eq := "(cluster_id = " + a.add(cluster) + " AND name = " + a.add(node) + ")"
+		eq := "(" + cols[0] + " = " + a.add(first) + " AND " + cols[1] + " = " + a.add(second) + ")"
 		if op == "=" {
 			return eq, nil
 		}
 		return "NOT " + eq, nil
-	case store.FieldCluster:
-		return "(cluster_id " + op + " " + a.add(f.Value) + ")", nil
-	case store.FieldNodeName:
-		return "(name " + op + " " + a.add(f.Value) + ")", nil
-	case store.FieldSchedulable:
-		v, err := strictBool(f.Value)
-		if err != nil {
-			return "", fmt.Errorf("field selector %s: %w", f.Field, err)
-		}
-		return "(schedulable " + op + " " + a.add(v) + ")", nil
 	default:
-		return "", unsupportedField("nodecapacities", f.Field, store.FieldName, store.FieldCluster, store.FieldNodeName, store.FieldSchedulable)
+		return "", fmt.Errorf("field selector %s: the field has %d columns, want 1 or 2", f.Field.Path, len(cols))
 	}
-}
-
-func clusterNamespaceFieldSQL(a *sqlArgs, f store.FieldRequirement) (string, error) {
-	op, err := fieldOp(f)
-	if err != nil {
-		return "", err
-	}
-	var col string
-	switch f.Field {
-	case store.FieldName, store.FieldCluster:
-		col = "cluster_id"
-	case store.FieldNamespace:
-		col = "name"
-	case store.FieldPhase:
-		col = "phase"
-	default:
-		return "", unsupportedField("clusternamespaces", f.Field, store.FieldName, store.FieldNamespace, store.FieldCluster, store.FieldPhase)
-	}
-	return "(" + col + " " + op + " " + a.add(f.Value) + ")", nil
 }
 
 func strictBool(s string) (bool, error) {
@@ -203,12 +185,4 @@ func strictBool(s string) (bool, error) {
 	default:
 		return false, fmt.Errorf("value %q is not \"true\" or \"false\"", s)
 	}
-}
-
-func unsupportedField(kind string, f store.Field, supported ...store.Field) error {
-	names := make([]string, len(supported))
-	for i, s := range supported {
-		names[i] = string(s)
-	}
-	return fmt.Errorf("field %q is not supported for %s; supported: %s", f, kind, strings.Join(names, ", "))
 }

@@ -9,6 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
 
+	"github.com/example/platform-apiserver/pkg/registry/clusternamespace"
+	"github.com/example/platform-apiserver/pkg/registry/nodecapacity"
 	"github.com/example/platform-apiserver/pkg/registry/store"
 )
 
@@ -68,23 +70,21 @@ func TestFieldSelectorSQL(t *testing.T) {
 		args    []any
 		wantErr string
 	}{
-		{name: "node name", kind: nodeCapacityKind, field: store.FieldRequirement{Field: store.FieldName, Op: eq, Value: "prod-1.node.a"},
+		{name: "node name", kind: nodeCapacityKind, field: store.FieldRequirement{Field: nodecapacity.Kind.MustField("metadata.name"), Op: eq, Value: "prod-1.node.a"},
 			want: `(cluster_id = $1 AND name = $2)`, args: []any{"prod-1", "node.a"}},
-		{name: "node name not equal", kind: nodeCapacityKind, field: store.FieldRequirement{Field: store.FieldName, Op: ne, Value: "prod-1.a"},
+		{name: "node name not equal", kind: nodeCapacityKind, field: store.FieldRequirement{Field: nodecapacity.Kind.MustField("metadata.name"), Op: ne, Value: "prod-1.a"},
 			want: `NOT (cluster_id = $1 AND name = $2)`, args: []any{"prod-1", "a"}},
-		{name: "node name without dot", kind: nodeCapacityKind, field: store.FieldRequirement{Field: store.FieldName, Op: eq, Value: "nodot"}, want: `(false)`},
-		{name: "node name without dot not equal", kind: nodeCapacityKind, field: store.FieldRequirement{Field: store.FieldName, Op: ne, Value: "nodot"}, want: `(true)`},
-		{name: "node cluster", kind: nodeCapacityKind, field: store.FieldRequirement{Field: store.FieldCluster, Op: selection.DoubleEquals, Value: "c"}, want: `(cluster_id = $1)`, args: []any{"c"}},
-		{name: "node nodeName", kind: nodeCapacityKind, field: store.FieldRequirement{Field: store.FieldNodeName, Op: ne, Value: "n"}, want: `(name <> $1)`, args: []any{"n"}},
-		{name: "schedulable", kind: nodeCapacityKind, field: store.FieldRequirement{Field: store.FieldSchedulable, Op: eq, Value: "false"}, want: `(schedulable = $1)`, args: []any{false}},
-		{name: "schedulable bad value", kind: nodeCapacityKind, field: store.FieldRequirement{Field: store.FieldSchedulable, Op: eq, Value: "yes"}, wantErr: `not "true" or "false"`},
-		{name: "node phase unsupported", kind: nodeCapacityKind, field: store.FieldRequirement{Field: store.FieldPhase, Op: eq, Value: "x"}, wantErr: `supported: name, cluster, nodeName, schedulable`},
-		{name: "bad operator", kind: nodeCapacityKind, field: store.FieldRequirement{Field: store.FieldCluster, Op: selection.In, Value: "x"}, wantErr: `operator "in" is not supported`},
-		{name: "namespace name is cluster", kind: clusterNamespaceKind, field: store.FieldRequirement{Field: store.FieldName, Op: eq, Value: "c"}, want: `(cluster_id = $1)`, args: []any{"c"}},
-		{name: "namespace namespace", kind: clusterNamespaceKind, field: store.FieldRequirement{Field: store.FieldNamespace, Op: eq, Value: "team-a"}, want: `(name = $1)`, args: []any{"team-a"}},
-		{name: "namespace cluster", kind: clusterNamespaceKind, field: store.FieldRequirement{Field: store.FieldCluster, Op: ne, Value: "c"}, want: `(cluster_id <> $1)`, args: []any{"c"}},
-		{name: "namespace phase", kind: clusterNamespaceKind, field: store.FieldRequirement{Field: store.FieldPhase, Op: eq, Value: "Active"}, want: `(phase = $1)`, args: []any{"Active"}},
-		{name: "namespace schedulable unsupported", kind: clusterNamespaceKind, field: store.FieldRequirement{Field: store.FieldSchedulable, Op: eq, Value: "true"}, wantErr: `not supported for clusternamespaces`},
+		{name: "node name without dot", kind: nodeCapacityKind, field: store.FieldRequirement{Field: nodecapacity.Kind.MustField("metadata.name"), Op: eq, Value: "nodot"}, want: `(false)`},
+		{name: "node name without dot not equal", kind: nodeCapacityKind, field: store.FieldRequirement{Field: nodecapacity.Kind.MustField("metadata.name"), Op: ne, Value: "nodot"}, want: `(true)`},
+		{name: "node cluster", kind: nodeCapacityKind, field: store.FieldRequirement{Field: nodecapacity.Kind.MustField("status.cluster"), Op: selection.DoubleEquals, Value: "c"}, want: `(cluster_id = $1)`, args: []any{"c"}},
+		{name: "node nodeName", kind: nodeCapacityKind, field: store.FieldRequirement{Field: nodecapacity.Kind.MustField("status.nodeName"), Op: ne, Value: "n"}, want: `(name <> $1)`, args: []any{"n"}},
+		{name: "schedulable", kind: nodeCapacityKind, field: store.FieldRequirement{Field: nodecapacity.Kind.MustField("status.schedulable"), Op: eq, Value: "false"}, want: `(schedulable = $1)`, args: []any{false}},
+		{name: "schedulable bad value", kind: nodeCapacityKind, field: store.FieldRequirement{Field: nodecapacity.Kind.MustField("status.schedulable"), Op: eq, Value: "yes"}, wantErr: `not "true" or "false"`},
+		{name: "bad operator", kind: nodeCapacityKind, field: store.FieldRequirement{Field: nodecapacity.Kind.MustField("status.cluster"), Op: selection.In, Value: "x"}, wantErr: `operator "in" is not supported`},
+		{name: "namespace name is cluster", kind: clusterNamespaceKind, field: store.FieldRequirement{Field: clusternamespace.Kind.MustField("metadata.name"), Op: eq, Value: "c"}, want: `(cluster_id = $1)`, args: []any{"c"}},
+		{name: "namespace namespace", kind: clusterNamespaceKind, field: store.FieldRequirement{Field: clusternamespace.Kind.MustField("metadata.namespace"), Op: eq, Value: "team-a"}, want: `(name = $1)`, args: []any{"team-a"}},
+		{name: "namespace cluster", kind: clusterNamespaceKind, field: store.FieldRequirement{Field: clusternamespace.Kind.MustField("status.cluster"), Op: ne, Value: "c"}, want: `(cluster_id <> $1)`, args: []any{"c"}},
+		{name: "namespace phase", kind: clusterNamespaceKind, field: store.FieldRequirement{Field: clusternamespace.Kind.MustField("status.phase"), Op: eq, Value: "Active"}, want: `(phase = $1)`, args: []any{"Active"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -175,17 +175,17 @@ type ClusterNamespace struct {
 	ResourceVersion int64
 }
 
-// Field names a column a field selector may filter on.
-type Field string
-
-const (
-	FieldName        Field = "name"        // NodeCapacity: <cluster>.<node>; ClusterNamespace: the cluster id
-	FieldNamespace   Field = "namespace"   // ClusterNamespace only
-	FieldCluster     Field = "cluster"     // both
-	FieldPhase       Field = "phase"       // ClusterNamespace only
-	FieldNodeName    Field = "nodeName"    // NodeCapacity only
-	FieldSchedulable Field = "schedulable" // NodeCapacity only, "true" or "false"
-)
+// Field is a selectable field as the registry matches it.
+type Field struct {
+	// Path is the field's path in the API object, for messages.
+	Path string
+	// Columns are the columns of the kind's table the value is matched
+	// against: one, or two matched against the value split at its first
+	// dot (a NodeCapacity's name is <cluster>.<node>).
+	Columns []string
+	// Bool fields take only "true" or "false".
+	Bool bool
+}
 
 // FieldRequirement is one field-selector term; Op is selection.Equals,
 // selection.DoubleEquals or selection.NotEquals.
@@ -196,11 +196,11 @@ type FieldRequirement struct {
 }
 
 // ValidateValue checks the value against what the field can hold, so a
-// list and a watch refuse the same selectors: schedulable is "true" or
-// "false".
+// list and a watch refuse the same selectors: a Bool field's value is
+// "true" or "false".
 func (f FieldRequirement) ValidateValue() error {
-	if f.Field == FieldSchedulable && f.Value != "true" && f.Value != "false" {
-		return fmt.Errorf("%w: field selector %s: value %q is not \"true\" or \"false\"", ErrInvalidSelector, f.Field, f.Value)
+	if f.Field.Bool && f.Value != "true" && f.Value != "false" {
+		return fmt.Errorf("%w: field selector %s: value %q is not \"true\" or \"false\"", ErrInvalidSelector, f.Field.Path, f.Value)
 	}
 	return nil
 }

@@ -22,7 +22,7 @@ var (
 
 func init() {
 	// Generated functions register themselves in the zz_generated files.
-	localSchemeBuilder.Register(addKnownTypes, addFieldLabelConversions)
+	localSchemeBuilder.Register(addKnownTypes)
 }
 
 func addKnownTypes(scheme *runtime.Scheme) error {

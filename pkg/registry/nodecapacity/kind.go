@@ -1,0 +1,75 @@
+// Package nodecapacity serves NodeCapacity, the per-node view of capacity,
+// requests, usage and schedulability, read-only from the registry.
+package nodecapacity
+
+import (
+	"context"
+	"strconv"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/example/platform-apiserver/pkg/apis/platform"
+	"github.com/example/platform-apiserver/pkg/registry"
+	"github.com/example/platform-apiserver/pkg/registry/store"
+)
+
+// Kind declares NodeCapacity: names, selectable fields, conversion and
+// table (see registry.Kind).
+var Kind = &registry.Kind[store.NodeCapacity, platform.NodeCapacity]{
+	Kind: "NodeCapacity", Resource: "nodecapacities", Singular: "nodecapacity",
+	ShortNames: []string{"nc", "nodecap"}, Categories: []string{"platform"},
+	StoreKind: store.KindNodeCapacity,
+	Fields: []registry.Field[platform.NodeCapacity]{
+		{Path: "metadata.name", Value: func(o *platform.NodeCapacity) string { return o.Name }, Columns: []string{"cluster_id", "name"}},
+		{Path: "status.cluster", Value: func(o *platform.NodeCapacity) string { return o.Status.Cluster }, Columns: []string{"cluster_id"}},
+		{Path: "status.nodeName", Value: func(o *platform.NodeCapacity) string { return o.Status.NodeName }, Columns: []string{"name"}},
+		{Path: "status.schedulable", Value: func(o *platform.NodeCapacity) string { return strconv.FormatBool(o.Status.Schedulable) },
+			Columns: []string{"schedulable"}, Bool: true},
+	},
+	ToObject: ToObject,
+	NewList:  func(items []platform.NodeCapacity) runtime.Object { return &platform.NodeCapacityList{Items: items} },
+	Change: func(c *store.Change) (cur, prev *store.NodeCapacity) {
+		return c.NodeCapacity, c.PrevNodeCapacity
+	},
+	Key: func(nc *store.NodeCapacity) registry.ChangeKey {
+		return registry.ChangeKey{Name: Name(nc.ClusterID, nc.Node.Name), Cluster: nc.ClusterID}
+	},
+	Columns: columns,
+	Cells:   cells,
+}
+
+// Reader is the part of the registry store NodeCapacity is served from.
+type Reader interface {
+	GetNodeCapacity(ctx context.Context, clusterID, node string) (*store.NodeCapacity, error)
+	ListNodeCapacities(ctx context.Context, opts store.ListOptions) (*store.Page[store.NodeCapacity], error)
+	StreamNodeCapacities(ctx context.Context, opts store.ListOptions, pageSize int, yield func(rv int64, page []store.NodeCapacity) error) error
+}
+
+// REST is the NodeCapacity storage.
+type REST = registry.REST[store.NodeCapacity, platform.NodeCapacity, *platform.NodeCapacity]
+
+// NewREST returns the NodeCapacity storage over a registry reader.
+func NewREST(r Reader, w registry.WatchConfig) *REST {
+	return registry.NewREST[store.NodeCapacity, platform.NodeCapacity, *platform.NodeCapacity](Kind, registry.Source[store.NodeCapacity]{
+		Get: func(ctx context.Context, _, name string) (*store.NodeCapacity, error) {
+			cluster, node, ok := SplitName(name)
+			if !ok {
+				return nil, store.ErrNotFound
+			}
+			return r.GetNodeCapacity(ctx, cluster, node)
+		},
+		List:   r.ListNodeCapacities,
+		Stream: r.StreamNodeCapacities,
+	}, w)
+}
+
+// Name is the object name of a member node: <cluster id>.<node name>.
+func Name(clusterID, node string) string { return clusterID + "." + node }
+
+// SplitName splits an object name at its first dot; a cluster id is a DNS
+// label and so holds none.
+func SplitName(name string) (clusterID, node string, ok bool) {
+	clusterID, node, ok = strings.Cut(name, ".")
+	return clusterID, node, ok && clusterID != "" && node != ""
+}

@@ -1,0 +1,131 @@
+package registry
+
+import (
+	"context"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
+
+	"github.com/example/platform-apiserver/pkg/registry/store"
+)
+
+// Source is where a kind's records are read: one record by the request
+// namespace ("" for cluster-scoped kinds) and name, a page, or a stream of
+// pages from one snapshot (see store.Reader).
+type Source[R any] struct {
+	Get    func(ctx context.Context, namespace, name string) (*R, error)
+	List   func(ctx context.Context, opts store.ListOptions) (*store.Page[R], error)
+	Stream func(ctx context.Context, opts store.ListOptions, pageSize int, yield func(rv int64, page []R) error) error
+}
+
+// APIObject is a pointer to an internal API object type O.
+type APIObject[O any] interface {
+	*O
+	runtime.Object
+	metav1.Object
+}
+
+// REST is the read-only storage of one kind (get, list, watch, tables);
+// the verbs it does not implement (create, update, patch, delete) answer
+// 405.
+type REST[R, O any, P APIObject[O]] struct {
+	kind   *Kind[R, O]
+	fields Fields
+	source Source[R]
+	watch  WatchConfig
+	TableConvertor
+}
+
+// NewREST returns the storage of kind k over src; it panics if k is
+// declared incompletely (a programming error).
+func NewREST[R, O any, P APIObject[O]](k *Kind[R, O], src Source[R], w WatchConfig) *REST[R, O, P] {
+	if err := k.Validate(); err != nil {
+		panic(err)
+	}
+	return &REST[R, O, P]{
+		kind: k, fields: k.FieldTable(), source: src, watch: w,
+		TableConvertor: TableConvertor{Columns: k.Columns, Cells: func(obj runtime.Object) ([]any, error) {
+			o, ok := obj.(P)
+			if !ok {
+				return nil, fmt.Errorf("expected %T, got %T", P(nil), obj)
+			}
+			return k.Cells(o), nil
+		}},
+	}
+}
+
+func (r *REST[R, O, P]) New() runtime.Object     { return P(new(O)) }
+func (r *REST[R, O, P]) NewList() runtime.Object { return r.kind.NewList(nil) }
+func (r *REST[R, O, P]) Destroy()                {}
+func (r *REST[R, O, P]) NamespaceScoped() bool   { return r.kind.Namespaced }
+func (r *REST[R, O, P]) GetSingularName() string { return r.kind.Singular }
+func (r *REST[R, O, P]) ShortNames() []string    { return r.kind.ShortNames }
+func (r *REST[R, O, P]) Categories() []string    { return r.kind.Categories }
+
+// Get returns the object named name (in the request namespace for a
+// namespaced kind).
+func (r *REST[R, O, P]) Get(ctx context.Context, name string, _ *metav1.GetOptions) (runtime.Object, error) {
+	ns, _ := genericapirequest.NamespaceFrom(ctx)
+	if r.kind.Namespaced && ns == "" {
+		return nil, apierrors.NewBadRequest("a namespace is required to get a " + r.kind.Singular)
+	}
+	rec, err := r.source.Get(ctx, ns, name)
+	if err != nil {
+		return nil, APIError(err, r.kind.GroupResource(), name)
+	}
+	obj := r.kind.ToObject(rec)
+	return P(&obj), nil
+}
+
+// List returns the objects matching the options (in the request namespace
+// for a namespaced kind, every namespace for -A), one page at a time when a
+// limit is given.
+func (r *REST[R, O, P]) List(ctx context.Context, options *metainternalversion.ListOptions) (runtime.Object, error) {
+	page, err := List(ctx, options, r.fields, r.kind.GroupResource(), r.source.List)
+	if err != nil {
+		return nil, err
+	}
+	items := make([]O, len(page.Items))
+	for i := range page.Items {
+		items[i] = r.kind.ToObject(&page.Items[i])
+	}
+	list := r.kind.NewList(items)
+	lm, err := meta.ListAccessor(list)
+	if err != nil {
+		return nil, err
+	}
+	m := ListMeta(page)
+	lm.SetResourceVersion(m.ResourceVersion)
+	lm.SetContinue(m.Continue)
+	lm.SetRemainingItemCount(m.RemainingItemCount)
+	return list, nil
+}
+
+// Watch streams the kind's changes with Kubernetes watch semantics.
+func (r *REST[R, O, P]) Watch(ctx context.Context, options *metainternalversion.ListOptions) (watch.Interface, error) {
+	k := r.kind
+	return Watch(ctx, r.watch, WatchSpec{
+		Kind:      k.StoreKind,
+		Resource:  k.GroupResource(),
+		Fields:    r.fields,
+		Convert:   ConvertChange[R, O, P](k.Change, k.ToObject),
+		Stream:    StreamObjects[R, O, P](r.source.Stream, k.ToObject),
+		NewObject: r.New,
+		Attrs: func(obj runtime.Object) (labels.Set, fields.Set) {
+			o := obj.(P)
+			return o.GetLabels(), k.FieldValues(o)
+		},
+		Key: func(c *store.Change) ChangeKey {
+			cur, _ := k.Change(c)
+			return k.Key(cur)
+		},
+	}, options)
+}
