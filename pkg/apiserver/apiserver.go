@@ -1,24 +1,30 @@
-// Package apiserver assembles the platform.example.io aggregated API server:
-// the generic k8s.io/apiserver machinery with the registry's REST storages and
-// a readiness check on the registry database.
+// Package apiserver assembles the platform.example.io aggregated API server,
+// the one place it is built: the generic k8s.io/apiserver machinery, the
+// PostgreSQL registry, the change feed the watches follow, discovery, every
+// health check and the post-start hooks that run them.
 package apiserver
 
 import (
 	"context"
+	"fmt"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"k8s.io/apiserver/pkg/registry/rest"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/apiserver/pkg/server/healthz"
+	"k8s.io/klog/v2"
 
 	"github.com/example/platform-apiserver/pkg/apis/platform"
 	"github.com/example/platform-apiserver/pkg/apis/platform/v1alpha1"
+	"github.com/example/platform-apiserver/pkg/discovery"
 	"github.com/example/platform-apiserver/pkg/registry"
 	"github.com/example/platform-apiserver/pkg/registry/clusternamespace"
 	"github.com/example/platform-apiserver/pkg/registry/feed"
 	"github.com/example/platform-apiserver/pkg/registry/nodecapacity"
+	"github.com/example/platform-apiserver/pkg/registry/postgres"
 	"github.com/example/platform-apiserver/pkg/registry/store"
 )
 
@@ -31,6 +37,22 @@ type Registry interface {
 	Migrate(ctx context.Context) error
 	// Ready fails while the database is unreachable or migrations are pending.
 	Ready(ctx context.Context) error
+}
+
+// Config is the server's configuration, each component's whole.
+type Config struct {
+	Generic  *genericapiserver.RecommendedConfig
+	Registry RegistryConfig
+	Watch    WatchConfig
+	// Discovery mirrors member clusters into the registry; nil serves the
+	// registry as it is. Its Store is the registry (set by New).
+	Discovery *discovery.Config
+}
+
+// RegistryConfig is the registry database.
+type RegistryConfig struct {
+	DSN   string
+	Store postgres.Options
 }
 
 // WatchConfig tunes how watches follow the registry's change feed.
@@ -53,17 +75,24 @@ type WatchConfig struct {
 	WindowBytes   int
 }
 
-// Config is the server's configuration.
-type Config struct {
-	Generic  *genericapiserver.RecommendedConfig
-	Registry Registry
-	Watch    WatchConfig
+// DefaultWatchConfig returns the watch defaults.
+func DefaultWatchConfig() WatchConfig {
+	return WatchConfig{
+		PollInterval:       time.Second,
+		BookmarkInterval:   time.Minute,
+		HistoryRetention:   time.Hour,
+		CompactionInterval: time.Minute,
+		WatcherBuffer:      1000,
+		WindowChanges:      10000,
+		WindowBytes:        64 << 20,
+	}
 }
 
 type completedConfig struct {
-	generic  genericapiserver.CompletedConfig
-	registry Registry
-	watch    WatchConfig
+	generic   genericapiserver.CompletedConfig
+	registry  RegistryConfig
+	watch     WatchConfig
+	discovery *discovery.Config
 }
 
 // CompletedConfig is a Config with defaults filled in, ready for New.
@@ -71,35 +100,92 @@ type CompletedConfig struct {
 	*completedConfig
 }
 
+// Complete fills in the generic server's defaults on a copy of its
+// configuration; c itself is not changed.
+func (c *Config) Complete() CompletedConfig {
+	generic := *c.Generic
+	chain := generic.BuildHandlerChainFunc
+	auth := &generic.Authentication
+	generic.BuildHandlerChainFunc = func(h http.Handler, gc *genericapiserver.Config) http.Handler {
+		return retryUntilAuthenticationLoaded(chain(h, gc), auth)
+	}
+	var disc *discovery.Config
+	if c.Discovery != nil {
+		d := *c.Discovery
+		disc = &d
+	}
+	return CompletedConfig{&completedConfig{
+		generic:   generic.Complete(),
+		registry:  c.Registry,
+		watch:     c.Watch,
+		discovery: disc,
+	}}
+}
+
 // Server is the platform.example.io API server.
 type Server struct {
 	GenericAPIServer *genericapiserver.GenericAPIServer
+	registry         *postgres.Store
 	migrated         chan struct{}
+	// discovery runs discovery; Run waits for it on the way out, so a
+	// replica stops its workers and releases its Leases before it exits
+	// (else the others wait for the Leases to expire).
+	discovery sync.WaitGroup
 }
 
 // RegistryMigrated is closed once the registry's migrations are applied;
 // loops that use the registry start after it.
 func (s *Server) RegistryMigrated() <-chan struct{} { return s.migrated }
 
-// Complete fills in defaults and adds the registry readiness check.
-func (c *Config) Complete() CompletedConfig {
-	c.Generic.AddReadyzChecks(healthz.NamedCheck("registry", func(r *http.Request) error {
-		return c.Registry.Ready(r.Context())
-	}))
-	return CompletedConfig{&completedConfig{
-		generic:  c.Generic.Complete(),
-		registry: c.Registry,
-		watch:    c.Watch,
-	}}
+// New returns a server serving the platform.example.io group from the
+// registry, with discovery when configured. Nothing runs before Run.
+func (c CompletedConfig) New(ctx context.Context) (*Server, error) {
+	// Open does not need the database to be up: readiness reports it until it is.
+	reg, err := postgres.Open(ctx, c.registry.DSN, c.registry.Store)
+	if err != nil {
+		return nil, fmt.Errorf("opening the registry database: %w", err)
+	}
+	s, err := c.newServer(reg)
+	if err != nil {
+		reg.Close()
+		return nil, err
+	}
+	return s, nil
 }
 
-// New returns a server serving the platform.example.io group.
-func (c CompletedConfig) New() (*Server, error) {
+func (c CompletedConfig) newServer(reg *postgres.Store) (*Server, error) {
+	reg.RegisterMetrics()
+	var disc *discovery.Discovery
+	if c.discovery != nil {
+		cfg := *c.discovery
+		cfg.Store = reg
+		var err error
+		if disc, err = discovery.New(cfg); err != nil {
+			return nil, err
+		}
+	}
 	generic, err := c.generic.New("platform-apiserver", genericapiserver.NewEmptyDelegate())
 	if err != nil {
 		return nil, err
 	}
-	follower := feed.New(c.registry, feed.Options{PollInterval: c.watch.PollInterval, SubscriberBuffer: c.watch.WatcherBuffer,
+	s := &Server{GenericAPIServer: generic, registry: reg, migrated: make(chan struct{})}
+
+	if err := generic.AddReadyzChecks(
+		healthz.NamedCheck("registry", func(r *http.Request) error { return reg.Ready(r.Context()) }),
+		authenticationLoaded(&c.generic.Authentication),
+	); err != nil {
+		return nil, err
+	}
+	if disc != nil {
+		if err := generic.AddReadyzChecks(disc.ReadyzCheck()); err != nil {
+			return nil, err
+		}
+		if err := generic.AddLivezChecks(0, disc.LivezCheck()); err != nil {
+			return nil, err
+		}
+	}
+
+	follower := feed.New(reg, feed.Options{PollInterval: c.watch.PollInterval, SubscriberBuffer: c.watch.WatcherBuffer,
 		WindowChanges: c.watch.WindowChanges, WindowBytes: c.watch.WindowBytes})
 	feed.RegisterMetrics()
 	registry.RegisterMetrics()
@@ -107,15 +193,15 @@ func (c CompletedConfig) New() (*Server, error) {
 	group := genericapiserver.NewDefaultAPIGroupInfo(platform.GroupName, Scheme, metav1ParameterCodec, Codecs)
 	storages := map[string]rest.Storage{}
 	for _, k := range served {
-		storages[k.Resource] = k.storage(c.registry, watches)
+		storages[k.Resource] = k.storage(reg, watches)
 	}
 	group.VersionedResourcesStorageMap[v1alpha1.SchemeGroupVersion.Version] = storages
 	if err := generic.InstallAPIGroup(&group); err != nil {
 		return nil, err
 	}
-	s := &Server{GenericAPIServer: generic, migrated: make(chan struct{})}
+
 	generic.AddPostStartHookOrDie("registry-migrations", func(ctx genericapiserver.PostStartHookContext) error {
-		go migrate(ctx, c.registry, s.migrated)
+		go migrate(ctx, reg, s.migrated)
 		return nil
 	})
 	generic.AddPreShutdownHookOrDie("platform-watch-draining", func() error {
@@ -127,11 +213,43 @@ func (c CompletedConfig) New() (*Server, error) {
 			select {
 			case <-s.migrated:
 				go follower.Run(ctx)
-				compactHistory(ctx, c.registry, c.watch)
+				compactHistory(ctx, reg, c.watch)
 			case <-ctx.Done():
 			}
 		}()
 		return nil
 	})
+	if disc != nil {
+		// In the background: serving never waits for members or the Leases.
+		generic.AddPostStartHookOrDie("discovery", func(ctx genericapiserver.PostStartHookContext) error {
+			s.discovery.Go(func() {
+				select {
+				case <-s.migrated:
+					disc.Run(ctx)
+				case <-ctx.Done():
+				}
+			})
+			return nil
+		})
+	}
 	return s, nil
+}
+
+// discoveryStopTimeout bounds how long Run waits for discovery to stop its
+// workers and release its Leases on the way out.
+const discoveryStopTimeout = 20 * time.Second
+
+// Run serves until ctx ends, then waits (up to discoveryStopTimeout) for
+// discovery to stop and closes the registry.
+func (s *Server) Run(ctx context.Context) error {
+	defer s.registry.Close()
+	err := s.GenericAPIServer.PrepareRun().RunWithContext(ctx)
+	stopped := make(chan struct{})
+	go func() { s.discovery.Wait(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(discoveryStopTimeout):
+		klog.FromContext(ctx).Info("Discovery did not stop in time; exiting without waiting (its Leases expire instead)", "waited", discoveryStopTimeout)
+	}
+	return err
 }

@@ -118,6 +118,26 @@ type Config struct {
 	Store              store.Writer
 }
 
+// DefaultConfig returns the defaults: DefaultTuning, the member directory
+// read every 10s with a 5m removal grace, and members shared through
+// Leases (15s/10s/2s, the Kubernetes components' timings) named
+// platform-apiserver-discovery-*. Hosting, MemberDir, the Lease namespace
+// and Store are left to the caller.
+func DefaultConfig() Config {
+	return Config{
+		MemberDirInterval:  10 * time.Second,
+		MemberRemovalGrace: 5 * time.Minute,
+		Tuning:             DefaultTuning(),
+		LeaderElection: LeaderElection{
+			Enabled:       true,
+			Name:          "platform-apiserver-discovery",
+			LeaseDuration: 15 * time.Second,
+			RenewDeadline: 10 * time.Second,
+			RetryPeriod:   2 * time.Second,
+		},
+	}
+}
+
 // Discovery runs the workers of the member clusters this replica mirrors.
 type Discovery struct {
 	cfg      Config

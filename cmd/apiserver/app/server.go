@@ -5,20 +5,14 @@ package app
 import (
 	"context"
 	"fmt"
-	"sync"
-	"time"
 
 	"github.com/spf13/cobra"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
-	genericapiserver "k8s.io/apiserver/pkg/server"
 	cliflag "k8s.io/component-base/cli/flag"
 	"k8s.io/component-base/cli/globalflag"
 	"k8s.io/component-base/term"
-	"k8s.io/klog/v2"
 
 	"github.com/example/platform-apiserver/cmd/apiserver/app/options"
-	"github.com/example/platform-apiserver/pkg/apiserver"
-	"github.com/example/platform-apiserver/pkg/registry/postgres"
 )
 
 // NewCommand returns the platform-apiserver command.
@@ -64,62 +58,16 @@ Example (in a cluster, see artifacts/):
 }
 
 func run(ctx context.Context, o *options.Options) error {
-	generic, err := o.GenericConfig()
+	config, err := o.Config()
 	if err != nil {
 		return err
 	}
-	// Open does not need the database to be up: readiness reports it until it is.
-	reg, err := postgres.Open(ctx, o.Postgres.DSN, o.Postgres.StoreOptions())
-	if err != nil {
-		return fmt.Errorf("opening the registry database: %w", err)
-	}
-	defer reg.Close()
-	reg.RegisterMetrics()
-
-	disc, err := o.Discovery.NewDiscovery(reg)
+	server, err := config.Complete().New(ctx)
 	if err != nil {
 		return err
 	}
-	if disc != nil {
-		generic.AddLivezChecks(disc.LivezCheck())
-		generic.AddReadyzChecks(disc.ReadyzCheck())
-	}
-	config := &apiserver.Config{Generic: generic, Registry: reg, Watch: o.Watch.Config()}
-	server, err := config.Complete().New()
-	if err != nil {
-		return err
-	}
-	// discovery is running discovery; the process waits for it on the way
-	// out, so a replica stops its workers and releases its Leases before it
-	// exits (else the others wait for the Leases to expire).
-	var discovery sync.WaitGroup
-	if disc != nil {
-		// In the background: serving never waits for members or the Leases.
-		server.GenericAPIServer.AddPostStartHookOrDie("discovery", func(hookCtx genericapiserver.PostStartHookContext) error {
-			discovery.Go(func() {
-				select {
-				case <-server.RegistryMigrated():
-					disc.Run(hookCtx)
-				case <-hookCtx.Done():
-				}
-			})
-			return nil
-		})
-	}
-	err = server.GenericAPIServer.PrepareRun().RunWithContext(ctx)
-	stopped := make(chan struct{})
-	go func() { discovery.Wait(); close(stopped) }()
-	select {
-	case <-stopped:
-	case <-time.After(discoveryStopTimeout):
-		klog.InfoS("Discovery did not stop in time; exiting without waiting (its Leases expire instead)", "waited", discoveryStopTimeout)
-	}
-	return err
+	return server.Run(ctx)
 }
-
-// discoveryStopTimeout bounds how long the process waits for discovery to
-// stop its workers and release its Leases on the way out.
-const discoveryStopTimeout = 20 * time.Second
 
 func setUsage(cmd *cobra.Command, fss cliflag.NamedFlagSets) {
 	cols, _, _ := term.TerminalSize(cmd.OutOrStdout())

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"time"
 
 	"github.com/spf13/pflag"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -17,51 +16,38 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/example/platform-apiserver/pkg/discovery"
-	"github.com/example/platform-apiserver/pkg/registry/store"
 )
 
 // DiscoveryOptions configure the discovery worker that mirrors member
-// clusters into the registry.
+// clusters into the registry. Most flags set fields of Config directly;
+// ApplyTo completes it with the hosting cluster and the Leases.
 type DiscoveryOptions struct {
 	ClusterID string
 	// Kubeconfig is the hosting cluster's kubeconfig (--kubeconfig);
 	// DeprecatedMemberKubeconfig is its old name, --member-kubeconfig.
 	Kubeconfig                 string
 	DeprecatedMemberKubeconfig string
-	MemberKubeconfigDir        string
-	MemberDirInterval          time.Duration
-	MemberRemovalGrace         time.Duration
-	BatchSize                  int
-	BatchDelay                 time.Duration
-	MetricsInterval            time.Duration
-	MetricsRetention           time.Duration
-	// UsageReportThreshold and UsageReportPeriod: see discovery.Tuning.
-	UsageReportThreshold float64
-	UsageReportPeriod    time.Duration
-	LeaderElection       componentbaseconfig.LeaderElectionConfiguration
+	Config                     discovery.Config
+	// LeaderElection holds the standard leader election flags, applied
+	// to Config.LeaderElection.
+	LeaderElection componentbaseconfig.LeaderElectionConfiguration
 }
 
-// NewDiscoveryOptions returns the defaults.
+// NewDiscoveryOptions returns the defaults (discovery.DefaultConfig).
 func NewDiscoveryOptions() *DiscoveryOptions {
-	t := discovery.DefaultTuning()
+	cfg := discovery.DefaultConfig()
+	le := cfg.LeaderElection
 	return &DiscoveryOptions{
-		MemberDirInterval:    10 * time.Second,
-		MemberRemovalGrace:   5 * time.Minute,
-		BatchSize:            t.BatchSize,
-		BatchDelay:           t.BatchDelay,
-		MetricsInterval:      t.MetricsInterval,
-		MetricsRetention:     t.MetricsRetention,
-		UsageReportThreshold: t.UsageReportThreshold,
-		UsageReportPeriod:    t.UsageReportPeriod,
+		Config: cfg,
 		LeaderElection: componentbaseconfig.LeaderElectionConfiguration{
-			LeaderElect:   true,
-			LeaseDuration: metav1.Duration{Duration: 15 * time.Second},
-			RenewDeadline: metav1.Duration{Duration: 10 * time.Second},
-			RetryPeriod:   metav1.Duration{Duration: 2 * time.Second},
+			LeaderElect:   le.Enabled,
+			LeaseDuration: metav1.Duration{Duration: le.LeaseDuration},
+			RenewDeadline: metav1.Duration{Duration: le.RenewDeadline},
+			RetryPeriod:   metav1.Duration{Duration: le.RetryPeriod},
 			ResourceLock:  "leases",
-			ResourceName:  "platform-apiserver-discovery",
-			// Empty: the server's own namespace (see leaseNamespace).
-			ResourceNamespace: "",
+			ResourceName:  le.Name,
+			// Empty: the server's own namespace (see ownNamespace).
+			ResourceNamespace: le.Namespace,
 		},
 	}
 }
@@ -78,32 +64,32 @@ func (o *DiscoveryOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.DeprecatedMemberKubeconfig, "member-kubeconfig", o.DeprecatedMemberKubeconfig,
 		"Deprecated alias of --kubeconfig.")
 	_ = fs.MarkDeprecated("member-kubeconfig", "use --kubeconfig instead")
-	fs.StringVar(&o.MemberKubeconfigDir, "member-kubeconfig-dir", o.MemberKubeconfigDir, ""+
+	fs.StringVar(&o.Config.MemberDir, "member-kubeconfig-dir", o.Config.MemberDir, ""+
 		"Directory of kubeconfig files of further member clusters, each named by its cluster id. "+
 		"Files added or removed are picked up; a member whose file stays gone for --member-removal-grace-period is "+
 		"stopped and its rows are deleted.")
-	fs.DurationVar(&o.MemberDirInterval, "member-kubeconfig-dir-interval", o.MemberDirInterval,
+	fs.DurationVar(&o.Config.MemberDirInterval, "member-kubeconfig-dir-interval", o.Config.MemberDirInterval,
 		"How often --member-kubeconfig-dir is read for added, changed and removed members.")
-	fs.DurationVar(&o.MemberRemovalGrace, "member-removal-grace-period", o.MemberRemovalGrace, ""+
+	fs.DurationVar(&o.Config.MemberRemovalGrace, "member-removal-grace-period", o.Config.MemberRemovalGrace, ""+
 		"How long a member must stay unconfigured (its file gone from --member-kubeconfig-dir, or, at start, rows of a "+
 		"cluster nobody configures) before it is stopped and its rows are deleted. Until then it keeps being mirrored, so "+
 		"a Secret that is briefly missing or remounted empty deletes nothing. 0 removes at once.")
-	fs.IntVar(&o.BatchSize, "discovery-batch-size", o.BatchSize,
+	fs.IntVar(&o.Config.Tuning.BatchSize, "discovery-batch-size", o.Config.Tuning.BatchSize,
 		"Member events committed to the registry in one transaction at most.")
-	fs.DurationVar(&o.BatchDelay, "discovery-batch-delay", o.BatchDelay,
+	fs.DurationVar(&o.Config.Tuning.BatchDelay, "discovery-batch-delay", o.Config.Tuning.BatchDelay,
 		"How long a member event may wait for more to share its transaction; bounds the freshness cost of batching.")
-	fs.DurationVar(&o.MetricsInterval, "metrics-interval", o.MetricsInterval,
+	fs.DurationVar(&o.Config.Tuning.MetricsInterval, "metrics-interval", o.Config.Tuning.MetricsInterval,
 		"How often each member's metrics.k8s.io NodeMetrics are scraped into the registry.")
-	fs.DurationVar(&o.MetricsRetention, "metrics-retention", o.MetricsRetention,
+	fs.DurationVar(&o.Config.Tuning.MetricsRetention, "metrics-retention", o.Config.Tuning.MetricsRetention,
 		"How long node metrics samples are kept in the history. It is kept in hourly partitions, dropped whole once "+
 			"their hour is older than this, so a sample stays between the retention and the retention plus an hour.")
-	fs.Float64Var(&o.UsageReportThreshold, "usage-report-threshold", o.UsageReportThreshold, ""+
+	fs.Float64Var(&o.Config.Tuning.UsageReportThreshold, "usage-report-threshold", o.Config.Tuning.UsageReportThreshold, ""+
 		"How far a node's CPU or memory usage must move from its reported value, as a fraction of the node's allocatable "+
 		"(0 to 1; 0.05 = 5%), before NodeCapacity shows the new sample (a new resourceVersion and a watch event). "+
 		"Smaller moves are recorded in the history only, so watchers of a quiet fleet see no events; the trade-off is that "+
 		"status.usage may lag the latest sample by up to this much, or by up to --usage-report-period. "+
 		"Requests, schedulability, taints and conditions are not affected.")
-	fs.DurationVar(&o.UsageReportPeriod, "usage-report-period", o.UsageReportPeriod, ""+
+	fs.DurationVar(&o.Config.Tuning.UsageReportPeriod, "usage-report-period", o.Config.Tuning.UsageReportPeriod, ""+
 		"How often each node's reported usage is refreshed with its newest sample even if usage did not move (like the "+
 		"kubelet's nodeStatusReportFrequency). Each node refreshes at its own phase of the period, so a quiet fleet's "+
 		"refreshes spread evenly (about nodes x --metrics-interval / period per scrape) instead of coming in one burst. "+
@@ -138,29 +124,29 @@ func (o *DiscoveryOptions) Validate() []error {
 	if o.kubeconfig() != "" && o.ClusterID == "" {
 		errs = append(errs, errors.New("--cluster-id is required with --kubeconfig: the hosting cluster is mirrored under it"))
 	}
-	if o.MemberRemovalGrace < 0 {
-		errs = append(errs, fmt.Errorf("--member-removal-grace-period must be zero or positive (e.g. 5m), got %s", o.MemberRemovalGrace))
+	if o.Config.MemberRemovalGrace < 0 {
+		errs = append(errs, fmt.Errorf("--member-removal-grace-period must be zero or positive (e.g. 5m), got %s", o.Config.MemberRemovalGrace))
 	}
-	if o.MemberDirInterval <= 0 {
-		errs = append(errs, fmt.Errorf("--member-kubeconfig-dir-interval must be positive, got %s", o.MemberDirInterval))
+	if o.Config.MemberDirInterval <= 0 {
+		errs = append(errs, fmt.Errorf("--member-kubeconfig-dir-interval must be positive, got %s", o.Config.MemberDirInterval))
 	}
-	if o.BatchSize < 1 {
-		errs = append(errs, fmt.Errorf("--discovery-batch-size must be at least 1, got %d", o.BatchSize))
+	if o.Config.Tuning.BatchSize < 1 {
+		errs = append(errs, fmt.Errorf("--discovery-batch-size must be at least 1, got %d", o.Config.Tuning.BatchSize))
 	}
-	if o.BatchDelay <= 0 {
-		errs = append(errs, fmt.Errorf("--discovery-batch-delay must be positive, got %s", o.BatchDelay))
+	if o.Config.Tuning.BatchDelay <= 0 {
+		errs = append(errs, fmt.Errorf("--discovery-batch-delay must be positive, got %s", o.Config.Tuning.BatchDelay))
 	}
-	if o.MetricsInterval <= 0 {
-		errs = append(errs, fmt.Errorf("--metrics-interval must be positive, got %s", o.MetricsInterval))
+	if o.Config.Tuning.MetricsInterval <= 0 {
+		errs = append(errs, fmt.Errorf("--metrics-interval must be positive, got %s", o.Config.Tuning.MetricsInterval))
 	}
-	if !(o.UsageReportThreshold >= 0 && o.UsageReportThreshold <= 1) {
-		errs = append(errs, fmt.Errorf("--usage-report-threshold must be a fraction of allocatable between 0 and 1 (e.g. 0.05 for 5%%), got %v", o.UsageReportThreshold))
+	if !(o.Config.Tuning.UsageReportThreshold >= 0 && o.Config.Tuning.UsageReportThreshold <= 1) {
+		errs = append(errs, fmt.Errorf("--usage-report-threshold must be a fraction of allocatable between 0 and 1 (e.g. 0.05 for 5%%), got %v", o.Config.Tuning.UsageReportThreshold))
 	}
-	if o.UsageReportPeriod <= 0 {
-		errs = append(errs, fmt.Errorf("--usage-report-period must be a positive duration (e.g. 5m), got %s", o.UsageReportPeriod))
+	if o.Config.Tuning.UsageReportPeriod <= 0 {
+		errs = append(errs, fmt.Errorf("--usage-report-period must be a positive duration (e.g. 5m), got %s", o.Config.Tuning.UsageReportPeriod))
 	}
-	if o.MetricsRetention < o.MetricsInterval {
-		errs = append(errs, fmt.Errorf("--metrics-retention (%s) must be at least --metrics-interval (%s)", o.MetricsRetention, o.MetricsInterval))
+	if o.Config.Tuning.MetricsRetention < o.Config.Tuning.MetricsInterval {
+		errs = append(errs, fmt.Errorf("--metrics-retention (%s) must be at least --metrics-interval (%s)", o.Config.Tuning.MetricsRetention, o.Config.Tuning.MetricsInterval))
 	}
 	if o.LeaderElection.LeaderElect {
 		le := o.LeaderElection
@@ -183,50 +169,42 @@ func (o *DiscoveryOptions) Validate() []error {
 	return errs
 }
 
-// NewDiscovery returns discovery writing through reg, or nil (with a log
-// line saying why) when no member cluster is configured.
-func (o *DiscoveryOptions) NewDiscovery(reg store.Writer) (*discovery.Discovery, error) {
+// ApplyTo sets *c to discovery's configuration (its Store is the server's
+// registry), or to nil, with a log line saying why, when no member cluster
+// is configured.
+func (o *DiscoveryOptions) ApplyTo(c **discovery.Config) error {
 	hosting, err := o.hostingConfig()
 	if err != nil {
-		return nil, err
+		return err
 	}
-	if hosting == nil && o.MemberKubeconfigDir == "" {
+	if hosting == nil && o.Config.MemberDir == "" {
 		klog.InfoS("Discovery disabled: no member cluster configured (no --kubeconfig, not running in a pod, no --member-kubeconfig-dir); serving the registry as it is")
-		return nil, nil
+		*c = nil
+		return nil
 	}
-	tuning := discovery.DefaultTuning()
-	tuning.BatchSize, tuning.BatchDelay = o.BatchSize, o.BatchDelay
-	tuning.MetricsInterval, tuning.MetricsRetention = o.MetricsInterval, o.MetricsRetention
-	tuning.UsageReportThreshold, tuning.UsageReportPeriod = o.UsageReportThreshold, o.UsageReportPeriod
+	cfg := o.Config
 	le := o.LeaderElection
-	leaseNS := le.ResourceNamespace
-	if leaseNS == "" {
-		leaseNS = ownNamespace()
+	cfg.LeaderElection = discovery.LeaderElection{
+		Enabled:       le.LeaderElect,
+		Namespace:     le.ResourceNamespace,
+		Name:          le.ResourceName,
+		LeaseDuration: le.LeaseDuration.Duration,
+		RenewDeadline: le.RenewDeadline.Duration,
+		RetryPeriod:   le.RetryPeriod.Duration,
 	}
-	cfg := discovery.Config{
-		MemberDir:          o.MemberKubeconfigDir,
-		MemberDirInterval:  o.MemberDirInterval,
-		MemberRemovalGrace: o.MemberRemovalGrace,
-		Tuning:             tuning,
-		LeaderElection: discovery.LeaderElection{
-			Enabled:       le.LeaderElect,
-			Namespace:     leaseNS,
-			Name:          le.ResourceName,
-			LeaseDuration: le.LeaseDuration.Duration,
-			RenewDeadline: le.RenewDeadline.Duration,
-			RetryPeriod:   le.RetryPeriod.Duration,
-		},
-		Store: reg,
+	if cfg.LeaderElection.Namespace == "" {
+		cfg.LeaderElection.Namespace = ownNamespace()
 	}
 	if hosting != nil {
 		if o.ClusterID == "" {
-			return nil, errors.New("--cluster-id is required: running in a pod, the hosting cluster is mirrored under it")
+			return errors.New("--cluster-id is required: running in a pod, the hosting cluster is mirrored under it")
 		}
 		cfg.Hosting = &discovery.Member{ID: o.ClusterID, Config: hosting}
 	}
-	klog.InfoS("Discovery enabled", "cluster", o.ClusterID, "memberDir", o.MemberKubeconfigDir,
-		"leaderElect", le.LeaderElect, "leases", klog.KRef(leaseNS, le.ResourceName))
-	return discovery.New(cfg)
+	klog.InfoS("Discovery enabled", "cluster", o.ClusterID, "memberDir", cfg.MemberDir,
+		"leaderElect", le.LeaderElect, "leases", klog.KRef(cfg.LeaderElection.Namespace, le.ResourceName))
+	*c = &cfg
+	return nil
 }
 
 // serviceAccountNamespace is where a pod finds its namespace.

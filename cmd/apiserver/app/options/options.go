@@ -6,7 +6,6 @@ package options
 import (
 	"fmt"
 	"net"
-	"net/http"
 
 	openapinamer "k8s.io/apiserver/pkg/endpoints/openapi"
 	genericapiserver "k8s.io/apiserver/pkg/server"
@@ -85,9 +84,25 @@ func (o *Options) Validate() []error {
 	return errs
 }
 
-// GenericConfig builds the generic API server configuration: serving,
+// Config applies the options to the server's configuration; Validate
+// must have passed.
+func (o *Options) Config() (*apiserver.Config, error) {
+	generic, err := o.genericConfig()
+	if err != nil {
+		return nil, err
+	}
+	c := &apiserver.Config{Generic: generic}
+	o.Postgres.ApplyTo(&c.Registry)
+	o.Watch.ApplyTo(&c.Watch)
+	if err := o.Discovery.ApplyTo(&c.Discovery); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// genericConfig builds the generic API server configuration: serving,
 // delegated authentication and authorization, audit, and OpenAPI v2 and v3.
-func (o *Options) GenericConfig() (*genericapiserver.RecommendedConfig, error) {
+func (o *Options) genericConfig() (*genericapiserver.RecommendedConfig, error) {
 	// Without --tls-cert-file the server makes a self-signed certificate,
 	// good for a first try but not for an APIService with a caBundle.
 	if err := o.SecureServing.MaybeDefaultWithSelfSignedCerts("localhost", nil, []net.IP{netutils.ParseIPSloppy("127.0.0.1")}); err != nil {
@@ -111,11 +126,6 @@ func (o *Options) GenericConfig() (*genericapiserver.RecommendedConfig, error) {
 
 	if err := o.Authentication.ApplyTo(&config.Authentication, config.SecureServing, config.OpenAPIConfig); err != nil {
 		return nil, err
-	}
-	config.AddReadyzChecks(authenticationLoaded(&config.Authentication))
-	buildChain := config.BuildHandlerChainFunc
-	config.BuildHandlerChainFunc = func(h http.Handler, c *genericapiserver.Config) http.Handler {
-		return retryUntilAuthenticationLoaded(buildChain(h, c), &config.Authentication)
 	}
 	if err := o.Authorization.ApplyTo(&config.Authorization); err != nil {
 		return nil, err

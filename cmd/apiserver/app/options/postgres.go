@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/pflag"
 
+	"github.com/example/platform-apiserver/pkg/apiserver"
 	"github.com/example/platform-apiserver/pkg/registry/postgres"
 )
 
@@ -65,6 +66,11 @@ func (o *PostgresOptions) Validate() []error {
 		errs = append(errs, fmt.Errorf("--continue-token-ttl must be positive, got %s", o.ContinueTTL))
 	}
 	return errs
+}
+
+// ApplyTo sets the server's registry configuration.
+func (o *PostgresOptions) ApplyTo(c *apiserver.RegistryConfig) {
+	*c = apiserver.RegistryConfig{DSN: o.DSN, Store: o.StoreOptions()}
 }
 
 // StoreOptions returns the registry store's options.

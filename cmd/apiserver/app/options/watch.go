@@ -9,28 +9,15 @@ import (
 	"github.com/example/platform-apiserver/pkg/apiserver"
 )
 
-// WatchOptions tune how watches follow the registry's change feed.
+// WatchOptions tune how watches follow the registry's change feed; the
+// flags set the server's WatchConfig.
 type WatchOptions struct {
-	PollInterval       time.Duration
-	BookmarkInterval   time.Duration
-	HistoryRetention   time.Duration
-	CompactionInterval time.Duration
-	WatcherBuffer      int
-	WindowChanges      int
-	WindowBytes        int
+	apiserver.WatchConfig
 }
 
-// NewWatchOptions returns the defaults.
+// NewWatchOptions returns the defaults (apiserver.DefaultWatchConfig).
 func NewWatchOptions() *WatchOptions {
-	return &WatchOptions{
-		PollInterval:       time.Second,
-		BookmarkInterval:   time.Minute,
-		HistoryRetention:   time.Hour,
-		CompactionInterval: time.Minute,
-		WatcherBuffer:      1000,
-		WindowChanges:      10000,
-		WindowBytes:        64 << 20,
-	}
+	return &WatchOptions{WatchConfig: apiserver.DefaultWatchConfig()}
 }
 
 // AddFlags adds the watch flags.
@@ -78,15 +65,7 @@ func (o *WatchOptions) Validate() []error {
 	return errs
 }
 
-// Config returns the server's watch configuration.
-func (o *WatchOptions) Config() apiserver.WatchConfig {
-	return apiserver.WatchConfig{
-		PollInterval:       o.PollInterval,
-		BookmarkInterval:   o.BookmarkInterval,
-		HistoryRetention:   o.HistoryRetention,
-		CompactionInterval: o.CompactionInterval,
-		WatcherBuffer:      o.WatcherBuffer,
-		WindowChanges:      o.WindowChanges,
-		WindowBytes:        o.WindowBytes,
-	}
+// ApplyTo sets the server's watch configuration.
+func (o *WatchOptions) ApplyTo(c *apiserver.WatchConfig) {
+	*c = o.WatchConfig
 }
