@@ -6,15 +6,24 @@ BIN       := _output/bin
 FUZZTIME  ?= 10s
 BENCHTIME ?= 5x
 
-.PHONY: all build deps tools run test unit integration verify generate bench fuzz clean image image-push
+.PHONY: all help build deps tools run test unit integration verify lint generate bench fuzz clean image image-push
 
+# The linters are Go tools pinned in their own module (hack/lint/go.mod), so
+# their dependencies never enter the server's go.mod.
+LINT_TOOL := $(GO) tool -modfile=hack/lint/go.mod
+
+## all: the default target: build
 all: build
+
+## help: list the targets with their descriptions
+help:
+	@awk 'match($$0, /^## [A-Za-z0-9_-]+:/) { printf "  %-11s %s\n", substr($$0, 4, RLENGTH - 4), substr($$0, RLENGTH + 2) }' $(firstword $(MAKEFILE_LIST))
 
 ## build: the platform-apiserver binary in _output/bin
 build:
 	$(GO) build -o $(BIN)/platform-apiserver ./cmd/apiserver
 
-## deps: PostgreSQL 15 from Debian's packages, if missing
+## deps: PostgreSQL 15 and shellcheck from Debian's packages, if missing
 deps:
 	@hack/install-deps.sh
 
@@ -58,6 +67,12 @@ verify:
 	hack/verify-gomod.sh
 	hack/verify-codegen.sh
 
+## lint: golangci-lint (.golangci.yml), logcheck (structured, contextual klog) and shellcheck (hack/, .ci/)
+lint:
+	$(LINT_TOOL) golangci-lint run ./...
+	$(LINT_TOOL) logcheck -check-contextual -config hack/lint/logcheck.conf ./...
+	hack/verify-shellcheck.sh
+
 ## generate: regenerate deepcopy, conversion, OpenAPI, clientset, listers and informers
 generate:
 	hack/update-codegen.sh
@@ -70,5 +85,6 @@ fuzz:
 bench: deps tools
 	$(GO) test -count=1 -timeout 60m -run '^$$' -bench . -benchtime $(BENCHTIME) ./test/bench/
 
+## clean: remove _output
 clean:
 	rm -rf _output

@@ -1,8 +1,18 @@
 #!/usr/bin/env bash
 # Installs what the tests and `make run` need from Debian's packages on a
 # fresh machine: PostgreSQL 15 (initdb, postgres) and its `postgres` system
-# user, which runs them when we are root. Does nothing when they are there.
+# user, which runs them when we are root; and shellcheck for `make lint`.
+# Does nothing when they are there.
 set -o errexit -o nounset -o pipefail
+
+apt_updated=
+apt_install() {
+  if [[ -z $apt_updated ]]; then
+    apt-get update -qq
+    apt_updated=1
+  fi
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
+}
 
 if [[ ! -x /usr/lib/postgresql/15/bin/initdb ]]; then
   if [[ $(id -u) -ne 0 ]]; then
@@ -10,8 +20,16 @@ if [[ ! -x /usr/lib/postgresql/15/bin/initdb ]]; then
     exit 1
   fi
   echo ">> installing PostgreSQL 15 (Debian package postgresql-15)" >&2
-  apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql-15 >/dev/null
+  apt_install postgresql-15
+fi
+if ! command -v shellcheck >/dev/null 2>&1; then
+  if [[ $(id -u) -ne 0 ]]; then
+    # Only `make lint` needs it: say so, but let the tests and `make run` go on.
+    echo "shellcheck is missing (make lint needs it): run 'sudo apt-get install shellcheck'" >&2
+  else
+    echo ">> installing shellcheck (Debian package shellcheck)" >&2
+    apt_install shellcheck
+  fi
 fi
 # initdb and postgres refuse to run as root; the harness runs them as this user.
 if [[ $(id -u) -eq 0 ]] && ! id postgres >/dev/null 2>&1; then
