@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"os/exec"
 	"path"
@@ -358,9 +359,7 @@ func writeArchive(out, layoutDir string, extra map[string][]byte) error {
 	if err != nil {
 		return err
 	}
-	for k, v := range extra {
-		files[k] = v
-	}
+	maps.Copy(files, extra)
 	names := append([]string(nil), dirs...)
 	for n := range files {
 		names = append(names, n)

@@ -59,7 +59,7 @@ func writeImage(t *testing.T, dir, ref string, images ...PlatformImage) BuildRes
 // archive bytes; another binary gives another digest.
 func TestReproducible(t *testing.T) {
 	var digests, archives []string
-	for i := 0; i < 2; i++ {
+	for range 2 {
 		img := mustAssemble(t, testInputs("binary", "amd64"))
 		res := writeImage(t, t.TempDir(), "platform-apiserver:dev", PlatformImage{Platform: v1.Platform{OS: "linux", Architecture: "amd64"}, Image: img})
 		sum, err := fileDigest(res.Archive)

@@ -65,7 +65,7 @@ func run(ctx context.Context, args []string) error {
 		if err := fs.Parse(args[1:]); err != nil {
 			return err
 		}
-		for _, p := range strings.Split(platforms, ",") {
+		for p := range strings.SplitSeq(platforms, ",") {
 			if p = strings.TrimSpace(p); p != "" {
 				o.Platforms = append(o.Platforms, p)
 			}

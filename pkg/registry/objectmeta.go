@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"maps"
 	"strconv"
 	"time"
 
@@ -29,9 +30,7 @@ type ViewMeta struct {
 // ObjectMeta is the metadata every view object carries.
 func (v ViewMeta) ObjectMeta() metav1.ObjectMeta {
 	labels := make(map[string]string, len(v.Labels)+1)
-	for k, val := range v.Labels {
-		labels[k] = val
-	}
+	maps.Copy(labels, v.Labels)
 	labels[platform.ClusterLabel] = v.ClusterID
 	created := v.CreatedAt
 	if created.IsZero() {

@@ -15,7 +15,7 @@ import (
 type TableConvertor struct {
 	Columns []metav1.TableColumnDefinition
 	// Cells returns one row's cells, in column order.
-	Cells func(obj runtime.Object) ([]interface{}, error)
+	Cells func(obj runtime.Object) ([]any, error)
 }
 
 // ConvertToTable implements rest.TableConvertor for a single object or a list.

@@ -292,7 +292,7 @@ func (w *watcher) sendInitial(ctx context.Context, stop <-chan struct{}) (ok, su
 			if ctx.Err() == nil {
 				var status apierrors.APIStatus
 				if errors.As(APIError(pg.err, w.spec.Resource, ""), &status) {
-					w.emit(stop, watch.Event{Type: watch.Error, Object: ptr(status.Status())})
+					w.emit(stop, watch.Event{Type: watch.Error, Object: new(status.Status())})
 				}
 			}
 			return false, false
@@ -350,7 +350,7 @@ func (w *watcher) replayHistory(ctx context.Context, stop <-chan struct{}) bool 
 			if ctx.Err() == nil {
 				var status apierrors.APIStatus
 				if errors.As(watchError(err, w.cursor), &status) {
-					w.emit(stop, watch.Event{Type: watch.Error, Object: ptr(status.Status())})
+					w.emit(stop, watch.Event{Type: watch.Error, Object: new(status.Status())})
 				}
 			}
 			return false
@@ -475,8 +475,6 @@ func (w *watcher) emit(stop <-chan struct{}, ev watch.Event) bool {
 		return false
 	}
 }
-
-func ptr[T any](v T) *T { return &v }
 
 // ConvertChange adapts a change's record pair (current, previous; either
 // picked by records) to WatchSpec.Convert.

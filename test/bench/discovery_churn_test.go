@@ -217,7 +217,7 @@ func (d *discoveryEnv) watchClusterNamespaces(ctx context.Context) (*nsWatch, er
 	w, err := c.PlatformV1alpha1().ClusterNamespaces("").Watch(ctx, metav1.ListOptions{
 		ResourceVersion:     list.ResourceVersion,
 		AllowWatchBookmarks: true,
-		TimeoutSeconds:      ptr(watchRequestTimeout),
+		TimeoutSeconds:      new(watchRequestTimeout),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("watch ClusterNamespaces: %w", err)

@@ -196,7 +196,7 @@ func syncPod(j int) *corev1.Pod {
 			OwnerReferences: []metav1.OwnerReference{{
 				APIVersion: "apps/v1", Kind: "ReplicaSet", Name: app + "-" + hash[:6],
 				UID:        types.UID(fmt.Sprintf("6f1c2a4e-1111-4000-8000-%012d", j/podsPerSyncNamespace)),
-				Controller: ptr(true), BlockOwnerDeletion: ptr(true),
+				Controller: new(true), BlockOwnerDeletion: new(true),
 			}},
 		},
 		Spec: corev1.PodSpec{

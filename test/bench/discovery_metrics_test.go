@@ -710,7 +710,7 @@ func (d *discoveryEnv) watchNodeCapacities(ctx context.Context) (*ncWatch, error
 	w, err := c.PlatformV1alpha1().NodeCapacities().Watch(ctx, metav1.ListOptions{
 		ResourceVersion:     list.ResourceVersion,
 		AllowWatchBookmarks: true,
-		TimeoutSeconds:      ptr(watchRequestTimeout),
+		TimeoutSeconds:      new(watchRequestTimeout),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("watch NodeCapacities: %w", err)
@@ -942,9 +942,7 @@ func poolExec(pool *pgxpool.Pool) func(context.Context, string, ...any) (int64, 
 func heartbeat(what string) (stop func()) {
 	done := make(chan struct{})
 	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
+	wg.Go(func() {
 		begin := time.Now()
 		tick := time.NewTicker(30 * time.Second)
 		defer tick.Stop()
@@ -956,7 +954,7 @@ func heartbeat(what string) (stop func()) {
 				return
 			}
 		}
-	}()
+	})
 	return func() { close(done); wg.Wait() }
 }
 

@@ -358,7 +358,7 @@ func (w *burstWatcher) open(ctx context.Context) (io.ReadCloser, error) {
 		Watch:               true,
 		ResourceVersion:     strconv.FormatInt(rv, 10),
 		AllowWatchBookmarks: true,
-		TimeoutSeconds:      ptr(watchRequestTimeout),
+		TimeoutSeconds:      new(watchRequestTimeout),
 	}
 	return w.client.Get().Resource("nodecapacities").VersionedParams(&opts, scheme.ParameterCodec).Stream(ctx)
 }
@@ -477,16 +477,15 @@ func (w *burstWatcher) event(line []byte, at time.Duration) (bool, error) {
 // with prefix (a `"key":"` and possibly the value's start), up to its
 // closing quote.
 func field(line, prefix []byte) ([]byte, bool) {
-	i := bytes.Index(line, prefix)
-	if i < 0 {
+	_, rest, ok := bytes.Cut(line, prefix)
+	if !ok {
 		return nil, false
 	}
-	rest := line[i+len(prefix):]
-	j := bytes.IndexByte(rest, '"')
-	if j < 0 {
+	value, _, ok := bytes.Cut(rest, []byte{'"'})
+	if !ok {
 		return nil, false
 	}
-	return rest[:j], true
+	return value, true
 }
 
 // send delivers a note unless ctx ends first; it reports whether it did.

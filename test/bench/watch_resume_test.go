@@ -273,11 +273,9 @@ func (e *env) startInformers(ctx context.Context, n int) (*resumeSet, error) {
 			return rs, err
 		}
 		rs.informers = append(rs.informers, ri)
-		rs.wg.Add(1)
-		go func() {
-			defer rs.wg.Done()
+		rs.wg.Go(func() {
 			ri.informer.Run(rs.stop)
-		}()
+		})
 	}
 	ctx, cancel := context.WithTimeout(ctx, resumeSyncTimeout)
 	defer cancel()

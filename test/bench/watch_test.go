@@ -279,7 +279,7 @@ func (e *env) openWatches(ctx context.Context, n int) (*watchSet, error) {
 	opts := metav1.ListOptions{
 		ResourceVersion:     list.ResourceVersion,
 		AllowWatchBookmarks: true, // as reflectors and informers ask
-		TimeoutSeconds:      ptr(watchRequestTimeout),
+		TimeoutSeconds:      new(watchRequestTimeout),
 	}
 	var mu sync.Mutex
 	var errs []error
@@ -567,5 +567,3 @@ func summarizeLatencies(samples []time.Duration) watchLatency {
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-
-func ptr[T any](v T) *T { return &v }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -86,9 +87,7 @@ func simulatedNodeObject(spec SimulatedNode) *corev1.Node {
 		"kubernetes.io/os":       "linux",
 		"kubernetes.io/arch":     "amd64",
 	}
-	for k, v := range spec.Labels {
-		labels[k] = v
-	}
+	maps.Copy(labels, spec.Labels)
 	return &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:   spec.Name,

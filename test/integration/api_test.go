@@ -39,9 +39,9 @@ func (e *env) testWritesRejected(t *testing.T) {
 	ctx := t.Context()
 	client := dynamic.NewForConfigOrDie(e.cp.AdminConfig())
 	ncs := client.Resource(schema.GroupVersionResource{Group: "platform.example.io", Version: "v1alpha1", Resource: "nodecapacities"})
-	obj := &unstructured.Unstructured{Object: map[string]interface{}{
+	obj := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "platform.example.io/v1alpha1", "kind": "NodeCapacity",
-		"metadata": map[string]interface{}{"name": "prod-1.new"},
+		"metadata": map[string]any{"name": "prod-1.new"},
 	}}
 	writes := map[string]func(context.Context) error{
 		"create": func(ctx context.Context) error { _, err := ncs.Create(ctx, obj, metav1.CreateOptions{}); return err },

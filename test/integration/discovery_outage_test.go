@@ -34,7 +34,7 @@ func TestDiscoveryPostgresOutage(t *testing.T) {
 	ctx := t.Context()
 	churn := func(prefix string, n int) {
 		t.Helper()
-		for i := 0; i < n; i++ {
+		for i := range n {
 			e.kubectl(t, "create", "namespace", fmt.Sprintf("%s-%d", prefix, i))
 		}
 	}

@@ -54,7 +54,7 @@ func (e *env) testDiscoveryNamespaces(t *testing.T) {
 		if err != nil {
 			return false, err.Error()
 		}
-		for _, line := range strings.Split(out, "\n") {
+		for line := range strings.SplitSeq(out, "\n") {
 			if f := strings.Fields(line); len(f) > 2 && f[0] == "smoke-test" && f[1] == "local" && f[2] == "Active" {
 				return true, out
 			}

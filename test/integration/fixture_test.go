@@ -81,7 +81,7 @@ func prod2() store.Batch {
 	b := store.Batch{ClusterID: "prod-2", Namespaces: []store.Namespace{
 		{Name: "team-a", UID: "uid2-team-a", Phase: "Active", CreatedAt: fixtureTime},
 	}}
-	for i := 0; i < 20; i++ {
+	for i := range 20 {
 		n := node(fmt.Sprintf("m%02d", i))
 		if i%4 == 0 {
 			n.Labels["pool"] = "big"

@@ -534,7 +534,7 @@ func (e *installEnv) waitUninstalled(t *testing.T) {
 
 func grepLines(s, sub string) string {
 	var out []string
-	for _, l := range strings.Split(s, "\n") {
+	for l := range strings.SplitSeq(s, "\n") {
 		if strings.Contains(l, sub) {
 			out = append(out, l)
 		}

@@ -15,7 +15,7 @@ import (
 // row returns the kubectl table row whose first column is name.
 func row(t *testing.T, table, name string) []string {
 	t.Helper()
-	for _, line := range strings.Split(table, "\n") {
+	for line := range strings.SplitSeq(table, "\n") {
 		fields := regexp.MustCompile(`\s{2,}`).Split(strings.TrimSpace(line), -1)
 		if len(fields) > 0 && fields[0] == name {
 			return fields
@@ -27,7 +27,7 @@ func row(t *testing.T, table, name string) []string {
 
 func rowCount(table string) int {
 	n := 0
-	for _, line := range strings.Split(strings.TrimSpace(table), "\n") {
+	for line := range strings.SplitSeq(strings.TrimSpace(table), "\n") {
 		if line != "" && !strings.HasPrefix(line, "NAME") && !strings.HasPrefix(line, "NAMESPACE") {
 			n++
 		}
@@ -58,7 +58,7 @@ func (e *env) testTables(t *testing.T) {
 
 	out = e.kubectl(t, "get", "clusternamespaces", "-A")
 	var teamA []string
-	for _, line := range strings.Split(out, "\n") {
+	for line := range strings.SplitSeq(out, "\n") {
 		if strings.HasPrefix(line, "team-a") && strings.Contains(line, "prod-1") {
 			teamA = regexp.MustCompile(`\s{2,}`).Split(strings.TrimSpace(line), -1)
 		}

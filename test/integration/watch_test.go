@@ -205,7 +205,7 @@ func (e *env) testWatchResume(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Three changes made before the watch starts are replayed from history.
-	for i := 0; i < 3; i++ {
+	for i := range 3 {
 		n := node("r1")
 		n.Labels["gen"] = strconv.Itoa(i)
 		e.apply(t, store.Batch{ClusterID: "resume", Nodes: []store.Node{n}})
@@ -274,7 +274,7 @@ func (e *env) testWatchChurn(t *testing.T) {
 	}
 	const writers, rounds, nodesPerApply = 8, 125, 10 // 8*125*10 = 10,000 changes
 	var watchers []watch.Interface
-	for i := 0; i < 3; i++ {
+	for range 3 {
 		w, err := ncs.Watch(ctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion, FieldSelector: "status.cluster!=prod-1"})
 		if err != nil {
 			t.Fatal(err)
@@ -285,13 +285,11 @@ func (e *env) testWatchChurn(t *testing.T) {
 
 	var wg sync.WaitGroup
 	errs := make(chan error, writers)
-	for wr := 0; wr < writers; wr++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for r := 0; r < rounds; r++ {
+	for wr := range writers {
+		wg.Go(func() {
+			for r := range rounds {
 				b := store.Batch{ClusterID: fmt.Sprintf("churn-%d", wr)}
-				for n := 0; n < nodesPerApply; n++ {
+				for n := range nodesPerApply {
 					nd := node(fmt.Sprintf("c%d", n))
 					nd.Labels["round"] = strconv.Itoa(r)
 					b.Nodes = append(b.Nodes, nd)
@@ -301,7 +299,7 @@ func (e *env) testWatchChurn(t *testing.T) {
 					return
 				}
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	close(errs)
@@ -338,13 +336,13 @@ func (e *env) testInformer(t *testing.T) {
 	var mu sync.Mutex
 	adds, updates, deletes := map[string]int{}, map[string]int{}, map[string]int{}
 	_, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj interface{}) { mu.Lock(); adds[obj.(*v1alpha1.NodeCapacity).Name]++; mu.Unlock() },
-		UpdateFunc: func(_, obj interface{}) {
+		AddFunc: func(obj any) { mu.Lock(); adds[obj.(*v1alpha1.NodeCapacity).Name]++; mu.Unlock() },
+		UpdateFunc: func(_, obj any) {
 			mu.Lock()
 			updates[obj.(*v1alpha1.NodeCapacity).Name]++
 			mu.Unlock()
 		},
-		DeleteFunc: func(obj interface{}) {
+		DeleteFunc: func(obj any) {
 			if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 				obj = tomb.Obj
 			}

@@ -298,11 +298,11 @@ func leaseDuration(l *coordinationv1.Lease, def time.Duration) time.Duration {
 func (m *Manager) spec(transitions int32) coordinationv1.LeaseSpec {
 	now := metav1.NewMicroTime(m.cfg.Clock.Now())
 	return coordinationv1.LeaseSpec{
-		HolderIdentity:       ptr.To(m.cfg.Identity),
-		LeaseDurationSeconds: ptr.To(int32((m.cfg.LeaseDuration + time.Second - 1) / time.Second)),
+		HolderIdentity:       new(m.cfg.Identity),
+		LeaseDurationSeconds: new(int32((m.cfg.LeaseDuration + time.Second - 1) / time.Second)),
 		AcquireTime:          &now,
 		RenewTime:            &now,
-		LeaseTransitions:     ptr.To(transitions),
+		LeaseTransitions:     new(transitions),
 	}
 }
 
@@ -329,8 +329,8 @@ func (m *Manager) renewPresence(ctx context.Context, leases map[string]*coordina
 		}, metav1.CreateOptions{})
 	} else {
 		l := cur.DeepCopy()
-		l.Spec.RenewTime = ptr.To(metav1.NewMicroTime(m.cfg.Clock.Now()))
-		l.Spec.HolderIdentity = ptr.To(m.cfg.Identity)
+		l.Spec.RenewTime = new(metav1.NewMicroTime(m.cfg.Clock.Now()))
+		l.Spec.HolderIdentity = new(m.cfg.Identity)
 		m.presence, err = client.Update(ctx, l, metav1.UpdateOptions{})
 	}
 	if err != nil {
@@ -399,7 +399,7 @@ func (m *Manager) renewAll(ctx context.Context, ids []string) {
 		if l.Spec.RenewTime != nil && m.cfg.Clock.Since(l.Spec.RenewTime.Time) < m.cfg.LeaseDuration/3 {
 			continue
 		}
-		l.Spec.RenewTime = ptr.To(metav1.NewMicroTime(m.cfg.Clock.Now()))
+		l.Spec.RenewTime = new(metav1.NewMicroTime(m.cfg.Clock.Now()))
 		wg.Go(func() {
 			updated, err := m.cfg.Leases.Leases(m.cfg.Namespace).Update(ctx, l, metav1.UpdateOptions{})
 			results <- renewal{id: id, l: updated, err: err}
@@ -432,8 +432,8 @@ func (m *Manager) release(ctx context.Context, id string) {
 	l := m.held[id].DeepCopy()
 	m.drop(id)
 	l.Spec.HolderIdentity = nil
-	l.Spec.LeaseDurationSeconds = ptr.To(int32(1))
-	l.Spec.RenewTime = ptr.To(metav1.NewMicroTime(m.cfg.Clock.Now()))
+	l.Spec.LeaseDurationSeconds = new(int32(1))
+	l.Spec.RenewTime = new(metav1.NewMicroTime(m.cfg.Clock.Now()))
 	if _, err := m.cfg.Leases.Leases(m.cfg.Namespace).Update(ctx, l, metav1.UpdateOptions{}); err != nil && !apierrors.IsConflict(err) {
 		klog.FromContext(ctx).Error(err, "Cannot release a member's Lease; it expires instead", "cluster", id)
 	}
@@ -450,7 +450,7 @@ func (m *Manager) collectGarbage(ctx context.Context, leases map[string]*coordin
 			continue
 		}
 		err := m.cfg.Leases.Leases(m.cfg.Namespace).Delete(ctx, l.Name, metav1.DeleteOptions{
-			Preconditions: &metav1.Preconditions{ResourceVersion: ptr.To(l.ResourceVersion)},
+			Preconditions: &metav1.Preconditions{ResourceVersion: new(l.ResourceVersion)},
 		})
 		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 			klog.FromContext(ctx).Error(err, "Cannot delete a stale discovery Lease", "lease", l.Name)

@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -380,7 +381,7 @@ func (f *Follower) Subscribe(kind store.Kind, after int64, route func(*store.Cha
 		if b == nil {
 			b = []Item{}
 		}
-		s.Backlog = b[:len(b):len(b)]
+		s.Backlog = slices.Clip(b)
 		historyReads.WithLabelValues("memory").Inc()
 	}
 	f.subs[s] = struct{}{}

@@ -143,5 +143,5 @@ type headRow struct {
 }
 
 func (r headRow) Scan(dest ...any) error {
-	return r.Row.Scan(append(r.head[:len(r.head):len(r.head)], dest...)...)
+	return r.Row.Scan(append(slices.Clip(r.head), dest...)...)
 }

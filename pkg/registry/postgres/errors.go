@@ -22,8 +22,7 @@ func interpretError(err error) error {
 	if errors.Is(err, pgx.ErrNoRows) {
 		return fmt.Errorf("%w: %w", store.ErrNotFound, err)
 	}
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) {
+	if pgErr, ok := errors.AsType[*pgconn.PgError](err); ok {
 		switch {
 		case pgErr.Code == "42P01", // undefined_table: not migrated
 			pgErr.Code == "3D000",                          // invalid_catalog_name: no such database

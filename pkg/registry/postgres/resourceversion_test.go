@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"testing"
 
 	"github.com/example/platform-apiserver/pkg/registry/postgres"
@@ -91,9 +92,7 @@ func TestResourceVersion(t *testing.T) {
 
 func withLabel(n store.Node, k, v string) store.Node {
 	labels := map[string]string{}
-	for key, val := range n.Labels {
-		labels[key] = val
-	}
+	maps.Copy(labels, n.Labels)
 	labels[k] = v
 	n.Labels = labels
 	return n

@@ -1,6 +1,7 @@
 package postgres_test
 
 import (
+	"maps"
 	"strings"
 	"testing"
 
@@ -50,9 +51,7 @@ func TestLabelSelectors(t *testing.T) {
 			var want []string
 			for key, l := range objects {
 				withCluster := labels.Set{}
-				for k, v := range l {
-					withCluster[k] = v
-				}
+				maps.Copy(withCluster, l)
 				withCluster[postgres.ClusterLabel], _, _ = strings.Cut(key, ".")
 				if parsed.Matches(withCluster) {
 					want = append(want, key)

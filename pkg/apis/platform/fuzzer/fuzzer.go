@@ -7,6 +7,6 @@ import (
 
 // Funcs returns the fuzzer functions for the group; the types need none
 // beyond the defaults.
-var Funcs = func(codecs runtimeserializer.CodecFactory) []interface{} {
+var Funcs = func(codecs runtimeserializer.CodecFactory) []any {
 	return nil
 }

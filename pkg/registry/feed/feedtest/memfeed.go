@@ -43,9 +43,9 @@ func (m *MemFeed) Put(nc store.NodeCapacity) int64 {
 	defer m.mu.Unlock()
 	m.rv++
 	nc.ResourceVersion = m.rv
-	c := store.Change{ResourceVersion: m.rv, Type: store.ChangeAdded, Kind: store.KindNodeCapacity, NodeCapacity: ptr(nc)}
+	c := store.Change{ResourceVersion: m.rv, Type: store.ChangeAdded, Kind: store.KindNodeCapacity, NodeCapacity: new(nc)}
 	if prev, ok := m.nodes[key(nc.ClusterID, nc.Node.Name)]; ok {
-		c.Type, c.PrevNodeCapacity = store.ChangeModified, ptr(prev)
+		c.Type, c.PrevNodeCapacity = store.ChangeModified, new(prev)
 	}
 	m.nodes[key(nc.ClusterID, nc.Node.Name)] = nc
 	m.changes = append(m.changes, c)
@@ -66,7 +66,7 @@ func (m *MemFeed) Delete(cluster, node string) int64 {
 	last.ResourceVersion = m.rv
 	delete(m.nodes, key(cluster, node))
 	m.changes = append(m.changes, store.Change{ResourceVersion: m.rv, Type: store.ChangeDeleted, Kind: store.KindNodeCapacity,
-		NodeCapacity: ptr(last), PrevNodeCapacity: ptr(prev)})
+		NodeCapacity: new(last), PrevNodeCapacity: new(prev)})
 	m.notify()
 	return m.rv
 }
@@ -124,8 +124,6 @@ func (m *MemFeed) notify() {
 	default:
 	}
 }
-
-func ptr[T any](v T) *T { return &v }
 
 // Changes implements store.ChangeFeed.
 func (m *MemFeed) Changes(_ context.Context, after int64, limit int) ([]store.Change, int64, error) {
