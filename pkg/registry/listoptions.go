@@ -28,6 +28,7 @@ func StoreListOptions(ctx context.Context, opts *metainternalversion.ListOptions
 		so.Fields = append(so.Fields, store.FieldRequirement{Field: f, Op: selection.Equals, Value: ns})
 	}
 	if opts == nil {
+		so.Freshness.Latest = true
 		return so, false, nil
 	}
 	if opts.Limit < 0 {
@@ -35,6 +36,17 @@ func StoreListOptions(ctx context.Context, opts *metainternalversion.ListOptions
 	}
 	so.Limit = opts.Limit
 	so.Continue = opts.Continue
+	switch rv := opts.ResourceVersion; rv {
+	case "":
+		so.Freshness.Latest = opts.Continue == "" // a continue token carries its own
+	case "0":
+	default:
+		v, err := ParseResourceVersion(rv)
+		if err != nil {
+			return so, false, err
+		}
+		so.Freshness.AtLeast = v
+	}
 
 	if opts.LabelSelector != nil {
 		reqs, selectable := opts.LabelSelector.Requirements()
@@ -79,7 +91,8 @@ func CheckListResourceVersion(opts *metainternalversion.ListOptions, served int6
 		return err
 	}
 	if opts.ResourceVersionMatch == metav1.ResourceVersionMatchExact && requested != served {
-		return apierrors.NewGone(fmt.Sprintf(
+		// 410 Expired, as kube-apiserver answers for a compacted one.
+		return apierrors.NewResourceExpired(fmt.Sprintf(
 			"resourceVersion %d is not retained for exact reads (current is %d); list without resourceVersionMatch=Exact", requested, served))
 	}
 	return nil

@@ -214,6 +214,21 @@ type ListOptions struct {
 	Limit int64
 	// Continue is an opaque token from a previous page of the same list.
 	Continue string
+	// Freshness says how recent the data must be; a store that reads
+	// from replicas (standbys) serves from one only when it has replayed
+	// far enough, else from the primary.
+	Freshness Freshness
+}
+
+// Freshness is how recent a read must be.
+type Freshness struct {
+	// Latest: at least the registry's present when the read starts (a
+	// list or watch without resourceVersion), so no client ever sees a
+	// resourceVersion older than one already served, by any replica.
+	Latest bool
+	// AtLeast: at least this resourceVersion (a list at resourceVersion
+	// N, a continue token's snapshot). Zero with Latest unset: any.
+	AtLeast int64
 }
 
 // Page is one page of a list.
