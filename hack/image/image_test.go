@@ -116,7 +116,7 @@ func TestImageContents(t *testing.T) {
 	if cf.Config.User != "65532:65532" || len(cf.Config.Entrypoint) != 1 || cf.Config.Entrypoint[0] != Entrypoint {
 		t.Errorf("config runs %v as %q, want [%s] as 65532:65532", cf.Config.Entrypoint, cf.Config.User, Entrypoint)
 	}
-	if cf.OS != "linux" || cf.Architecture != "arm64" || !cf.Created.Time.Equal(time.Unix(1764547200, 0)) {
+	if cf.OS != "linux" || cf.Architecture != "arm64" || !cf.Created.Equal(time.Unix(1764547200, 0)) {
 		t.Errorf("config platform %s/%s created %v", cf.OS, cf.Architecture, cf.Created)
 	}
 	if got := cf.Config.Labels["org.opencontainers.image.revision"]; got != "0123456789abcdef" {

@@ -51,8 +51,10 @@ type membersParams struct {
 type members struct {
 	membersParams
 
-	// ctx is run's context, which workers run under.
-	ctx context.Context
+	// ctx is run's context, which workers run under: reconcile starts them
+	// from Own and Disown too, which the shard manager calls with no
+	// context of run's lifetime.
+	ctx context.Context //nolint:containedctx // see above; set by run
 
 	// reconciling serializes reconcile.
 	reconciling sync.Mutex

@@ -98,7 +98,7 @@ func (s *legacyMetricsWriter) PruneNodeMetrics(ctx context.Context, before time.
 
 // legacyWriter is one write transaction (write.go's writer).
 type legacyWriter struct {
-	ctx     context.Context
+	ctx     context.Context //nolint:containedctx // a handle on one transaction, as write.go's writer
 	tx      pgx.Tx
 	startRV int64
 	maxRV   int64

@@ -803,9 +803,13 @@ func openLegacyMetrics(ctx context.Context, admin *pgxpool.Pool, registryURL str
 		return nil, fmt.Errorf("revert the baseline database to migration %03d: %w", legacyMetricsMigration, err)
 	}
 	var kind string
-	if err := l.writer.pool.QueryRow(ctx, `SELECT relkind::text FROM pg_class WHERE oid = 'cluster_node_metrics'::regclass`).Scan(&kind); err != nil || kind != "r" {
+	if err := l.writer.pool.QueryRow(ctx, `SELECT relkind::text FROM pg_class WHERE oid = 'cluster_node_metrics'::regclass`).Scan(&kind); err != nil {
 		l.close()
-		return nil, fmt.Errorf("the baseline's cluster_node_metrics is of relkind %q (%v), want an ordinary table", kind, err)
+		return nil, fmt.Errorf("the baseline's cluster_node_metrics: %w", err)
+	}
+	if kind != "r" {
+		l.close()
+		return nil, fmt.Errorf("the baseline's cluster_node_metrics is of relkind %q, want an ordinary table", kind)
 	}
 	batch := registryBatch(time.Now().UTC().Truncate(time.Second))
 	batch.ClusterID = discoveryClusterID

@@ -160,7 +160,7 @@ func (cp *ControlPlane) waitAPIServed(ctx context.Context, api aggregatedAPI, pr
 	var last string
 	err = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
 		if done, exitErr := proc.exited(); done {
-			return false, fmt.Errorf("%s exited: %v", proc.spec.name, exitErr)
+			return false, fmt.Errorf("%s exited: %w", proc.spec.name, exitErr)
 		}
 		obj, err := dyn.Resource(apiServiceGVR).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {

@@ -69,7 +69,7 @@ func Start(ctx context.Context, opts Options) (_ *ControlPlane, err error) {
 				err = fmt.Errorf("%w (logs in %s)", err, cp.workDir)
 			}
 			if stopErr := cp.Stop(); stopErr != nil {
-				err = fmt.Errorf("%w (and stopping what had started: %v)", err, stopErr)
+				err = fmt.Errorf("%w (and stopping what had started: %w)", err, stopErr)
 			}
 		}
 	}()

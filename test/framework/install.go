@@ -179,8 +179,11 @@ func downloadModule(ctx context.Context, module, version, sum string) (string, e
 	out, err := cmd.Output()
 	var info struct{ Dir, Sum, Error string }
 	_ = json.Unmarshal(out, &info)
-	if err != nil || info.Error != "" {
-		return "", fmt.Errorf("go mod download %s@%s: %v %s", module, version, err, info.Error)
+	if err != nil {
+		return "", fmt.Errorf("go mod download %s@%s: %w %s", module, version, err, info.Error)
+	}
+	if info.Error != "" {
+		return "", fmt.Errorf("go mod download %s@%s: %s", module, version, info.Error)
 	}
 	if info.Sum != sum {
 		return "", fmt.Errorf("%s@%s has sum %s, pinned %s", module, version, info.Sum, sum)

@@ -91,12 +91,21 @@ func (p *process) pid() int { return p.cmd.Process.Pid }
 // logPath returns the file the component's output goes to.
 func (p *process) logPath() string { return filepath.Join(p.spec.logDir, p.spec.name+".log") }
 
+// errExitStatus0 is what exited reports for a component that exited cleanly.
+var errExitStatus0 = errors.New("exit status 0")
+
 // exited reports whether the process has ended, and how.
+//
+// A component is meant to run until stopped, so a clean exit is an error too:
+// errExitStatus0.
 func (p *process) exited() (bool, error) {
 	select {
 	case <-p.done:
 		p.mu.Lock()
 		defer p.mu.Unlock()
+		if p.exitErr == nil {
+			return true, errExitStatus0
+		}
 		return true, p.exitErr
 	default:
 		return false, nil
@@ -110,7 +119,7 @@ func (p *process) waitReady(ctx context.Context, timeout time.Duration, check fu
 	start := time.Now()
 	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
 		if done, exitErr := p.exited(); done {
-			return false, fmt.Errorf("%s exited before it became ready: %v", p.spec.name, exitErr)
+			return false, fmt.Errorf("%s exited before it became ready: %w", p.spec.name, exitErr)
 		}
 		if lastErr = check(ctx); lastErr != nil {
 			return false, nil
@@ -119,7 +128,7 @@ func (p *process) waitReady(ctx context.Context, timeout time.Duration, check fu
 	})
 	if err != nil {
 		if lastErr != nil && !errors.Is(err, lastErr) {
-			err = fmt.Errorf("%w (last check: %v)", err, lastErr)
+			err = fmt.Errorf("%w (last check: %w)", err, lastErr)
 		}
 		return fmt.Errorf("waiting for %s to become ready: %w; see %s, last lines:\n%s",
 			p.spec.name, err, p.logPath(), logTail(p.logPath(), 30))

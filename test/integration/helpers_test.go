@@ -6,8 +6,6 @@ import (
 	"crypto/x509"
 	"io"
 	"net/http"
-	"os/exec"
-	"testing"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -30,12 +28,6 @@ func pollAllowed(ctx context.Context, call func() error) error {
 		return last
 	}
 	return err
-}
-
-func runCommand(t *testing.T, name string, args ...string) (string, error) {
-	t.Helper()
-	out, err := exec.CommandContext(t.Context(), name, args...).CombinedOutput()
-	return string(out), err
 }
 
 // probePlatform GETs path on the platform-apiserver's own port without

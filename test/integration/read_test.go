@@ -102,7 +102,7 @@ func (e *env) testYAML(t *testing.T) {
 	if s.Requested.Pods != 3 || s.Available.Pods != 107 {
 		t.Errorf("pods requested/available = %d/%d, want 3/107", s.Requested.Pods, s.Available.Pods)
 	}
-	if s.Usage == nil || s.Usage.CPU.MilliValue() != 1234 || s.Usage.Window.Duration.Seconds() != 30 || !s.Usage.Timestamp.Time.Equal(fixtureTime) {
+	if s.Usage == nil || s.Usage.CPU.MilliValue() != 1234 || s.Usage.Window.Seconds() != 30 || !s.Usage.Timestamp.Time.Equal(fixtureTime) {
 		t.Errorf("usage = %+v, want 1234m over 30s at %s", s.Usage, fixtureTime)
 	}
 	if !s.Schedulable || !s.Ready || s.Unschedulable || s.Cluster != "prod-1" || s.NodeName != "n1" {

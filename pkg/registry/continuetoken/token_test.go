@@ -81,7 +81,7 @@ func TestDecodeErrors(t *testing.T) {
 			if !errors.Is(err, tc.want) || (tc.want == nil) != (err == nil) {
 				t.Fatalf("Decode: got %v, want %v", err, tc.want)
 			}
-			if tc.want == store.ErrInvalidContinue && !strings.Contains(err.Error(), "restart the list without continue") {
+			if errors.Is(err, store.ErrInvalidContinue) && !strings.Contains(err.Error(), "restart the list without continue") {
 				t.Errorf("message does not help: %v", err)
 			}
 		})

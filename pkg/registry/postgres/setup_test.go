@@ -15,7 +15,7 @@ func TestMain(m *testing.M) { os.Exit(pgtest.RunTests(m)) }
 
 // testBundle is what setup returns beside the store.
 type testBundle struct {
-	ctx context.Context
+	ctx context.Context //nolint:containedctx // the test's context, cancelled by t.Cleanup
 	dsn string
 }
 

@@ -17,7 +17,8 @@ import (
 // registry_state row, so the sequence values writers stamp view rows with
 // are handed out in commit order.
 type writer struct {
-	ctx context.Context
+	// ctx is the transaction's: a writer lives inside one call of write.
+	ctx context.Context //nolint:containedctx // a handle on one transaction, made and dropped by write(ctx)
 	tx  pgx.Tx
 	// startRV is the registry resourceVersion when the writer lock was
 	// taken; rows with a higher resource_version were stamped by this

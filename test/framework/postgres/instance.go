@@ -196,7 +196,10 @@ func (i *Instance) start(ctx context.Context, run runner, bin string, timeout ti
 	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
 		select {
 		case <-i.exited:
-			return false, fmt.Errorf("%w (%v)", errExitedEarly, i.waitErr)
+			if i.waitErr == nil {
+				return false, errExitedEarly
+			}
+			return false, fmt.Errorf("%w (%w)", errExitedEarly, i.waitErr)
 		default:
 		}
 		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
