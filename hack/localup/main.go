@@ -24,17 +24,18 @@ func main() {
 	klog.InitFlags(nil)
 	platformBinary := flag.String("platform-apiserver-binary", "", "a prebuilt platform-apiserver to run instead of building ./cmd/apiserver")
 	flag.Parse()
+	code := 0
 	if err := run(*platformBinary); err != nil {
-		klog.ErrorS(err, "Local platform failed")
-		klog.Flush()
-		os.Exit(1)
+		klog.Background().Error(err, "Local platform failed")
+		code = 1
 	}
-	klog.Flush()
+	klog.FlushAndExit(klog.ExitFlushTimeout, code)
 }
 
 func run(platformBinary string) (err error) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	logger := klog.FromContext(ctx)
 
 	root, err := framework.ModuleRoot()
 	if err != nil {
@@ -50,7 +51,7 @@ func run(platformBinary string) (err error) {
 	// line of progress per binary: all of them from source took 19.6 minutes
 	// on a fresh 2-core machine; with everything reused the stack is up in
 	// well under a minute.
-	klog.InfoS("Starting local platform (control-plane binaries missing from the cache are reused from KUBEBUILDER_ASSETS or PATH when their versions match, else built from source: up to about 20 minutes on 2 cores the first time)", "workDir", workDir)
+	logger.Info("Starting local platform (control-plane binaries missing from the cache are reused from KUBEBUILDER_ASSETS or PATH when their versions match, else built from source: up to about 20 minutes on 2 cores the first time)", "workDir", workDir)
 	begin := time.Now()
 	cp, err := framework.Start(ctx, framework.Options{
 		WorkDir:                 workDir,
@@ -70,7 +71,7 @@ func run(platformBinary string) (err error) {
 		return fmt.Errorf("start the local control plane: %w", err)
 	}
 	defer func() {
-		klog.InfoS("Stopping local platform")
+		logger.Info("Stopping local platform")
 		if stopErr := cp.Stop(); stopErr != nil && err == nil {
 			err = fmt.Errorf("stop the local control plane: %w", stopErr)
 		}
@@ -81,7 +82,7 @@ func run(platformBinary string) (err error) {
 	}
 	printUsage(cp, time.Since(begin))
 	<-ctx.Done()
-	klog.InfoS("Received a stop signal")
+	logger.Info("Received a stop signal")
 	return nil
 }
 

@@ -88,7 +88,7 @@ func seedSimulatedCluster(ctx context.Context, cp *framework.ControlPlane) error
 	if err := waitBoundPodsRunning(ctx, client); err != nil {
 		return err
 	}
-	klog.InfoS("Seeded the simulated cluster", "nodes", len(simulatedNodes), "pods", len(simulatedPods))
+	klog.FromContext(ctx).Info("Seeded the simulated cluster", "nodes", len(simulatedNodes), "pods", len(simulatedPods))
 	return nil
 }
 

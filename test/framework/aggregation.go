@@ -92,7 +92,7 @@ func (cp *ControlPlane) registerAPI(ctx context.Context, api aggregatedAPI) erro
 	if err := cp.applyAPIService(ctx, api); err != nil {
 		return err
 	}
-	klog.InfoS("Registered an aggregated API", "apiService", api.apiServiceName(), "service", klog.KRef(api.namespace, api.service), "port", api.port)
+	klog.FromContext(ctx).Info("Registered an aggregated API", "apiService", api.apiServiceName(), "service", klog.KRef(api.namespace, api.service), "port", api.port)
 	return nil
 }
 
@@ -181,7 +181,7 @@ func (cp *ControlPlane) waitAPIServed(ctx context.Context, api aggregatedAPI, pr
 		return fmt.Errorf("waiting for %s to be served through kube-apiserver: %w (last: %s); %s log %s ends:\n%s",
 			gv, err, last, proc.spec.name, proc.logPath(), logTail(proc.logPath(), 30))
 	}
-	klog.InfoS("Aggregated API served through kube-apiserver", "groupVersion", gv, "after", time.Since(start).Round(time.Millisecond))
+	klog.FromContext(ctx).Info("Aggregated API served through kube-apiserver", "groupVersion", gv, "after", time.Since(start).Round(time.Millisecond))
 	return nil
 }
 

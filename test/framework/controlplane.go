@@ -117,9 +117,9 @@ func Start(ctx context.Context, opts Options) (_ *ControlPlane, err error) {
 		if err := s.run(ctx); err != nil {
 			return nil, fmt.Errorf("control plane: %w", err)
 		}
-		klog.V(2).InfoS("Control-plane step done", "step", s.name, "took", time.Since(stepStart).Round(time.Millisecond))
+		klog.FromContext(ctx).V(2).Info("Control-plane step done", "step", s.name, "took", time.Since(stepStart).Round(time.Millisecond))
 	}
-	klog.InfoS("Control plane ready", "took", time.Since(begin).Round(time.Millisecond),
+	klog.FromContext(ctx).Info("Control plane ready", "took", time.Since(begin).Round(time.Millisecond),
 		"kubeconfig", cp.adminKubeconfig, "workDir", cp.workDir)
 	return cp, nil
 }
@@ -168,7 +168,7 @@ func (cp *ControlPlane) startDatabase(ctx context.Context) error {
 		return nil
 	}
 	if cp.databaseURL = os.Getenv(postgres.EnvDatabaseURL); cp.databaseURL != "" {
-		klog.InfoS("Using the database named by the environment", "variable", postgres.EnvDatabaseURL)
+		klog.FromContext(ctx).Info("Using the database named by the environment", "variable", postgres.EnvDatabaseURL)
 		return nil
 	}
 	inst, err := postgres.Start(ctx, postgres.Options{})
@@ -177,7 +177,7 @@ func (cp *ControlPlane) startDatabase(ctx context.Context) error {
 	}
 	cp.postgres = inst
 	cp.databaseURL = inst.DSN()
-	klog.InfoS("Started PostgreSQL", "dsn", cp.databaseURL)
+	klog.FromContext(ctx).Info("Started PostgreSQL", "dsn", cp.databaseURL)
 	return nil
 }
 
@@ -196,7 +196,7 @@ func (cp *ControlPlane) startComponent(ctx context.Context, name, path string, a
 	if len(extra) > 0 {
 		spec.extra = io.MultiWriter(extra...)
 	}
-	p, err := startProcess(spec)
+	p, err := startProcess(ctx, spec)
 	if err != nil {
 		return nil, err
 	}

@@ -237,7 +237,7 @@ func (cp *ControlPlane) RunDeploymentPod(ctx context.Context, o PodOptions) (*Po
 	if cp.log != nil {
 		spec2.extra = newPrefixWriter(spec2.name, cp.log)
 	}
-	proc, err := startProcess(spec2)
+	proc, err := startProcess(ctx, spec2)
 	if err != nil {
 		return nil, err
 	}

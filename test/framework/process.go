@@ -38,13 +38,16 @@ type process struct {
 	cmd     *exec.Cmd
 	logFile *os.File
 	done    chan struct{}
+	// logger is the starter's, for stop and kill (called from cleanups,
+	// which have no context).
+	logger klog.Logger
 
 	mu      sync.Mutex
 	exitErr error
 }
 
 // startProcess starts spec's binary. It does not wait for readiness.
-func startProcess(spec processSpec) (*process, error) {
+func startProcess(ctx context.Context, spec processSpec) (*process, error) {
 	logPath := filepath.Join(spec.logDir, spec.name+".log")
 	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
@@ -72,7 +75,7 @@ func startProcess(spec processSpec) (*process, error) {
 		logFile.Close()
 		return nil, fmt.Errorf("start %s (%s): %w", spec.name, spec.path, err)
 	}
-	p := &process{spec: spec, cmd: cmd, logFile: logFile, done: make(chan struct{})}
+	p := &process{spec: spec, cmd: cmd, logFile: logFile, done: make(chan struct{}), logger: klog.FromContext(ctx)}
 	go func() {
 		err := cmd.Wait()
 		p.mu.Lock()
@@ -81,7 +84,7 @@ func startProcess(spec processSpec) (*process, error) {
 		logFile.Close()
 		close(p.done)
 	}()
-	klog.InfoS("Started process", "name", spec.name, "pid", cmd.Process.Pid, "log", logPath)
+	p.logger.Info("Started process", "name", spec.name, "pid", cmd.Process.Pid, "log", logPath)
 	return p, nil
 }
 
@@ -133,7 +136,7 @@ func (p *process) waitReady(ctx context.Context, timeout time.Duration, check fu
 		return fmt.Errorf("waiting for %s to become ready: %w; see %s, last lines:\n%s",
 			p.spec.name, err, p.logPath(), logTail(p.logPath(), 30))
 	}
-	klog.InfoS("Process ready", "name", p.spec.name, "pid", p.pid(), "after", time.Since(start).Round(time.Millisecond))
+	klog.FromContext(ctx).Info("Process ready", "name", p.spec.name, "pid", p.pid(), "after", time.Since(start).Round(time.Millisecond))
 	return nil
 }
 
@@ -149,11 +152,11 @@ func (p *process) stop() error {
 	}
 	select {
 	case <-p.done:
-		klog.InfoS("Stopped process", "name", p.spec.name, "pid", pid)
+		p.logger.Info("Stopped process", "name", p.spec.name, "pid", pid)
 		return nil
 	case <-time.After(stopGrace):
 	}
-	klog.InfoS("Process ignored SIGTERM, killing it", "name", p.spec.name, "pid", pid, "grace", stopGrace)
+	p.logger.Info("Process ignored SIGTERM, killing it", "name", p.spec.name, "pid", pid, "grace", stopGrace)
 	return p.kill()
 }
 
@@ -167,7 +170,7 @@ func (p *process) kill() error {
 		return fmt.Errorf("send SIGKILL to %s (pid %d): %w", p.spec.name, pid, err)
 	}
 	<-p.done
-	klog.InfoS("Killed process", "name", p.spec.name, "pid", pid)
+	p.logger.Info("Killed process", "name", p.spec.name, "pid", pid)
 	return nil
 }
 

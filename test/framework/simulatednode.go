@@ -68,7 +68,7 @@ func (cp *ControlPlane) CreateSimulatedNode(ctx context.Context, spec SimulatedN
 	if err != nil {
 		return nil, fmt.Errorf("simulated node %s: %w (is kwok running? see %s)", spec.Name, err, cp.sim.kwok.logPath())
 	}
-	klog.InfoS("Simulated node ready", "node", klog.KObj(ready))
+	klog.FromContext(ctx).Info("Simulated node ready", "node", klog.KObj(ready))
 	return ready, nil
 }
 

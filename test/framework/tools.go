@@ -51,7 +51,7 @@ func resolveBinDir(ctx context.Context, binDir string, log io.Writer) (string, e
 			return "", err
 		}
 		script := filepath.Join(root, "hack", "build-tools.sh")
-		klog.InfoS("Resolving control-plane binaries (reused when their versions match, else built: up to about 20 minutes the first time)", "script", script)
+		klog.FromContext(ctx).Info("Resolving control-plane binaries (reused when their versions match, else built: up to about 20 minutes the first time)", "script", script)
 		cmd := exec.CommandContext(ctx, "bash", script)
 		cmd.Dir = root
 		var stderr bytes.Buffer
@@ -79,7 +79,7 @@ func buildPlatformAPIServer(ctx context.Context, out string) error {
 	if err != nil {
 		return err
 	}
-	klog.InfoS("Building platform-apiserver", "output", out)
+	klog.FromContext(ctx).Info("Building platform-apiserver", "output", out)
 	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, "./cmd/apiserver")
 	cmd.Dir = root
 	if combined, err := cmd.CombinedOutput(); err != nil {

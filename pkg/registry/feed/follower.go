@@ -113,16 +113,17 @@ func New(feed store.ChangeFeed, opts Options) *Follower {
 // Run follows the feed until ctx ends, starting at the registry's current
 // resourceVersion.
 func (f *Follower) Run(ctx context.Context) {
+	logger := klog.FromContext(ctx)
 	notes, err := f.feed.Notifications(ctx)
 	if err != nil {
-		klog.ErrorS(err, "Registry notifications unavailable; following the change feed by polling only", "interval", f.opts.PollInterval)
+		logger.Error(err, "Registry notifications unavailable; following the change feed by polling only", "interval", f.opts.PollInterval)
 	}
 	ticker := time.NewTicker(f.opts.PollInterval)
 	defer ticker.Stop()
 	defer f.closeAll()
 	for {
 		if err := f.catchUp(ctx); err != nil && ctx.Err() == nil {
-			klog.ErrorS(err, "Reading the registry change feed failed; retrying", "resourceVersion", f.resourceVersion())
+			logger.Error(err, "Reading the registry change feed failed; retrying", "resourceVersion", f.resourceVersion())
 		}
 		select {
 		case <-ctx.Done():
@@ -164,7 +165,7 @@ func (f *Follower) catchUp(ctx context.Context) error {
 			// the database was down): its subscribers can no longer be
 			// served gap-free, so drop them; they re-watch and resume or
 			// get 410.
-			klog.InfoS("Change feed compacted past the follower; dropping watchers", "resourceVersion", from)
+			klog.FromContext(ctx).Info("Change feed compacted past the follower; dropping watchers", "resourceVersion", from)
 			f.reset()
 			continue
 		}
@@ -173,10 +174,10 @@ func (f *Follower) catchUp(ctx context.Context) error {
 		}
 		if len(changes) == f.opts.BatchSize {
 			// Truncated: progress reaches only the last change read.
-			f.dispatch(changes, changes[len(changes)-1].ResourceVersion)
+			f.dispatch(ctx, changes, changes[len(changes)-1].ResourceVersion)
 			continue
 		}
-		f.dispatch(changes, readAt)
+		f.dispatch(ctx, changes, readAt)
 		return nil
 	}
 }
@@ -232,7 +233,7 @@ const maxInt64 = int64(^uint64(0) >> 1)
 // dispatch hands out changes above f.rv in order, then progress up to upTo.
 // The lock is taken per change, not for the batch, so subscribing and
 // closing are not held up by a large dispatch to many watchers.
-func (f *Follower) dispatch(changes []store.Change, upTo int64) {
+func (f *Follower) dispatch(ctx context.Context, changes []store.Change, upTo int64) {
 	budget := f.opts.DispatchBudget
 	f.mu.Lock()
 	before := f.rv
@@ -243,7 +244,7 @@ func (f *Follower) dispatch(changes []store.Change, upTo int64) {
 		if c.ResourceVersion > f.rv && f.synced {
 			it := Item{Change: c, ResourceVersion: c.ResourceVersion, Memo: &Memo{}}
 			f.window.add(it)
-			f.send(it, &budget)
+			f.send(ctx, it, &budget)
 			f.rv = c.ResourceVersion
 		}
 		f.mu.Unlock()
@@ -255,7 +256,7 @@ func (f *Follower) dispatch(changes []store.Change, upTo int64) {
 	}
 	f.rv = max(f.rv, upTo)
 	if f.rv > before {
-		f.send(Item{ResourceVersion: f.rv}, &budget)
+		f.send(ctx, Item{ResourceVersion: f.rv}, &budget)
 	}
 }
 
@@ -265,7 +266,7 @@ func (f *Follower) dispatch(changes []store.Change, upTo int64) {
 // reading, and is dropped once the budget is spent, so one stuck watcher
 // stalls the others for a bounded time only (as kube-apiserver's cacher
 // does).
-func (f *Follower) send(it Item, budget *time.Duration) {
+func (f *Follower) send(ctx context.Context, it Item, budget *time.Duration) {
 	for s := range f.subs {
 		if it.Change != nil && !s.Wants(it.Change) {
 			continue
@@ -287,7 +288,7 @@ func (f *Follower) send(it Item, budget *time.Duration) {
 				*budget = 0
 			}
 		}
-		klog.V(2).InfoS("Closing a watcher that fell behind; its client resumes from its last resourceVersion", "kind", s.kind, "buffer", cap(s.ch))
+		klog.FromContext(ctx).V(2).Info("Closing a watcher that fell behind; its client resumes from its last resourceVersion", "kind", s.kind, "buffer", cap(s.ch))
 		droppedTotal.Inc()
 		s.dropped = true
 		delete(f.subs, s)

@@ -75,7 +75,7 @@ func Start(ctx context.Context, opts Options) (*Instance, error) {
 	for attempt := 0; ; attempt++ {
 		err = inst.start(ctx, run, bin, opts.StartTimeout)
 		if err == nil {
-			klog.V(2).InfoS("Started ephemeral PostgreSQL", "dir", dir, "port", inst.port, "pid", inst.cmd.Process.Pid)
+			klog.FromContext(ctx).V(2).Info("Started ephemeral PostgreSQL", "dir", dir, "port", inst.port, "pid", inst.cmd.Process.Pid)
 			return inst, nil
 		}
 		if attempt == 2 || !errors.Is(err, errExitedEarly) {
