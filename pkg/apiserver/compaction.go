@@ -17,11 +17,12 @@ func compactHistory(ctx context.Context, feed store.ChangeFeed, cfg WatchConfig)
 		return
 	}
 	wait.UntilWithContext(ctx, func(ctx context.Context) {
+		logger := klog.FromContext(ctx)
 		horizon, err := feed.Compact(ctx, time.Now().Add(-cfg.HistoryRetention))
 		if err != nil {
-			klog.ErrorS(err, "Compacting the registry change history failed")
+			logger.Error(err, "Compacting the registry change history failed")
 			return
 		}
-		klog.V(2).InfoS("Compacted the registry change history", "oldestResumableResourceVersion", horizon)
+		logger.V(2).Info("Compacted the registry change history", "oldestResumableResourceVersion", horizon)
 	}, cfg.CompactionInterval)
 }

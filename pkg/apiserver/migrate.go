@@ -12,13 +12,14 @@ import (
 // while the database is unreachable (serving starts regardless; /readyz fails
 // until they are in), and closes done when they are applied.
 func migrate(ctx context.Context, reg Registry, done chan<- struct{}) {
+	logger := klog.FromContext(ctx)
 	backoff := wait.Backoff{Duration: 500 * time.Millisecond, Factor: 2, Steps: 1 << 30, Cap: 30 * time.Second}
 	err := wait.ExponentialBackoffWithContext(ctx, backoff, func(ctx context.Context) (bool, error) {
 		if err := reg.Migrate(ctx); err != nil {
-			klog.ErrorS(err, "Applying registry migrations failed; retrying")
+			logger.Error(err, "Applying registry migrations failed; retrying")
 			return false, nil
 		}
-		klog.InfoS("Registry migrations applied")
+		logger.Info("Registry migrations applied")
 		return true, nil
 	})
 	if err == nil {

@@ -38,7 +38,7 @@ nothing.`,
 			if err := reg.Migrate(cmd.Context()); err != nil {
 				return fmt.Errorf("migrating the registry database: %w", err)
 			}
-			klog.InfoS("Registry migrations applied")
+			klog.FromContext(cmd.Context()).Info("Registry migrations applied")
 			return nil
 		},
 	}

@@ -58,7 +58,7 @@ Example (in a cluster, see artifacts/):
 }
 
 func run(ctx context.Context, o *options.Options) error {
-	config, err := o.Config()
+	config, err := o.Config(ctx)
 	if err != nil {
 		return err
 	}

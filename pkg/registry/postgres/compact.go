@@ -47,7 +47,7 @@ func (s *Store) Compact(ctx context.Context, olderThan time.Time) (int64, error)
 		return 0, fmt.Errorf("compact change log: %w", interpretError(err))
 	}
 	if total > 0 {
-		klog.V(2).InfoS("Compacted registry change log", "deleted", total, "horizon", horizon)
+		klog.FromContext(ctx).V(2).Info("Compacted registry change log", "deleted", total, "horizon", horizon)
 	}
 	return horizon, nil
 }

@@ -38,18 +38,19 @@ func (s *Store) Notifications(ctx context.Context) (<-chan struct{}, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	logger := klog.FromContext(ctx)
 	out := make(chan struct{}, 1)
 	conn, err := s.listen(ctx)
 	switch {
 	case errors.Is(err, errListenUnsupported):
-		klog.InfoS("Registry database rejects LISTEN; change-feed readers poll", "err", err)
+		logger.Info("Registry database rejects LISTEN; change-feed readers poll", "err", err)
 		go func() {
 			<-ctx.Done()
 			close(out)
 		}()
 		return out, nil
 	case err != nil:
-		klog.ErrorS(err, "Cannot listen for registry changes yet; retrying in the background")
+		logger.Error(err, "Cannot listen for registry changes yet; retrying in the background")
 	}
 	go s.forwardNotifications(ctx, conn, out)
 	return out, nil
@@ -59,6 +60,7 @@ func (s *Store) Notifications(ctx context.Context) (<-chan struct{}, error) {
 // yet) to out until ctx ends, reconnecting with backoff.
 func (s *Store) forwardNotifications(ctx context.Context, conn *pgx.Conn, out chan struct{}) {
 	defer close(out)
+	logger := klog.FromContext(ctx)
 	backoff := listenBackoff()
 	for {
 		if conn == nil {
@@ -73,11 +75,11 @@ func (s *Store) forwardNotifications(ctx context.Context, conn *pgx.Conn, out ch
 					return
 				}
 				if errors.Is(err, errListenUnsupported) {
-					klog.InfoS("Registry database rejects LISTEN; change-feed readers poll", "err", err)
+					logger.Info("Registry database rejects LISTEN; change-feed readers poll", "err", err)
 					<-ctx.Done()
 					return
 				}
-				klog.V(2).InfoS("Reconnecting to listen for registry changes failed; retrying", "err", err)
+				logger.V(2).Info("Reconnecting to listen for registry changes failed; retrying", "err", err)
 				continue
 			}
 			backoff = listenBackoff()
@@ -91,7 +93,7 @@ func (s *Store) forwardNotifications(ctx context.Context, conn *pgx.Conn, out ch
 			if ctx.Err() != nil {
 				return
 			}
-			klog.ErrorS(err, "Lost the registry notification connection; reconnecting")
+			logger.Error(err, "Lost the registry notification connection; reconnecting")
 			continue
 		}
 		signal(out)

@@ -1,6 +1,7 @@
 package options
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -171,14 +172,14 @@ func (o *DiscoveryOptions) Validate() []error {
 
 // ApplyTo sets *c to discovery's configuration (its Store is the server's
 // registry), or to nil, with a log line saying why, when no member cluster
-// is configured.
-func (o *DiscoveryOptions) ApplyTo(c **discovery.Config) error {
+// is configured (to ctx's logger).
+func (o *DiscoveryOptions) ApplyTo(ctx context.Context, c **discovery.Config) error {
 	hosting, err := o.hostingConfig()
 	if err != nil {
 		return err
 	}
 	if hosting == nil && o.Config.MemberDir == "" {
-		klog.InfoS("Discovery disabled: no member cluster configured (no --kubeconfig, not running in a pod, no --member-kubeconfig-dir); serving the registry as it is")
+		klog.FromContext(ctx).Info("Discovery disabled: no member cluster configured (no --kubeconfig, not running in a pod, no --member-kubeconfig-dir); serving the registry as it is")
 		*c = nil
 		return nil
 	}
@@ -201,7 +202,7 @@ func (o *DiscoveryOptions) ApplyTo(c **discovery.Config) error {
 		}
 		cfg.Hosting = &discovery.Member{ID: o.ClusterID, Config: hosting}
 	}
-	klog.InfoS("Discovery enabled", "cluster", o.ClusterID, "memberDir", cfg.MemberDir,
+	klog.FromContext(ctx).Info("Discovery enabled", "cluster", o.ClusterID, "memberDir", cfg.MemberDir,
 		"leaderElect", le.LeaderElect, "leases", klog.KRef(cfg.LeaderElection.Namespace, le.ResourceName))
 	*c = &cfg
 	return nil

@@ -4,6 +4,7 @@
 package options
 
 import (
+	"context"
 	"fmt"
 	"net"
 
@@ -85,8 +86,8 @@ func (o *Options) Validate() []error {
 }
 
 // Config applies the options to the server's configuration; Validate
-// must have passed.
-func (o *Options) Config() (*apiserver.Config, error) {
+// must have passed. ctx carries the logger.
+func (o *Options) Config(ctx context.Context) (*apiserver.Config, error) {
 	generic, err := o.genericConfig()
 	if err != nil {
 		return nil, err
@@ -94,7 +95,7 @@ func (o *Options) Config() (*apiserver.Config, error) {
 	c := &apiserver.Config{Generic: generic}
 	o.Postgres.ApplyTo(&c.Registry)
 	o.Watch.ApplyTo(&c.Watch)
-	if err := o.Discovery.ApplyTo(&c.Discovery); err != nil {
+	if err := o.Discovery.ApplyTo(ctx, &c.Discovery); err != nil {
 		return nil, err
 	}
 	return c, nil
