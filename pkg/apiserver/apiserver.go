@@ -127,10 +127,12 @@ type Server struct {
 	GenericAPIServer *genericapiserver.GenericAPIServer
 	registry         *postgres.Store
 	migrated         chan struct{}
-	// discovery runs discovery; Run waits for it on the way out, so a
+	// runDiscovery, when set, runs from Run until its context ends;
+	// discovery is it running. Run waits for it on the way out, so a
 	// replica stops its workers and releases its Leases before it exits
 	// (else the others wait for the Leases to expire).
-	discovery sync.WaitGroup
+	runDiscovery *discovery.Discovery
+	discovery    sync.WaitGroup
 }
 
 // RegistryMigrated is closed once the registry's migrations are applied;
@@ -219,19 +221,7 @@ func (c CompletedConfig) newServer(reg *postgres.Store) (*Server, error) {
 		}()
 		return nil
 	})
-	if disc != nil {
-		// In the background: serving never waits for members or the Leases.
-		generic.AddPostStartHookOrDie("discovery", func(ctx genericapiserver.PostStartHookContext) error {
-			s.discovery.Go(func() {
-				select {
-				case <-s.migrated:
-					disc.Run(ctx)
-				case <-ctx.Done():
-				}
-			})
-			return nil
-		})
-	}
+	s.runDiscovery = disc
 	return s, nil
 }
 
@@ -240,9 +230,22 @@ func (c CompletedConfig) newServer(reg *postgres.Store) (*Server, error) {
 const discoveryStopTimeout = 20 * time.Second
 
 // Run serves until ctx ends, then waits (up to discoveryStopTimeout) for
-// discovery to stop and closes the registry.
+// discovery to stop and closes the registry. Discovery runs once the
+// registry is migrated, in the background (serving never waits for members
+// or the Leases), and stops as soon as ctx ends — while the HTTP server
+// drains its requests, not after — so its Leases are released early in a
+// pod's termination grace period.
 func (s *Server) Run(ctx context.Context) error {
 	defer s.registry.Close()
+	if s.runDiscovery != nil {
+		s.discovery.Go(func() {
+			select {
+			case <-s.migrated:
+				s.runDiscovery.Run(ctx)
+			case <-ctx.Done():
+			}
+		})
+	}
 	err := s.GenericAPIServer.PrepareRun().RunWithContext(ctx)
 	stopped := make(chan struct{})
 	go func() { s.discovery.Wait(); close(stopped) }()
