@@ -2,9 +2,12 @@ package postgres
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/example/platform-apiserver/pkg/registry/store"
 )
@@ -72,13 +75,13 @@ func (a *applier) replace() error {
 	for _, r := range a.b.Replace {
 		switch r {
 		case store.ResourceNamespaces:
-			names, err := a.absentNames("cluster_namespace", append(namespaceNames(a.b.Namespaces), presentNames(a.b.Present)...))
+			names, err := a.absentNames("cluster_namespace", sqlAbsentNamespaces, append(namespaceNames(a.b.Namespaces), presentNames(a.b.Present)...))
 			if err != nil {
 				return err
 			}
 			a.b.DeletedNamespaces = append(a.b.DeletedNamespaces, names...)
 		case store.ResourceNodes:
-			names, err := a.absentNames("cluster_node", append(nodeNames(a.b.Nodes), presentNames(a.b.Present)...))
+			names, err := a.absentNames("cluster_node", sqlAbsentNodes, append(nodeNames(a.b.Nodes), presentNames(a.b.Present)...))
 			if err != nil {
 				return err
 			}
@@ -89,7 +92,7 @@ func (a *applier) replace() error {
 				keys[i] = store.ObjectKey{Namespace: p.Namespace, Name: p.Name}
 			}
 			keys = append(keys, a.b.Present...)
-			absent, err := a.absentKeys("cluster_pod", keys)
+			absent, err := a.absentKeys("cluster_pod", sqlAbsentPods, keys)
 			if err != nil {
 				return err
 			}
@@ -100,7 +103,7 @@ func (a *applier) replace() error {
 				keys[i] = store.ObjectKey{Namespace: q.Namespace, Name: q.Name}
 			}
 			keys = append(keys, a.b.Present...)
-			absent, err := a.absentKeys("cluster_resource_quota", keys)
+			absent, err := a.absentKeys("cluster_resource_quota", sqlAbsentQuotas, keys)
 			if err != nil {
 				return err
 			}
@@ -121,15 +124,32 @@ func presentNames(keys []store.ObjectKey) []string {
 	return names
 }
 
-// absentNames lists names of the cluster's rows in table (a fixed identifier) not in present.
-func (a *applier) absentNames(table string, present []string) ([]string, error) {
-	// An anti-join, not NOT (name = ANY(...)), which compares every row
-	// with every name: quadratic in a relist of thousands.
-	rows, err := a.tx.Query(a.ctx, `
-		SELECT r.name FROM `+table+` r
-		WHERE r.cluster_id = $1 AND NOT EXISTS (SELECT 1 FROM unnest($2::text[]) AS k(name) WHERE k.name = r.name)`, a.cluster, present)
+var (
+	sqlAbsentNamespaces  = statement("apply_absent_namespaces")
+	sqlAbsentNodes       = statement("apply_absent_nodes")
+	sqlAbsentPods        = statement("apply_absent_pods")
+	sqlAbsentQuotas      = statement("apply_absent_quotas")
+	sqlDeleteNamespaces  = statement("apply_delete_namespaces")
+	sqlDeleteNodeMetrics = statement("apply_delete_node_metrics")
+	sqlDeleteNodes       = statement("apply_delete_nodes")
+	sqlDeletePods        = statement("apply_delete_pods")
+	sqlDeleteQuotas      = statement("apply_delete_quotas")
+	sqlUpsertNamespaces  = statement("apply_upsert_namespaces")
+	sqlUpsertNodes       = statement("apply_upsert_nodes")
+	sqlUpsertPods        = statement("apply_upsert_pods")
+	sqlUpsertQuotas      = statement("apply_upsert_quotas")
+	sqlSaveCursors       = statement("apply_save_cursors")
+)
+
+// absentNames lists names of the cluster's rows (sql: apply_absent_namespaces
+// or apply_absent_nodes) not in present.
+func (a *applier) absentNames(what, sql string, present []string) ([]string, error) {
+	if err := checkText("name", present...); err != nil {
+		return nil, fmt.Errorf("replace %s: %w", what, err)
+	}
+	rows, err := a.tx.Query(a.ctx, sql, a.cluster, present)
 	if err != nil {
-		return nil, fmt.Errorf("replace %s: %w", table, err)
+		return nil, fmt.Errorf("replace %s: %w", what, err)
 	}
 	var out []string
 	var name string
@@ -142,16 +162,20 @@ func (a *applier) absentNames(table string, present []string) ([]string, error) 
 	return out, rows.Err()
 }
 
-// absentKeys lists keys of the cluster's rows in table (a fixed identifier) not in present.
-func (a *applier) absentKeys(table string, present []store.ObjectKey) ([]store.ObjectKey, error) {
-	nss, names := splitKeys(present)
-	rows, err := a.tx.Query(a.ctx, `
-		SELECT r.namespace, r.name FROM `+table+` r
-		WHERE r.cluster_id = $1 AND NOT EXISTS (
-			SELECT 1 FROM unnest($2::text[], $3::text[]) AS k(namespace, name)
-			WHERE k.namespace = r.namespace AND k.name = r.name)`, a.cluster, nss, names)
+// absentKeys lists keys of the cluster's rows (sql: apply_absent_pods or
+// apply_absent_quotas) not in present.
+func (a *applier) absentKeys(what, sql string, present []store.ObjectKey) ([]store.ObjectKey, error) {
+	keys, err := keyRows(present)
 	if err != nil {
-		return nil, fmt.Errorf("replace %s: %w", table, err)
+		return nil, fmt.Errorf("replace %s: %w", what, err)
+	}
+	param, err := jsonRows(keys)
+	if err != nil {
+		return nil, fmt.Errorf("replace %s: %w", what, err)
+	}
+	rows, err := a.tx.Query(a.ctx, sql, a.cluster, param)
+	if err != nil {
+		return nil, fmt.Errorf("replace %s: %w", what, err)
 	}
 	var out []store.ObjectKey
 	for rows.Next() {
@@ -173,8 +197,10 @@ func (a *applier) deleteNamespaces() error {
 	if len(a.b.DeletedNamespaces) == 0 {
 		return nil
 	}
-	return a.deleteViewRows("delete namespaces",
-		`DELETE FROM cluster_namespace WHERE cluster_id = $1 AND name = ANY($2::text[])`, a.cluster, a.b.DeletedNamespaces)
+	if err := checkText("namespace", a.b.DeletedNamespaces...); err != nil {
+		return fmt.Errorf("delete namespaces: %w", err)
+	}
+	return a.deleteViewRows("delete namespaces", sqlDeleteNamespaces, a.cluster, a.b.DeletedNamespaces)
 }
 
 // deleteNodes removes node view rows and their metrics history; pods bound
@@ -183,23 +209,20 @@ func (a *applier) deleteNodes() error {
 	if len(a.b.DeletedNodes) == 0 {
 		return nil
 	}
-	if _, err := a.tx.Exec(a.ctx, `DELETE FROM cluster_node_metrics WHERE cluster_id = $1 AND node = ANY($2::text[])`,
-		a.cluster, a.b.DeletedNodes); err != nil {
+	if err := checkText("node", a.b.DeletedNodes...); err != nil {
+		return fmt.Errorf("delete nodes: %w", err)
+	}
+	if _, err := a.tx.Exec(a.ctx, sqlDeleteNodeMetrics, a.cluster, a.b.DeletedNodes); err != nil {
 		return fmt.Errorf("delete metrics of deleted nodes: %w", err)
 	}
-	return a.deleteViewRows("delete nodes",
-		`DELETE FROM cluster_node WHERE cluster_id = $1 AND name = ANY($2::text[])`, a.cluster, a.b.DeletedNodes)
+	return a.deleteViewRows("delete nodes", sqlDeleteNodes, a.cluster, a.b.DeletedNodes)
 }
 
 func (a *applier) deletePods() error {
 	if len(a.b.DeletedPods) == 0 {
 		return nil
 	}
-	nss, names := splitKeys(a.b.DeletedPods)
-	rows, err := a.tx.Query(a.ctx, `
-		DELETE FROM cluster_pod p USING unnest($2::text[], $3::text[]) AS k(namespace, name)
-		WHERE p.cluster_id = $1 AND p.namespace = k.namespace AND p.name = k.name
-		RETURNING p.namespace, coalesce(p.node_name, '')`, a.cluster, nss, names)
+	rows, err := a.queryKeys(sqlDeletePods, a.b.DeletedPods)
 	if err != nil {
 		return fmt.Errorf("delete pods: %w", err)
 	}
@@ -210,15 +233,33 @@ func (a *applier) deleteQuotas() error {
 	if len(a.b.DeletedQuotas) == 0 {
 		return nil
 	}
-	nss, names := splitKeys(a.b.DeletedQuotas)
-	rows, err := a.tx.Query(a.ctx, `
-		DELETE FROM cluster_resource_quota q USING unnest($2::text[], $3::text[]) AS k(namespace, name)
-		WHERE q.cluster_id = $1 AND q.namespace = k.namespace AND q.name = k.name
-		RETURNING q.namespace`, a.cluster, nss, names)
+	rows, err := a.queryKeys(sqlDeleteQuotas, a.b.DeletedQuotas)
 	if err != nil {
 		return fmt.Errorf("delete quotas: %w", err)
 	}
 	return a.collectNamespaces(rows)
+}
+
+// queryKeys runs sql with the member ($1) and keys ($2, a jsonb array of keyRow).
+func (a *applier) queryKeys(sql string, keys []store.ObjectKey) (pgx.Rows, error) {
+	rows, err := keyRows(keys)
+	if err != nil {
+		return nil, err
+	}
+	param, err := jsonRows(rows)
+	if err != nil {
+		return nil, err
+	}
+	return a.tx.Query(a.ctx, sql, a.cluster, param)
+}
+
+// namespaceRow is one row of apply_upsert_namespaces' jsonb parameter.
+type namespaceRow struct {
+	Name      string          `json:"name"`
+	UID       string          `json:"uid"`
+	Labels    json.RawMessage `json:"labels"`
+	Phase     string          `json:"phase"`
+	CreatedAt *time.Time      `json:"created_at"`
 }
 
 func (a *applier) upsertNamespaces() error {
@@ -226,33 +267,37 @@ func (a *applier) upsertNamespaces() error {
 	if len(nss) == 0 {
 		return nil
 	}
-	var (
-		names, uids, labels, phases = make([]string, len(nss)), make([]string, len(nss)), make([]string, len(nss)), make([]string, len(nss))
-		created                     = make([]*time.Time, len(nss))
-	)
+	rows := make([]namespaceRow, len(nss))
 	for i, n := range nss {
-		names[i], uids[i], phases[i], created[i] = n.Name, n.UID, n.Phase, timeOrNil(n.CreatedAt)
-		labels[i] = mustJSON(n.Labels, "{}")
+		if err := checkText("namespace", n.Name, n.UID, n.Phase); err != nil {
+			return fmt.Errorf("upsert namespaces: %w", err)
+		}
+		rows[i] = namespaceRow{Name: n.Name, UID: n.UID, Labels: rawJSON(n.Labels, "{}"), Phase: n.Phase, CreatedAt: timeOrNil(n.CreatedAt)}
 		a.namespaces.add(a.cluster, n.Name)
 	}
-	return a.stamp("upsert namespaces", `
-		WITH i AS (
-			SELECT * FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::timestamptz[])
-				AS i(name, uid, labels, phase, created_at)
-		), changed AS (
-			INSERT INTO cluster_namespace AS c (cluster_id, name, uid, labels, phase, created_at, resource_version)
-			SELECT $1::text, i.name, i.uid, i.labels::jsonb, i.phase, i.created_at, nextval('registry_resource_version')
-			FROM i LEFT JOIN cluster_namespace cur ON cur.cluster_id = $1::text AND cur.name = i.name
-			WHERE cur.name IS NULL
-				OR (cur.uid, cur.labels, cur.phase, cur.created_at) IS DISTINCT FROM (i.uid, i.labels::jsonb, i.phase, i.created_at)
-			ON CONFLICT (cluster_id, name) DO UPDATE SET
-				uid = EXCLUDED.uid, labels = EXCLUDED.labels, phase = EXCLUDED.phase,
-				created_at = EXCLUDED.created_at, resource_version = EXCLUDED.resource_version
-			WHERE (c.uid, c.labels, c.phase, c.created_at)
-				IS DISTINCT FROM (EXCLUDED.uid, EXCLUDED.labels, EXCLUDED.phase, EXCLUDED.created_at)
-			RETURNING c.resource_version)
-		SELECT coalesce(max(resource_version), 0) FROM changed`,
-		a.cluster, names, uids, labels, phases, created)
+	param, err := jsonRows(rows)
+	if err != nil {
+		return fmt.Errorf("upsert namespaces: %w", err)
+	}
+	return a.stamp("upsert namespaces", sqlUpsertNamespaces, a.cluster, param)
+}
+
+// nodeRow is one row of apply_upsert_nodes' jsonb parameter.
+type nodeRow struct {
+	Name                   string          `json:"name"`
+	UID                    string          `json:"uid"`
+	Labels                 json.RawMessage `json:"labels"`
+	CreatedAt              *time.Time      `json:"created_at"`
+	CapacityCPUMillis      int64           `json:"capacity_cpu_millis"`
+	CapacityMemoryBytes    int64           `json:"capacity_memory_bytes"`
+	CapacityPods           int64           `json:"capacity_pods"`
+	AllocatableCPUMillis   int64           `json:"allocatable_cpu_millis"`
+	AllocatableMemoryBytes int64           `json:"allocatable_memory_bytes"`
+	AllocatablePods        int64           `json:"allocatable_pods"`
+	Unschedulable          bool            `json:"unschedulable"`
+	Ready                  bool            `json:"ready"`
+	Conditions             json.RawMessage `json:"conditions"`
+	Taints                 json.RawMessage `json:"taints"`
 }
 
 func (a *applier) upsertNodes() error {
@@ -260,47 +305,36 @@ func (a *applier) upsertNodes() error {
 	if len(nodes) == 0 {
 		return nil
 	}
-	n := len(nodes)
-	var (
-		names, uids, labels, conditions, taints = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-		created                                 = make([]*time.Time, n)
-		capCPU, capMem, capPods                 = make([]int64, n), make([]int64, n), make([]int64, n)
-		allocCPU, allocMem, allocPods           = make([]int64, n), make([]int64, n), make([]int64, n)
-		unschedulable, ready                    = make([]bool, n), make([]bool, n)
-	)
+	rows := make([]nodeRow, len(nodes))
 	for i, nd := range nodes {
-		names[i], uids[i], created[i] = nd.Name, nd.UID, timeOrNil(nd.CreatedAt)
-		labels[i] = mustJSON(nd.Labels, "{}")
-		conditions[i] = mustJSON(nd.Conditions, "[]")
-		taints[i] = mustJSON(nd.Taints, "[]")
-		capCPU[i], capMem[i], capPods[i] = nd.Capacity.CPUMillis, nd.Capacity.MemoryBytes, nd.Capacity.Pods
-		allocCPU[i], allocMem[i], allocPods[i] = nd.Allocatable.CPUMillis, nd.Allocatable.MemoryBytes, nd.Allocatable.Pods
-		unschedulable[i], ready[i] = nd.Unschedulable, nd.Ready
+		if err := checkText("node", nd.Name, nd.UID); err != nil {
+			return fmt.Errorf("upsert nodes: %w", err)
+		}
+		rows[i] = nodeRow{
+			Name: nd.Name, UID: nd.UID, Labels: rawJSON(nd.Labels, "{}"), CreatedAt: timeOrNil(nd.CreatedAt),
+			CapacityCPUMillis: nd.Capacity.CPUMillis, CapacityMemoryBytes: nd.Capacity.MemoryBytes, CapacityPods: nd.Capacity.Pods,
+			AllocatableCPUMillis: nd.Allocatable.CPUMillis, AllocatableMemoryBytes: nd.Allocatable.MemoryBytes, AllocatablePods: nd.Allocatable.Pods,
+			Unschedulable: nd.Unschedulable, Ready: nd.Ready,
+			Conditions: rawJSON(nd.Conditions, "[]"), Taints: rawJSON(nd.Taints, "[]"),
+		}
 		a.nodes.add(a.cluster, nd.Name)
 	}
-	const cols = `uid, labels, created_at, capacity_cpu_millis, capacity_memory_bytes, capacity_pods,
-		allocatable_cpu_millis, allocatable_memory_bytes, allocatable_pods, unschedulable, ready, conditions, taints`
-	return a.stamp("upsert nodes", `
-		WITH i AS (
-			SELECT name, uid, labels::jsonb AS labels, created_at, capacity_cpu_millis, capacity_memory_bytes, capacity_pods,
-				allocatable_cpu_millis, allocatable_memory_bytes, allocatable_pods, unschedulable, ready,
-				conditions::jsonb AS conditions, taints::jsonb AS taints
-			FROM unnest($2::text[], $3::text[], $4::text[], $5::timestamptz[], $6::int8[], $7::int8[], $8::int8[],
-				$9::int8[], $10::int8[], $11::int8[], $12::bool[], $13::bool[], $14::text[], $15::text[])
-				AS i(name, `+cols+`)
-		), changed AS (
-			INSERT INTO cluster_node AS c (cluster_id, name, `+cols+`, resource_version)
-			SELECT $1::text, i.name, i.uid, i.labels, i.created_at, i.capacity_cpu_millis, i.capacity_memory_bytes, i.capacity_pods,
-				i.allocatable_cpu_millis, i.allocatable_memory_bytes, i.allocatable_pods, i.unschedulable, i.ready,
-				i.conditions, i.taints, nextval('registry_resource_version')
-			FROM i LEFT JOIN cluster_node cur ON cur.cluster_id = $1::text AND cur.name = i.name
-			WHERE cur.name IS NULL OR (`+prefixed("cur", cols)+`) IS DISTINCT FROM (`+prefixed("i", cols)+`)
-			ON CONFLICT (cluster_id, name) DO UPDATE SET `+assignExcluded(cols)+`, resource_version = EXCLUDED.resource_version
-			WHERE (`+prefixed("c", cols)+`) IS DISTINCT FROM (`+prefixed("EXCLUDED", cols)+`)
-			RETURNING c.resource_version)
-		SELECT coalesce(max(resource_version), 0) FROM changed`,
-		a.cluster, names, uids, labels, created, capCPU, capMem, capPods,
-		allocCPU, allocMem, allocPods, unschedulable, ready, conditions, taints)
+	param, err := jsonRows(rows)
+	if err != nil {
+		return fmt.Errorf("upsert nodes: %w", err)
+	}
+	return a.stamp("upsert nodes", sqlUpsertNodes, a.cluster, param)
+}
+
+// podRow is one row of apply_upsert_pods' jsonb parameter.
+type podRow struct {
+	Namespace          string `json:"namespace"`
+	Name               string `json:"name"`
+	UID                string `json:"uid"`
+	NodeName           string `json:"node_name"`
+	Phase              string `json:"phase"`
+	CPURequestMillis   int64  `json:"cpu_request_millis"`
+	MemoryRequestBytes int64  `json:"memory_request_bytes"`
 }
 
 // upsertPods writes pods and collects, for every pod that changed, the
@@ -310,36 +344,31 @@ func (a *applier) upsertPods() error {
 	if len(pods) == 0 {
 		return nil
 	}
-	n := len(pods)
-	nss, names, uids, nodes, phases := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-	cpu, mem := make([]int64, n), make([]int64, n)
+	rows := make([]podRow, len(pods))
 	for i, p := range pods {
-		nss[i], names[i], uids[i], nodes[i], phases[i] = p.Namespace, p.Name, p.UID, p.NodeName, p.Phase
-		cpu[i], mem[i] = p.CPURequestMillis, p.MemoryRequestBytes
+		if err := checkText("pod", p.Namespace, p.Name, p.UID, p.NodeName, p.Phase); err != nil {
+			return fmt.Errorf("upsert pods: %w", err)
+		}
+		rows[i] = podRow{Namespace: p.Namespace, Name: p.Name, UID: p.UID, NodeName: p.NodeName, Phase: p.Phase,
+			CPURequestMillis: p.CPURequestMillis, MemoryRequestBytes: p.MemoryRequestBytes}
 	}
-	const cols = `uid, node_name, phase, cpu_request_millis, memory_request_bytes`
-	rows, err := a.tx.Query(a.ctx, `
-		WITH i AS (
-			SELECT namespace, name, uid, nullif(node_name, '') AS node_name, phase, cpu_request_millis, memory_request_bytes
-			FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::int8[], $8::int8[])
-				AS i(namespace, name, `+cols+`)
-		), old AS (
-			SELECT cur.namespace, cur.node_name
-			FROM i JOIN cluster_pod cur ON cur.cluster_id = $1::text AND cur.namespace = i.namespace AND cur.name = i.name
-			WHERE (`+prefixed("cur", cols)+`) IS DISTINCT FROM (`+prefixed("i", cols)+`)
-		), changed AS (
-			INSERT INTO cluster_pod AS c (cluster_id, namespace, name, `+cols+`)
-			SELECT $1::text, i.namespace, i.name, `+prefixed("i", cols)+` FROM i
-			ON CONFLICT (cluster_id, namespace, name) DO UPDATE SET `+assignExcluded(cols)+`
-			WHERE (`+prefixed("c", cols)+`) IS DISTINCT FROM (`+prefixed("EXCLUDED", cols)+`)
-			RETURNING c.namespace, c.node_name)
-		SELECT namespace, coalesce(node_name, '') FROM old
-		UNION SELECT namespace, coalesce(node_name, '') FROM changed`,
-		a.cluster, nss, names, uids, nodes, phases, cpu, mem)
+	param, err := jsonRows(rows)
 	if err != nil {
 		return fmt.Errorf("upsert pods: %w", err)
 	}
-	return a.collectNamespacesAndNodes(rows)
+	result, err := a.tx.Query(a.ctx, sqlUpsertPods, a.cluster, param)
+	if err != nil {
+		return fmt.Errorf("upsert pods: %w", err)
+	}
+	return a.collectNamespacesAndNodes(result)
+}
+
+// quotaRow is one row of apply_upsert_quotas' jsonb parameter.
+type quotaRow struct {
+	Namespace string          `json:"namespace"`
+	Name      string          `json:"name"`
+	Hard      json.RawMessage `json:"hard"`
+	Used      json.RawMessage `json:"used"`
 }
 
 func (a *applier) upsertQuotas() error {
@@ -347,46 +376,46 @@ func (a *applier) upsertQuotas() error {
 	if len(quotas) == 0 {
 		return nil
 	}
-	n := len(quotas)
-	nss, names, hard, used := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	rows := make([]quotaRow, len(quotas))
 	for i, q := range quotas {
-		nss[i], names[i] = q.Namespace, q.Name
-		hard[i], used[i] = mustJSON(q.Hard, "{}"), mustJSON(q.Used, "{}")
+		if err := checkText("resource quota", q.Namespace, q.Name); err != nil {
+			return fmt.Errorf("upsert quotas: %w", err)
+		}
+		rows[i] = quotaRow{Namespace: q.Namespace, Name: q.Name, Hard: rawJSON(q.Hard, "{}"), Used: rawJSON(q.Used, "{}")}
 	}
-	rows, err := a.tx.Query(a.ctx, `
-		WITH i AS (
-			SELECT namespace, name, hard::jsonb AS hard, used::jsonb AS used
-			FROM unnest($2::text[], $3::text[], $4::text[], $5::text[]) AS i(namespace, name, hard, used)
-		), changed AS (
-			INSERT INTO cluster_resource_quota AS c (cluster_id, namespace, name, hard, used)
-			SELECT $1::text, i.namespace, i.name, i.hard, i.used FROM i
-			ON CONFLICT (cluster_id, namespace, name) DO UPDATE SET hard = EXCLUDED.hard, used = EXCLUDED.used
-			WHERE (c.hard, c.used) IS DISTINCT FROM (EXCLUDED.hard, EXCLUDED.used)
-			RETURNING c.namespace)
-		SELECT DISTINCT namespace FROM changed`,
-		a.cluster, nss, names, hard, used)
+	param, err := jsonRows(rows)
 	if err != nil {
 		return fmt.Errorf("upsert quotas: %w", err)
 	}
-	return a.collectNamespaces(rows)
+	result, err := a.tx.Query(a.ctx, sqlUpsertQuotas, a.cluster, param)
+	if err != nil {
+		return fmt.Errorf("upsert quotas: %w", err)
+	}
+	return a.collectNamespaces(result)
+}
+
+// cursorRow is one row of apply_save_cursors' jsonb parameter.
+type cursorRow struct {
+	Resource        string `json:"resource"`
+	ResourceVersion string `json:"resource_version"`
 }
 
 func (a *applier) saveCursors() error {
 	if len(a.b.Cursors) == 0 {
 		return nil
 	}
-	var resources, versions []string
+	rows := make([]cursorRow, 0, len(a.b.Cursors))
 	for r, v := range a.b.Cursors {
-		resources = append(resources, string(r))
-		versions = append(versions, v)
+		if err := checkText("cursor", string(r), v); err != nil {
+			return fmt.Errorf("save cursors: %w", err)
+		}
+		rows = append(rows, cursorRow{Resource: string(r), ResourceVersion: v})
 	}
-	_, err := a.tx.Exec(a.ctx, `
-		INSERT INTO discovery_cursor (cluster_id, resource, resource_version, updated_at)
-		SELECT $1::text, r, v, now() FROM unnest($2::text[], $3::text[]) AS t(r, v)
-		ON CONFLICT (cluster_id, resource) DO UPDATE
-		SET resource_version = EXCLUDED.resource_version, updated_at = EXCLUDED.updated_at`,
-		a.cluster, resources, versions)
+	param, err := jsonRows(rows)
 	if err != nil {
+		return fmt.Errorf("save cursors: %w", err)
+	}
+	if _, err := a.tx.Exec(a.ctx, sqlSaveCursors, a.cluster, param); err != nil {
 		return fmt.Errorf("save cursors: %w", err)
 	}
 	return nil

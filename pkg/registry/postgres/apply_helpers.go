@@ -1,9 +1,12 @@
 package postgres
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 
@@ -53,12 +56,23 @@ func lastByKey[T any](items []T, key func(T) string) []T {
 	return out
 }
 
-func splitKeys(keys []store.ObjectKey) (namespaces, names []string) {
-	namespaces, names = make([]string, len(keys)), make([]string, len(keys))
+// keyRow is a (namespace, name) key in a statement's jsonb parameter.
+type keyRow struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+}
+
+// keyRows turns object keys into rows for jsonRows, rejecting text that
+// PostgreSQL would not store.
+func keyRows(keys []store.ObjectKey) ([]keyRow, error) {
+	out := make([]keyRow, len(keys))
 	for i, k := range keys {
-		namespaces[i], names[i] = k.Namespace, k.Name
+		if err := checkText("object key", k.Namespace, k.Name); err != nil {
+			return nil, err
+		}
+		out[i] = keyRow{Namespace: k.Namespace, Name: k.Name}
 	}
-	return namespaces, names
+	return out, nil
 }
 
 func namespaceNames(nss []store.Namespace) []string {
@@ -77,19 +91,55 @@ func nodeNames(nodes []store.Node) []string {
 	return out
 }
 
-// mustJSON encodes maps and slices of plain values; nil becomes empty.
-func mustJSON[T any](v T, empty string) string {
-	b, err := json.Marshal(v)
-	if err != nil || string(b) == "null" {
-		return empty
+// jsonRows encodes a batch's rows as one JSON array: the single jsonb
+// parameter ($n::jsonb) a statement decodes with jsonb_to_recordset, whose
+// column list names the rows' json keys. Numbers keep their precision: Go
+// writes an int64 as its exact decimal digits and a bigint column parses
+// them exactly (no float64 on the way). A string with a NUL character is
+// written as \u0000, which jsonb rejects (SQLSTATE 22P05, a data
+// exception: store.ErrRejected), as PostgreSQL rejected it in a text array.
+// rows must not be nil (that would encode as null, not an empty array).
+func jsonRows[T any](rows []T) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(rows); err != nil {
+		return nil, fmt.Errorf("%w: encode rows: %w", store.ErrRejected, err)
 	}
-	return string(b)
+	return buf.Bytes(), nil
 }
 
+// rawJSON encodes the value of a jsonb column (maps and slices of plain
+// values); nil, or a value that cannot be encoded, becomes empty.
+func rawJSON[T any](v T, empty string) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil || string(b) == "null" {
+		return json.RawMessage(empty)
+	}
+	return b
+}
+
+// checkText rejects a string that is not valid UTF-8, which PostgreSQL
+// refuses in a text column (SQLSTATE 22021) and which encoding/json would
+// silently turn into U+FFFD: the registry stores what it was given or
+// nothing, and discovery quarantines the object (store.ErrRejected).
+func checkText(what string, values ...string) error {
+	for _, v := range values {
+		if !utf8.ValidString(v) {
+			return fmt.Errorf("%w: %s %q is not valid UTF-8", store.ErrRejected, what, v)
+		}
+	}
+	return nil
+}
+
+// timeOrNil is a timestamptz value: nil for the zero time, else the time in
+// UTC (a zone offset in seconds has no RFC 3339 form) to the microsecond,
+// PostgreSQL's resolution, truncated as pgx truncated it.
 func timeOrNil(t time.Time) *time.Time {
 	if t.IsZero() {
 		return nil
 	}
+	t = t.UTC().Truncate(time.Microsecond)
 	return &t
 }
 
@@ -98,15 +148,6 @@ func prefixed(prefix, cols string) string {
 	parts := splitCols(cols)
 	for i, c := range parts {
 		parts[i] = prefix + "." + c
-	}
-	return strings.Join(parts, ", ")
-}
-
-// assignExcluded renders "a = EXCLUDED.a, b = EXCLUDED.b".
-func assignExcluded(cols string) string {
-	parts := splitCols(cols)
-	for i, c := range parts {
-		parts[i] = c + " = EXCLUDED." + c
 	}
 	return strings.Join(parts, ", ")
 }

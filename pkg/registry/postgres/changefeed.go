@@ -11,6 +11,10 @@ import (
 	"github.com/example/platform-apiserver/pkg/registry/store"
 )
 
+// sqlChangesWindow reads a snapshot's registry version, the horizon and the
+// last version within limit.
+var sqlChangesWindow = statement("changefeed_window")
+
 // Changes returns up to limit changes with ResourceVersion > after, in
 // order, read in one REPEATABLE READ READ ONLY transaction together with the
 // registry resourceVersion (readAt) of that snapshot. Writers are serialized,
@@ -26,15 +30,7 @@ func (s *Store) Changes(ctx context.Context, after int64, limit int) ([]store.Ch
 	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 		// upTo is the version of the last entry within limit, 0 if none.
 		var horizon, upTo int64
-		// LIMIT 1 on the one-row tables keeps the planner's row estimate (and
-		// so its cost, which decides JIT compilation) honest before ANALYZE.
-		err := tx.QueryRow(ctx, `
-			SELECT s.resource_version, (SELECT compacted_rv FROM registry_change_horizon LIMIT 1), coalesce((
-				SELECT max(w.resource_version) FROM (
-					SELECT resource_version FROM registry_change
-					WHERE resource_version > $1 AND resource_version <= s.resource_version
-					ORDER BY resource_version LIMIT $2) w), 0)
-			FROM (SELECT resource_version FROM registry_state LIMIT 1) s`, after, max(limit, 0)).Scan(&readAt, &horizon, &upTo)
+		err := tx.QueryRow(ctx, sqlChangesWindow, after, max(limit, 0)).Scan(&readAt, &horizon, &upTo)
 		if err != nil {
 			return err
 		}
@@ -99,7 +95,8 @@ var clusterNamespaceFeed = feedKind[store.ClusterNamespace]{
 	},
 }
 
-// read adds this kind's entries with after < resource_version <= upTo to byRV.
+// read adds this kind's entries with after < resource_version <= upTo to
+// byRV. The statement is assembled from the kind's table and list columns.
 func (k feedKind[T]) read(ctx context.Context, tx pgx.Tx, after, upTo int64, byRV map[int64]*store.Change) error {
 	rows, err := tx.Query(ctx, `
 		SELECT c.resource_version, c.type, v.is_prev, `+prefixed("r", k.list.columns)+`

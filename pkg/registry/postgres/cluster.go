@@ -10,11 +10,22 @@ import (
 	"github.com/example/platform-apiserver/pkg/registry/store"
 )
 
+var (
+	sqlCursor                  = statement("cluster_cursor")
+	sqlClaimMember             = statement("cluster_claim_member")
+	sqlDeleteMemberRows        = statement("cluster_delete_member_rows")
+	sqlDeleteClusterNamespaces = statement("cluster_delete_namespaces")
+	sqlDeleteClusterNodes      = statement("cluster_delete_nodes")
+	sqlClusters                = statement("cluster_list")
+	sqlMemberIdentity          = statement("cluster_member_identity")
+	sqlDropCursors             = statement("cluster_drop_cursors")
+	sqlRecordIdentity          = statement("cluster_record_identity")
+)
+
 // Cursor returns the persisted member resourceVersion for a resource, "" if none.
 func (s *Store) Cursor(ctx context.Context, clusterID string, r store.Resource) (string, error) {
 	var rv string
-	err := s.pool.QueryRow(ctx, `SELECT resource_version FROM discovery_cursor WHERE cluster_id = $1 AND resource = $2`,
-		clusterID, string(r)).Scan(&rv)
+	err := s.pool.QueryRow(ctx, sqlCursor, clusterID, string(r)).Scan(&rv)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return "", nil
 	}
@@ -34,10 +45,7 @@ func (s *Store) ClaimMember(ctx context.Context, clusterID, owner string) (store
 		if _, err := w.lockMember(clusterID); err != nil {
 			return err
 		}
-		return tx.QueryRow(ctx, `
-			INSERT INTO discovery_member AS m (cluster_id, epoch, owner) VALUES ($1, nextval('discovery_member_epoch'), $2)
-			ON CONFLICT (cluster_id) DO UPDATE SET epoch = EXCLUDED.epoch, owner = EXCLUDED.owner, updated_at = now()
-			RETURNING m.epoch`, clusterID, owner).Scan(&f.Epoch)
+		return tx.QueryRow(ctx, sqlClaimMember, clusterID, owner).Scan(&f.Epoch)
 	})
 	if err != nil {
 		return f, fmt.Errorf("claim member %s: %w", clusterID, interpretError(err))
@@ -55,20 +63,16 @@ func (s *Store) DeleteCluster(ctx context.Context, clusterID string) error {
 			if _, err := w.lockMember(clusterID); err != nil {
 				return err
 			}
-			for _, table := range []string{"cluster_pod", "cluster_resource_quota", "cluster_node_metrics", "discovery_cursor", "discovery_member"} {
-				if _, err := w.tx.Exec(ctx, `DELETE FROM `+table+` WHERE cluster_id = $1`, clusterID); err != nil {
-					return fmt.Errorf("delete %s: %w", table, err)
-				}
+			if _, err := w.tx.Exec(ctx, sqlDeleteMemberRows, clusterID); err != nil {
+				return fmt.Errorf("delete member rows: %w", err)
 			}
 			return nil
 		},
 		views: func(w *writer) error {
-			for _, table := range []string{"cluster_namespace", "cluster_node"} {
-				if err := w.deleteViewRows("delete "+table, `DELETE FROM `+table+` WHERE cluster_id = $1`, clusterID); err != nil {
-					return err
-				}
+			if err := w.deleteViewRows("delete cluster_namespace", sqlDeleteClusterNamespaces, clusterID); err != nil {
+				return err
 			}
-			return nil
+			return w.deleteViewRows("delete cluster_node", sqlDeleteClusterNodes, clusterID)
 		},
 	})
 	if err != nil {
@@ -81,14 +85,7 @@ func (s *Store) DeleteCluster(ctx context.Context, clusterID string) error {
 // but the metrics history, which holds samples of known nodes only, goes
 // with them, and would cost a scan of a day of samples.
 func (s *Store) Clusters(ctx context.Context) ([]string, error) {
-	rows, err := s.pool.Query(ctx, `
-		SELECT cluster_id FROM cluster_namespace
-		UNION SELECT cluster_id FROM cluster_node
-		UNION SELECT cluster_id FROM cluster_pod
-		UNION SELECT cluster_id FROM cluster_resource_quota
-		UNION SELECT cluster_id FROM discovery_cursor
-		UNION SELECT cluster_id FROM discovery_member
-		ORDER BY 1`)
+	rows, err := s.pool.Query(ctx, sqlClusters)
 	if err != nil {
 		return nil, fmt.Errorf("list clusters: %w", interpretError(err))
 	}
@@ -110,7 +107,7 @@ func (s *Store) CheckMemberIdentity(ctx context.Context, f store.Fence, identity
 			return err
 		}
 		var previous *string
-		err := tx.QueryRow(ctx, `SELECT identity FROM discovery_member WHERE cluster_id = $1`, f.ClusterID).Scan(&previous)
+		err := tx.QueryRow(ctx, sqlMemberIdentity, f.ClusterID).Scan(&previous)
 		switch {
 		case errors.Is(err, pgx.ErrNoRows), err == nil && previous == nil:
 			// First seen with an identity: cursors from before identities
@@ -121,13 +118,11 @@ func (s *Store) CheckMemberIdentity(ctx context.Context, f store.Fence, identity
 			return nil
 		default:
 			changed = true
-			if _, err := tx.Exec(ctx, `DELETE FROM discovery_cursor WHERE cluster_id = $1`, f.ClusterID); err != nil {
+			if _, err := tx.Exec(ctx, sqlDropCursors, f.ClusterID); err != nil {
 				return err
 			}
 		}
-		_, err = tx.Exec(ctx, `
-			INSERT INTO discovery_member (cluster_id, identity) VALUES ($1, $2)
-			ON CONFLICT (cluster_id) DO UPDATE SET identity = EXCLUDED.identity, updated_at = now()`, f.ClusterID, identity)
+		_, err = tx.Exec(ctx, sqlRecordIdentity, f.ClusterID, identity)
 		return err
 	})
 	if err != nil {

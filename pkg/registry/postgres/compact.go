@@ -9,6 +9,14 @@ import (
 	"k8s.io/klog/v2"
 )
 
+var (
+	sqlCompactStop         = statement("compact_stop")
+	sqlCompactHorizon      = statement("compact_horizon")
+	sqlCompactLockHorizon  = statement("compact_lock_horizon")
+	sqlCompactDeleteBatch  = statement("compact_delete_batch")
+	sqlCompactRaiseHorizon = statement("compact_raise_horizon")
+)
+
 // compactBatch bounds the entries one compaction transaction deletes.
 const compactBatch = 1000
 
@@ -23,11 +31,7 @@ const compactBatch = 1000
 // it; concurrent Compact calls take turns on the horizon row.
 func (s *Store) Compact(ctx context.Context, olderThan time.Time) (int64, error) {
 	var stop int64 // exclusive bound
-	err := s.pool.QueryRow(ctx, `
-		SELECT coalesce((
-			SELECT c.resource_version FROM registry_change c
-			WHERE c.resource_version > (SELECT compacted_rv FROM registry_change_horizon LIMIT 1) AND c.committed_at >= $1
-			ORDER BY c.resource_version LIMIT 1), (SELECT resource_version FROM registry_state LIMIT 1) + 1)`, olderThan).Scan(&stop)
+	err := s.pool.QueryRow(ctx, sqlCompactStop, olderThan).Scan(&stop)
 	if err != nil {
 		return 0, fmt.Errorf("compact change log: %w", interpretError(err))
 	}
@@ -43,7 +47,7 @@ func (s *Store) Compact(ctx context.Context, olderThan time.Time) (int64, error)
 		}
 	}
 	var horizon int64
-	if err := s.pool.QueryRow(ctx, `SELECT compacted_rv FROM registry_change_horizon`).Scan(&horizon); err != nil {
+	if err := s.pool.QueryRow(ctx, sqlCompactHorizon).Scan(&horizon); err != nil {
 		return 0, fmt.Errorf("compact change log: %w", interpretError(err))
 	}
 	if total > 0 {
@@ -58,24 +62,17 @@ func (s *Store) compactBatch(ctx context.Context, stop int64) (int64, error) {
 	var deleted int64
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var horizon int64
-		if err := tx.QueryRow(ctx, `SELECT compacted_rv FROM registry_change_horizon FOR UPDATE`).Scan(&horizon); err != nil {
+		if err := tx.QueryRow(ctx, sqlCompactLockHorizon).Scan(&horizon); err != nil {
 			return err
 		}
 		var highest int64
-		if err := tx.QueryRow(ctx, `
-			WITH d AS (
-				DELETE FROM registry_change WHERE resource_version IN (
-					SELECT resource_version FROM registry_change
-					WHERE resource_version > $1 AND resource_version < $2
-					ORDER BY resource_version LIMIT $3)
-				RETURNING resource_version)
-			SELECT count(*), coalesce(max(resource_version), 0) FROM d`, horizon, stop, compactBatch).Scan(&deleted, &highest); err != nil {
+		if err := tx.QueryRow(ctx, sqlCompactDeleteBatch, horizon, stop, compactBatch).Scan(&deleted, &highest); err != nil {
 			return err
 		}
 		if deleted == 0 {
 			return nil
 		}
-		_, err := tx.Exec(ctx, `UPDATE registry_change_horizon SET compacted_rv = $1`, highest)
+		_, err := tx.Exec(ctx, sqlCompactRaiseHorizon, highest)
 		return err
 	})
 	return deleted, err

@@ -5,8 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"strings"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
@@ -23,19 +23,19 @@ func interpretError(err error) error {
 		return fmt.Errorf("%w: %w", store.ErrNotFound, err)
 	}
 	if pgErr, ok := errors.AsType[*pgconn.PgError](err); ok {
-		switch {
-		case pgErr.Code == "42P01", // undefined_table: not migrated
-			pgErr.Code == "3D000",                          // invalid_catalog_name: no such database
-			pgErr.Code == "53300",                          // too_many_connections
-			pgErr.Code == "57P01",                          // admin_shutdown
-			pgErr.Code == "57P02",                          // crash_shutdown
-			pgErr.Code == "57P03",                          // cannot_connect_now
-			len(pgErr.Code) == 5 && pgErr.Code[:2] == "08": // connection_exception class
+		switch code := pgErr.Code; {
+		case code == pgerrcode.UndefinedTable, // not migrated
+			code == pgerrcode.InvalidCatalogName, // no such database
+			code == pgerrcode.TooManyConnections,
+			code == pgerrcode.AdminShutdown,
+			code == pgerrcode.CrashShutdown,
+			code == pgerrcode.CannotConnectNow,
+			inClass(code, pgerrcode.ConnectionException):
 			return fmt.Errorf("%w: %w", store.ErrUnavailable, err)
-		case pgErr.Code == "57014": // query_canceled: statement_timeout or a cancel request
+		case code == pgerrcode.QueryCanceled: // statement_timeout or a cancel request
 			return fmt.Errorf("%w: %w", store.ErrTimeout, err)
-		case strings.HasPrefix(pgErr.Code, "22"), // data_exception, e.g. a NUL in text or jsonb
-			strings.HasPrefix(pgErr.Code, "23"): // integrity_constraint_violation
+		case inClass(code, pgerrcode.DataException), // e.g. a NUL in text or jsonb
+			inClass(code, pgerrcode.IntegrityConstraintViolation):
 			return fmt.Errorf("%w: %w", store.ErrRejected, err)
 		}
 		return err
@@ -49,4 +49,13 @@ func interpretError(err error) error {
 		return fmt.Errorf("%w: %w", store.ErrUnavailable, err)
 	}
 	return err
+}
+
+// inClass reports whether SQLSTATE code is in the class of classCode (a
+// class's generic code, such as pgerrcode.DataException, "22000"): the
+// first two characters. pgerrcode's Is<Class> functions list the codes they
+// know; a class holds whatever codes a newer server adds, which must map
+// the same way.
+func inClass(code, classCode string) bool {
+	return len(code) == 5 && code[:2] == classCode[:2]
 }

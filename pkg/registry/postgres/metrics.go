@@ -15,68 +15,20 @@ import (
 // sample (cluster_node.usage_*), which changes only when the reporting policy
 // says so. See docs/registry.md, "Node usage".
 
-// metricsSamplesSQL is a CTE list over the samples passed as parallel arrays
-// $1..$6: "samples" keeps those of nodes the registry knows (observed no
-// earlier than the node's creation, so a recreated node never takes its
-// predecessor's usage), "newest" the newest of them per node.
-const metricsSamplesSQL = `
-	input AS (
-		SELECT * FROM unnest($1::text[], $2::text[], $3::int8[], $4::int8[], $5::timestamptz[], $6::float8[])
-			AS s(cluster_id, node, cpu_usage_nanocores, memory_usage_bytes, observed_at, window_seconds)
-	), samples AS (
-		SELECT s.* FROM input s JOIN cluster_node n ON n.cluster_id = s.cluster_id AND n.name = s.node
-		WHERE n.created_at IS NULL OR s.observed_at >= n.created_at
-	), newest AS (
-		SELECT DISTINCT ON (cluster_id, node) * FROM samples ORDER BY cluster_id, node, observed_at DESC
-	)`
-
-// usageDueSQL is true when node n's newest sample s is to be reported:
-// it is newer than the reported one, and there is none, or usage moved by
-// more than $7 (a fraction) of allocatable, or s is in a later report period
-// ($8 seconds) than the reported one. Each node's periods start at its own
-// phase (cluster_node_usage_phase, a hash of its key), so a quiet fleet's
-// refreshes spread evenly over the period instead of all coming due in the
-// same scrape; a reported sample is replaced at least once per period.
-const usageDueSQL = `
-	s.observed_at > coalesce(n.usage_observed_at, '-infinity')
-	AND (n.usage_observed_at IS NULL
-		OR floor((extract(epoch FROM s.observed_at) + cluster_node_usage_phase(n.cluster_id, n.name, $8::float8)) / $8::float8)
-			> floor((extract(epoch FROM n.usage_observed_at) + cluster_node_usage_phase(n.cluster_id, n.name, $8::float8)) / $8::float8)
-		OR abs(s.cpu_usage_nanocores - n.usage_cpu_nanocores) > $7::float8 * n.allocatable_cpu_millis * 1000000
-		OR abs(s.memory_usage_bytes - n.usage_memory_bytes) > $7::float8 * n.allocatable_memory_bytes)`
-
-// recordMetricsSQL stores the samples of known nodes in the history without
-// taking the writers' lock (the history is no view: it has no
-// resourceVersion) and returns the keys of the nodes whose usage is due for
-// a report.
-var recordMetricsSQL = `
-	WITH ` + metricsSamplesSQL + `, stored AS (
-		INSERT INTO cluster_node_metrics (cluster_id, node, cpu_usage_nanocores, memory_usage_bytes, observed_at, window_seconds)
-		SELECT * FROM samples
-		ON CONFLICT (cluster_id, node, observed_at) DO NOTHING
-		RETURNING 1
-	), due AS (
-		SELECT s.cluster_id, s.node FROM newest s JOIN cluster_node n ON n.cluster_id = s.cluster_id AND n.name = s.node
-		WHERE ` + usageDueSQL + `
-	)
-	SELECT (SELECT count(*) FROM stored),
-		coalesce((SELECT array_agg(cluster_id) FROM due), '{}'), coalesce((SELECT array_agg(node) FROM due), '{}')`
-
-// reportUsageSQL reports the due samples on the view rows (re-checking the
-// rule); $9 is the writer's start resourceVersion.
-var reportUsageSQL = `
-	WITH ` + metricsSamplesSQL + `, reported AS (
-		UPDATE cluster_node n SET
-			usage_cpu_nanocores  = s.cpu_usage_nanocores,
-			usage_memory_bytes   = s.memory_usage_bytes,
-			usage_observed_at    = s.observed_at,
-			usage_window_seconds = s.window_seconds,
-			resource_version     = ` + nextRV("n", "$9") + `
-		FROM newest s
-		WHERE n.cluster_id = s.cluster_id AND n.name = s.node AND ` + usageDueSQL + `
-		RETURNING n.resource_version
-	)
-	SELECT count(*), coalesce(max(resource_version), 0) FROM reported`
+var (
+	// sqlRecordMetrics stores the samples of known nodes in the history
+	// without the writers' lock and returns the keys of the nodes whose
+	// usage is due for a report; sqlReportUsage reports those on the view
+	// rows, re-checking the rule (metrics_usage_due.sql).
+	sqlRecordMetrics        = statement("metrics_record")
+	sqlReportUsage          = statement("metrics_report_usage")
+	sqlTakeTurn             = statement("metrics_take_turn")
+	sqlEnsurePartitions     = statement("metrics_ensure_partitions")
+	sqlExpiredPartitions    = statement("metrics_expired_partitions")
+	sqlPartitionLockTimeout = statement("metrics_partition_lock_timeout")
+	sqlStaleUsageExists     = statement("metrics_stale_usage_exists")
+	sqlExpireUsage          = statement("metrics_expire_usage")
+)
 
 // maxSampleSpan bounds the time one batch of samples may span, so a bad
 // timestamp cannot make a partition for every hour of a year.
@@ -106,20 +58,24 @@ func (s *Store) RecordNodeMetrics(ctx context.Context, f store.Fence, samples []
 	if err := s.ensureMetricsPartitions(ctx, first, last); err != nil {
 		return out, err
 	}
-	args := append(sampleArrays(samples), policy.Threshold, policy.Period.Seconds())
+	param, err := sampleRows(samples)
+	if err != nil {
+		return out, fmt.Errorf("record node metrics: %w", err)
+	}
 	var dueClusters, dueNodes []string
-	if err := s.pool.QueryRow(ctx, recordMetricsSQL, args...).Scan(&out.Stored, &dueClusters, &dueNodes); err != nil {
+	if err := s.pool.QueryRow(ctx, sqlRecordMetrics, param, policy.Threshold, policy.Period.Seconds()).Scan(&out.Stored, &dueClusters, &dueNodes); err != nil {
 		return out, fmt.Errorf("record node metrics: %w", interpretError(err))
 	}
 	if len(dueNodes) == 0 {
 		return out, nil
 	}
-	due := newestOf(samples, dueClusters, dueNodes)
-	args = append(sampleArrays(due), policy.Threshold, policy.Period.Seconds())
-	err := s.write(ctx, opReportUsage, sections{
+	if param, err = sampleRows(newestOf(samples, dueClusters, dueNodes)); err != nil {
+		return out, fmt.Errorf("record node metrics: %w", err)
+	}
+	err = s.write(ctx, opReportUsage, sections{
 		member: func(w *writer) error { return w.fence(f) },
 		views: func(w *writer) (err error) {
-			out.Reported, err = w.stampCounted("report node usage", reportUsageSQL, append(args, w.startRV)...)
+			out.Reported, err = w.stampCounted("report node usage", sqlReportUsage, param, policy.Threshold, policy.Period.Seconds(), w.startRV)
 			return err
 		},
 	})
@@ -160,10 +116,7 @@ func (s *Store) takeTurn(ctx context.Context, task string, interval time.Duratio
 	// A little under the interval, so callers on the same schedule do not
 	// skip every other round on jitter.
 	within := interval * 9 / 10
-	tag, err := s.pool.Exec(ctx, `
-		INSERT INTO registry_task AS t (name, last_run) VALUES ($1, clock_timestamp())
-		ON CONFLICT (name) DO UPDATE SET last_run = EXCLUDED.last_run
-		WHERE t.last_run <= EXCLUDED.last_run - make_interval(secs => $2)`, task, within.Seconds())
+	tag, err := s.pool.Exec(ctx, sqlTakeTurn, task, within.Seconds())
 	if err != nil {
 		return false, fmt.Errorf("%s: take turn: %w", task, interpretError(err))
 	}
@@ -173,21 +126,16 @@ func (s *Store) takeTurn(ctx context.Context, task string, interval time.Duratio
 // ensureMetricsPartitions creates the hourly history partitions covering
 // [from, to] that are missing.
 func (s *Store) ensureMetricsPartitions(ctx context.Context, from, to time.Time) error {
-	if _, err := s.pool.Exec(ctx, `SELECT cluster_node_metrics_ensure_partitions($1, $2)`, from, to); err != nil {
+	if _, err := s.pool.Exec(ctx, sqlEnsurePartitions, from, to); err != nil {
 		return fmt.Errorf("create node metrics partitions: %w", interpretError(err))
 	}
 	return nil
 }
 
-// partitionDropLockTimeout bounds how long dropping a partition waits for
-// its parent's lock (inserts hold it for milliseconds); on timeout the drop
-// is retried at the next maintenance.
-const partitionDropLockTimeout = "5s"
-
 // dropMetricsPartitions drops the history partitions whose hour ended at or
 // before `before`, each in its own short transaction.
 func (s *Store) dropMetricsPartitions(ctx context.Context, before time.Time) (int, error) {
-	rows, err := s.pool.Query(ctx, `SELECT name FROM cluster_node_metrics_partitions() WHERE upper_bound <= $1 ORDER BY upper_bound`, before)
+	rows, err := s.pool.Query(ctx, sqlExpiredPartitions, before)
 	if err != nil {
 		return 0, fmt.Errorf("list node metrics partitions: %w", interpretError(err))
 	}
@@ -198,7 +146,9 @@ func (s *Store) dropMetricsPartitions(ctx context.Context, before time.Time) (in
 	dropped := 0
 	for _, name := range names {
 		err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-			if _, err := tx.Exec(ctx, `SET LOCAL lock_timeout = '`+partitionDropLockTimeout+`'`); err != nil {
+			// A bounded wait for the parent's lock (metrics_partition_lock_timeout.sql);
+			// on timeout the drop is retried at the next maintenance.
+			if _, err := tx.Exec(ctx, sqlPartitionLockTimeout); err != nil {
 				return err
 			}
 			_, err := tx.Exec(ctx, `DROP TABLE IF EXISTS `+pgx.Identifier{name}.Sanitize())
@@ -216,7 +166,7 @@ func (s *Store) dropMetricsPartitions(ctx context.Context, before time.Time) (in
 // before `before` unknown; it takes the writers' lock only when there are any.
 func (s *Store) expireUsage(ctx context.Context, before time.Time) (int64, error) {
 	var stale bool
-	if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM cluster_node WHERE usage_observed_at < $1)`, before).Scan(&stale); err != nil {
+	if err := s.pool.QueryRow(ctx, sqlStaleUsageExists, before).Scan(&stale); err != nil {
 		return 0, fmt.Errorf("find stale node usage: %w", interpretError(err))
 	}
 	if !stale {
@@ -224,31 +174,35 @@ func (s *Store) expireUsage(ctx context.Context, before time.Time) (int64, error
 	}
 	var expired int64
 	err := s.write(ctx, opExpireUsage, sections{views: func(w *writer) (err error) {
-		expired, err = w.stampCounted("expire stale node usage", `
-			WITH expired AS (
-				UPDATE cluster_node n SET usage_cpu_nanocores = NULL, usage_memory_bytes = NULL,
-					usage_observed_at = NULL, usage_window_seconds = NULL,
-					resource_version = `+nextRV("n", "$2")+`
-				WHERE n.usage_observed_at < $1
-				RETURNING n.resource_version)
-			SELECT count(*), coalesce(max(resource_version), 0) FROM expired`, before, w.startRV)
+		expired, err = w.stampCounted("expire stale node usage", sqlExpireUsage, before, w.startRV)
 		return err
 	}})
 	return expired, err
 }
 
-// sampleArrays passes samples as the parallel arrays $1..$6 of
-// metricsSamplesSQL.
-func sampleArrays(samples []store.NodeMetricsSample) []any {
-	n := len(samples)
-	clusters, nodes := make([]string, n), make([]string, n)
-	cpu, mem := make([]int64, n), make([]int64, n)
-	observed, window := make([]time.Time, n), make([]float64, n)
+// sampleRow is one row of the jsonb parameter of metrics_record and
+// metrics_report_usage (metrics_samples.sql).
+type sampleRow struct {
+	ClusterID         string    `json:"cluster_id"`
+	Node              string    `json:"node"`
+	CPUUsageNanocores int64     `json:"cpu_usage_nanocores"`
+	MemoryUsageBytes  int64     `json:"memory_usage_bytes"`
+	ObservedAt        time.Time `json:"observed_at"`
+	WindowSeconds     float64   `json:"window_seconds"`
+}
+
+// sampleRows encodes samples as the jsonb parameter $1 of metrics_record and
+// metrics_report_usage.
+func sampleRows(samples []store.NodeMetricsSample) ([]byte, error) {
+	rows := make([]sampleRow, len(samples))
 	for i, m := range samples {
-		clusters[i], nodes[i], cpu[i], mem[i] = m.ClusterID, m.Node, m.CPUNanoCores, m.MemoryBytes
-		observed[i], window[i] = m.ObservedAt, m.Window.Seconds()
+		if err := checkText("node metrics sample", m.ClusterID, m.Node); err != nil {
+			return nil, err
+		}
+		rows[i] = sampleRow{ClusterID: m.ClusterID, Node: m.Node, CPUUsageNanocores: m.CPUNanoCores, MemoryUsageBytes: m.MemoryBytes,
+			ObservedAt: m.ObservedAt.UTC().Truncate(time.Microsecond), WindowSeconds: m.Window.Seconds()}
 	}
-	return []any{clusters, nodes, cpu, mem, observed, window}
+	return jsonRows(rows)
 }
 
 // newestOf returns the newest sample of each node named by the parallel

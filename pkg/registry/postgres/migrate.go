@@ -25,6 +25,16 @@ var migrationFiles embed.FS
 // replicas; the value is arbitrary but fixed ("platreg1" in ASCII).
 const migrationLockKey int64 = 0x70_6c_61_74_72_65_67_31 // "platreg1"
 
+var (
+	sqlMigrateLock        = statement("migrate_lock")
+	sqlMigrateUnlock      = statement("migrate_unlock")
+	sqlMigrateCreateTable = statement("migrate_create_table")
+	sqlMigrateTableExists = statement("migrate_table_exists")
+	sqlMigrateApplied     = statement("migrate_applied")
+	sqlMigrateRecord      = statement("migrate_record")
+	sqlMigrateForget      = statement("migrate_forget")
+)
+
 type migration struct {
 	Version int
 	Name    string // e.g. 001_registry
@@ -101,7 +111,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 				if _, err := tx.Exec(ctx, m.Up); err != nil {
 					return err
 				}
-				_, err := tx.Exec(ctx, `INSERT INTO schema_migrations (version, name) VALUES ($1, $2)`, m.Version, m.Name)
+				_, err := tx.Exec(ctx, sqlMigrateRecord, m.Version, m.Name)
 				return err
 			})
 			if err != nil {
@@ -144,7 +154,7 @@ func (s *Store) migrateDown(ctx context.Context, steps, floor int) error {
 				if _, err := tx.Exec(ctx, m.Down); err != nil {
 					return err
 				}
-				_, err := tx.Exec(ctx, `DELETE FROM schema_migrations WHERE version = $1`, m.Version)
+				_, err := tx.Exec(ctx, sqlMigrateForget, m.Version)
 				return err
 			})
 			if err != nil {
@@ -208,28 +218,24 @@ func (s *Store) withMigrationLock(ctx context.Context, fn func(*pgxpool.Conn) er
 		return fmt.Errorf("migrate: %w", interpretError(err))
 	}
 	defer conn.Release()
-	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, migrationLockKey); err != nil {
+	if _, err := conn.Exec(ctx, sqlMigrateLock, migrationLockKey); err != nil {
 		return fmt.Errorf("migrate: take advisory lock: %w", interpretError(err))
 	}
 	defer func() {
 		// Unlock on the same session; if that fails the session ends and
 		// Postgres releases the lock, so destroy the connection.
-		if _, err := conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, migrationLockKey); err != nil {
+		if _, err := conn.Exec(context.WithoutCancel(ctx), sqlMigrateUnlock, migrationLockKey); err != nil {
 			_ = conn.Conn().Close(context.WithoutCancel(ctx))
 		}
 	}()
-	if _, err := conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
-		version    integer PRIMARY KEY,
-		name       text NOT NULL,
-		applied_at timestamptz NOT NULL DEFAULT now()
-	)`); err != nil {
+	if _, err := conn.Exec(ctx, sqlMigrateCreateTable); err != nil {
 		return fmt.Errorf("migrate: create schema_migrations: %w", interpretError(err))
 	}
 	return fn(conn)
 }
 
 func appliedVersions(ctx context.Context, conn *pgxpool.Conn) (map[int]bool, error) {
-	rows, err := conn.Query(ctx, `SELECT version FROM schema_migrations`)
+	rows, err := conn.Query(ctx, sqlMigrateApplied)
 	if err != nil {
 		return nil, fmt.Errorf("read schema_migrations: %w", interpretError(err))
 	}
@@ -247,7 +253,7 @@ func appliedVersions(ctx context.Context, conn *pgxpool.Conn) (map[int]bool, err
 // appliedVersionsIfAny treats a missing schema_migrations table as nothing applied.
 func appliedVersionsIfAny(ctx context.Context, conn *pgxpool.Conn) (map[int]bool, error) {
 	var exists bool
-	if err := conn.QueryRow(ctx, `SELECT to_regclass('schema_migrations') IS NOT NULL`).Scan(&exists); err != nil {
+	if err := conn.QueryRow(ctx, sqlMigrateTableExists).Scan(&exists); err != nil {
 		return nil, fmt.Errorf("check schema_migrations: %w", interpretError(err))
 	}
 	if !exists {

@@ -9,6 +9,9 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
+// sqlMigrateHistory reads the applied migrations with names and times.
+var sqlMigrateHistory = statement("migrate_history")
+
 // MigrationState is one registry migration as `platform-apiserver migrate
 // status` shows it: embedded in this binary, applied to the database, or both.
 type MigrationState struct {
@@ -41,11 +44,11 @@ func (s *Store) MigrationStatus(ctx context.Context) ([]MigrationState, error) {
 		byVersion[m.Version] = &MigrationState{Version: m.Version, Name: m.Name, Known: true}
 	}
 	var exists bool
-	if err := conn.QueryRow(ctx, `SELECT to_regclass('schema_migrations') IS NOT NULL`).Scan(&exists); err != nil {
+	if err := conn.QueryRow(ctx, sqlMigrateTableExists).Scan(&exists); err != nil {
 		return nil, fmt.Errorf("check schema_migrations: %w", interpretError(err))
 	}
 	if exists {
-		rows, err := conn.Query(ctx, `SELECT version, name, applied_at FROM schema_migrations`)
+		rows, err := conn.Query(ctx, sqlMigrateHistory)
 		if err != nil {
 			return nil, fmt.Errorf("read schema_migrations: %w", interpretError(err))
 		}

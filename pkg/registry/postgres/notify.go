@@ -15,9 +15,9 @@ import (
 	"github.com/example/platform-apiserver/pkg/registry/store"
 )
 
-// notifyChannel is the NOTIFY channel registry_state's trigger signals on
+// sqlListen LISTENs on the channel registry_state's trigger notifies on
 // each commit that published a new registry version (migration 002).
-const notifyChannel = "registry_change"
+var sqlListen = statement("notify_listen")
 
 // listenerAppName marks the listening session in pg_stat_activity.
 const listenerAppName = "platform-apiserver-listen"
@@ -111,7 +111,7 @@ func (s *Store) listen(ctx context.Context) (*pgx.Conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connect to listen: %w", interpretError(err))
 	}
-	if _, err := conn.Exec(ctx, "LISTEN "+notifyChannel); err != nil {
+	if _, err := conn.Exec(ctx, sqlListen); err != nil {
 		_ = conn.Close(context.WithoutCancel(ctx))
 		var pgErr *pgconn.PgError
 		if ierr := interpretError(err); errors.As(err, &pgErr) && !errors.Is(ierr, store.ErrUnavailable) {

@@ -13,6 +13,9 @@ import (
 	"github.com/example/platform-apiserver/pkg/registry/store"
 )
 
+// sqlRegistryVersion reads the registry resourceVersion in a list's snapshot.
+var sqlRegistryVersion = statement("read_registry_version")
+
 // listSpec describes how to list one view table.
 type listSpec[T any] struct {
 	kind    kind
@@ -48,7 +51,7 @@ func list[T any](ctx context.Context, s *Store, spec listSpec[T], opts store.Lis
 
 	page := &store.Page[T]{Items: []T{}}
 	err = pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-		if err := tx.QueryRow(ctx, `SELECT resource_version FROM registry_state`).Scan(&page.ResourceVersion); err != nil {
+		if err := tx.QueryRow(ctx, sqlRegistryVersion).Scan(&page.ResourceVersion); err != nil {
 			return err
 		}
 		rows, err := tx.Query(ctx, query, args...)
@@ -92,7 +95,8 @@ func list[T any](ctx context.Context, s *Store, spec listSpec[T], opts store.Lis
 	return page, nil
 }
 
-// query is the ordered SELECT of the spec's rows matching conds.
+// query is the ordered SELECT of the spec's rows matching conds: assembled
+// at run time from the selectors, so it stays in Go.
 func (spec listSpec[T]) query(conds []string) string {
 	query := "SELECT " + spec.columns + " FROM " + spec.table
 	if len(conds) > 0 {
@@ -115,7 +119,7 @@ func stream[T any](ctx context.Context, s *Store, spec listSpec[T], opts store.L
 	var yieldErr error
 	err = pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 		var rv int64
-		if err := tx.QueryRow(ctx, `SELECT resource_version FROM registry_state`).Scan(&rv); err != nil {
+		if err := tx.QueryRow(ctx, sqlRegistryVersion).Scan(&rv); err != nil {
 			return err
 		}
 		rows, err := tx.Query(ctx, spec.query(conds), args...)

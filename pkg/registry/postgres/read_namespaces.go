@@ -10,8 +10,11 @@ import (
 	"github.com/example/platform-apiserver/pkg/registry/store"
 )
 
-const namespaceColumns = `cluster_id, name, uid, labels, phase, created_at,
-	pod_count, cpu_request_millis, memory_request_bytes, quotas, first_seen, resource_version`
+var (
+	// namespaceColumns are the columns scanClusterNamespace reads, in its order.
+	namespaceColumns = statement("namespace_columns")
+	sqlGetNamespace  = statement("read_get_namespace")
+)
 
 // ClusterNamespace objects live in the member namespace and are named after
 // the cluster, so lists order by (name, cluster_id).
@@ -26,7 +29,7 @@ var clusterNamespaceList = listSpec[store.ClusterNamespace]{
 
 // GetClusterNamespace returns the view of namespace in cluster clusterID.
 func (s *Store) GetClusterNamespace(ctx context.Context, namespace, clusterID string) (*store.ClusterNamespace, error) {
-	row := s.pool.QueryRow(ctx, `SELECT `+namespaceColumns+` FROM cluster_namespace WHERE cluster_id = $1 AND name = $2`, clusterID, namespace)
+	row := s.pool.QueryRow(ctx, sqlGetNamespace, clusterID, namespace)
 	n, err := scanClusterNamespace(row)
 	if err != nil {
 		return nil, fmt.Errorf("get clusternamespace %s/%s: %w", namespace, clusterID, interpretError(err))

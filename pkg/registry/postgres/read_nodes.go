@@ -10,13 +10,11 @@ import (
 	"github.com/example/platform-apiserver/pkg/registry/store"
 )
 
-const nodeColumns = `cluster_id, name, uid, labels, created_at,
-	capacity_cpu_millis, capacity_memory_bytes, capacity_pods,
-	allocatable_cpu_millis, allocatable_memory_bytes, allocatable_pods,
-	unschedulable, ready, conditions, taints, schedulable,
-	requested_cpu_millis, requested_memory_bytes, pod_count,
-	usage_cpu_nanocores, usage_memory_bytes, usage_observed_at, usage_window_seconds,
-	first_seen, resource_version`
+var (
+	// nodeColumns are the columns scanNodeCapacity reads, in its order.
+	nodeColumns = statement("node_columns")
+	sqlGetNode  = statement("read_get_node")
+)
 
 var nodeCapacityList = listSpec[store.NodeCapacity]{
 	kind:    nodeCapacityKind,
@@ -29,7 +27,7 @@ var nodeCapacityList = listSpec[store.NodeCapacity]{
 
 // GetNodeCapacity returns one node's view.
 func (s *Store) GetNodeCapacity(ctx context.Context, clusterID, node string) (*store.NodeCapacity, error) {
-	row := s.pool.QueryRow(ctx, `SELECT `+nodeColumns+` FROM cluster_node WHERE cluster_id = $1 AND name = $2`, clusterID, node)
+	row := s.pool.QueryRow(ctx, sqlGetNode, clusterID, node)
 	n, err := scanNodeCapacity(row)
 	if err != nil {
 		return nil, fmt.Errorf("get nodecapacity %s.%s: %w", clusterID, node, interpretError(err))

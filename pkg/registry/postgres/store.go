@@ -87,6 +87,9 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	return &Store{pool: pool, opts: opts}, nil
 }
 
+// sqlContinueKey reads the continue tokens' shared key.
+var sqlContinueKey = statement("store_continue_key")
+
 // Close closes the pool.
 func (s *Store) Close() { s.pool.Close() }
 
@@ -98,7 +101,7 @@ func (s *Store) continueCodec(ctx context.Context) (*continuetoken.Codec, error)
 		return s.codec, nil
 	}
 	var key []byte
-	if err := s.pool.QueryRow(ctx, `SELECT continue_key FROM registry_secret`).Scan(&key); err != nil {
+	if err := s.pool.QueryRow(ctx, sqlContinueKey).Scan(&key); err != nil {
 		return nil, fmt.Errorf("load continue token key: %w", interpretError(err))
 	}
 	codec, err := continuetoken.NewCodec(key, continuetoken.Options{TTL: s.opts.ContinueTTL, Now: s.opts.Now})

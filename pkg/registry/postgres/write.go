@@ -28,6 +28,15 @@ type writer struct {
 	maxRV int64
 }
 
+var (
+	sqlLockState    = statement("write_lock_state")
+	sqlPublishState = statement("write_publish_state")
+	sqlLockMember   = statement("write_lock_member")
+	sqlMemberEpoch  = statement("write_member_epoch")
+	sqlCountChanges = statement("write_count_changes")
+	sqlDeletedMaxRV = statement("write_deleted_max_rv")
+)
+
 // sections are the two parts of a write transaction; either may be nil.
 type sections struct {
 	// member runs first, without the writer lock: per-member work on rows
@@ -56,7 +65,7 @@ func (s *Store) write(ctx context.Context, o op, sec sections) error {
 			return nil
 		}
 		begin := time.Now()
-		if err := tx.QueryRow(ctx, `SELECT resource_version FROM registry_state FOR UPDATE`).Scan(&w.startRV); err != nil {
+		if err := tx.QueryRow(ctx, sqlLockState).Scan(&w.startRV); err != nil {
 			return fmt.Errorf("lock registry_state: %w", err)
 		}
 		locked = time.Now()
@@ -71,7 +80,7 @@ func (s *Store) write(ctx context.Context, o op, sec sections) error {
 		if err := w.countChanges(changed); err != nil {
 			return err
 		}
-		_, err := tx.Exec(ctx, `UPDATE registry_state SET resource_version = $1`, w.maxRV)
+		_, err := tx.Exec(ctx, sqlPublishState, w.maxRV)
 		return err
 	})
 	if !locked.IsZero() {
@@ -96,12 +105,12 @@ const MemberLockClass = 0x706c6174 // "plat"
 // returns its current epoch (0 for a member nobody claimed).
 func (w *writer) lockMember(clusterID string) (int64, error) {
 	begin := time.Now()
-	if _, err := w.tx.Exec(w.ctx, `SELECT pg_advisory_xact_lock($1, hashtext($2))`, MemberLockClass, clusterID); err != nil {
+	if _, err := w.tx.Exec(w.ctx, sqlLockMember, MemberLockClass, clusterID); err != nil {
 		return 0, fmt.Errorf("lock member %s: %w", clusterID, err)
 	}
 	memberLockWait.Observe(time.Since(begin).Seconds())
 	var epoch int64
-	err := w.tx.QueryRow(w.ctx, `SELECT coalesce((SELECT epoch FROM discovery_member WHERE cluster_id = $1), 0)`, clusterID).Scan(&epoch)
+	err := w.tx.QueryRow(w.ctx, sqlMemberEpoch, clusterID).Scan(&epoch)
 	if err != nil {
 		return 0, fmt.Errorf("read epoch of member %s: %w", clusterID, err)
 	}
@@ -124,7 +133,7 @@ func (w *writer) fence(f store.Fence) error {
 // countChanges counts this transaction's change-feed entries by kind: a
 // short primary-key range, every entry above the start version.
 func (w *writer) countChanges(into map[string]int64) error {
-	rows, err := w.tx.Query(w.ctx, `SELECT kind, count(*) FROM registry_change WHERE resource_version > $1 GROUP BY kind`, w.startRV)
+	rows, err := w.tx.Query(w.ctx, sqlCountChanges, w.startRV)
 	if err != nil {
 		return fmt.Errorf("count changes: %w", err)
 	}
@@ -174,15 +183,7 @@ func (w *writer) deleteViewRows(what, sql string, args ...any) error {
 	if tag.RowsAffected() == 0 {
 		return nil
 	}
-	return w.stamp(what, `SELECT coalesce(max(resource_version), 0) FROM registry_change WHERE resource_version > $1`, w.startRV)
-}
-
-// nextRV is the SQL that stamps a row: a row already stamped by this
-// transaction keeps its value, so one commit gives each row one version.
-// $N must be bound to w.startRV.
-func nextRV(table, startParam string) string {
-	return "CASE WHEN " + table + ".resource_version > " + startParam +
-		" THEN " + table + ".resource_version ELSE nextval('registry_resource_version') END"
+	return w.stamp(what, sqlDeletedMaxRV, w.startRV)
 }
 
 // pairs is a set of (cluster, name) keys, e.g. nodes whose aggregates to recompute.
@@ -194,11 +195,17 @@ func (p pairs) add(cluster, name string) {
 	}
 }
 
-// arrays returns the keys as two parallel arrays for unnest.
-func (p pairs) arrays() (clusters, names []string) {
+// pairRow is a (cluster, name) key in a statement's jsonb parameter.
+type pairRow struct {
+	ClusterID string `json:"cluster_id"`
+	Name      string `json:"name"`
+}
+
+// rows returns the keys as rows for jsonRows.
+func (p pairs) rows() []pairRow {
+	out := make([]pairRow, 0, len(p))
 	for k := range p {
-		clusters = append(clusters, k[0])
-		names = append(names, k[1])
+		out = append(out, pairRow{ClusterID: k[0], Name: k[1]})
 	}
-	return clusters, names
+	return out
 }

@@ -1,0 +1,219 @@
+package postgres_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/example/platform-apiserver/pkg/registry/postgres"
+	"github.com/example/platform-apiserver/pkg/registry/store"
+	pgtest "github.com/example/platform-apiserver/test/framework/postgres"
+)
+
+// Sizes of BenchmarkApply's member: a relist of a large member, and the
+// watch batches that follow it.
+const (
+	benchNodes      = 5000
+	benchPods       = 20000
+	benchNamespaces = 50
+	benchWatchBatch = 100
+)
+
+// BenchmarkApply measures Apply against the package's test PostgreSQL: a
+// relist of a 5,000-node, 20,000-pod member (into an empty member, with
+// every row changed, and unchanged as after a 410), and a 100-object watch
+// batch on that member. It reports ns/row beside ns/op. docs/benchmarks.md,
+// "Registry writes: parallel arrays vs one jsonb parameter", has the command
+// and the numbers.
+func BenchmarkApply(b *testing.B) {
+	b.Run("relist=new", func(b *testing.B) {
+		s, _ := benchStore(b)
+		ctx := b.Context()
+		relist := benchRelist(0)
+		rows := benchRows(relist)
+		i := 0
+		for b.Loop() {
+			relist.ClusterID = fmt.Sprintf("new-%d", i) // an empty member each time: every row inserted
+			i++
+			benchApply(b, s, ctx, relist)
+		}
+		reportPerRow(b, rows)
+	})
+	b.Run("relist=changed", func(b *testing.B) {
+		s, dsn := benchStore(b)
+		ctx := b.Context()
+		relists := [2]store.Batch{benchRelist(0), benchRelist(1)}
+		benchApply(b, s, ctx, relists[1])
+		benchAnalyze(b, dsn)
+		i := 0
+		for b.Loop() {
+			benchApply(b, s, ctx, relists[i%2]) // every node and pod differs from the last relist
+			i++
+		}
+		reportPerRow(b, benchRows(relists[0]))
+	})
+	b.Run("relist=unchanged", func(b *testing.B) {
+		s, dsn := benchStore(b)
+		ctx := b.Context()
+		relist := benchRelist(0)
+		benchApply(b, s, ctx, relist)
+		benchAnalyze(b, dsn)
+		for b.Loop() {
+			benchApply(b, s, ctx, relist) // no row changes: the comparisons alone
+		}
+		reportPerRow(b, benchRows(relist))
+	})
+	b.Run("watch=100", func(b *testing.B) {
+		s, dsn := benchStore(b)
+		ctx := b.Context()
+		benchApply(b, s, ctx, benchRelist(0))
+		benchAnalyze(b, dsn)
+		batches := [2]store.Batch{benchWatch(1), benchWatch(0)}
+		i := 0
+		for b.Loop() {
+			benchApply(b, s, ctx, batches[i%2])
+			i++
+		}
+		reportPerRow(b, benchRows(batches[0]))
+	})
+}
+
+// BenchmarkRecordNodeMetrics measures one scrape of the 5,000-node member in
+// which every node's usage is due: the history insert and the usage report.
+func BenchmarkRecordNodeMetrics(b *testing.B) {
+	s, dsn := benchStore(b)
+	ctx := b.Context()
+	benchApply(b, s, ctx, benchRelist(0))
+	benchAnalyze(b, dsn)
+	start := time.Date(2025, 1, 2, 4, 0, 0, 0, time.UTC) // after the nodes were created
+	samples := make([]store.NodeMetricsSample, benchNodes)
+	i := 0
+	for b.Loop() {
+		at := start.Add(time.Duration(i) * time.Second)
+		for n := range samples {
+			samples[n] = store.NodeMetricsSample{ClusterID: "c", Node: fmt.Sprintf("node-%05d", n),
+				CPUNanoCores: int64(1e8 + n + i), MemoryBytes: int64(1<<30 + n + i), ObservedAt: at, Window: 30 * time.Second}
+		}
+		i++
+		got, err := s.RecordNodeMetrics(ctx, store.Fence{ClusterID: "c"}, samples, reportEvery)
+		if err != nil {
+			b.Fatalf("RecordNodeMetrics: %v", err)
+		}
+		if got.Reported != benchNodes {
+			b.Fatalf("reported %d nodes, want %d", got.Reported, benchNodes)
+		}
+	}
+	reportPerRow(b, benchNodes)
+}
+
+// benchStore opens a migrated store on a fresh database and returns its DSN.
+func benchStore(b *testing.B) (*postgres.Store, string) {
+	b.Helper()
+	dsn := pgtest.NewTestDatabase(b)
+	s, err := postgres.Open(b.Context(), dsn, postgres.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(s.Close)
+	if err := s.Migrate(b.Context()); err != nil {
+		b.Fatal(err)
+	}
+	return s, dsn
+}
+
+// benchAnalyze gives the planner statistics of the populated member, as
+// autovacuum would soon after a relist.
+func benchAnalyze(b *testing.B, dsn string) {
+	b.Helper()
+	ctx := b.Context()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = conn.Close(ctx) }()
+	if _, err := conn.Exec(ctx, `ANALYZE`); err != nil {
+		b.Fatal(err)
+	}
+}
+
+func benchApply(b *testing.B, s *postgres.Store, ctx context.Context, batch store.Batch) {
+	b.Helper()
+	if err := s.Apply(ctx, batch); err != nil {
+		b.Fatalf("Apply: %v", err)
+	}
+}
+
+func benchRows(batch store.Batch) int {
+	return len(batch.Namespaces) + len(batch.Nodes) + len(batch.Pods) + len(batch.Quotas)
+}
+
+func reportPerRow(b *testing.B, rows int) {
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(rows), "ns/row")
+}
+
+// benchRelist is a relist of member "c": namespaces, nodes and pods, four
+// pods per node. Versions 0 and 1 differ in every node and pod.
+func benchRelist(version int) store.Batch {
+	batch := store.Batch{ClusterID: "c", Replace: []store.Resource{
+		store.ResourceNamespaces, store.ResourceNodes, store.ResourcePods}}
+	for i := range benchNamespaces {
+		batch.Namespaces = append(batch.Namespaces, benchNamespace(i))
+	}
+	for i := range benchNodes {
+		batch.Nodes = append(batch.Nodes, benchNode(i, version))
+	}
+	for i := range benchPods {
+		batch.Pods = append(batch.Pods, benchPod(i, version))
+	}
+	return batch
+}
+
+// benchWatch is a watch batch of 100 objects: 20 nodes and 80 pods of
+// benchRelist's member, in version v.
+func benchWatch(version int) store.Batch {
+	batch := store.Batch{ClusterID: "c"}
+	for i := range benchWatchBatch / 5 {
+		batch.Nodes = append(batch.Nodes, benchNode(i*97, version))
+	}
+	for i := range benchWatchBatch - len(batch.Nodes) {
+		batch.Pods = append(batch.Pods, benchPod(i*89, version))
+	}
+	return batch
+}
+
+func benchNamespace(i int) store.Namespace {
+	name := fmt.Sprintf("team-%02d", i)
+	return store.Namespace{Name: name, UID: "uid-" + name, Phase: "Active",
+		Labels:    map[string]string{"team": name, "kubernetes.io/metadata.name": name},
+		CreatedAt: time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)}
+}
+
+func benchNode(i, version int) store.Node {
+	name := fmt.Sprintf("node-%05d", i)
+	at := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
+	return store.Node{
+		Name: name, UID: "uid-" + name, CreatedAt: at,
+		Labels: map[string]string{"kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
+			"node.kubernetes.io/instance-type": "m5.xlarge", "topology.kubernetes.io/zone": fmt.Sprintf("zone-%d", i%3)},
+		Capacity:    store.Resources{CPUMillis: 4000, MemoryBytes: 16 << 30, Pods: 110},
+		Allocatable: store.Resources{CPUMillis: 3920 - int64(version), MemoryBytes: 15 << 30, Pods: 110},
+		Ready:       true,
+		Conditions: []store.NodeCondition{
+			{Type: "MemoryPressure", Status: "False", Reason: "KubeletHasSufficientMemory", LastTransitionTime: at},
+			{Type: "DiskPressure", Status: "False", Reason: "KubeletHasNoDiskPressure", LastTransitionTime: at},
+			{Type: "Ready", Status: "True", Reason: "KubeletReady", Message: "kubelet is posting ready status", LastTransitionTime: at},
+		},
+		Taints: []store.Taint{{Key: "dedicated", Value: "batch", Effect: "PreferNoSchedule"}},
+	}
+}
+
+func benchPod(i, version int) store.Pod {
+	return store.Pod{
+		Namespace: fmt.Sprintf("team-%02d", i%benchNamespaces), Name: fmt.Sprintf("pod-%06d", i),
+		UID: fmt.Sprintf("uid-pod-%06d", i), NodeName: fmt.Sprintf("node-%05d", (i+version)%benchNodes), Phase: "Running",
+		CPURequestMillis: 100 + int64(version), MemoryRequestBytes: 128 << 20,
+	}
+}

@@ -1,0 +1,34 @@
+-- Recomputes the pod count, requests and quotas of the namespaces keyed in
+-- $1, a JSON array of {"cluster_id", "name"} (pairRow); unscheduled pods
+-- count. $2 is the writer's start resourceVersion, as in
+-- aggregates_recompute_nodes. Returns the highest version stamped (0 if none).
+WITH t AS (
+	SELECT DISTINCT cluster_id, name FROM jsonb_to_recordset($1::jsonb) AS t(cluster_id text, name text)
+), pods AS (
+	SELECT t.cluster_id, t.name,
+		coalesce(sum(p.cpu_request_millis), 0)::bigint   AS cpu,
+		coalesce(sum(p.memory_request_bytes), 0)::bigint AS mem,
+		count(p.name)::bigint                            AS pods
+	FROM t LEFT JOIN cluster_pod p
+		ON p.cluster_id = t.cluster_id AND p.namespace = t.name AND p.phase NOT IN ('Succeeded', 'Failed')
+	GROUP BY t.cluster_id, t.name
+), quotas AS (
+	SELECT t.cluster_id, t.name,
+		coalesce(jsonb_agg(jsonb_build_object('name', q.name, 'hard', q.hard, 'used', q.used) ORDER BY q.name)
+			FILTER (WHERE q.name IS NOT NULL), '[]'::jsonb) AS quotas
+	FROM t LEFT JOIN cluster_resource_quota q ON q.cluster_id = t.cluster_id AND q.namespace = t.name
+	GROUP BY t.cluster_id, t.name
+), changed AS (
+	UPDATE cluster_namespace c SET
+		pod_count            = pods.pods,
+		cpu_request_millis   = pods.cpu,
+		memory_request_bytes = pods.mem,
+		quotas               = quotas.quotas,
+		resource_version     = CASE WHEN c.resource_version > $2 THEN c.resource_version ELSE nextval('registry_resource_version') END
+	FROM pods JOIN quotas ON quotas.cluster_id = pods.cluster_id AND quotas.name = pods.name
+	WHERE c.cluster_id = pods.cluster_id AND c.name = pods.name
+		AND (c.pod_count, c.cpu_request_millis, c.memory_request_bytes, c.quotas)
+		IS DISTINCT FROM (pods.pods, pods.cpu, pods.mem, quotas.quotas)
+	RETURNING c.resource_version
+)
+SELECT coalesce(max(resource_version), 0) FROM changed

@@ -1,0 +1,4 @@
+-- Gives member $1 a fresh epoch, owned by $2, and returns it.
+INSERT INTO discovery_member AS m (cluster_id, epoch, owner) VALUES ($1, nextval('discovery_member_epoch'), $2)
+ON CONFLICT (cluster_id) DO UPDATE SET epoch = EXCLUDED.epoch, owner = EXCLUDED.owner, updated_at = now()
+RETURNING m.epoch

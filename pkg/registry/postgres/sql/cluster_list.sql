@@ -1,0 +1,10 @@
+-- The ids of members with rows in any table but the metrics history, which
+-- holds samples of known nodes only, goes with them, and would cost a scan of
+-- a day of samples.
+SELECT cluster_id FROM cluster_namespace
+UNION SELECT cluster_id FROM cluster_node
+UNION SELECT cluster_id FROM cluster_pod
+UNION SELECT cluster_id FROM cluster_resource_quota
+UNION SELECT cluster_id FROM discovery_cursor
+UNION SELECT cluster_id FROM discovery_member
+ORDER BY 1

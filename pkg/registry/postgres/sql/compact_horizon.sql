@@ -1,0 +1,2 @@
+-- The change feed's horizon: the oldest resourceVersion it can resume from.
+SELECT compacted_rv FROM registry_change_horizon

@@ -1,0 +1,2 @@
+-- Whether any node's reported usage was observed before $1.
+SELECT EXISTS (SELECT 1 FROM cluster_node WHERE usage_observed_at < $1)

@@ -1,0 +1,2 @@
+-- The versions of the applied migrations.
+SELECT version FROM schema_migrations

@@ -1,0 +1,2 @@
+-- The HMAC key of continue tokens, shared by replicas.
+SELECT continue_key FROM registry_secret
