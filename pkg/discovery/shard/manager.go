@@ -87,6 +87,9 @@ type Manager struct {
 	held map[string]*coordinationv1.Lease
 	// presence is this replica's presence Lease, once created.
 	presence *coordinationv1.Lease
+	// writingSince is since when every round renewed presence (zero after
+	// a failed renewal); see mayTakeOver.
+	writingSince time.Time
 
 	mu sync.Mutex
 	// lost are held members whose mirroring stopped on its own (see Lost).
@@ -183,7 +186,14 @@ func (m *Manager) sync(ctx context.Context) {
 			delete(m.observed, name)
 		}
 	}
-	if joined := m.renewPresence(ctx, leases); joined {
+	joined, renewed := m.renewPresence(ctx, leases)
+	switch {
+	case !renewed:
+		m.writingSince = time.Time{}
+	case m.writingSince.IsZero():
+		m.writingSince = now
+	}
+	if joined {
 		// Let the other replicas see this one before taking members, so
 		// replicas that start together do not all grab everything first.
 		return
@@ -240,7 +250,7 @@ func (m *Manager) sync(ctx context.Context) {
 		case l != nil && holder(l) == m.cfg.Identity:
 			// Ours from before (a renewal whose answer was lost): take it back.
 			m.acquire(ctx, id, l)
-		case l != nil && (mine || m.expiredLong(l, now)) && (holder(l) == "" || m.expired(l, now)):
+		case l != nil && (mine || m.expiredLong(l, now)) && (holder(l) == "" || m.expired(l, now) && m.mayTakeOver(now)):
 			// Free or expired: ours by assignment, or, long expired, anyone's
 			// (replicas that disagree on the assignment never leave a member
 			// unmirrored).
@@ -314,9 +324,21 @@ func (m *Manager) labels(role, clusterID string) map[string]string {
 	return l
 }
 
+// mayTakeOver: this replica has written its presence Lease in every round
+// for a lease duration, so a holder that did not renew in that time could
+// have and is gone. A replica whose own writes fail (the hosting cluster
+// overloaded, a network partition) takes nothing from others: when the
+// hosting cluster was too slow for everybody's renewals, every Lease looks
+// expired once it recovers, and taking them would move every member (the
+// fleet benchmark saw it at load 20-30); the holders get a lease duration
+// of working writes to renew first.
+func (m *Manager) mayTakeOver(now time.Time) bool {
+	return !m.writingSince.IsZero() && now.Sub(m.writingSince) >= m.cfg.LeaseDuration
+}
+
 // renewPresence creates or renews this replica's presence Lease; it
-// reports whether it just created it.
-func (m *Manager) renewPresence(ctx context.Context, leases map[string]*coordinationv1.Lease) (created bool) {
+// reports whether it just created it, and whether it succeeded.
+func (m *Manager) renewPresence(ctx context.Context, leases map[string]*coordinationv1.Lease) (created, ok bool) {
 	name := ReplicaLeaseName(m.cfg.Name, m.cfg.Identity)
 	client := m.cfg.Leases.Leases(m.cfg.Namespace)
 	cur := leases[name]
@@ -336,7 +358,7 @@ func (m *Manager) renewPresence(ctx context.Context, leases map[string]*coordina
 	if err != nil {
 		klog.FromContext(ctx).Error(err, "Cannot renew this replica's presence Lease", "lease", name)
 	}
-	return created && err == nil
+	return created && err == nil, err == nil
 }
 
 // create creates a member's Lease held by this replica and starts it.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -214,5 +215,45 @@ func TestManagerKeepsMembersWhenHostingUnreachable(t *testing.T) {
 	f.rounds(int(3 * testLease / testRetry))
 	if got := r.target.ids(); len(got) != 2 {
 		t.Errorf("after the hosting cluster was unreachable for 3 lease durations: owned %v, want both members still", got)
+	}
+}
+
+// TestManagerKeepsMembersThroughHostingOverload: the hosting cluster
+// answers lists but no Lease write gets through for two lease durations
+// (overloaded); once it recovers, every Lease looks expired to everyone,
+// but nobody takes another's members: each replica renews its own first.
+func TestManagerKeepsMembersThroughHostingOverload(t *testing.T) {
+	f := newFleet(t, 6)
+	for i := range 3 {
+		f.add(fmt.Sprintf("replica-%d", i))
+	}
+	f.rounds(4)
+	f.checkExclusive("three replicas")
+	before := fmt.Sprint(f.owners())
+	var starts []int
+	for _, r := range f.replicas {
+		starts = append(starts, r.target.starts)
+	}
+
+	var overloaded atomic.Bool
+	overloaded.Store(true)
+	f.client.PrependReactor("*", "leases", func(action k8stesting.Action) (bool, runtime.Object, error) {
+		if overloaded.Load() && action.GetVerb() != "list" {
+			return true, nil, fmt.Errorf("the server was unable to return a response in the time allotted")
+		}
+		return false, nil, nil
+	})
+	f.rounds(int(2 * testLease / testRetry))
+	overloaded.Store(false)
+	f.rounds(int(3 * testLease / testRetry))
+
+	f.checkExclusive("after the overload")
+	if after := fmt.Sprint(f.owners()); after != before {
+		t.Errorf("members moved through an overload of the hosting cluster: %s, before %s", after, before)
+	}
+	for i, r := range f.replicas {
+		if r.target.starts != starts[i] {
+			t.Errorf("replica %d started %d members during and after the overload, want none", i, r.target.starts-starts[i])
+		}
 	}
 }
