@@ -21,17 +21,15 @@ import (
 	"github.com/example/platform-apiserver/pkg/apis/platform/v1alpha1"
 	"github.com/example/platform-apiserver/pkg/discovery"
 	"github.com/example/platform-apiserver/pkg/registry"
-	"github.com/example/platform-apiserver/pkg/registry/clusternamespace"
 	"github.com/example/platform-apiserver/pkg/registry/feed"
-	"github.com/example/platform-apiserver/pkg/registry/nodecapacity"
 	"github.com/example/platform-apiserver/pkg/registry/postgres"
 	"github.com/example/platform-apiserver/pkg/registry/store"
 )
 
 // Registry is what the server reads from and checks readiness against.
 type Registry interface {
-	clusternamespace.Reader
-	nodecapacity.Reader
+	NodeCapacities() store.Source[store.NodeCapacity]
+	ClusterNamespaces() store.Source[store.ClusterNamespace]
 	store.ChangeFeed
 	// Migrate applies pending schema migrations.
 	Migrate(ctx context.Context) error

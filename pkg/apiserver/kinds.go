@@ -16,9 +16,13 @@ type servedKind struct {
 }
 
 // served lists the kinds the server serves, each declared in its own
-// package (registry.Kind); a new kind is one entry here and its Reader in
-// Registry.
+// package (registry.Kind); a new kind is one entry here and its records'
+// source in Registry.
 var served = []servedKind{
-	{nodecapacity.Kind.Declaration(), func(r Registry, w registry.WatchConfig) rest.Storage { return nodecapacity.NewREST(r, w) }},
-	{clusternamespace.Kind.Declaration(), func(r Registry, w registry.WatchConfig) rest.Storage { return clusternamespace.NewREST(r, w) }},
+	{nodecapacity.Kind.Declaration(), func(r Registry, w registry.WatchConfig) rest.Storage {
+		return nodecapacity.NewREST(r.NodeCapacities(), w)
+	}},
+	{clusternamespace.Kind.Declaration(), func(r Registry, w registry.WatchConfig) rest.Storage {
+		return clusternamespace.NewREST(r.ClusterNamespaces(), w)
+	}},
 }

@@ -41,9 +41,16 @@ type Kind[R, O any] struct {
 	Change func(*store.Change) (cur, prev *R)
 	// Key names a record's object, for routing watch events.
 	Key func(*R) ChangeKey
-	// Columns and Cells print the kind as kubectl tables.
-	Columns []metav1.TableColumnDefinition
-	Cells   func(*O) []any
+	// Columns print the kind as kubectl tables.
+	Columns []Column[O]
+}
+
+// Column is one kubectl table column (Priority 1: shown with -o wide) and
+// how to fill its cell.
+type Column[O any] struct {
+	Name, Type, Format, Description string
+	Priority                        int32
+	Cell                            func(*O) any
 }
 
 // Field is a selectable field: its path in the API object, how to read it
@@ -93,8 +100,13 @@ func (k *Kind[R, O]) Validate() error {
 	if k.Kind == "" || k.Resource == "" || k.Singular == "" || k.StoreKind == "" {
 		errs = append(errs, "Kind, Resource, Singular and StoreKind are required")
 	}
-	if k.ToObject == nil || k.NewList == nil || k.Change == nil || k.Key == nil || k.Cells == nil {
-		errs = append(errs, "ToObject, NewList, Change, Key and Cells are required")
+	if k.ToObject == nil || k.NewList == nil || k.Change == nil || k.Key == nil || len(k.Columns) == 0 {
+		errs = append(errs, "ToObject, NewList, Change, Key and Columns are required")
+	}
+	for _, c := range k.Columns {
+		if c.Name == "" || c.Type == "" || c.Cell == nil {
+			errs = append(errs, fmt.Sprintf("column %q needs a Name, a Type and a Cell", c.Name))
+		}
 	}
 	seen := map[string]bool{}
 	for _, f := range k.Fields {
@@ -137,6 +149,25 @@ func (t Fields) Lookup(path string) (store.Field, bool) {
 func (t Fields) unsupported(path string) error {
 	return fmt.Errorf("field selector %q is not supported for %s; supported field selectors: %s",
 		path, t.kind, strings.Join(t.paths, ", "))
+}
+
+// table is the kind's kubectl table convertor.
+func (k *Kind[R, O]) table(cell func(runtime.Object) (*O, error)) TableConvertor {
+	defs := make([]metav1.TableColumnDefinition, len(k.Columns))
+	for i, c := range k.Columns {
+		defs[i] = metav1.TableColumnDefinition{Name: c.Name, Type: c.Type, Format: c.Format, Description: c.Description, Priority: c.Priority}
+	}
+	return TableConvertor{Columns: defs, Cells: func(obj runtime.Object) ([]any, error) {
+		o, err := cell(obj)
+		if err != nil {
+			return nil, err
+		}
+		cells := make([]any, len(k.Columns))
+		for i, c := range k.Columns {
+			cells[i] = c.Cell(o)
+		}
+		return cells, nil
+	}}
 }
 
 // Declaration is what the server's assembly reads of any kind.

@@ -67,8 +67,10 @@ var widgetKind = &registry.Kind[store.NodeCapacity, Widget]{
 	Key: func(nc *store.NodeCapacity) registry.ChangeKey {
 		return registry.ChangeKey{Name: nc.ClusterID + "." + nc.Node.Name, Cluster: nc.ClusterID}
 	},
-	Columns: []metav1.TableColumnDefinition{{Name: "Name", Type: "string"}, {Name: "Ready", Type: "boolean"}},
-	Cells:   func(w *Widget) []any { return []any{w.Name, w.Ready} },
+	Columns: []registry.Column[Widget]{
+		{Name: "Name", Type: "string", Cell: func(w *Widget) any { return w.Name }},
+		{Name: "Ready", Type: "boolean", Cell: func(w *Widget) any { return w.Ready }},
+	},
 }
 
 type widgets = registry.REST[store.NodeCapacity, Widget, *Widget]
@@ -84,7 +86,7 @@ func widgetStack(t *testing.T) (*feedtest.MemFeed, *widgets, *[]store.ListOption
 		t.Fatal(err)
 	}
 	var asked []store.ListOptions
-	src := registry.Source[store.NodeCapacity]{
+	src := store.Source[store.NodeCapacity]{
 		Get: func(ctx context.Context, _, name string) (*store.NodeCapacity, error) {
 			cluster, node, _ := strings.Cut(name, ".")
 			return mem.GetNodeCapacity(ctx, cluster, node)
@@ -239,10 +241,10 @@ func TestKindValidate(t *testing.T) {
 		registry.Field[Widget]{Path: "status.ready", Value: widgetKind.Fields[2].Value, Columns: []string{"ready"}},
 		registry.Field[Widget]{Path: "status.color", Value: widgetKind.Fields[2].Value, Columns: []string{"color; drop table x"}},
 		registry.Field[Widget]{Path: "status.size", Columns: []string{"size"}})
-	bad.Cells = nil
+	bad.Columns = append(slices.Clone(widgetKind.Columns), registry.Column[Widget]{Name: "Color", Type: "string"})
 	err := bad.Validate()
 	for _, want := range []string{"field status.ready declared twice", `"color; drop table x" is not a column name`,
-		"field status.size needs a Value", "Cells are required", "namespaced kind needs the field metadata.namespace"} {
+		"field status.size needs a Value", `column "Color" needs a Name, a Type and a Cell`, "namespaced kind needs the field metadata.namespace"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("validate: %v, want it to say %q", err, want)
 		}
@@ -252,5 +254,5 @@ func TestKindValidate(t *testing.T) {
 			t.Error("NewREST of an invalid kind: want a panic")
 		}
 	}()
-	registry.NewREST[store.NodeCapacity, Widget, *Widget](&bad, registry.Source[store.NodeCapacity]{}, registry.WatchConfig{})
+	registry.NewREST[store.NodeCapacity, Widget, *Widget](&bad, store.Source[store.NodeCapacity]{}, registry.WatchConfig{})
 }

@@ -17,15 +17,6 @@ import (
 	"github.com/example/platform-apiserver/pkg/registry/store"
 )
 
-// Source is where a kind's records are read: one record by the request
-// namespace ("" for cluster-scoped kinds) and name, a page, or a stream of
-// pages from one snapshot (see store.Reader).
-type Source[R any] struct {
-	Get    func(ctx context.Context, namespace, name string) (*R, error)
-	List   func(ctx context.Context, opts store.ListOptions) (*store.Page[R], error)
-	Stream func(ctx context.Context, opts store.ListOptions, pageSize int, yield func(rv int64, page []R) error) error
-}
-
 // APIObject is a pointer to an internal API object type O.
 type APIObject[O any] interface {
 	*O
@@ -39,26 +30,26 @@ type APIObject[O any] interface {
 type REST[R, O any, P APIObject[O]] struct {
 	kind   *Kind[R, O]
 	fields Fields
-	source Source[R]
+	source store.Source[R]
 	watch  WatchConfig
 	TableConvertor
 }
 
 // NewREST returns the storage of kind k over src; it panics if k is
 // declared incompletely (a programming error).
-func NewREST[R, O any, P APIObject[O]](k *Kind[R, O], src Source[R], w WatchConfig) *REST[R, O, P] {
+func NewREST[R, O any, P APIObject[O]](k *Kind[R, O], src store.Source[R], w WatchConfig) *REST[R, O, P] {
 	if err := k.Validate(); err != nil {
 		panic(err)
 	}
 	return &REST[R, O, P]{
 		kind: k, fields: k.FieldTable(), source: src, watch: w,
-		TableConvertor: TableConvertor{Columns: k.Columns, Cells: func(obj runtime.Object) ([]any, error) {
+		TableConvertor: k.table(func(obj runtime.Object) (*O, error) {
 			o, ok := obj.(P)
 			if !ok {
 				return nil, fmt.Errorf("expected %T, got %T", P(nil), obj)
 			}
-			return k.Cells(o), nil
-		}},
+			return o, nil
+		}),
 	}
 }
 

@@ -5,8 +5,6 @@
 package clusternamespace
 
 import (
-	"context"
-
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/example/platform-apiserver/pkg/apis/platform"
@@ -38,24 +36,12 @@ var Kind = &registry.Kind[store.ClusterNamespace, platform.ClusterNamespace]{
 		return registry.ChangeKey{Namespace: cn.Namespace.Name, Name: cn.ClusterID, Cluster: cn.ClusterID}
 	},
 	Columns: columns,
-	Cells:   cells,
-}
-
-// Reader is the part of the registry store ClusterNamespace is served from.
-type Reader interface {
-	GetClusterNamespace(ctx context.Context, namespace, clusterID string) (*store.ClusterNamespace, error)
-	ListClusterNamespaces(ctx context.Context, opts store.ListOptions) (*store.Page[store.ClusterNamespace], error)
-	StreamClusterNamespaces(ctx context.Context, opts store.ListOptions, pageSize int, yield func(rv int64, page []store.ClusterNamespace) error) error
 }
 
 // REST is the ClusterNamespace storage.
 type REST = registry.REST[store.ClusterNamespace, platform.ClusterNamespace, *platform.ClusterNamespace]
 
-// NewREST returns the ClusterNamespace storage over a registry reader.
-func NewREST(r Reader, w registry.WatchConfig) *REST {
-	return registry.NewREST[store.ClusterNamespace, platform.ClusterNamespace, *platform.ClusterNamespace](Kind, registry.Source[store.ClusterNamespace]{
-		Get:    r.GetClusterNamespace,
-		List:   r.ListClusterNamespaces,
-		Stream: r.StreamClusterNamespaces,
-	}, w)
+// NewREST returns the ClusterNamespace storage over the registry's ClusterNamespace records.
+func NewREST(src store.Source[store.ClusterNamespace], w registry.WatchConfig) *REST {
+	return registry.NewREST[store.ClusterNamespace, platform.ClusterNamespace, *platform.ClusterNamespace](Kind, src, w)
 }

@@ -5,34 +5,26 @@ import (
 	"strconv"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"github.com/example/platform-apiserver/pkg/apis/platform"
 	"github.com/example/platform-apiserver/pkg/registry"
 )
 
-// columns are the kubectl table's columns; cells fills them.
-var columns = []metav1.TableColumnDefinition{
-	{Name: "Name", Type: "string", Format: "name", Description: "Member cluster id"},
-	{Name: "Phase", Type: "string", Description: "Active or Terminating"},
-	{Name: "Pods", Type: "integer", Description: "Non-terminal pods in the namespace"},
-	{Name: "CPU Req", Type: "string", Description: "Sum of CPU requests of non-terminal pods"},
-	{Name: "Memory Req", Type: "string", Description: "Sum of memory requests of non-terminal pods"},
-	{Name: "Quota", Type: "string", Description: "The most used resource across the namespace's ResourceQuotas: used/hard (percent)"},
-	{Name: "Age", Type: "string", Description: "Time since the member namespace was created"},
-}
-
-func cells(cn *platform.ClusterNamespace) []any {
-	s := &cn.Status
-	return []any{
-		cn.Name,
-		string(s.Phase),
-		s.PodCount,
-		registry.MilliCPU(s.Requests.CPU.MilliValue()),
-		registry.Bytes(s.Requests.Memory.Value()),
-		quotaSummary(s.Quotas),
-		registry.Age(cn.CreationTimestamp, time.Now()),
-	}
+// columns are the kubectl table's columns, each with its cell.
+var columns = []registry.Column[platform.ClusterNamespace]{
+	{Name: "Name", Type: "string", Format: "name", Description: "Member cluster id",
+		Cell: func(o *platform.ClusterNamespace) any { return o.Name }},
+	{Name: "Phase", Type: "string", Description: "Active or Terminating",
+		Cell: func(o *platform.ClusterNamespace) any { return string(o.Status.Phase) }},
+	{Name: "Pods", Type: "integer", Description: "Non-terminal pods in the namespace",
+		Cell: func(o *platform.ClusterNamespace) any { return o.Status.PodCount }},
+	{Name: "CPU Req", Type: "string", Description: "Sum of CPU requests of non-terminal pods",
+		Cell: func(o *platform.ClusterNamespace) any { return registry.MilliCPU(o.Status.Requests.CPU.MilliValue()) }},
+	{Name: "Memory Req", Type: "string", Description: "Sum of memory requests of non-terminal pods",
+		Cell: func(o *platform.ClusterNamespace) any { return registry.Bytes(o.Status.Requests.Memory.Value()) }},
+	{Name: "Quota", Type: "string", Description: "The most used resource across the namespace's ResourceQuotas: used/hard (percent)",
+		Cell: func(o *platform.ClusterNamespace) any { return quotaSummary(o.Status.Quotas) }},
+	{Name: "Age", Type: "string", Description: "Time since the member namespace was created",
+		Cell: func(o *platform.ClusterNamespace) any { return registry.Age(o.CreationTimestamp, time.Now()) }},
 }
 
 // quotaSummary names the quota resource closest to its limit, e.g.

@@ -3,7 +3,6 @@
 package nodecapacity
 
 import (
-	"context"
 	"strconv"
 	"strings"
 
@@ -36,32 +35,14 @@ var Kind = &registry.Kind[store.NodeCapacity, platform.NodeCapacity]{
 		return registry.ChangeKey{Name: Name(nc.ClusterID, nc.Node.Name), Cluster: nc.ClusterID}
 	},
 	Columns: columns,
-	Cells:   cells,
-}
-
-// Reader is the part of the registry store NodeCapacity is served from.
-type Reader interface {
-	GetNodeCapacity(ctx context.Context, clusterID, node string) (*store.NodeCapacity, error)
-	ListNodeCapacities(ctx context.Context, opts store.ListOptions) (*store.Page[store.NodeCapacity], error)
-	StreamNodeCapacities(ctx context.Context, opts store.ListOptions, pageSize int, yield func(rv int64, page []store.NodeCapacity) error) error
 }
 
 // REST is the NodeCapacity storage.
 type REST = registry.REST[store.NodeCapacity, platform.NodeCapacity, *platform.NodeCapacity]
 
-// NewREST returns the NodeCapacity storage over a registry reader.
-func NewREST(r Reader, w registry.WatchConfig) *REST {
-	return registry.NewREST[store.NodeCapacity, platform.NodeCapacity, *platform.NodeCapacity](Kind, registry.Source[store.NodeCapacity]{
-		Get: func(ctx context.Context, _, name string) (*store.NodeCapacity, error) {
-			cluster, node, ok := SplitName(name)
-			if !ok {
-				return nil, store.ErrNotFound
-			}
-			return r.GetNodeCapacity(ctx, cluster, node)
-		},
-		List:   r.ListNodeCapacities,
-		Stream: r.StreamNodeCapacities,
-	}, w)
+// NewREST returns the NodeCapacity storage over the registry's NodeCapacity records.
+func NewREST(src store.Source[store.NodeCapacity], w registry.WatchConfig) *REST {
+	return registry.NewREST[store.NodeCapacity, platform.NodeCapacity, *platform.NodeCapacity](Kind, src, w)
 }
 
 // Name is the object name of a member node: <cluster id>.<node name>.

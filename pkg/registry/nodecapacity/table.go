@@ -4,50 +4,53 @@ import (
 	"strconv"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"github.com/example/platform-apiserver/pkg/apis/platform"
 	"github.com/example/platform-apiserver/pkg/registry"
 )
 
-// columns are the kubectl table's columns; cells fills them.
-var columns = []metav1.TableColumnDefinition{
-	{Name: "Name", Type: "string", Format: "name", Description: "<cluster id>.<node name>"},
-	{Name: "Schedulable", Type: "boolean", Description: "Ready, not cordoned, and no NoSchedule or NoExecute taint"},
-	{Name: "CPU Req/Alloc", Type: "string", Description: "Sum of CPU requests of non-terminal pods over allocatable CPU"},
-	{Name: "Mem Req/Alloc", Type: "string", Description: "Sum of memory requests of non-terminal pods over allocatable memory"},
-	{Name: "CPU Use/Alloc", Type: "string", Description: "Measured CPU usage (metrics.k8s.io) over allocatable CPU"},
-	{Name: "Mem Use/Alloc", Type: "string", Description: "Measured memory working set (metrics.k8s.io) over allocatable memory"},
-	{Name: "Pods", Type: "string", Description: "Non-terminal pods bound to the node over its pod limit"},
-	{Name: "Age", Type: "string", Description: "Time since the member node was created"},
-	{Name: "Cluster", Type: "string", Priority: 1, Description: "Member cluster id"},
-	{Name: "Node", Type: "string", Priority: 1, Description: "Node name in the member cluster"},
-	{Name: "Ready", Type: "boolean", Priority: 1, Description: "Node Ready condition is True"},
-	{Name: "Cordoned", Type: "boolean", Priority: 1, Description: "spec.unschedulable of the node"},
-}
-
-func cells(nc *platform.NodeCapacity) []any {
-	s := &nc.Status
-	allocCPU, allocMem := s.Allocatable.CPU.MilliValue(), s.Allocatable.Memory.Value()
-	cpuUse, memUse := registry.Unknown, registry.Unknown
-	if s.Usage != nil {
-		cpuUse = cpuRatio(s.Usage.CPU.MilliValue(), allocCPU)
-		memUse = memRatio(s.Usage.Memory.Value(), allocMem)
-	}
-	return []any{
-		nc.Name,
-		s.Schedulable,
-		cpuRatio(s.Requested.CPU.MilliValue(), allocCPU),
-		memRatio(s.Requested.Memory.Value(), allocMem),
-		cpuUse,
-		memUse,
-		strconv.FormatInt(s.Requested.Pods, 10) + "/" + strconv.FormatInt(s.Allocatable.Pods, 10),
-		registry.Age(nc.CreationTimestamp, time.Now()),
-		s.Cluster,
-		s.NodeName,
-		s.Ready,
-		s.Unschedulable,
-	}
+// columns are the kubectl table's columns, each with its cell; the
+// Priority 1 ones show with -o wide.
+var columns = []registry.Column[platform.NodeCapacity]{
+	{Name: "Name", Type: "string", Format: "name", Description: "<cluster id>.<node name>",
+		Cell: func(o *platform.NodeCapacity) any { return o.Name }},
+	{Name: "Schedulable", Type: "boolean", Description: "Ready, not cordoned, and no NoSchedule or NoExecute taint",
+		Cell: func(o *platform.NodeCapacity) any { return o.Status.Schedulable }},
+	{Name: "CPU Req/Alloc", Type: "string", Description: "Sum of CPU requests of non-terminal pods over allocatable CPU",
+		Cell: func(o *platform.NodeCapacity) any {
+			return cpuRatio(o.Status.Requested.CPU.MilliValue(), o.Status.Allocatable.CPU.MilliValue())
+		}},
+	{Name: "Mem Req/Alloc", Type: "string", Description: "Sum of memory requests of non-terminal pods over allocatable memory",
+		Cell: func(o *platform.NodeCapacity) any {
+			return memRatio(o.Status.Requested.Memory.Value(), o.Status.Allocatable.Memory.Value())
+		}},
+	{Name: "CPU Use/Alloc", Type: "string", Description: "Measured CPU usage (metrics.k8s.io) over allocatable CPU",
+		Cell: func(o *platform.NodeCapacity) any {
+			if o.Status.Usage == nil {
+				return registry.Unknown
+			}
+			return cpuRatio(o.Status.Usage.CPU.MilliValue(), o.Status.Allocatable.CPU.MilliValue())
+		}},
+	{Name: "Mem Use/Alloc", Type: "string", Description: "Measured memory working set (metrics.k8s.io) over allocatable memory",
+		Cell: func(o *platform.NodeCapacity) any {
+			if o.Status.Usage == nil {
+				return registry.Unknown
+			}
+			return memRatio(o.Status.Usage.Memory.Value(), o.Status.Allocatable.Memory.Value())
+		}},
+	{Name: "Pods", Type: "string", Description: "Non-terminal pods bound to the node over its pod limit",
+		Cell: func(o *platform.NodeCapacity) any {
+			return strconv.FormatInt(o.Status.Requested.Pods, 10) + "/" + strconv.FormatInt(o.Status.Allocatable.Pods, 10)
+		}},
+	{Name: "Age", Type: "string", Description: "Time since the member node was created",
+		Cell: func(o *platform.NodeCapacity) any { return registry.Age(o.CreationTimestamp, time.Now()) }},
+	{Name: "Cluster", Type: "string", Priority: 1, Description: "Member cluster id",
+		Cell: func(o *platform.NodeCapacity) any { return o.Status.Cluster }},
+	{Name: "Node", Type: "string", Priority: 1, Description: "Node name in the member cluster",
+		Cell: func(o *platform.NodeCapacity) any { return o.Status.NodeName }},
+	{Name: "Ready", Type: "boolean", Priority: 1, Description: "Node Ready condition is True",
+		Cell: func(o *platform.NodeCapacity) any { return o.Status.Ready }},
+	{Name: "Cordoned", Type: "boolean", Priority: 1, Description: "spec.unschedulable of the node",
+		Cell: func(o *platform.NodeCapacity) any { return o.Status.Unschedulable }},
 }
 
 func cpuRatio(used, alloc int64) string {

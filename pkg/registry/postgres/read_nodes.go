@@ -35,12 +35,12 @@ func (s *Store) GetNodeCapacity(ctx context.Context, clusterID, node string) (*s
 	return &n, nil
 }
 
-// ListNodeCapacities lists node views ordered by (cluster, node).
 // StreamNodeCapacities streams the NodeCapacitys matching opts from one snapshot (see stream).
 func (s *Store) StreamNodeCapacities(ctx context.Context, opts store.ListOptions, pageSize int, yield func(rv int64, page []store.NodeCapacity) error) error {
 	return stream(ctx, s, nodeCapacityList, opts, pageSize, yield)
 }
 
+// ListNodeCapacities lists node views ordered by (cluster, node).
 func (s *Store) ListNodeCapacities(ctx context.Context, opts store.ListOptions) (*store.Page[store.NodeCapacity], error) {
 	return list(ctx, s, nodeCapacityList, opts)
 }

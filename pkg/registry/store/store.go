@@ -220,6 +220,15 @@ type ListOptions struct {
 	Freshness Freshness
 }
 
+// Source reads one kind's records by the kind's API names: one record by
+// the request namespace ("" for cluster-scoped kinds) and object name, a
+// page, or a stream of pages from one snapshot (see Reader).
+type Source[R any] struct {
+	Get    func(ctx context.Context, namespace, name string) (*R, error)
+	List   func(ctx context.Context, opts ListOptions) (*Page[R], error)
+	Stream func(ctx context.Context, opts ListOptions, pageSize int, yield func(rv int64, page []R) error) error
+}
+
 // Freshness is how recent a read must be.
 type Freshness struct {
 	// Latest: at least the registry's present when the read starts (a

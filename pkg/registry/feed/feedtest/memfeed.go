@@ -159,6 +159,18 @@ func (m *MemFeed) Compact(context.Context, time.Time) (int64, error) {
 	return m.horizon, nil
 }
 
+// NodeCapacities is the NodeCapacity source over the in-memory records.
+func (m *MemFeed) NodeCapacities() store.Source[store.NodeCapacity] {
+	return store.Source[store.NodeCapacity]{
+		Get: func(ctx context.Context, _, name string) (*store.NodeCapacity, error) {
+			cluster, node, _ := strings.Cut(name, ".")
+			return m.GetNodeCapacity(ctx, cluster, node)
+		},
+		List:   m.ListNodeCapacities,
+		Stream: m.StreamNodeCapacities,
+	}
+}
+
 // GetNodeCapacity serves a get.
 func (m *MemFeed) GetNodeCapacity(_ context.Context, cluster, node string) (*store.NodeCapacity, error) {
 	m.mu.Lock()
