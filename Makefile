@@ -60,12 +60,13 @@ test: deps tools
 unit: deps
 	$(GO) test -count=1 $$($(GO) list ./... | grep -v /test/)
 
-## verify: every check CI runs besides the tests
+## verify: every check CI runs besides the tests: gofmt, vet, tidy, generated code and lint
 verify:
 	hack/verify-gofmt.sh
 	$(GO) vet ./...
 	hack/verify-gomod.sh
 	hack/verify-codegen.sh
+	@$(MAKE) --no-print-directory lint
 
 ## lint: golangci-lint (.golangci.yml), logcheck (structured, contextual klog) and shellcheck (hack/, .ci/)
 lint:
