@@ -218,6 +218,10 @@ func (s *Store) withMigrationLock(ctx context.Context, fn func(*pgxpool.Conn) er
 		return fmt.Errorf("migrate: %w", interpretError(err))
 	}
 	defer conn.Release()
+	if err := liftStatementTimeout(ctx, conn); err != nil { // connect.go
+		return fmt.Errorf("migrate: %w", err)
+	}
+	defer restoreStatementTimeout(ctx, conn)
 	if _, err := conn.Exec(ctx, sqlMigrateLock, migrationLockKey); err != nil {
 		return fmt.Errorf("migrate: take advisory lock: %w", interpretError(err))
 	}

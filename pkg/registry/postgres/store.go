@@ -45,6 +45,9 @@ type Options struct {
 	ContinueTTL time.Duration
 	// Now is the clock for continue tokens; default time.Now.
 	Now func() time.Time
+	// DSNFile is the file the DSN was read from (--postgres-dsn-file): new
+	// connections use the credentials it holds when they are made.
+	DSNFile string
 }
 
 // Store is the PostgreSQL registry. It is safe for concurrent use.
@@ -80,6 +83,7 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	if _, set := cfg.ConnConfig.RuntimeParams[idleInTransactionParam]; !set {
 		cfg.ConnConfig.RuntimeParams[idleInTransactionParam] = idleInTransactionTimeout
 	}
+	configureConnections(cfg, dsn, opts) // connect.go: timeouts, TLS errors, the DSN file's credentials
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("create postgres pool: %w", interpretError(err))

@@ -37,7 +37,9 @@ func (o *PostgresOptions) AddFlags(fs *pflag.FlagSet) {
 		"(PGHOST, PGPORT, PGDATABASE, PGUSER, PGPASSWORD, PGSSLMODE, ...) and libpq defaults.")
 	fs.StringVar(&o.DSNFile, "postgres-dsn-file", o.DSNFile, ""+
 		"File holding the connection string of --postgres-dsn (surrounding whitespace ignored), e.g. a key of a "+
-		"mounted Secret, so the password appears in neither the arguments nor the environment. Excludes --postgres-dsn.")
+		"mounted Secret, so the password appears in neither the arguments nor the environment. Excludes --postgres-dsn. "+
+		"Each new database connection uses the user and password the file holds then, so a rotated password needs no restart "+
+		"(other changes to the file take effect at the next start).")
 	fs.DurationVar(&o.ContinueTTL, "continue-token-ttl", o.ContinueTTL, ""+
 		"How long a list continue token stays valid; an older one gets 410 Expired and the client restarts the list.")
 }
@@ -74,6 +76,12 @@ func (o *PostgresOptions) ApplyTo(c *apiserver.RegistryConfig) {
 }
 
 // StoreOptions returns the registry store's options.
+// With --postgres-dsn-file, new connections use the credentials the file
+// holds when they are made (a rotated password needs no restart).
 func (o *PostgresOptions) StoreOptions() postgres.Options {
-	return postgres.Options{ContinueTTL: o.ContinueTTL}
+	opts := postgres.Options{ContinueTTL: o.ContinueTTL}
+	if o.dsnFromFile {
+		opts.DSNFile = o.DSNFile
+	}
+	return opts
 }
