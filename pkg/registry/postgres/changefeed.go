@@ -30,12 +30,17 @@ func (s *Store) Changes(ctx context.Context, after int64, limit int) ([]store.Ch
 	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 		// upTo is the version of the last entry within limit, 0 if none.
 		var horizon, upTo int64
-		err := tx.QueryRow(ctx, sqlChangesWindow, after, max(limit, 0)).Scan(&readAt, &horizon, &upTo)
+		var ep epoch
+		err := tx.QueryRow(ctx, sqlChangesWindow, after, max(limit, 0)).Scan(&readAt, &horizon, &upTo, &ep.lostAfter, &ep.floor)
 		if err != nil {
 			return err
 		}
 		if after < horizon {
 			return fmt.Errorf("%w: resourceVersion %d is older than the oldest resumable %d", store.ErrCompacted, after, horizon)
+		}
+		if ep.lost(after) {
+			return fmt.Errorf("%w: resourceVersion %d was lost in a failover of the registry database (it holds changes up to %d, then from %d)",
+				store.ErrCompacted, after, ep.lostAfter, ep.floor+1)
 		}
 		if upTo == 0 {
 			return nil

@@ -49,8 +49,16 @@ func list[T any](ctx context.Context, s *Store, spec listSpec[T], opts store.Lis
 		query += " LIMIT " + strconv.FormatInt(opts.Limit+1, 10)
 	}
 
+	fresh := opts.Freshness
+	if tok != nil {
+		fresh.AtLeast = max(fresh.AtLeast, tok.ResourceVersion)
+	}
+	pool, err := s.readPool(ctx, fresh)
+	if err != nil {
+		return nil, err
+	}
 	page := &store.Page[T]{Items: []T{}}
-	err = pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+	err = pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 		if err := tx.QueryRow(ctx, sqlRegistryVersion).Scan(&page.ResourceVersion); err != nil {
 			return err
 		}
@@ -116,8 +124,12 @@ func stream[T any](ctx context.Context, s *Store, spec listSpec[T], opts store.L
 	if err != nil {
 		return fmt.Errorf("%w: %w", store.ErrInvalidSelector, err)
 	}
+	pool, err := s.readPool(ctx, opts.Freshness)
+	if err != nil {
+		return err
+	}
 	var yieldErr error
-	err = pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+	err = pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 		var rv int64
 		if err := tx.QueryRow(ctx, sqlRegistryVersion).Scan(&rv); err != nil {
 			return err

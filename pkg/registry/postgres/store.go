@@ -48,12 +48,19 @@ type Options struct {
 	// DSNFile is the file the DSN was read from (--postgres-dsn-file): new
 	// connections use the credentials it holds when they are made.
 	DSNFile string
+	// ReadDSNs are standbys lists, gets and the change feed may read from
+	// (see readPool); none: every read goes to the primary.
+	ReadDSNs []string
+	// StandbyWait is how long a read waits for a standby to replay what it
+	// needs before it goes to the primary; default 250ms.
+	StandbyWait time.Duration
 }
 
 // Store is the PostgreSQL registry. It is safe for concurrent use.
 type Store struct {
-	pool *pgxpool.Pool
-	opts Options
+	pool     *pgxpool.Pool
+	standbys standbys
+	opts     Options
 
 	codecMu sync.Mutex
 	codec   *continuetoken.Codec // loaded from registry_secret on first use
@@ -84,18 +91,43 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 		cfg.ConnConfig.RuntimeParams[idleInTransactionParam] = idleInTransactionTimeout
 	}
 	configureConnections(cfg, dsn, opts) // connect.go: timeouts, TLS errors, the DSN file's credentials
+	// Every new connection to the primary first checks for a failover.
+	cfg.AfterConnect = checkTimeline
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("create postgres pool: %w", interpretError(err))
 	}
-	return &Store{pool: pool, opts: opts}, nil
+	s := &Store{pool: pool, opts: opts, standbys: standbys{wait: opts.StandbyWait}}
+	if s.standbys.wait <= 0 {
+		s.standbys.wait = defaultStandbyWait
+	}
+	for _, dsn := range opts.ReadDSNs {
+		rc, err := pgxpool.ParseConfig(dsn)
+		if err != nil {
+			pool.Close()
+			return nil, fmt.Errorf("parse postgres read dsn: %w", err)
+		}
+		configureConnections(rc, dsn, Options{}) // timeouts and TLS errors as for the primary
+		rp, err := pgxpool.NewWithConfig(ctx, rc)
+		if err != nil {
+			pool.Close()
+			return nil, fmt.Errorf("create postgres read pool: %w", interpretError(err))
+		}
+		s.standbys.list = append(s.standbys.list, &standby{name: rc.ConnConfig.Host + ":" + fmt.Sprint(rc.ConnConfig.Port), pool: rp})
+	}
+	return s, nil
 }
 
 // sqlContinueKey reads the continue tokens' shared key.
 var sqlContinueKey = statement("store_continue_key")
 
 // Close closes the pool.
-func (s *Store) Close() { s.pool.Close() }
+func (s *Store) Close() {
+	s.pool.Close()
+	for _, sb := range s.standbys.list {
+		sb.pool.Close()
+	}
+}
 
 // continueCodec returns the token codec keyed by the registry's shared secret.
 func (s *Store) continueCodec(ctx context.Context) (*continuetoken.Codec, error) {

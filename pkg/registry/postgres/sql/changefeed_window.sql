@@ -6,5 +6,6 @@ SELECT s.resource_version, (SELECT compacted_rv FROM registry_change_horizon LIM
 	SELECT max(w.resource_version) FROM (
 		SELECT resource_version FROM registry_change
 		WHERE resource_version > $1 AND resource_version <= s.resource_version
-		ORDER BY resource_version LIMIT $2) w), 0)
-FROM (SELECT resource_version FROM registry_state LIMIT 1) s
+		ORDER BY resource_version LIMIT $2) w), 0),
+	e.lost_after, e.floor
+FROM (SELECT resource_version FROM registry_state LIMIT 1) s, (SELECT lost_after, floor FROM registry_epoch LIMIT 1) e

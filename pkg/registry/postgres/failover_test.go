@@ -1,0 +1,155 @@
+package postgres_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/example/platform-apiserver/pkg/registry/postgres"
+	"github.com/example/platform-apiserver/pkg/registry/store"
+	pgtest "github.com/example/platform-apiserver/test/framework/postgres"
+)
+
+// haStore is a migrated store on a primary with one streaming standby.
+func haStore(t *testing.T, primaryDSN string, opts postgres.Options) (*postgres.Store, context.Context) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	t.Cleanup(cancel)
+	s, err := postgres.Open(ctx, primaryDSN, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return s, ctx
+}
+
+func presentRV(t *testing.T, s *postgres.Store, ctx context.Context) int64 {
+	t.Helper()
+	_, rv, err := s.Changes(ctx, 1<<62, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rv
+}
+
+// TestStandbyReads: with a standby configured, a read that needs a
+// resourceVersion just written on the primary returns it (the standby is
+// waited for, or the primary answers), and a read at a version the standby
+// holds is served by the standby even while the primary is down.
+func TestStandbyReads(t *testing.T) {
+	primary := pgtest.NewInstance(t, pgtest.Options{})
+	standby := pgtest.NewStandby(t, primary, pgtest.StandbyOptions{})
+	s, ctx := haStore(t, primary.DSN(), postgres.Options{ReadDSNs: []string{standby.DSN()}})
+
+	for i := range 20 {
+		mustApply(t, s, ctx, store.Batch{ClusterID: "c1", Nodes: []store.Node{node("n"+string(rune('a'+i)), 1000, 1<<30)}})
+		written := presentRV(t, s, ctx)
+		page, err := s.ListNodeCapacities(ctx, store.ListOptions{Freshness: store.Freshness{Latest: true}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if page.ResourceVersion < written || len(page.Items) != i+1 {
+			t.Fatalf("write %d: latest list at %d with %d items, want at least %d with %d", i, page.ResourceVersion, len(page.Items), written, i+1)
+		}
+		page, err = s.ListNodeCapacities(ctx, store.ListOptions{Freshness: store.Freshness{AtLeast: written}})
+		if err != nil || page.ResourceVersion < written {
+			t.Fatalf("write %d: list at least %d answered %+v, %v", i, written, page, err)
+		}
+	}
+	written := presentRV(t, s, ctx)
+	if err := standby.CatchUp(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := primary.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	page, err := s.ListNodeCapacities(ctx, store.ListOptions{Freshness: store.Freshness{AtLeast: written}})
+	if err != nil || page.ResourceVersion < written || len(page.Items) != 20 {
+		t.Fatalf("primary down: list at least %d from the standby answered %+v, %v", written, page, err)
+	}
+	if _, err := s.ListNodeCapacities(ctx, store.ListOptions{Freshness: store.Freshness{Latest: true}}); !errors.Is(err, store.ErrUnavailable) {
+		t.Errorf("primary down: a latest list needs the primary's present; got %v, want unavailable", err)
+	}
+	if err := primary.Resume(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestFailoverDoesNotReuseResourceVersions: the primary commits changes its
+// standby never receives, dies, and the standby is promoted: the first
+// connection to the new primary records the failover, new changes get
+// versions above anything the old primary handed out, and reading the
+// feed from a lost version answers compacted (410) while reading from a
+// version the new primary holds goes on without a gap.
+func TestFailoverDoesNotReuseResourceVersions(t *testing.T) {
+	primary := pgtest.NewInstance(t, pgtest.Options{})
+	standby := pgtest.NewStandby(t, primary, pgtest.StandbyOptions{})
+	s, ctx := haStore(t, pgtest.MultiHostDSN("", "read-write", primary, standby.Instance), postgres.Options{})
+
+	mustApply(t, s, ctx, store.Batch{ClusterID: "c1", Nodes: []store.Node{node("kept", 1000, 1<<30)}})
+	kept := presentRV(t, s, ctx)
+	if err := standby.CatchUp(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := standby.Pause(); err != nil { // the standby receives nothing more
+		t.Fatal(err)
+	}
+	for _, name := range []string{"lost-1", "lost-2", "lost-3"} {
+		mustApply(t, s, ctx, store.Batch{ClusterID: "c1", Nodes: []store.Node{node(name, 1000, 1<<30)}})
+	}
+	lost := presentRV(t, s, ctx)
+	if err := primary.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if err := standby.Resume(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := standby.Promote(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	// Connections to the dead primary fail until the pool has replaced them.
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		err := s.Apply(ctx, store.Batch{ClusterID: "c1", Nodes: []store.Node{node("after", 1000, 1<<30)}})
+		return err == nil, nil
+	})
+	if err != nil {
+		t.Fatalf("no write after the failover: %v", err)
+	}
+	after := presentRV(t, s, ctx)
+	if after <= lost {
+		t.Fatalf("after the failover the registry is at %d, not above %d the old primary handed out: versions reused", after, lost)
+	}
+	n, err := s.GetNodeCapacity(ctx, "c1", "after")
+	if err != nil || n.ResourceVersion <= lost {
+		t.Fatalf("node written after the failover: %+v, %v; want a version above %d", n, err, lost)
+	}
+	if _, err := s.GetNodeCapacity(ctx, "c1", "lost-1"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("a node the standby never received: %v, want not found (the failover lost it)", err)
+	}
+
+	// A watcher that saw a lost version must relist; one at a kept version
+	// resumes and gets the new change, nothing lost in between.
+	if _, _, err := s.Changes(ctx, lost, 100); !errors.Is(err, store.ErrCompacted) {
+		t.Errorf("changes after lost version %d: %v, want compacted (410)", lost, err)
+	}
+	changes, _, err := s.Changes(ctx, kept, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, c := range changes {
+		if c.NodeCapacity != nil {
+			names = append(names, c.NodeCapacity.Node.Name)
+		}
+	}
+	if len(names) != 1 || names[0] != "after" {
+		t.Errorf("changes after kept version %d: %v, want only the node written after the failover", kept, names)
+	}
+}
