@@ -27,6 +27,8 @@ func TestBadFlags(t *testing.T) {
 		{"negative usage report period", []string{"--usage-report-period=-5m"}, []string{"--usage-report-period", "got -5m0s"}},
 		{"negative member removal grace", []string{"--member-removal-grace-period=-1m"}, []string{"--member-removal-grace-period must be zero or positive", "got -1m0s"}},
 		{"positional arguments", []string{"serve"}, []string{"unknown command \"serve\""}},
+		{"malformed read dsn", []string{"--postgres-read-dsn=postgres://[::1"}, []string{"--postgres-read-dsn", "expected postgres://"}},
+		{"negative standby wait", []string{"--postgres-standby-wait=-1s"}, []string{"--postgres-standby-wait must be zero or positive"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -30,9 +30,9 @@ type standbys struct {
 	wait time.Duration
 }
 
-// defaultStandbyWait: a standby that streams is milliseconds behind; one
+// DefaultStandbyWait: a standby that streams is milliseconds behind; one
 // that is further behind than this serves no fresh reads (the primary does).
-const defaultStandbyWait = 250 * time.Millisecond
+const DefaultStandbyWait = 250 * time.Millisecond
 
 // Reads served per server: on a standby, or on the primary because no
 // standby had replayed far enough in time (or none is configured).

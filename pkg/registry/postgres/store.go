@@ -99,7 +99,7 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	}
 	s := &Store{pool: pool, opts: opts, standbys: standbys{wait: opts.StandbyWait}}
 	if s.standbys.wait <= 0 {
-		s.standbys.wait = defaultStandbyWait
+		s.standbys.wait = DefaultStandbyWait
 	}
 	for _, dsn := range opts.ReadDSNs {
 		rc, err := pgxpool.ParseConfig(dsn)

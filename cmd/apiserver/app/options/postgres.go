@@ -20,13 +20,17 @@ type PostgresOptions struct {
 	// the password out of the process's arguments; Validate reads it into DSN.
 	DSNFile     string
 	ContinueTTL time.Duration
+	// ReadDSNs are standbys reads may go to; StandbyWait how long a read
+	// waits for one to replay what it needs.
+	ReadDSNs    []string
+	StandbyWait time.Duration
 
 	dsnFromFile bool
 }
 
 // NewPostgresOptions returns the defaults.
 func NewPostgresOptions() *PostgresOptions {
-	return &PostgresOptions{ContinueTTL: postgres.DefaultContinueTTL}
+	return &PostgresOptions{ContinueTTL: postgres.DefaultContinueTTL, StandbyWait: postgres.DefaultStandbyWait}
 }
 
 // AddFlags adds the registry database flags.
@@ -40,6 +44,13 @@ func (o *PostgresOptions) AddFlags(fs *pflag.FlagSet) {
 		"mounted Secret, so the password appears in neither the arguments nor the environment. Excludes --postgres-dsn. "+
 		"Each new database connection uses the user and password the file holds then, so a rotated password needs no restart "+
 		"(other changes to the file take effect at the next start).")
+	fs.StringArrayVar(&o.ReadDSNs, "postgres-read-dsn", o.ReadDSNs, ""+
+		"Connection string of a streaming standby of the registry database that lists, gets and watches may read from "+
+		"(repeat the flag for several; reads go round robin). A read goes to a standby only once it has replayed the "+
+		"resourceVersion the read needs (for a list without resourceVersion, the primary's present), waiting up to "+
+		"--postgres-standby-wait; else the primary answers, so no client sees a resourceVersion go backwards.")
+	fs.DurationVar(&o.StandbyWait, "postgres-standby-wait", o.StandbyWait,
+		"How long a read waits for a --postgres-read-dsn standby to replay what it needs before the primary serves it.")
 	fs.DurationVar(&o.ContinueTTL, "continue-token-ttl", o.ContinueTTL, ""+
 		"How long a list continue token stays valid; an older one gets 410 Expired and the client restarts the list.")
 }
@@ -67,6 +78,14 @@ func (o *PostgresOptions) Validate() []error {
 	if o.ContinueTTL <= 0 {
 		errs = append(errs, fmt.Errorf("--continue-token-ttl must be positive, got %s", o.ContinueTTL))
 	}
+	for _, dsn := range o.ReadDSNs {
+		if _, err := pgxpool.ParseConfig(dsn); err != nil {
+			errs = append(errs, fmt.Errorf("--postgres-read-dsn: %w (expected postgres://user@host:port/db or host=... dbname=...)", err))
+		}
+	}
+	if o.StandbyWait < 0 {
+		errs = append(errs, fmt.Errorf("--postgres-standby-wait must be zero or positive (e.g. 250ms), got %s", o.StandbyWait))
+	}
 	return errs
 }
 
@@ -79,7 +98,7 @@ func (o *PostgresOptions) ApplyTo(c *apiserver.RegistryConfig) {
 // With --postgres-dsn-file, new connections use the credentials the file
 // holds when they are made (a rotated password needs no restart).
 func (o *PostgresOptions) StoreOptions() postgres.Options {
-	opts := postgres.Options{ContinueTTL: o.ContinueTTL}
+	opts := postgres.Options{ContinueTTL: o.ContinueTTL, ReadDSNs: o.ReadDSNs, StandbyWait: o.StandbyWait}
 	if o.dsnFromFile {
 		opts.DSNFile = o.DSNFile
 	}
