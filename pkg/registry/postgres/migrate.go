@@ -117,7 +117,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 			if err != nil {
 				return fmt.Errorf("apply migration %s: %w", m.Name, interpretError(err))
 			}
-			klog.InfoS("Applied registry migration", "migration", m.Name)
+			klog.FromContext(ctx).Info("Applied registry migration", "migration", m.Name)
 		}
 		return nil
 	})
@@ -160,7 +160,7 @@ func (s *Store) migrateDown(ctx context.Context, steps, floor int) error {
 			if err != nil {
 				return fmt.Errorf("revert migration %s: %w", m.Name, interpretError(err))
 			}
-			klog.InfoS("Reverted registry migration", "migration", m.Name)
+			klog.FromContext(ctx).Info("Reverted registry migration", "migration", m.Name)
 			steps--
 		}
 		return nil
