@@ -18,10 +18,7 @@ import (
 func TestMigrateTLS(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	inst := pgtest.NewInstance(t, pgtest.Options{})
-	if err := inst.EnableTLS(ctx, pgtest.TLSOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	inst := pgtest.NewInstance(t, pgtest.Options{TLS: true})
 	if err := inst.CreateDatabase(ctx, "registry"); err != nil {
 		t.Fatal(err)
 	}

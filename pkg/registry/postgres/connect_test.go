@@ -121,10 +121,7 @@ func tlsDSN(inst *pgtest.Instance, host, db, mode, rootCert string) string {
 func TestTLSErrors(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	inst := pgtest.NewInstance(t, pgtest.Options{})
-	if err := inst.EnableTLS(ctx, pgtest.TLSOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	inst := pgtest.NewInstance(t, pgtest.Options{TLS: true})
 	if err := inst.CreateDatabase(ctx, "registry"); err != nil {
 		t.Fatal(err)
 	}

@@ -28,6 +28,9 @@ type Options struct {
 	// StartTimeout bounds how long Start waits for the server to accept
 	// connections; default 60s.
 	StartTimeout time.Duration
+	// TLS makes the server serve TLS with a certificate for 127.0.0.1 and
+	// localhost from a CA generated for it (EnableTLS; CAFile, TLSDSN).
+	TLS bool
 }
 
 // Instance is a running ephemeral server.
@@ -76,6 +79,12 @@ func Start(ctx context.Context, opts Options) (*Instance, error) {
 		err = inst.start(ctx, run, bin, opts.StartTimeout)
 		if err == nil {
 			klog.FromContext(ctx).V(2).Info("Started ephemeral PostgreSQL", "dir", dir, "port", inst.port, "pid", inst.cmd.Process.Pid)
+			if opts.TLS {
+				if err := inst.EnableTLS(ctx, TLSOptions{}); err != nil {
+					_ = inst.Stop()
+					return nil, err
+				}
+			}
 			return inst, nil
 		}
 		if attempt == 2 || !errors.Is(err, errExitedEarly) {
