@@ -160,6 +160,14 @@ func (s *syncer) loadCursor(ctx context.Context) (string, bool) {
 // what was listed, and the last one carries the keys of the others, Replace
 // (rows the list did not have are deleted) and the list's resourceVersion,
 // which it returns. A relist cut short commits no cursor and starts over.
+//
+// The member keeps a continue token only for a while (kube-apiserver: until
+// etcd compacts, 5 minutes by default). When commits slow the list past
+// that (a loaded registry syncing a fleet), the list starts over and, that
+// time, fetches every page before committing, holding the converted
+// records only (a few hundred bytes an object), so it cannot outlast the
+// token again; listing again with chunked commits could (the fleet
+// benchmark saw members relist for 15 minutes without ever finishing).
 func (s *syncer) relist(ctx context.Context, reason string) (string, error) {
 	s.logger.Info("Listing member resource", "reason", reason)
 	start := s.Clock.Now()
@@ -168,13 +176,14 @@ func (s *syncer) relist(ctx context.Context, reason string) (string, error) {
 	var listed int
 	opts := metav1.ListOptions{Limit: listPageSize}
 	listRV := ""
+	fetchFirst := false
 	for {
 		list, err := s.Source.list(ctx, opts)
 		if err != nil {
 			if opts.Continue != "" && isExpired(err) {
-				s.logger.Info("List continue token expired; listing again from the start")
+				s.logger.Info("List continue token expired; listing again from the start, fetching every page before committing")
 				p = newPending(s.Source.resource, "")
-				p.replace, opts.Continue, listRV, listed = true, "", "", 0
+				p.replace, opts.Continue, listRV, listed, fetchFirst = true, "", "", 0, true
 				continue
 			}
 			return "", fmt.Errorf("list: %w", err)
@@ -199,7 +208,7 @@ func (s *syncer) relist(ctx context.Context, reason string) (string, error) {
 			break
 		}
 		opts.Continue = lm.GetContinue()
-		if len(p.changes) >= s.BatchSize {
+		if !fetchFirst && len(p.changes) >= s.BatchSize {
 			chunk := p.takeChunk()
 			if err := s.commit(ctx, chunk); err != nil {
 				return "", err

@@ -3,6 +3,7 @@ package discovery
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -409,4 +410,66 @@ func errorCount(t *testing.T, reason string) float64 {
 		t.Fatal(err)
 	}
 	return v
+}
+
+// TestSyncerRelistOutlastingItsContinueToken: the member's continue token
+// expires in the middle of a relist whose chunk commits made it slow; the
+// list starts over and, that time, fetches every page before it commits,
+// so it ends (one commit with every object, Replace and the cursor).
+func TestSyncerRelistOutlastingItsContinueToken(t *testing.T) {
+	m := &fakeMember{client: fake.NewClientset(), watcher: make(chan *watch.FakeWatcher, 10)}
+	var expired bool
+	m.client.PrependReactor("list", "namespaces", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		m.lists++
+		switch a.(clienttesting.ListActionImpl).ListOptions.Continue {
+		case "":
+			return true, &corev1.NamespaceList{ListMeta: metav1.ListMeta{ResourceVersion: "100", Continue: "page-2"},
+				Items: []corev1.Namespace{namespace("a", "90"), namespace("b", "95")}}, nil
+		case "page-2":
+			if !expired {
+				expired = true
+				return true, nil, apierrors.NewResourceExpired("The provided continue parameter is too old to display a consistent list result.")
+			}
+			return true, &corev1.NamespaceList{ListMeta: metav1.ListMeta{ResourceVersion: "100"},
+				Items: []corev1.Namespace{namespace("c", "97")}}, nil
+		}
+		return true, nil, fmt.Errorf("unexpected continue token")
+	})
+	m.client.PrependWatchReactor("namespaces", func(clienttesting.Action) (bool, watch.Interface, error) {
+		w := watch.NewFakeWithChanSize(10, false)
+		m.watcher <- w
+		return true, w, nil
+	})
+	st := &recordingStore{}
+	RegisterMetrics()
+	s := newSyncer(syncerParams{
+		Cluster: "c1", Source: sourceFor(m.client, store.ResourceNamespaces), Store: st,
+		BatchSize: 1, BatchDelay: 20 * time.Millisecond, Clock: clock.RealClock{},
+		Backoff:      wait.Backoff{Duration: 10 * time.Millisecond, Factor: 1, Steps: 1 << 30},
+		ApplyTimeout: time.Second, WatchTimeout: time.Minute,
+	})
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { defer close(done); s.run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	nextWatcher(t, m)
+
+	batches := st.snapshot()
+	// The first pass committed its first page as a chunk (batch size 1);
+	// after the expiry, one commit carries the whole list.
+	if len(batches) != 2 {
+		t.Fatalf("%d commits, want 2 (the first pass's chunk, then the whole relist): %+v", len(batches), batches)
+	}
+	last := batches[1]
+	var names []string
+	for _, ns := range last.Namespaces {
+		names = append(names, ns.Name)
+	}
+	slices.Sort(names)
+	if !slices.Equal(names, []string{"a", "b", "c"}) || last.Cursors[store.ResourceNamespaces] != "100" || len(last.Replace) != 1 {
+		t.Errorf("the relist after the expiry committed %v with cursor %q and Replace %v, want a, b, c at 100 replacing namespaces",
+			names, last.Cursors[store.ResourceNamespaces], last.Replace)
+	}
 }
