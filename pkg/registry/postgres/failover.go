@@ -26,6 +26,9 @@ type epoch struct {
 	lostAfter, floor int64
 }
 
+// sqlEpoch reads the recorded failover bounds.
+var sqlEpoch = statement("epoch_bounds")
+
 // lost reports whether a client at rv may have seen changes a failover lost.
 func (e epoch) lost(rv int64) bool { return rv > e.lostAfter && rv < e.floor }
 

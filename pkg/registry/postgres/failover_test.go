@@ -104,6 +104,10 @@ func TestFailoverDoesNotReuseResourceVersions(t *testing.T) {
 		mustApply(t, s, ctx, store.Batch{ClusterID: "c1", Nodes: []store.Node{node(name, 1000, 1<<30)}})
 	}
 	lost := presentRV(t, s, ctx)
+	firstPage, err := s.ListNodeCapacities(ctx, store.ListOptions{Limit: 1})
+	if err != nil || firstPage.Continue == "" || firstPage.ResourceVersion != lost {
+		t.Fatalf("first page before the failover: %+v, %v", firstPage, err)
+	}
 	if err := primary.Kill(); err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +119,7 @@ func TestFailoverDoesNotReuseResourceVersions(t *testing.T) {
 	}
 
 	// Connections to the dead primary fail until the pool has replaced them.
-	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		err := s.Apply(ctx, store.Batch{ClusterID: "c1", Nodes: []store.Node{node("after", 1000, 1<<30)}})
 		return err == nil, nil
 	})
@@ -132,6 +136,11 @@ func TestFailoverDoesNotReuseResourceVersions(t *testing.T) {
 	}
 	if _, err := s.GetNodeCapacity(ctx, "c1", "lost-1"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("a node the standby never received: %v, want not found (the failover lost it)", err)
+	}
+
+	// A list begun before the failover at a lost version cannot continue.
+	if _, err := s.ListNodeCapacities(ctx, store.ListOptions{Limit: 1, Continue: firstPage.Continue}); !errors.Is(err, store.ErrExpiredContinue) {
+		t.Errorf("continue a list begun at lost version %d: %v, want expired (410)", firstPage.ResourceVersion, err)
 	}
 
 	// A watcher that saw a lost version must relist; one at a kept version

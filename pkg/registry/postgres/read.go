@@ -62,6 +62,17 @@ func list[T any](ctx context.Context, s *Store, spec listSpec[T], opts store.Lis
 		if err := tx.QueryRow(ctx, sqlRegistryVersion).Scan(&page.ResourceVersion); err != nil {
 			return err
 		}
+		if tok != nil {
+			// A list begun before a failover at a version the new primary
+			// lacks cannot be continued consistently: 410, relist.
+			var ep epoch
+			if err := tx.QueryRow(ctx, sqlEpoch).Scan(&ep.lostAfter, &ep.floor); err != nil {
+				return err
+			}
+			if ep.lost(tok.ResourceVersion) {
+				return fmt.Errorf("%w: the list began at resourceVersion %d, which a failover of the registry database lost", store.ErrExpiredContinue, tok.ResourceVersion)
+			}
+		}
 		rows, err := tx.Query(ctx, query, args...)
 		if err != nil {
 			return err
