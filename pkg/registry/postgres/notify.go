@@ -100,9 +100,13 @@ func (s *Store) forwardNotifications(ctx context.Context, conn *pgx.Conn, out ch
 	}
 }
 
-// listen opens a dedicated connection with the pool's settings and LISTENs.
+// listen opens a dedicated connection with the pool's settings (and the
+// DSN file's current credentials) and LISTENs.
 func (s *Store) listen(ctx context.Context) (*pgx.Conn, error) {
-	cfg := s.pool.Config().ConnConfig.Copy()
+	cfg, err := s.connConfig(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("connect to listen: %w", err)
+	}
 	if cfg.RuntimeParams == nil {
 		cfg.RuntimeParams = map[string]string{}
 	}
