@@ -106,13 +106,24 @@ func startSyncer(t *testing.T, m *fakeMember, st *recordingStore) {
 
 func startSyncerWith(t *testing.T, m *fakeMember, st *recordingStore, backoff wait.Backoff) {
 	t.Helper()
+	runSyncer(t, m, st, func(p *syncerParams) { p.Backoff = backoff })
+}
+
+// runSyncer runs a namespaces syncer of member m into st until the test
+// ends, with the tests' parameters as tune leaves them.
+func runSyncer(t *testing.T, m *fakeMember, st batchStore, tune func(*syncerParams)) {
+	t.Helper()
 	RegisterMetrics()
-	s := newSyncer(syncerParams{
+	p := syncerParams{
 		Cluster: "c1", Source: sourceFor(m.client, store.ResourceNamespaces), Store: st,
 		BatchSize: 1000, BatchDelay: 20 * time.Millisecond, Clock: clock.RealClock{},
-		Backoff:      backoff,
+		Backoff:      wait.Backoff{Duration: 10 * time.Millisecond, Factor: 1, Steps: 1 << 30},
 		ApplyTimeout: time.Second, WatchTimeout: time.Minute,
-	})
+	}
+	if tune != nil {
+		tune(&p)
+	}
+	s := newSyncer(p)
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan struct{})
 	go func() { defer close(done); s.run(ctx) }()
@@ -297,16 +308,7 @@ func TestSyncerQuarantinesRejectedObjects(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := newSyncer(syncerParams{
-		Cluster: "c1", Source: sourceFor(m.client, store.ResourceNamespaces), Store: st,
-		BatchSize: 1000, BatchDelay: 20 * time.Millisecond, Clock: clock.RealClock{},
-		Backoff:      wait.Backoff{Duration: 10 * time.Millisecond, Factor: 1, Steps: 1 << 30},
-		ApplyTimeout: time.Second, WatchTimeout: time.Minute,
-	})
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan struct{})
-	go func() { defer close(done); s.run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	runSyncer(t, m, st, nil)
 
 	w := nextWatcher(t, m)
 	for i := range 10 {
@@ -443,17 +445,7 @@ func TestSyncerRelistOutlastingItsContinueToken(t *testing.T) {
 		return true, w, nil
 	})
 	st := &recordingStore{}
-	RegisterMetrics()
-	s := newSyncer(syncerParams{
-		Cluster: "c1", Source: sourceFor(m.client, store.ResourceNamespaces), Store: st,
-		BatchSize: 1, BatchDelay: 20 * time.Millisecond, Clock: clock.RealClock{},
-		Backoff:      wait.Backoff{Duration: 10 * time.Millisecond, Factor: 1, Steps: 1 << 30},
-		ApplyTimeout: time.Second, WatchTimeout: time.Minute,
-	})
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan struct{})
-	go func() { defer close(done); s.run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	runSyncer(t, m, st, func(p *syncerParams) { p.BatchSize = 1 })
 	nextWatcher(t, m)
 
 	batches := st.snapshot()

@@ -140,17 +140,23 @@ func (f *fleet) checkExclusive(what string) {
 	}
 }
 
+// settledFleet is members shared by replicas after a few rounds.
+func settledFleet(t *testing.T, members, replicas int) *fleet {
+	f := newFleet(t, members)
+	for i := range replicas {
+		f.add(fmt.Sprintf("replica-%d", i))
+	}
+	f.rounds(4)
+	f.checkExclusive(fmt.Sprintf("%d replicas", replicas))
+	return f
+}
+
 // TestManagerSharesAndFailsOver: three replicas share six members two each;
 // a replica that dies without releasing loses its members to the others
 // after the lease duration, one that stops releases them at once, and one
 // that joins takes its share.
 func TestManagerSharesAndFailsOver(t *testing.T) {
-	f := newFleet(t, 6)
-	for i := range 3 {
-		f.add(fmt.Sprintf("replica-%d", i))
-	}
-	f.rounds(4)
-	f.checkExclusive("three replicas")
+	f := settledFleet(t, 6, 3)
 	for i, r := range f.replicas {
 		if n := len(r.target.ids()); n != 2 {
 			t.Errorf("replica %d mirrors %d members, want 2", i, n)
@@ -223,12 +229,7 @@ func TestManagerKeepsMembersWhenHostingUnreachable(t *testing.T) {
 // (overloaded); once it recovers, every Lease looks expired to everyone,
 // but nobody takes another's members: each replica renews its own first.
 func TestManagerKeepsMembersThroughHostingOverload(t *testing.T) {
-	f := newFleet(t, 6)
-	for i := range 3 {
-		f.add(fmt.Sprintf("replica-%d", i))
-	}
-	f.rounds(4)
-	f.checkExclusive("three replicas")
+	f := settledFleet(t, 6, 3)
 	before := fmt.Sprint(f.owners())
 	var starts []int
 	for _, r := range f.replicas {
