@@ -6,6 +6,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
+
+	"github.com/example/platform-apiserver/pkg/backoff"
 )
 
 // migrate applies the registry's migrations once the server runs, retrying
@@ -13,8 +15,8 @@ import (
 // until they are in), and closes done when they are applied.
 func migrate(ctx context.Context, reg Registry, done chan<- struct{}) {
 	logger := klog.FromContext(ctx)
-	backoff := wait.Backoff{Duration: 500 * time.Millisecond, Factor: 2, Steps: 1 << 30, Cap: 30 * time.Second}
-	err := wait.ExponentialBackoffWithContext(ctx, backoff, func(ctx context.Context) (bool, error) {
+	retry := backoff.New(500 * time.Millisecond)
+	err := wait.ExponentialBackoffWithContext(ctx, retry, func(ctx context.Context) (bool, error) {
 		if err := reg.Migrate(ctx); err != nil {
 			logger.Error(err, "Applying registry migrations failed; retrying")
 			return false, nil

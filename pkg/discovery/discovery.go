@@ -16,6 +16,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"github.com/example/platform-apiserver/pkg/backoff"
 	"github.com/example/platform-apiserver/pkg/discovery/shard"
 	"github.com/example/platform-apiserver/pkg/registry/store"
 )
@@ -71,7 +72,7 @@ func DefaultTuning() Tuning {
 	return Tuning{
 		BatchSize:        1000,
 		BatchDelay:       100 * time.Millisecond,
-		Backoff:          wait.Backoff{Duration: 500 * time.Millisecond, Factor: 2, Jitter: 0.2, Steps: 1 << 30, Cap: 30 * time.Second},
+		Backoff:          backoff.New(500 * time.Millisecond),
 		ApplyTimeout:     time.Minute,
 		WatchTimeout:     5 * time.Minute,
 		WedgeTimeout:     5 * time.Minute,

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -12,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
 
+	"github.com/example/platform-apiserver/pkg/backoff"
 	"github.com/example/platform-apiserver/pkg/registry/store"
 )
 
@@ -61,13 +61,13 @@ func (s *Store) Notifications(ctx context.Context) (<-chan struct{}, error) {
 func (s *Store) forwardNotifications(ctx context.Context, conn *pgx.Conn, out chan struct{}) {
 	defer close(out)
 	logger := klog.FromContext(ctx)
-	backoff := listenBackoff()
+	retry := listenBackoff()
 	for {
 		if conn == nil {
 			select {
 			case <-ctx.Done():
 				return
-			case <-time.After(backoff.Step()):
+			case <-time.After(retry.Step()):
 			}
 			var err error
 			if conn, err = s.listen(ctx); err != nil {
@@ -82,7 +82,7 @@ func (s *Store) forwardNotifications(ctx context.Context, conn *pgx.Conn, out ch
 				logger.V(2).Info("Reconnecting to listen for registry changes failed; retrying", "err", err)
 				continue
 			}
-			backoff = listenBackoff()
+			retry = listenBackoff()
 			signal(out) // commits while disconnected went unnoticed
 		}
 		if _, err := conn.WaitForNotification(ctx); err != nil {
@@ -127,7 +127,7 @@ func (s *Store) listen(ctx context.Context) (*pgx.Conn, error) {
 }
 
 func listenBackoff() wait.Backoff {
-	return wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Jitter: 0.2, Steps: math.MaxInt32, Cap: 30 * time.Second}
+	return backoff.New(100 * time.Millisecond)
 }
 
 // signal makes a value pending on out unless one already is.
