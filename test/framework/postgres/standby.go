@@ -220,12 +220,16 @@ func (s *Standby) CatchUp(ctx context.Context) error {
 	return s.WaitReplayed(ctx, lsn)
 }
 
-// CurrentLSN is the primary's current WAL write position
-// (pg_current_wal_lsn); it fails on a standby.
+// CurrentLSN is the primary's current WAL insert position
+// (pg_current_wal_insert_lsn): it covers every commit made so far. The
+// write position (pg_current_wal_lsn) does not: the test servers run with
+// synchronous_commit=off, so a commit can return before its record is
+// written, and a standby replayed up to the write position could still
+// miss it (TestStandby saw it under load). It fails on a standby.
 func (i *Instance) CurrentLSN(ctx context.Context) (LSN, error) {
 	var v string
 	if err := i.query(ctx, func(conn *pgx.Conn) error {
-		return conn.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&v)
+		return conn.QueryRow(ctx, `SELECT pg_current_wal_insert_lsn()::text`).Scan(&v)
 	}); err != nil {
 		return 0, fmt.Errorf("postgres on port %d: current WAL position: %w", i.port, err)
 	}
