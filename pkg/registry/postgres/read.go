@@ -33,7 +33,7 @@ type listSpec[T any] struct {
 // more follow.
 func list[T any](ctx context.Context, s *Store, spec listSpec[T], opts store.ListOptions) (*store.Page[T], error) {
 	var args sqlArgs
-	conds, err := selectorSQL(&args, spec.kind, opts.Labels, opts.Fields)
+	conds, err := selectorSQL(&args, opts.Labels, opts.Fields)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", store.ErrInvalidSelector, err)
 	}
@@ -131,7 +131,7 @@ func (spec listSpec[T]) query(conds []string) string {
 // the query then waits on its connection, which stays busy, not idle.
 func stream[T any](ctx context.Context, s *Store, spec listSpec[T], opts store.ListOptions, pageSize int, yield func(rv int64, page []T) error) error {
 	var args sqlArgs
-	conds, err := selectorSQL(&args, spec.kind, opts.Labels, opts.Fields)
+	conds, err := selectorSQL(&args, opts.Labels, opts.Fields)
 	if err != nil {
 		return fmt.Errorf("%w: %w", store.ErrInvalidSelector, err)
 	}

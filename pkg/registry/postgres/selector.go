@@ -38,7 +38,7 @@ var (
 // selectorSQL turns label and field requirements into SQL conditions (to be
 // ANDed) over a view table with labels and cluster_id columns; a field
 // requirement names its own columns (see store.Field).
-func selectorSQL(a *sqlArgs, _ kind, reqs labels.Requirements, fields []store.FieldRequirement) ([]string, error) {
+func selectorSQL(a *sqlArgs, reqs labels.Requirements, fields []store.FieldRequirement) ([]string, error) {
 	var conds []string
 	for _, r := range reqs {
 		c, err := labelSQL(a, r)

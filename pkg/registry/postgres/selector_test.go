@@ -45,7 +45,7 @@ func TestLabelSelectorSQL(t *testing.T) {
 				t.Fatal(err)
 			}
 			var args sqlArgs
-			conds, err := selectorSQL(&args, nodeCapacityKind, reqs, nil)
+			conds, err := selectorSQL(&args, reqs, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -64,32 +64,31 @@ func TestFieldSelectorSQL(t *testing.T) {
 	eq, ne := selection.Equals, selection.NotEquals
 	tests := []struct {
 		name    string
-		kind    kind
 		field   store.FieldRequirement
 		want    string
 		args    []any
 		wantErr string
 	}{
-		{name: "node name", kind: nodeCapacityKind, field: store.FieldRequirement{Field: nodecapacity.Kind.MustField("metadata.name"), Op: eq, Value: "prod-1.node.a"},
+		{name: "node name", field: store.FieldRequirement{Field: nodecapacity.Kind.MustField("metadata.name"), Op: eq, Value: "prod-1.node.a"},
 			want: `(cluster_id = $1 AND name = $2)`, args: []any{"prod-1", "node.a"}},
-		{name: "node name not equal", kind: nodeCapacityKind, field: store.FieldRequirement{Field: nodecapacity.Kind.MustField("metadata.name"), Op: ne, Value: "prod-1.a"},
+		{name: "node name not equal", field: store.FieldRequirement{Field: nodecapacity.Kind.MustField("metadata.name"), Op: ne, Value: "prod-1.a"},
 			want: `NOT (cluster_id = $1 AND name = $2)`, args: []any{"prod-1", "a"}},
-		{name: "node name without dot", kind: nodeCapacityKind, field: store.FieldRequirement{Field: nodecapacity.Kind.MustField("metadata.name"), Op: eq, Value: "nodot"}, want: `(false)`},
-		{name: "node name without dot not equal", kind: nodeCapacityKind, field: store.FieldRequirement{Field: nodecapacity.Kind.MustField("metadata.name"), Op: ne, Value: "nodot"}, want: `(true)`},
-		{name: "node cluster", kind: nodeCapacityKind, field: store.FieldRequirement{Field: nodecapacity.Kind.MustField("status.cluster"), Op: selection.DoubleEquals, Value: "c"}, want: `(cluster_id = $1)`, args: []any{"c"}},
-		{name: "node nodeName", kind: nodeCapacityKind, field: store.FieldRequirement{Field: nodecapacity.Kind.MustField("status.nodeName"), Op: ne, Value: "n"}, want: `(name <> $1)`, args: []any{"n"}},
-		{name: "schedulable", kind: nodeCapacityKind, field: store.FieldRequirement{Field: nodecapacity.Kind.MustField("status.schedulable"), Op: eq, Value: "false"}, want: `(schedulable = $1)`, args: []any{false}},
-		{name: "schedulable bad value", kind: nodeCapacityKind, field: store.FieldRequirement{Field: nodecapacity.Kind.MustField("status.schedulable"), Op: eq, Value: "yes"}, wantErr: `not "true" or "false"`},
-		{name: "bad operator", kind: nodeCapacityKind, field: store.FieldRequirement{Field: nodecapacity.Kind.MustField("status.cluster"), Op: selection.In, Value: "x"}, wantErr: `operator "in" is not supported`},
-		{name: "namespace name is cluster", kind: clusterNamespaceKind, field: store.FieldRequirement{Field: clusternamespace.Kind.MustField("metadata.name"), Op: eq, Value: "c"}, want: `(cluster_id = $1)`, args: []any{"c"}},
-		{name: "namespace namespace", kind: clusterNamespaceKind, field: store.FieldRequirement{Field: clusternamespace.Kind.MustField("metadata.namespace"), Op: eq, Value: "team-a"}, want: `(name = $1)`, args: []any{"team-a"}},
-		{name: "namespace cluster", kind: clusterNamespaceKind, field: store.FieldRequirement{Field: clusternamespace.Kind.MustField("status.cluster"), Op: ne, Value: "c"}, want: `(cluster_id <> $1)`, args: []any{"c"}},
-		{name: "namespace phase", kind: clusterNamespaceKind, field: store.FieldRequirement{Field: clusternamespace.Kind.MustField("status.phase"), Op: eq, Value: "Active"}, want: `(phase = $1)`, args: []any{"Active"}},
+		{name: "node name without dot", field: store.FieldRequirement{Field: nodecapacity.Kind.MustField("metadata.name"), Op: eq, Value: "nodot"}, want: `(false)`},
+		{name: "node name without dot not equal", field: store.FieldRequirement{Field: nodecapacity.Kind.MustField("metadata.name"), Op: ne, Value: "nodot"}, want: `(true)`},
+		{name: "node cluster", field: store.FieldRequirement{Field: nodecapacity.Kind.MustField("status.cluster"), Op: selection.DoubleEquals, Value: "c"}, want: `(cluster_id = $1)`, args: []any{"c"}},
+		{name: "node nodeName", field: store.FieldRequirement{Field: nodecapacity.Kind.MustField("status.nodeName"), Op: ne, Value: "n"}, want: `(name <> $1)`, args: []any{"n"}},
+		{name: "schedulable", field: store.FieldRequirement{Field: nodecapacity.Kind.MustField("status.schedulable"), Op: eq, Value: "false"}, want: `(schedulable = $1)`, args: []any{false}},
+		{name: "schedulable bad value", field: store.FieldRequirement{Field: nodecapacity.Kind.MustField("status.schedulable"), Op: eq, Value: "yes"}, wantErr: `not "true" or "false"`},
+		{name: "bad operator", field: store.FieldRequirement{Field: nodecapacity.Kind.MustField("status.cluster"), Op: selection.In, Value: "x"}, wantErr: `operator "in" is not supported`},
+		{name: "namespace name is cluster", field: store.FieldRequirement{Field: clusternamespace.Kind.MustField("metadata.name"), Op: eq, Value: "c"}, want: `(cluster_id = $1)`, args: []any{"c"}},
+		{name: "namespace namespace", field: store.FieldRequirement{Field: clusternamespace.Kind.MustField("metadata.namespace"), Op: eq, Value: "team-a"}, want: `(name = $1)`, args: []any{"team-a"}},
+		{name: "namespace cluster", field: store.FieldRequirement{Field: clusternamespace.Kind.MustField("status.cluster"), Op: ne, Value: "c"}, want: `(cluster_id <> $1)`, args: []any{"c"}},
+		{name: "namespace phase", field: store.FieldRequirement{Field: clusternamespace.Kind.MustField("status.phase"), Op: eq, Value: "Active"}, want: `(phase = $1)`, args: []any{"Active"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			var args sqlArgs
-			conds, err := selectorSQL(&args, tc.kind, nil, []store.FieldRequirement{tc.field})
+			conds, err := selectorSQL(&args, nil, []store.FieldRequirement{tc.field})
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("error: got %v, want one containing %q", err, tc.wantErr)
@@ -140,23 +139,21 @@ func FuzzLabelSelectorSQL(f *testing.F) {
 			return
 		}
 		reqs, _ := sel.Requirements()
-		for _, k := range []kind{nodeCapacityKind, clusterNamespaceKind} {
-			var args sqlArgs
-			conds, err := selectorSQL(&args, k, reqs, nil)
-			if err != nil {
-				continue
-			}
-			seen := map[string]bool{}
-			for _, p := range placeholder.FindAllString(strings.Join(conds, " AND "), -1) {
-				seen[p] = true
-			}
-			if len(seen) != len(args) {
-				t.Fatalf("%q: %d distinct placeholders for %d args: %v", s, len(seen), len(args), conds)
-			}
-			for i := 1; i <= len(args); i++ {
-				if !seen["$"+strconv.Itoa(i)] {
-					t.Fatalf("%q: placeholder $%d unused: %v", s, i, conds)
-				}
+		var args sqlArgs
+		conds, err := selectorSQL(&args, reqs, nil)
+		if err != nil {
+			return
+		}
+		seen := map[string]bool{}
+		for _, p := range placeholder.FindAllString(strings.Join(conds, " AND "), -1) {
+			seen[p] = true
+		}
+		if len(seen) != len(args) {
+			t.Fatalf("%q: %d distinct placeholders for %d args: %v", s, len(seen), len(args), conds)
+		}
+		for i := 1; i <= len(args); i++ {
+			if !seen["$"+strconv.Itoa(i)] {
+				t.Fatalf("%q: placeholder $%d unused: %v", s, i, conds)
 			}
 		}
 	})
