@@ -32,6 +32,7 @@ type REST[R, O any, P APIObject[O]] struct {
 	fields Fields
 	source store.Source[R]
 	watch  WatchConfig
+	spec   WatchSpec // what every watch of the kind shares
 	TableConvertor
 }
 
@@ -41,7 +42,7 @@ func NewREST[R, O any, P APIObject[O]](k *Kind[R, O], src store.Source[R], w Wat
 	if err := k.Validate(); err != nil {
 		panic(err)
 	}
-	return &REST[R, O, P]{
+	r := &REST[R, O, P]{
 		kind: k, fields: k.FieldTable(), source: src, watch: w,
 		TableConvertor: k.table(func(obj runtime.Object) (*O, error) {
 			o, ok := obj.(P)
@@ -51,6 +52,23 @@ func NewREST[R, O any, P APIObject[O]](k *Kind[R, O], src store.Source[R], w Wat
 			return o, nil
 		}),
 	}
+	r.spec = WatchSpec{
+		Kind:      k.StoreKind,
+		Resource:  k.GroupResource(),
+		Fields:    r.fields,
+		Convert:   ConvertChange[R, O, P](k.Change, k.ToObject),
+		Stream:    StreamObjects[R, O, P](src.Stream, k.ToObject),
+		NewObject: r.New,
+		Attrs: func(obj runtime.Object) (labels.Set, fields.Set) {
+			o := obj.(P)
+			return o.GetLabels(), k.FieldValues(o)
+		},
+		Key: func(c *store.Change) ChangeKey {
+			cur, _ := k.Change(c)
+			return k.Key(cur)
+		},
+	}
+	return r
 }
 
 func (r *REST[R, O, P]) New() runtime.Object     { return P(new(O)) }
@@ -102,21 +120,5 @@ func (r *REST[R, O, P]) List(ctx context.Context, options *metainternalversion.L
 
 // Watch streams the kind's changes with Kubernetes watch semantics.
 func (r *REST[R, O, P]) Watch(ctx context.Context, options *metainternalversion.ListOptions) (watch.Interface, error) {
-	k := r.kind
-	return Watch(ctx, r.watch, WatchSpec{
-		Kind:      k.StoreKind,
-		Resource:  k.GroupResource(),
-		Fields:    r.fields,
-		Convert:   ConvertChange[R, O, P](k.Change, k.ToObject),
-		Stream:    StreamObjects[R, O, P](r.source.Stream, k.ToObject),
-		NewObject: r.New,
-		Attrs: func(obj runtime.Object) (labels.Set, fields.Set) {
-			o := obj.(P)
-			return o.GetLabels(), k.FieldValues(o)
-		},
-		Key: func(c *store.Change) ChangeKey {
-			cur, _ := k.Change(c)
-			return k.Key(cur)
-		},
-	}, options)
+	return Watch(ctx, r.watch, r.spec, options)
 }
