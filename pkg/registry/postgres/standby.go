@@ -69,45 +69,51 @@ func (s *Store) readPool(ctx context.Context, f store.Freshness) (*pgxpool.Pool,
 	need := f.AtLeast
 	if f.Latest {
 		var present int64
-		if err := s.pool.QueryRow(ctx, `SELECT resource_version FROM registry_state`).Scan(&present); err != nil {
+		if err := s.pool.QueryRow(ctx, sqlRegistryVersion).Scan(&present); err != nil {
 			return nil, fmt.Errorf("read the registry's present: %w", interpretError(err))
 		}
 		need = max(need, present)
 	}
 	sb := s.standbys.list[s.standbys.next.Add(1)%uint64(len(s.standbys.list))]
-	if ok, err := sb.waitReplayed(ctx, need, s.standbys.wait); err != nil || !ok {
+	ok, behind, err := sb.waitReplayed(ctx, need, s.standbys.wait)
+	if f.Latest && err == nil {
+		// Only a latest read compares with the primary's present.
+		standbyLag.WithLabelValues(sb.name).Set(float64(behind))
+	}
+	if err != nil || !ok {
 		readsByServer.WithLabelValues("primary").Inc()
 		return s.pool, nil //nolint:nilerr // a standby that fails or lags is skipped: the primary serves
 	}
 	readsByServer.WithLabelValues("standby").Inc()
-	if f.Latest {
-		standbyLag.WithLabelValues(sb.name).Set(float64(max(0, need-sb.replayed.Load())))
-	}
 	return sb.pool, nil
 }
 
 // waitReplayed reports whether the standby holds resourceVersion need,
-// polling it for up to wait.
-func (sb *standby) waitReplayed(ctx context.Context, need int64, wait time.Duration) (bool, error) {
+// polling it for up to wait, and how far behind need it was when first
+// asked (0 when it was known to hold it).
+func (sb *standby) waitReplayed(ctx context.Context, need int64, wait time.Duration) (ok bool, behind int64, err error) {
 	if sb.replayed.Load() >= need {
-		return true, nil
+		return true, 0, nil
 	}
 	deadline := time.Now().Add(wait)
-	for delay := time.Millisecond; ; delay = min(2*delay, 20*time.Millisecond) {
+	for delay, first := time.Millisecond, true; ; delay, first = min(2*delay, 20*time.Millisecond), false {
 		var rv int64
-		if err := sb.pool.QueryRow(ctx, `SELECT resource_version FROM registry_state`).Scan(&rv); err != nil {
-			return false, err
+		if err := sb.pool.QueryRow(ctx, sqlRegistryVersion).Scan(&rv); err != nil {
+			return false, behind, err
 		}
 		sb.observe(rv)
+		if first {
+			behind = max(0, need-rv)
+		}
 		if rv >= need {
-			return true, nil
+			return true, behind, nil
 		}
 		if time.Now().Add(delay).After(deadline) {
-			return false, nil
+			return false, behind, nil
 		}
 		select {
 		case <-ctx.Done():
-			return false, ctx.Err()
+			return false, behind, ctx.Err()
 		case <-time.After(delay):
 		}
 	}
