@@ -64,6 +64,9 @@ type Field[O any] struct {
 	Columns []string
 	// Bool fields take only "true" or "false".
 	Bool bool
+	// Values, when set, are the only values the field can hold; any other
+	// is a 400 naming them.
+	Values []string
 }
 
 // GroupResource is the kind's resource in platform.example.io.
@@ -73,7 +76,7 @@ func (k *Kind[R, O]) GroupResource() schema.GroupResource { return platform.Reso
 func (k *Kind[R, O]) FieldTable() Fields {
 	t := Fields{kind: k.Kind, byPath: make(map[string]store.Field, len(k.Fields))}
 	for _, f := range k.Fields {
-		t.byPath[f.Path] = store.Field{Path: f.Path, Columns: f.Columns, Bool: f.Bool}
+		t.byPath[f.Path] = store.Field{Path: f.Path, Columns: f.Columns, Bool: f.Bool, Values: f.Values}
 		t.paths = append(t.paths, f.Path)
 	}
 	slices.Sort(t.paths)

@@ -94,3 +94,6 @@ func Bytes(b int64) string {
 
 // Unknown is what a cell shows for a value the registry does not have.
 const Unknown = "<unknown>"
+
+// None is what a cell shows for a value that is empty, as kubectl prints it.
+const None = "<none>"

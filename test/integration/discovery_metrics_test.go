@@ -87,7 +87,7 @@ func TestDiscoveryMetrics(t *testing.T) {
 		t.Errorf("samples stored metric = %v, %v; want at least 2", v, err)
 	}
 	out := e.kubectl(t, "get", "nc", "local.busy")
-	if row := row(t, out, "local.busy"); row[4] == "<unknown>" {
+	if row := row(t, out, "local.busy"); row[5] == "<unknown>" { // CPU USE/ALLOC
 		t.Errorf("kubectl shows no usage for local.busy:\n%s", out)
 	}
 

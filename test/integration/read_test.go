@@ -43,17 +43,17 @@ func (e *env) testTables(t *testing.T) {
 	if got := rowCount(out); got != fixtureNodes {
 		t.Errorf("kubectl get nodecapacities: %d rows, want %d", got, fixtureNodes)
 	}
-	want := []string{"prod-1.n1", "true", "1250m/3920m (31%)", "2.5Gi/15Gi (16%)", "1234m/3920m (31%)", "3Gi/15Gi (20%)", "3/110"}
+	want := []string{"prod-1.n1", "true", "<none>", "1250m/3920m (31%)", "2.5Gi/15Gi (16%)", "1234m/3920m (31%)", "3Gi/15Gi (20%)", "3/110"}
 	if got := row(t, out, "prod-1.n1"); !slices.Equal(got[:len(want)], want) {
 		t.Errorf("prod-1.n1 row = %q, want prefix %q", got, want)
 	}
-	for _, name := range []string{"prod-1.n2", "prod-1.n3", "prod-1.n4"} {
-		if got := row(t, out, name); got[1] != "false" {
-			t.Errorf("%s SCHEDULABLE = %s, want false", name, got[1])
+	for name, reason := range map[string]string{"prod-1.n2": "Cordoned", "prod-1.n3": "Tainted", "prod-1.n4": "NotReady"} {
+		if got := row(t, out, name); got[1] != "false" || got[2] != reason {
+			t.Errorf("%s SCHEDULABLE, REASON = %s, %s, want false, %s", name, got[1], got[2], reason)
 		}
 	}
-	if got := row(t, out, "prod-1.n2"); got[4] != "<unknown>" {
-		t.Errorf("prod-1.n2 has no metrics sample; CPU USE = %q, want <unknown>", got[4])
+	if got := row(t, out, "prod-1.n2"); got[5] != "<unknown>" {
+		t.Errorf("prod-1.n2 has no metrics sample; CPU USE = %q, want <unknown>", got[5])
 	}
 
 	out = e.kubectl(t, "get", "clusternamespaces", "-A")
@@ -105,7 +105,7 @@ func (e *env) testYAML(t *testing.T) {
 	if s.Usage == nil || s.Usage.CPU.MilliValue() != 1234 || s.Usage.Window.Seconds() != 30 || !s.Usage.Timestamp.Time.Equal(fixtureTime) {
 		t.Errorf("usage = %+v, want 1234m over 30s at %s", s.Usage, fixtureTime)
 	}
-	if !s.Schedulable || !s.Ready || s.Unschedulable || s.Cluster != "prod-1" || s.NodeName != "n1" {
+	if !s.Schedulable || s.UnschedulableReason != "" || !s.Ready || s.Unschedulable || s.Cluster != "prod-1" || s.NodeName != "n1" {
 		t.Errorf("status flags = %+v", s)
 	}
 	if nc.Labels["platform.example.io/cluster"] != "prod-1" || nc.Labels["pool"] != "big" {
@@ -160,6 +160,11 @@ func (e *env) testFieldSelectors(t *testing.T) {
 	}{
 		{"schedulable false", "nc", "status.schedulable=false", fixtureUnschedulable},
 		{"schedulable true", "nc", "status.schedulable=true", fixtureNodes - fixtureUnschedulable},
+		{"reason cordoned", "nc", "status.unschedulableReason=Cordoned", 1},
+		{"reason tainted", "nc", "status.unschedulableReason=Tainted", 1},
+		{"reason not ready", "nc", "status.unschedulableReason=NotReady", 1},
+		{"no reason", "nc", "status.unschedulableReason=", fixtureNodes - fixtureUnschedulable},
+		{"any reason", "nc", "status.unschedulableReason!=", fixtureUnschedulable},
 		{"node name", "nc", "status.nodeName=n1", 1},
 		{"object name", "nc", "metadata.name=prod-2.m03", 1},
 		{"cluster not", "nc", "status.cluster!=prod-2", 4},
@@ -177,7 +182,15 @@ func (e *env) testFieldSelectors(t *testing.T) {
 	}
 	t.Run("unsupported field names the supported ones", func(t *testing.T) {
 		stderr := e.kubectlFails(t.Context(), t, e.cp.AdminKubeconfig(), "get", "nc", "--field-selector", "spec.foo=bar")
-		for _, want := range []string{"BadRequest", "spec.foo", "status.schedulable", "status.nodeName"} {
+		for _, want := range []string{"BadRequest", "spec.foo", "status.schedulable", "status.nodeName", "status.unschedulableReason"} {
+			if !strings.Contains(stderr, want) {
+				t.Errorf("error lacks %q: %s", want, stderr)
+			}
+		}
+	})
+	t.Run("a reason that does not exist names those that do", func(t *testing.T) {
+		stderr := e.kubectlFails(t.Context(), t, e.cp.AdminKubeconfig(), "get", "nc", "--field-selector", "status.unschedulableReason=cordoned")
+		for _, want := range []string{"BadRequest", `value "cordoned" is not one of "", "NotReady", "Cordoned", "Tainted"`} {
 			if !strings.Contains(stderr, want) {
 				t.Errorf("error lacks %q: %s", want, stderr)
 			}

@@ -80,12 +80,22 @@ type NodeCapacityStatus struct {
 	Requested     NodeResources
 	Available     NodeResources
 	Usage         *NodeUsage
-	Schedulable   bool
-	Unschedulable bool
-	Ready         bool
-	Conditions    []NodeCondition
-	Taints        []Taint
+	Schedulable         bool
+	UnschedulableReason UnschedulableReason
+	Unschedulable       bool
+	Ready               bool
+	Conditions          []NodeCondition
+	Taints              []Taint
 }
+
+// UnschedulableReason says in one word why a node is not schedulable.
+type UnschedulableReason string
+
+const (
+	UnschedulableNotReady UnschedulableReason = "NotReady"
+	UnschedulableCordoned UnschedulableReason = "Cordoned"
+	UnschedulableTainted  UnschedulableReason = "Tainted"
+)
 
 // NodeResources is an amount of CPU, memory and pods.
 type NodeResources struct {

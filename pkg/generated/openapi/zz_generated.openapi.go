@@ -447,6 +447,14 @@ func schema_pkg_apis_platform_v1alpha1_NodeCapacityStatus(ref common.ReferenceCa
 							Format:      "",
 						},
 					},
+					"unschedulableReason": {
+						SchemaProps: spec.SchemaProps{
+							Description: "UnschedulableReason says in one word why the node is not schedulable, the first that applies: NotReady (its Ready condition is not True), Cordoned (spec.unschedulable), Tainted (a NoSchedule or NoExecute taint). Empty when the node is schedulable.\n\nPossible enum values:\n - `\"Cordoned\"` : the node is Ready and cordoned (spec.unschedulable).\n - `\"NotReady\"` : the node's Ready condition is not True.\n - `\"Tainted\"` : the node is Ready, not cordoned, and has a NoSchedule or NoExecute taint.",
+							Type:        []string{"string"},
+							Format:      "",
+							Enum:        []interface{}{"Cordoned", "NotReady", "Tainted"},
+						},
+					},
 					"unschedulable": {
 						SchemaProps: spec.SchemaProps{
 							Description: "Unschedulable mirrors spec.unschedulable of the Node (cordoned).",

@@ -35,9 +35,10 @@ func ToObject(nc *store.NodeCapacity) platform.NodeCapacity {
 			Allocatable:   resources(n.Allocatable),
 			Requested:     resources(nc.Requested),
 			Available:     resources(available),
-			Schedulable:   nc.Schedulable,
-			Unschedulable: n.Unschedulable,
-			Ready:         n.Ready,
+			Schedulable:         nc.Schedulable,
+			UnschedulableReason: platform.UnschedulableReason(nc.UnschedulableReason),
+			Unschedulable:       n.Unschedulable,
+			Ready:               n.Ready,
 		},
 	}
 	if u := nc.Usage; u != nil {

@@ -25,6 +25,8 @@ var Kind = &registry.Kind[store.NodeCapacity, platform.NodeCapacity]{
 		{Path: "status.nodeName", Value: func(o *platform.NodeCapacity) string { return o.Status.NodeName }, Columns: []string{"name"}},
 		{Path: "status.schedulable", Value: func(o *platform.NodeCapacity) string { return strconv.FormatBool(o.Status.Schedulable) },
 			Columns: []string{"schedulable"}, Bool: true},
+		{Path: "status.unschedulableReason", Value: func(o *platform.NodeCapacity) string { return string(o.Status.UnschedulableReason) },
+			Columns: []string{"unschedulable_reason"}, Values: []string{"", store.ReasonNotReady, store.ReasonCordoned, store.ReasonTainted}},
 	},
 	ToObject: ToObject,
 	NewList:  func(items []platform.NodeCapacity) runtime.Object { return &platform.NodeCapacityList{Items: items} },

@@ -15,6 +15,13 @@ var columns = []registry.Column[platform.NodeCapacity]{
 		Cell: func(o *platform.NodeCapacity) any { return o.Name }},
 	{Name: "Schedulable", Type: "boolean", Description: "Ready, not cordoned, and no NoSchedule or NoExecute taint",
 		Cell: func(o *platform.NodeCapacity) any { return o.Status.Schedulable }},
+	{Name: "Reason", Type: "string", Description: "Why the node is not schedulable, the first that applies: NotReady, Cordoned, Tainted (NoSchedule or NoExecute); <none> when schedulable",
+		Cell: func(o *platform.NodeCapacity) any {
+			if o.Status.UnschedulableReason == "" {
+				return registry.None
+			}
+			return string(o.Status.UnschedulableReason)
+		}},
 	{Name: "CPU Req/Alloc", Type: "string", Description: "Sum of CPU requests of non-terminal pods over allocatable CPU",
 		Cell: func(o *platform.NodeCapacity) any {
 			return cpuRatio(o.Status.Requested.CPU.MilliValue(), o.Status.Allocatable.CPU.MilliValue())

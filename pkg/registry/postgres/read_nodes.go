@@ -52,11 +52,12 @@ func scanNodeCapacity(row pgx.Row) (store.NodeCapacity, error) {
 		cpu, mem *int64
 		observed *time.Time
 		window   *float64
+		reason   *string
 	)
 	err := row.Scan(&n.ClusterID, &n.Node.Name, &n.Node.UID, &n.Node.Labels, &created,
 		&n.Node.Capacity.CPUMillis, &n.Node.Capacity.MemoryBytes, &n.Node.Capacity.Pods,
 		&n.Node.Allocatable.CPUMillis, &n.Node.Allocatable.MemoryBytes, &n.Node.Allocatable.Pods,
-		&n.Node.Unschedulable, &n.Node.Ready, &n.Node.Conditions, &n.Node.Taints, &n.Schedulable,
+		&n.Node.Unschedulable, &n.Node.Ready, &n.Node.Conditions, &n.Node.Taints, &n.Schedulable, &reason,
 		&n.Requested.CPUMillis, &n.Requested.MemoryBytes, &n.Requested.Pods,
 		&cpu, &mem, &observed, &window,
 		&n.FirstSeen, &n.ResourceVersion)
@@ -65,6 +66,11 @@ func scanNodeCapacity(row pgx.Row) (store.NodeCapacity, error) {
 	}
 	if created != nil {
 		n.Node.CreatedAt = *created
+	}
+	if reason != nil {
+		n.UnschedulableReason = *reason
+	} else { // a change-feed entry written before migration 008
+		n.UnschedulableReason = n.Node.UnschedulableReason()
 	}
 	if observed != nil && cpu != nil && mem != nil {
 		u := &store.Usage{CPUNanoCores: *cpu, MemoryBytes: *mem, Timestamp: *observed}

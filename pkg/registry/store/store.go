@@ -9,6 +9,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/labels"
@@ -160,8 +163,39 @@ type NodeCapacity struct {
 	Requested       Resources
 	Usage           *Usage
 	Schedulable     bool
-	FirstSeen       time.Time
-	ResourceVersion int64
+	// UnschedulableReason says why the node is not schedulable ("" when it is).
+	UnschedulableReason string
+	FirstSeen           time.Time
+	ResourceVersion     int64
+}
+
+// Why a node is not schedulable, one word, by precedence: a node that is
+// not Ready is NotReady whatever else holds, a cordoned Ready node is
+// Cordoned, and a Ready, uncordoned node with a NoSchedule or NoExecute
+// taint is Tainted. PreferNoSchedule does not make a node unschedulable.
+const (
+	ReasonNotReady = "NotReady"
+	ReasonCordoned = "Cordoned"
+	ReasonTainted  = "Tainted"
+)
+
+// UnschedulableReason is the node's reason not to be schedulable, ""
+// when it is schedulable. The registry computes the same in SQL
+// (cluster_node.unschedulable_reason, migration 008); a test holds the two
+// to agreement.
+func (n *Node) UnschedulableReason() string {
+	switch {
+	case !n.Ready:
+		return ReasonNotReady
+	case n.Unschedulable:
+		return ReasonCordoned
+	}
+	for _, t := range n.Taints {
+		if t.Effect == "NoSchedule" || t.Effect == "NoExecute" {
+			return ReasonTainted
+		}
+	}
+	return ""
 }
 
 // ClusterNamespace is the computed per-namespace view.
@@ -185,6 +219,8 @@ type Field struct {
 	Columns []string
 	// Bool fields take only "true" or "false".
 	Bool bool
+	// Values, when set, are the only values the field can hold.
+	Values []string
 }
 
 // FieldRequirement is one field-selector term; Op is selection.Equals,
@@ -197,10 +233,17 @@ type FieldRequirement struct {
 
 // ValidateValue checks the value against what the field can hold, so a
 // list and a watch refuse the same selectors: a Bool field's value is
-// "true" or "false".
+// "true" or "false", a field with Values one of them.
 func (f FieldRequirement) ValidateValue() error {
 	if f.Field.Bool && f.Value != "true" && f.Value != "false" {
 		return fmt.Errorf("%w: field selector %s: value %q is not \"true\" or \"false\"", ErrInvalidSelector, f.Field.Path, f.Value)
+	}
+	if len(f.Field.Values) > 0 && !slices.Contains(f.Field.Values, f.Value) {
+		quoted := make([]string, len(f.Field.Values))
+		for i, v := range f.Field.Values {
+			quoted[i] = strconv.Quote(v)
+		}
+		return fmt.Errorf("%w: field selector %s: value %q is not one of %s", ErrInvalidSelector, f.Field.Path, f.Value, strings.Join(quoted, ", "))
 	}
 	return nil
 }

@@ -132,6 +132,12 @@ type NodeCapacityStatus struct {
 	// Schedulable is true when the node is Ready, not cordoned and has no
 	// NoSchedule or NoExecute taint.
 	Schedulable bool `json:"schedulable"`
+	// UnschedulableReason says in one word why the node is not schedulable,
+	// the first that applies: NotReady (its Ready condition is not True),
+	// Cordoned (spec.unschedulable), Tainted (a NoSchedule or NoExecute
+	// taint). Empty when the node is schedulable.
+	// +optional
+	UnschedulableReason UnschedulableReason `json:"unschedulableReason,omitempty"`
 	// Unschedulable mirrors spec.unschedulable of the Node (cordoned).
 	Unschedulable bool `json:"unschedulable"`
 	// Ready is true when the node's Ready condition is True.
@@ -146,6 +152,20 @@ type NodeCapacityStatus struct {
 	// +listType=atomic
 	Taints []Taint `json:"taints,omitempty"`
 }
+
+// UnschedulableReason says in one word why a node is not schedulable.
+// +enum
+type UnschedulableReason string
+
+const (
+	// UnschedulableNotReady: the node's Ready condition is not True.
+	UnschedulableNotReady UnschedulableReason = "NotReady"
+	// UnschedulableCordoned: the node is Ready and cordoned (spec.unschedulable).
+	UnschedulableCordoned UnschedulableReason = "Cordoned"
+	// UnschedulableTainted: the node is Ready, not cordoned, and has a
+	// NoSchedule or NoExecute taint.
+	UnschedulableTainted UnschedulableReason = "Tainted"
+)
 
 // NodeResources is an amount of CPU, memory and pods.
 type NodeResources struct {

@@ -1,0 +1,42 @@
+package nodecapacity_test
+
+import (
+	"testing"
+
+	"github.com/example/platform-apiserver/pkg/apis/platform"
+	"github.com/example/platform-apiserver/pkg/registry/feed"
+	"github.com/example/platform-apiserver/pkg/registry/nodecapacity"
+	"github.com/example/platform-apiserver/pkg/registry/store"
+)
+
+// TestTableReason: the Reason column follows SCHEDULABLE and shows the
+// record's reason, <none> for a schedulable node.
+func TestTableReason(t *testing.T) {
+	s := newStack(t, feed.Options{}, 0)
+	ready := nc("c", "ready", nil)
+	ready.Schedulable = true
+	cordoned := nc("c", "cordoned", nil)
+	cordoned.Node.Unschedulable, cordoned.UnschedulableReason = true, store.ReasonCordoned
+	notReady := nc("c", "notready", nil)
+	notReady.Node.Ready, notReady.UnschedulableReason = false, store.ReasonNotReady
+	list := &platform.NodeCapacityList{}
+	for _, r := range []store.NodeCapacity{ready, cordoned, notReady} {
+		list.Items = append(list.Items, nodecapacity.ToObject(&r))
+	}
+	table, err := s.rest.ConvertToTable(t.Context(), list, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := table.ColumnDefinitions[2]; got.Name != "Reason" || got.Priority != 0 {
+		t.Fatalf("column 2 = %+v, want Reason shown without -o wide", got)
+	}
+	want := []struct {
+		schedulable bool
+		reason      string
+	}{{true, "<none>"}, {false, "Cordoned"}, {false, "NotReady"}}
+	for i, row := range table.Rows {
+		if row.Cells[1] != want[i].schedulable || row.Cells[2] != want[i].reason {
+			t.Errorf("row %s: schedulable %v reason %v, want %v %q", row.Cells[0], row.Cells[1], row.Cells[2], want[i].schedulable, want[i].reason)
+		}
+	}
+}

@@ -1,0 +1,1 @@
+ALTER TABLE cluster_node DROP COLUMN unschedulable_reason;
