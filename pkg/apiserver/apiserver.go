@@ -35,6 +35,8 @@ type Registry interface {
 	Migrate(ctx context.Context) error
 	// Ready fails while the database is unreachable or migrations are pending.
 	Ready(ctx context.Context) error
+	// CheckStandbys fails while a standby reads may go to lags or is down.
+	CheckStandbys(ctx context.Context) error
 }
 
 // Config is the server's configuration, each component's whole.
@@ -175,6 +177,15 @@ func (c CompletedConfig) newServer(reg *postgres.Store) (*Server, error) {
 		authenticationLoaded(&c.generic.Authentication),
 	); err != nil {
 		return nil, err
+	}
+	if len(c.registry.Store.ReadDSNs) > 0 {
+		// Reported, though the replica serves correctly (see
+		// --postgres-standby-max-lag): the install's probes exclude it.
+		if err := generic.AddReadyzChecks(healthz.NamedCheck("registry-standbys", func(r *http.Request) error {
+			return reg.CheckStandbys(r.Context())
+		})); err != nil {
+			return nil, err
+		}
 	}
 	if disc != nil {
 		if err := generic.AddReadyzChecks(disc.ReadyzCheck()); err != nil {

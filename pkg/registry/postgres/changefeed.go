@@ -27,7 +27,11 @@ func (s *Store) Changes(ctx context.Context, after int64, limit int) ([]store.Ch
 		changes []store.Change
 		readAt  int64
 	)
-	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+	// On a standby, only once it holds everything this process has seen
+	// exist: the follower (and each watch it serves) then never reads an
+	// older state than one it already passed on.
+	err := s.readTx(ctx, store.Freshness{AtLeast: s.standbys.seen.Load()}, func(tx pgx.Tx) error {
+		changes = nil
 		// upTo is the version of the last entry within limit, 0 if none.
 		var horizon, upTo int64
 		var ep epoch
@@ -62,6 +66,7 @@ func (s *Store) Changes(ctx context.Context, after int64, limit int) ([]store.Ch
 	if err != nil {
 		return nil, 0, fmt.Errorf("read changes after %d: %w", after, interpretError(err))
 	}
+	s.saw(readAt)
 	return changes, readAt, nil
 }
 

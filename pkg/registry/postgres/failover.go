@@ -37,10 +37,30 @@ func (e epoch) lost(rv int64) bool { return rv > e.lostAfter && rv < e.floor }
 // restored with recovery.
 const timelineQuery = `SELECT pg_is_in_recovery(), CASE WHEN pg_is_in_recovery() THEN '' ELSE substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8) END`
 
-// checkTimeline runs on every new connection to the primary, before it
-// serves anything: on a new timeline it records the failover, once for all
-// replicas (the epoch row is locked), before this connection writes or
-// reads. A database not migrated yet, or a standby, is left alone.
+// afterConnect runs on every new connection to the primary, before it
+// serves anything: it records a failover (checkTimeline) and keeps the
+// floor of the current timeline for readPool.
+func (s *Store) afterConnect(ctx context.Context, conn *pgx.Conn) error {
+	if err := checkTimeline(ctx, conn); err != nil {
+		return err
+	}
+	var ep epoch
+	err := conn.QueryRow(ctx, sqlEpoch).Scan(&ep.lostAfter, &ep.floor)
+	var pgErr *pgconn.PgError
+	switch {
+	case errors.As(err, &pgErr) && pgErr.Code == pgerrcode.UndefinedTable, errors.Is(err, pgx.ErrNoRows): // migrations pending
+		return nil
+	case err != nil:
+		return err
+	}
+	raise(&s.standbys.floor, ep.floor)
+	s.standbys.floorKnown.Store(true)
+	return nil
+}
+
+// checkTimeline records a failover: on a new timeline it records it once
+// for all replicas (the epoch row is locked), before this connection writes
+// or reads. A database not migrated yet, or a standby, is left alone.
 func checkTimeline(ctx context.Context, conn *pgx.Conn) error {
 	var recovering bool
 	var timeline string

@@ -66,7 +66,7 @@ var registerOnce sync.Once
 // Call it once per process, for the store the server uses.
 func (s *Store) RegisterMetrics() {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(writerLockWait, writerLockHold, memberLockWait, writeFailures, objectsChanged, readsByServer, standbyLag, failoversTotal)
+		legacyregistry.MustRegister(writerLockWait, writerLockHold, memberLockWait, writeFailures, objectsChanged, readsByServer, standbyLag, standbyReplayLag, failoversTotal)
 		legacyregistry.CustomMustRegister(&poolCollector{pool: s.pool})
 	})
 }

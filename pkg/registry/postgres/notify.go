@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -85,7 +86,8 @@ func (s *Store) forwardNotifications(ctx context.Context, conn *pgx.Conn, out ch
 			retry = listenBackoff()
 			signal(out) // commits while disconnected went unnoticed
 		}
-		if _, err := conn.WaitForNotification(ctx); err != nil {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
 			closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 			_ = conn.Close(closeCtx)
 			cancel()
@@ -94,7 +96,14 @@ func (s *Store) forwardNotifications(ctx context.Context, conn *pgx.Conn, out ch
 				return
 			}
 			logger.Error(err, "Lost the registry notification connection; reconnecting")
+			// Most likely the server restarted or failed over: drop the
+			// pool's idle connections too, so requests do not draw dead ones
+			// (each would fail its first statement).
+			s.pool.Reset()
 			continue
+		}
+		if rv, err := strconv.ParseInt(n.Payload, 10, 64); err == nil {
+			s.saw(rv) // the follower's next read needs it
 		}
 		signal(out)
 	}

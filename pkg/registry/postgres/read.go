@@ -53,12 +53,9 @@ func list[T any](ctx context.Context, s *Store, spec listSpec[T], opts store.Lis
 	if tok != nil {
 		fresh.AtLeast = max(fresh.AtLeast, tok.ResourceVersion)
 	}
-	pool, err := s.readPool(ctx, fresh)
-	if err != nil {
-		return nil, err
-	}
 	page := &store.Page[T]{Items: []T{}}
-	err = pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+	err = s.readTx(ctx, fresh, func(tx pgx.Tx) error {
+		page.Items = page.Items[:0] // a retry on the primary starts over
 		if err := tx.QueryRow(ctx, sqlRegistryVersion).Scan(&page.ResourceVersion); err != nil {
 			return err
 		}
@@ -135,47 +132,58 @@ func stream[T any](ctx context.Context, s *Store, spec listSpec[T], opts store.L
 	if err != nil {
 		return fmt.Errorf("%w: %w", store.ErrInvalidSelector, err)
 	}
-	pool, err := s.readPool(ctx, opts.Freshness)
-	if err != nil {
-		return err
-	}
 	var yieldErr error
-	err = pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-		var rv int64
-		if err := tx.QueryRow(ctx, sqlRegistryVersion).Scan(&rv); err != nil {
-			return err
+	yielded := false
+	err = s.readTx(ctx, opts.Freshness, func(tx pgx.Tx) error {
+		err := streamRows(ctx, tx, spec.query(conds), args, spec.scan, pageSize, func(rv int64, page []T) error {
+			yielded = true
+			yieldErr = yield(rv, page)
+			return yieldErr
+		})
+		if err != nil && yielded {
+			return fmt.Errorf("%w: %w", errPassedOn, err)
 		}
-		rows, err := tx.Query(ctx, spec.query(conds), args...)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		page := make([]T, 0, pageSize)
-		for rows.Next() {
-			item, err := spec.scan(rows)
-			if err != nil {
-				return err
-			}
-			if page = append(page, item); len(page) == pageSize {
-				if yieldErr = yield(rv, page); yieldErr != nil {
-					return yieldErr
-				}
-				page = make([]T, 0, pageSize)
-			}
-		}
-		if err := rows.Err(); err != nil {
-			return err
-		}
-		yieldErr = yield(rv, page) // the last page, maybe empty: it carries rv
-		return yieldErr
+		return err
 	})
 	if yieldErr != nil && errors.Is(err, yieldErr) {
-		return err
+		return yieldErr
 	}
 	if err != nil {
 		return fmt.Errorf("list %s: %w", spec.kind.name, interpretError(err))
 	}
 	return nil
+}
+
+// streamRows runs query in tx and calls yield with the snapshot's
+// resourceVersion and each page of up to pageSize rows, the last page
+// (maybe empty) too: it carries the version.
+func streamRows[T any](ctx context.Context, tx pgx.Tx, query string, args []any, scan func(pgx.Row) (T, error), pageSize int, yield func(rv int64, page []T) error) error {
+	var rv int64
+	if err := tx.QueryRow(ctx, sqlRegistryVersion).Scan(&rv); err != nil {
+		return err
+	}
+	rows, err := tx.Query(ctx, query, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	page := make([]T, 0, pageSize)
+	for rows.Next() {
+		item, err := scan(rows)
+		if err != nil {
+			return err
+		}
+		if page = append(page, item); len(page) == pageSize {
+			if err := yield(rv, page); err != nil {
+				return err
+			}
+			page = make([]T, 0, pageSize)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	return yield(rv, page)
 }
 
 func (s *Store) decodeContinue(ctx context.Context, k kind, token string) (*continuetoken.Token, error) {

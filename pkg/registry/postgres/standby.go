@@ -2,12 +2,18 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgerrcode"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"k8s.io/component-base/metrics"
+	"k8s.io/klog/v2"
 
 	"github.com/example/platform-apiserver/pkg/registry/store"
 )
@@ -17,9 +23,20 @@ type standby struct {
 	name string // host:port, for metrics and logs
 	pool *pgxpool.Pool
 	// replayed is the registry resourceVersion the standby was last seen
-	// to hold; it only grows.
+	// to hold (with the schema this binary reads); it only grows.
 	replayed atomic.Int64
+	// lagging: its last wait ran out; until it holds what a read needs,
+	// reads ask it once without waiting, so a stuck standby does not slow
+	// every read down by the wait.
+	lagging atomic.Bool
+	// skipUntil (unix nanoseconds): after a failed query reads skip the
+	// standby for standbyRetry, so a standby that is down does not add a
+	// connection attempt to every read.
+	skipUntil atomic.Int64
 }
+
+// standbyRetry is how long reads skip a standby whose query failed.
+const standbyRetry = 5 * time.Second
 
 // standbys spread reads over the standbys of Options.ReadDSNs.
 type standbys struct {
@@ -28,11 +45,29 @@ type standbys struct {
 	// wait is how long a read waits for a standby to replay what it needs
 	// before it goes to the primary.
 	wait time.Duration
+	// maxLag is how far behind the primary a standby may fall before
+	// CheckStandbys reports it.
+	maxLag time.Duration
+	// seen is the highest registry resourceVersion this process has seen
+	// exist (the primary's present, notifications, reads): a change-feed
+	// read needs at least this much, so the follower and the watches it
+	// serves never go back to an older state of a standby.
+	seen atomic.Int64
+	// floor is the first resourceVersion of the registry's current
+	// timeline after a failover (0 before any): a standby that has not
+	// replayed it may still hold changes the failover lost.
+	floor atomic.Int64
+	// floorKnown: floor was read from the primary (afterConnect, present).
+	floorKnown atomic.Bool
 }
 
 // DefaultStandbyWait: a standby that streams is milliseconds behind; one
 // that is further behind than this serves no fresh reads (the primary does).
 const DefaultStandbyWait = 250 * time.Millisecond
+
+// DefaultStandbyMaxLag is how far behind the primary a standby may fall
+// before readiness reports it.
+const DefaultStandbyMaxLag = 30 * time.Second
 
 // Reads served per server: on a standby, or on the primary because no
 // standby had replayed far enough in time (or none is configured).
@@ -49,6 +84,12 @@ var (
 		Help:           "How many resourceVersions a standby was behind the primary when last compared, per standby (host:port).",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"standby"})
+	standbyReplayLag = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Subsystem:      metricsSubsystem,
+		Name:           "standby_replay_lag_seconds",
+		Help:           "How long a standby (host:port) has been behind the primary's present when readiness last checked: 0 when it held the present, else the age of the last commit it replayed (an upper bound); -1 when it could not be asked.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"standby"})
 	failoversTotal = metrics.NewCounter(&metrics.CounterOpts{
 		Subsystem:      metricsSubsystem,
 		Name:           "failovers_total",
@@ -60,25 +101,46 @@ var (
 // readPool returns the pool a read that needs freshness f runs on: a
 // standby (round robin) once it has replayed what f needs, waiting for
 // that up to the standbys' wait, else the primary. A read needing the
-// latest state first asks the primary for its present (one row).
+// latest state first asks the primary for its present (one row). No read
+// goes to a standby that has not replayed the current timeline's floor.
 func (s *Store) readPool(ctx context.Context, f store.Freshness) (*pgxpool.Pool, error) {
 	if len(s.standbys.list) == 0 {
 		readsByServer.WithLabelValues("primary").Inc()
 		return s.pool, nil
 	}
-	need := f.AtLeast
+	if !s.standbys.floorKnown.Load() {
+		// The first read of a process: learn the floor from the primary.
+		if _, err := s.present(ctx); err != nil {
+			return nil, err
+		}
+	}
+	need := max(f.AtLeast, s.standbys.floor.Load())
 	if f.Latest {
-		var present int64
-		if err := s.pool.QueryRow(ctx, sqlRegistryVersion).Scan(&present); err != nil {
-			return nil, fmt.Errorf("read the registry's present: %w", interpretError(err))
+		present, err := s.present(ctx)
+		if err != nil {
+			return nil, err
 		}
 		need = max(need, present)
 	}
 	sb := s.standbys.list[s.standbys.next.Add(1)%uint64(len(s.standbys.list))]
-	ok, behind, err := sb.waitReplayed(ctx, need, s.standbys.wait)
-	if f.Latest && err == nil {
-		// Only a latest read compares with the primary's present.
-		standbyLag.WithLabelValues(sb.name).Set(float64(behind))
+	if time.Now().UnixNano() < sb.skipUntil.Load() {
+		readsByServer.WithLabelValues("primary").Inc()
+		return s.pool, nil
+	}
+	wait := s.standbys.wait
+	if sb.lagging.Load() {
+		wait = 0
+	}
+	ok, behind, err := sb.waitReplayed(ctx, need, wait)
+	switch {
+	case err != nil && ctx.Err() == nil:
+		sb.skip(ctx, err)
+	case err == nil:
+		sb.lagging.Store(!ok)
+		if f.Latest {
+			// Only a latest read compares with the primary's present.
+			standbyLag.WithLabelValues(sb.name).Set(float64(behind))
+		}
 	}
 	if err != nil || !ok {
 		readsByServer.WithLabelValues("primary").Inc()
@@ -96,12 +158,15 @@ func (sb *standby) waitReplayed(ctx context.Context, need int64, wait time.Durat
 		return true, 0, nil
 	}
 	deadline := time.Now().Add(wait)
+	// A standby that does not answer within a second is treated as failed,
+	// whatever the connect timeout.
+	qctx, cancel := context.WithTimeout(ctx, wait+time.Second)
+	defer cancel()
 	for delay, first := time.Millisecond, true; ; delay, first = min(2*delay, 20*time.Millisecond), false {
-		var rv int64
-		if err := sb.pool.QueryRow(ctx, sqlRegistryVersion).Scan(&rv); err != nil {
+		rv, err := sb.replayedVersion(qctx)
+		if err != nil {
 			return false, behind, err
 		}
-		sb.observe(rv)
 		if first {
 			behind = max(0, need-rv)
 		}
@@ -119,11 +184,152 @@ func (sb *standby) waitReplayed(ctx context.Context, need int64, wait time.Durat
 	}
 }
 
-func (sb *standby) observe(rv int64) {
+// errPassedOn marks a read error after the read passed results on: it
+// cannot start over on another server.
+var errPassedOn = errors.New("results already passed on")
+
+// readTx runs fn in a REPEATABLE READ READ ONLY transaction (one snapshot)
+// on the pool readPool picks for f. If that is a standby and it does not
+// answer (down, restarting, promoted away), reads skip it for a while and
+// fn runs again on the primary, unless its error wraps errPassedOn.
+func (s *Store) readTx(ctx context.Context, f store.Freshness, fn func(pgx.Tx) error) error {
+	pool, err := s.readPool(ctx, f)
+	if err != nil {
+		return err
+	}
+	opts := pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}
+	err = pgx.BeginTxFunc(ctx, pool, opts, fn)
+	if err == nil || pool == s.pool || ctx.Err() != nil || errors.Is(err, errPassedOn) ||
+		!errors.Is(interpretError(err), store.ErrUnavailable) {
+		return err
+	}
+	for _, sb := range s.standbys.list {
+		if sb.pool == pool {
+			sb.skip(ctx, err)
+		}
+	}
+	readsByServer.WithLabelValues("primary").Inc()
+	return pgx.BeginTxFunc(ctx, s.pool, opts, fn)
+}
+
+// skip makes reads skip the standby for standbyRetry after it failed.
+func (sb *standby) skip(ctx context.Context, err error) {
+	sb.skipUntil.Store(time.Now().Add(standbyRetry).UnixNano())
+	klog.FromContext(ctx).V(2).Info("A registry standby failed; reads skip it for a while", "standby", sb.name, "retryAfter", standbyRetry, "err", err)
+}
+
+// sqlStandbyReplayed reads a standby's registry version and schema.
+var sqlStandbyReplayed = statement("standby_replayed")
+
+// schemaVersion is the newest migration this binary knows: a standby
+// serves reads only once it has replayed it.
+var schemaVersion = func() int {
+	all, err := migrations()
+	if err != nil || len(all) == 0 {
+		panic(fmt.Sprintf("postgres: no embedded migrations: %v", err))
+	}
+	return all[len(all)-1].Version
+}()
+
+// replayedVersion is the registry resourceVersion the standby holds, -1
+// while it has not replayed the schema this binary reads with.
+func (sb *standby) replayedVersion(ctx context.Context) (int64, error) {
+	var rv int64
+	var schema int
+	err := sb.pool.QueryRow(ctx, sqlStandbyReplayed).Scan(&rv, &schema)
+	var pgErr *pgconn.PgError
+	switch {
+	case errors.As(err, &pgErr) && pgErr.Code == pgerrcode.UndefinedTable:
+		return -1, nil // not even the first migration replayed yet
+	case err != nil:
+		return 0, err
+	}
+	if schema < schemaVersion {
+		return -1, nil
+	}
+	raise(&sb.replayed, rv)
+	return rv, nil
+}
+
+// sqlPresentAndFloor reads the primary's present and its timeline's floor.
+var sqlPresentAndFloor = statement("read_present_and_floor")
+
+// present reads the primary's registry resourceVersion, and the floor.
+func (s *Store) present(ctx context.Context) (int64, error) {
+	var rv, floor int64
+	if err := s.pool.QueryRow(ctx, sqlPresentAndFloor).Scan(&rv, &floor); err != nil {
+		return 0, fmt.Errorf("read the registry's present: %w", interpretError(err))
+	}
+	s.saw(rv)
+	raise(&s.standbys.floor, floor)
+	s.standbys.floorKnown.Store(true)
+	return rv, nil
+}
+
+// saw records that resourceVersion rv exists (see standbys.seen).
+func (s *Store) saw(rv int64) { raise(&s.standbys.seen, rv) }
+
+// raise sets v to rv if that is higher.
+func raise(v *atomic.Int64, rv int64) {
 	for {
-		cur := sb.replayed.Load()
-		if rv <= cur || sb.replayed.CompareAndSwap(cur, rv) {
+		cur := v.Load()
+		if rv <= cur || v.CompareAndSwap(cur, rv) {
 			return
 		}
 	}
+}
+
+// CheckStandbys fails when a standby of Options.ReadDSNs has been behind
+// the primary for longer than Options.StandbyMaxLag, or cannot be asked,
+// and sets standby_replay_lag_seconds. Such a standby serves no read that
+// needs what it lacks (the primary does), so this reports a degraded
+// set-up, not wrong answers. Without standbys it passes.
+func (s *Store) CheckStandbys(ctx context.Context) error {
+	if len(s.standbys.list) == 0 {
+		return nil
+	}
+	present, err := s.present(ctx)
+	if err != nil {
+		return err
+	}
+	var problems []string
+	for _, sb := range s.standbys.list {
+		lag, err := sb.lagBehind(ctx, present)
+		if err != nil {
+			standbyReplayLag.WithLabelValues(sb.name).Set(-1)
+			problems = append(problems, fmt.Sprintf("standby %s cannot be asked how far it has replayed: %v", sb.name, interpretError(err)))
+			continue
+		}
+		standbyReplayLag.WithLabelValues(sb.name).Set(lag.Seconds())
+		if lag > s.standbys.maxLag {
+			problems = append(problems, fmt.Sprintf("standby %s is %s behind the primary (limit %s, --postgres-standby-max-lag)",
+				sb.name, lag.Round(time.Millisecond), s.standbys.maxLag))
+		}
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("%s; the primary serves the reads it would", strings.Join(problems, "; "))
+	}
+	return nil
+}
+
+// sqlStandbyReplay reads a standby's registry version and the age of the
+// last commit it replayed.
+var sqlStandbyReplay = statement("standby_replay")
+
+// lagBehind is 0 when the standby holds present, else how long ago the
+// last commit it replayed was made: the standby has been behind at most
+// that long, and is at least that stale for a reader of the present.
+func (sb *standby) lagBehind(ctx context.Context, present int64) (time.Duration, error) {
+	var rv int64
+	var age float64
+	if err := sb.pool.QueryRow(ctx, sqlStandbyReplay).Scan(&rv, &age); err != nil {
+		return 0, err
+	}
+	switch {
+	case rv >= present:
+		return 0, nil
+	case age < 0:
+		return 0, fmt.Errorf("it holds resourceVersion %d of the primary's %d and has replayed no commit since it started", rv, present)
+	}
+	return time.Duration(age * float64(time.Second)), nil
 }

@@ -54,6 +54,9 @@ type Options struct {
 	// StandbyWait is how long a read waits for a standby to replay what it
 	// needs before it goes to the primary; default 250ms.
 	StandbyWait time.Duration
+	// StandbyMaxLag is how long a standby may be behind the primary before
+	// CheckStandbys fails; default 30s.
+	StandbyMaxLag time.Duration
 }
 
 // Store is the PostgreSQL registry. It is safe for concurrent use.
@@ -91,16 +94,20 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 		cfg.ConnConfig.RuntimeParams[idleInTransactionParam] = idleInTransactionTimeout
 	}
 	configureConnections(cfg, dsn, opts) // connect.go: timeouts, TLS errors, the DSN file's credentials
+	s := &Store{opts: opts, standbys: standbys{wait: opts.StandbyWait, maxLag: opts.StandbyMaxLag}}
+	if s.standbys.wait <= 0 {
+		s.standbys.wait = DefaultStandbyWait
+	}
+	if s.standbys.maxLag <= 0 {
+		s.standbys.maxLag = DefaultStandbyMaxLag
+	}
 	// Every new connection to the primary first checks for a failover.
-	cfg.AfterConnect = checkTimeline
+	cfg.AfterConnect = s.afterConnect
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("create postgres pool: %w", interpretError(err))
 	}
-	s := &Store{pool: pool, opts: opts, standbys: standbys{wait: opts.StandbyWait}}
-	if s.standbys.wait <= 0 {
-		s.standbys.wait = DefaultStandbyWait
-	}
+	s.pool = pool
 	for _, dsn := range opts.ReadDSNs {
 		rc, err := pgxpool.ParseConfig(dsn)
 		if err != nil {
@@ -113,7 +120,9 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 			pool.Close()
 			return nil, fmt.Errorf("create postgres read pool: %w", interpretError(err))
 		}
-		s.standbys.list = append(s.standbys.list, &standby{name: rc.ConnConfig.Host + ":" + fmt.Sprint(rc.ConnConfig.Port), pool: rp})
+		sb := &standby{name: rc.ConnConfig.Host + ":" + fmt.Sprint(rc.ConnConfig.Port), pool: rp}
+		sb.replayed.Store(-1) // nothing known yet, not even the schema
+		s.standbys.list = append(s.standbys.list, sb)
 	}
 	return s, nil
 }

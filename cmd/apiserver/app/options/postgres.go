@@ -21,16 +21,18 @@ type PostgresOptions struct {
 	DSNFile     string
 	ContinueTTL time.Duration
 	// ReadDSNs are standbys reads may go to; StandbyWait how long a read
-	// waits for one to replay what it needs.
-	ReadDSNs    []string
-	StandbyWait time.Duration
+	// waits for one to replay what it needs; StandbyMaxLag how far behind
+	// one may fall before readiness reports it.
+	ReadDSNs      []string
+	StandbyWait   time.Duration
+	StandbyMaxLag time.Duration
 
 	dsnFromFile bool
 }
 
 // NewPostgresOptions returns the defaults.
 func NewPostgresOptions() *PostgresOptions {
-	return &PostgresOptions{ContinueTTL: postgres.DefaultContinueTTL, StandbyWait: postgres.DefaultStandbyWait}
+	return &PostgresOptions{ContinueTTL: postgres.DefaultContinueTTL, StandbyWait: postgres.DefaultStandbyWait, StandbyMaxLag: postgres.DefaultStandbyMaxLag}
 }
 
 // AddFlags adds the registry database flags.
@@ -51,6 +53,10 @@ func (o *PostgresOptions) AddFlags(fs *pflag.FlagSet) {
 		"--postgres-standby-wait; else the primary answers, so no client sees a resourceVersion go backwards.")
 	fs.DurationVar(&o.StandbyWait, "postgres-standby-wait", o.StandbyWait,
 		"How long a read waits for a --postgres-read-dsn standby to replay what it needs before the primary serves it.")
+	fs.DurationVar(&o.StandbyMaxLag, "postgres-standby-max-lag", o.StandbyMaxLag, ""+
+		"How long a --postgres-read-dsn standby may be behind the primary (or unreachable) before the readiness check "+
+		"registry-standbys fails. The replica still serves correctly then (the primary answers what the standby lacks); "+
+		"probes that should not take replicas out for it exclude the check: /readyz?exclude=registry-standbys.")
 	fs.DurationVar(&o.ContinueTTL, "continue-token-ttl", o.ContinueTTL, ""+
 		"How long a list continue token stays valid; an older one gets 410 Expired and the client restarts the list.")
 }
@@ -86,6 +92,9 @@ func (o *PostgresOptions) Validate() []error {
 	if o.StandbyWait < 0 {
 		errs = append(errs, fmt.Errorf("--postgres-standby-wait must be zero or positive (e.g. 250ms), got %s", o.StandbyWait))
 	}
+	if o.StandbyMaxLag <= 0 {
+		errs = append(errs, fmt.Errorf("--postgres-standby-max-lag must be positive (e.g. 30s), got %s", o.StandbyMaxLag))
+	}
 	return errs
 }
 
@@ -98,7 +107,7 @@ func (o *PostgresOptions) ApplyTo(c *apiserver.RegistryConfig) {
 // With --postgres-dsn-file, new connections use the credentials the file
 // holds when they are made (a rotated password needs no restart).
 func (o *PostgresOptions) StoreOptions() postgres.Options {
-	opts := postgres.Options{ContinueTTL: o.ContinueTTL, ReadDSNs: o.ReadDSNs, StandbyWait: o.StandbyWait}
+	opts := postgres.Options{ContinueTTL: o.ContinueTTL, ReadDSNs: o.ReadDSNs, StandbyWait: o.StandbyWait, StandbyMaxLag: o.StandbyMaxLag}
 	if o.dsnFromFile {
 		opts.DSNFile = o.DSNFile
 	}
