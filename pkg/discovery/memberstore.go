@@ -20,20 +20,21 @@ type samplesStore interface {
 }
 
 // memberStore is the registry as one worker writes it: every write carries
-// the fence of the worker's claim on the member. The first write refused
-// as fenced (another replica claimed the member, or it was removed) calls
-// onFenced, once, which stops the worker.
+// the fence of the worker's claim on the member. A write refused as fenced
+// (another replica claimed the member, or it was removed) or rewound (the
+// registry failed over since the claim) calls onLost, which stops the
+// worker's run; fenced writes are counted once per claim.
 type memberStore struct {
-	w        store.Writer
-	onFenced func(error)
+	w      store.Writer
+	onLost func(error)
 
-	mu    sync.Mutex
-	fence store.Fence
-	once  sync.Once
+	mu     sync.Mutex
+	fence  store.Fence
+	fenced *sync.Once
 }
 
-func newMemberStore(w store.Writer, clusterID string, onFenced func(error)) *memberStore {
-	return &memberStore{w: w, fence: store.Fence{ClusterID: clusterID}, onFenced: onFenced}
+func newMemberStore(w store.Writer, clusterID string, onLost func(error)) *memberStore {
+	return &memberStore{w: w, fence: store.Fence{ClusterID: clusterID}, onLost: onLost, fenced: &sync.Once{}}
 }
 
 // claim makes owner the member's writer; later writes carry the new fence.
@@ -43,7 +44,7 @@ func (m *memberStore) claim(ctx context.Context, owner string) (store.Fence, err
 		return f, err
 	}
 	m.mu.Lock()
-	m.fence = f
+	m.fence, m.fenced = f, &sync.Once{}
 	m.mu.Unlock()
 	return f, nil
 }
@@ -56,20 +57,25 @@ func (m *memberStore) current() store.Fence {
 
 func (m *memberStore) clusterID() string { return m.current().ClusterID }
 
-// check passes err through, calling onFenced the first time it says the
-// write was fenced.
+// check passes err through, calling onLost when it says the write was
+// fenced (counted the first time per claim) or rewound.
 func (m *memberStore) check(err error) error {
-	if errors.Is(err, store.ErrFenced) {
-		m.once.Do(func() {
-			fencedWrites.WithLabelValues(m.clusterID()).Inc()
-			m.onFenced(err)
-		})
+	switch {
+	case errors.Is(err, store.ErrFenced):
+		m.mu.Lock()
+		once := m.fenced
+		m.mu.Unlock()
+		once.Do(func() { fencedWrites.WithLabelValues(m.clusterID()).Inc() })
+		m.onLost(err)
+	case errors.Is(err, store.ErrRewound):
+		m.onLost(err)
 	}
 	return err
 }
 
 func (m *memberStore) Apply(ctx context.Context, b store.Batch) error {
-	b.Epoch = m.current().Epoch
+	f := m.current()
+	b.Epoch, b.Failovers = f.Epoch, f.Failovers
 	return m.check(m.w.Apply(ctx, b))
 }
 

@@ -132,6 +132,12 @@ var (
 		Help:           "Writes of a member refused because another replica claimed it since (or it was removed); the worker stops at the first.",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"cluster"})
+	rewinds = metrics.NewCounterVec(&metrics.CounterOpts{
+		Subsystem:      metricsSubsystem,
+		Name:           "member_rewinds_total",
+		Help:           "Times a member's writer found the registry database had failed over since its claim (its last writes may be lost) and claimed the member again, resuming from the cursors the registry kept.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"cluster"})
 	claims = metrics.NewCounterVec(&metrics.CounterOpts{
 		Subsystem:      metricsSubsystem,
 		Name:           "member_claims_total",
@@ -162,7 +168,7 @@ func RegisterMetrics() {
 			relists, resumes, expired, errorsTotal, synced,
 			scrapeDuration, samplesStored, scrapeErrors, usageReports,
 			maintenanceDuration, maintenanceErrors, partitionsDropped, usageExpired,
-			quarantined, stuck, identityChanges, fencedWrites, claims)
+			quarantined, stuck, identityChanges, fencedWrites, rewinds, claims)
 	})
 }
 

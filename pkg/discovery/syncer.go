@@ -350,8 +350,10 @@ func (s *syncer) commit(ctx context.Context, p *pending) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if errors.Is(err, store.ErrFenced) {
-			return err // the worker stops: another replica mirrors the member now
+		if errors.Is(err, store.ErrFenced) || errors.Is(err, store.ErrRewound) {
+			// The worker stops: another replica mirrors the member now, or
+			// it claims the member again after a failover of the registry.
+			return err
 		}
 		s.failed("commit", storeError{err})
 		if errors.Is(err, store.ErrRejected) {

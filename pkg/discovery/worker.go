@@ -60,7 +60,7 @@ func newWorker(p workerParams) (*worker, error) {
 		return nil, fmt.Errorf("member cluster %s: metrics client: %w", p.ClusterID, err)
 	}
 	w := &worker{clusterID: p.ClusterID, owner: p.Owner, client: client, tuning: p.Tuning}
-	w.store = newMemberStore(p.Store, p.ClusterID, w.onFenced)
+	w.store = newMemberStore(p.Store, p.ClusterID, w.onLost)
 	w.scraper = newScraper(scraperParams{
 		ClusterID:    p.ClusterID,
 		Client:       metrics,
@@ -90,19 +90,40 @@ func newWorker(p workerParams) (*worker, error) {
 }
 
 // run mirrors the member until ctx ends or another replica claims it; it
-// reports whether the latter happened (fenced). It first claims the member
-// in the registry, which fences out every earlier writer, and makes sure the
-// member is the cluster its cursors came from; it starts over (cursors
-// dropped, every resource relisted) when the member's identity changes
-// while it runs.
+// reports whether the latter happened (fenced). When the registry fails
+// over (a write answers store.ErrRewound) it claims the member again and
+// resumes from the cursors the registry kept, so what the failover lost is
+// mirrored again.
 func (w *worker) run(ctx context.Context) (fenced bool) {
 	logger := klog.FromContext(ctx).WithValues("cluster", w.clusterID)
-	ctx, stop := context.WithCancelCause(klog.NewContext(ctx, logger))
-	defer stop(nil)
-	w.mu.Lock()
-	w.stop = stop
-	w.mu.Unlock()
-	defer func() { fenced = errors.Is(context.Cause(ctx), store.ErrFenced) }()
+	ctx = klog.NewContext(ctx, logger)
+	for {
+		claimCtx, stop := context.WithCancelCause(ctx)
+		w.mu.Lock()
+		w.stop = stop
+		w.mu.Unlock()
+		w.mirror(claimCtx)
+		cause := context.Cause(claimCtx)
+		stop(nil)
+		switch {
+		case errors.Is(cause, store.ErrFenced):
+			return true
+		case errors.Is(cause, store.ErrRewound) && ctx.Err() == nil:
+			rewinds.WithLabelValues(w.clusterID).Inc()
+			logger.Info("The registry database failed over since this replica claimed the member, and may have lost its last writes; claiming it again and resuming from the cursors the registry kept",
+				"err", cause.Error())
+			continue
+		}
+		return false
+	}
+}
+
+// mirror claims the member in the registry, which fences out every
+// earlier writer, makes sure the member is the cluster its cursors came
+// from, and mirrors it until ctx ends; it starts over (cursors dropped,
+// every resource relisted) when the member's identity changes meanwhile.
+func (w *worker) mirror(ctx context.Context) {
+	logger := klog.FromContext(ctx)
 	if !w.claim(ctx) {
 		return
 	}
@@ -128,10 +149,13 @@ func (w *worker) run(ctx context.Context) (fenced bool) {
 	}
 }
 
-// onFenced stops the run: another replica claimed the member.
-func (w *worker) onFenced(err error) {
-	klog.Background().Info("Another replica claimed this member cluster (or it was removed); this replica stops mirroring it",
-		"cluster", w.clusterID, "err", err.Error())
+// onLost stops the current claim's run: another replica claimed the member
+// (store.ErrFenced), or the registry failed over (store.ErrRewound).
+func (w *worker) onLost(err error) {
+	if errors.Is(err, store.ErrFenced) {
+		klog.Background().Info("Another replica claimed this member cluster (or it was removed); this replica stops mirroring it",
+			"cluster", w.clusterID, "err", err.Error())
+	}
 	w.mu.Lock()
 	stop := w.stop
 	w.mu.Unlock()

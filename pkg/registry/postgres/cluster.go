@@ -39,10 +39,11 @@ func (s *Store) Cursor(ctx context.Context, clusterID string, r store.Resource) 
 // under the member's lock, so it waits for a write in flight and every later
 // write carrying an older epoch fails with store.ErrFenced.
 func (s *Store) ClaimMember(ctx context.Context, clusterID, owner string) (store.Fence, error) {
-	f := store.Fence{ClusterID: clusterID}
+	var f store.Fence
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		w := &writer{ctx: ctx, tx: tx}
-		if _, err := w.lockMember(clusterID); err != nil {
+		var err error
+		if f, err = w.lockMember(clusterID); err != nil {
 			return err
 		}
 		return tx.QueryRow(ctx, sqlClaimMember, clusterID, owner).Scan(&f.Epoch)

@@ -102,29 +102,35 @@ func (s *Store) write(ctx context.Context, o op, sec sections) error {
 const MemberLockClass = 0x706c6174 // "plat"
 
 // lockMember takes the member's lock for the rest of the transaction and
-// returns its current epoch (0 for a member nobody claimed).
-func (w *writer) lockMember(clusterID string) (int64, error) {
+// returns its current fence: epoch (0 for a member nobody claimed) and the
+// registry's failover count.
+func (w *writer) lockMember(clusterID string) (store.Fence, error) {
+	f := store.Fence{ClusterID: clusterID}
 	begin := time.Now()
 	if _, err := w.tx.Exec(w.ctx, sqlLockMember, MemberLockClass, clusterID); err != nil {
-		return 0, fmt.Errorf("lock member %s: %w", clusterID, err)
+		return f, fmt.Errorf("lock member %s: %w", clusterID, err)
 	}
 	memberLockWait.Observe(time.Since(begin).Seconds())
-	var epoch int64
-	err := w.tx.QueryRow(w.ctx, sqlMemberEpoch, clusterID).Scan(&epoch)
+	err := w.tx.QueryRow(w.ctx, sqlMemberEpoch, clusterID).Scan(&f.Epoch, &f.Failovers)
 	if err != nil {
-		return 0, fmt.Errorf("read epoch of member %s: %w", clusterID, err)
+		return f, fmt.Errorf("read epoch of member %s: %w", clusterID, err)
 	}
-	return epoch, nil
+	return f, nil
 }
 
-// fence takes the member's lock and fails with store.ErrFenced unless the
-// write's epoch is still the member's.
+// fence takes the member's lock and fails with store.ErrRewound if the
+// registry failed over since a fenced writer's claim, else with
+// store.ErrFenced unless the write's epoch is still the member's.
 func (w *writer) fence(f store.Fence) error {
-	epoch, err := w.lockMember(f.ClusterID)
+	cur, err := w.lockMember(f.ClusterID)
 	if err != nil {
 		return err
 	}
-	if epoch != f.Epoch {
+	if f.Epoch != 0 && cur.Failovers != f.Failovers {
+		// Checked first: the failover may have lost the claim itself.
+		return fmt.Errorf("%w: member %s was claimed after failover %d, the registry is at failover %d", store.ErrRewound, f.ClusterID, f.Failovers, cur.Failovers)
+	}
+	if epoch := cur.Epoch; epoch != f.Epoch {
 		return fmt.Errorf("%w: member %s is at epoch %d, the write carries %d", store.ErrFenced, f.ClusterID, epoch, f.Epoch)
 	}
 	return nil

@@ -42,16 +42,23 @@ var (
 	// member's (another replica claimed it, or it was removed); the write
 	// did not land and the writer must stop mirroring the member.
 	ErrFenced = errors.New("member claimed by another writer")
+	// ErrRewound: the registry database failed over since the writer
+	// claimed the member, and the failover may have lost the writer's last
+	// writes; the write did not land and the writer must claim the member
+	// again and resume from the cursors the registry holds.
+	ErrRewound = errors.New("registry failed over since the member was claimed")
 )
 
 // Fence is a writer's ownership token for one member cluster: the epoch
 // ClaimMember returned. A write carrying it lands only while the epoch is
 // still the member's, checked in the write's own transaction. Epoch 0 is the
 // epoch of a member nobody has claimed (writers other than discovery, such
-// as tests and seeding tools).
+// as tests and seeding tools). Failovers is the registry's failover count
+// at the claim: a fenced write after a later failover fails with ErrRewound.
 type Fence struct {
 	ClusterID string
 	Epoch     int64
+	Failovers int64
 }
 
 // Resource names one kind of member-cluster object that discovery mirrors.
@@ -313,9 +320,11 @@ type Reader interface {
 // together with the discovery cursors they reach.
 type Batch struct {
 	ClusterID string
-	// Epoch fences the batch: it lands only if it is the member's current
-	// ownership epoch (see Fence).
-	Epoch int64
+	// Epoch and Failovers fence the batch: it lands only if Epoch is the
+	// member's current ownership epoch and, for Epoch > 0, no failover
+	// happened since the claim (see Fence).
+	Epoch     int64
+	Failovers int64
 
 	Namespaces        []Namespace
 	DeletedNamespaces []string
