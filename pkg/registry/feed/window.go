@@ -75,6 +75,11 @@ func changeSize(c *store.Change) int {
 			n += 64 + len(q.Name) + mapSize(q.Hard) + mapSize(q.Used)
 		}
 	}
+	for _, cc := range []*store.ClusterCapacity{c.ClusterCapacity, c.PrevClusterCapacity} {
+		if cc != nil {
+			n += record + len(cc.ClusterID) + mapSize(cc.Labels)
+		}
+	}
 	return n
 }
 

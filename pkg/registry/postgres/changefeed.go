@@ -56,6 +56,9 @@ func (s *Store) Changes(ctx context.Context, after int64, limit int) ([]store.Ch
 		if err := clusterNamespaceFeed.read(ctx, tx, after, upTo, byRV); err != nil {
 			return err
 		}
+		if err := clusterCapacityFeed.read(ctx, tx, after, upTo, byRV); err != nil {
+			return err
+		}
 		changes = make([]store.Change, 0, len(byRV))
 		for _, c := range byRV {
 			changes = append(changes, *c)

@@ -90,11 +90,16 @@ func TestChangeFeedHistoryStartsAtMigration(t *testing.T) {
 	if err := s.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
+	// 002 started the history at n2's version, the registry's then; 009
+	// summed member c into its ClusterCapacity, the one change after it.
+	at002 := getNode(t, s, ctx, "c", "n2").ResourceVersion
 	rv := registryRV(t, s, ctx)
-	if _, _, err := s.Changes(ctx, rv-1, 10); !errors.Is(err, store.ErrCompacted) {
+	if _, _, err := s.Changes(ctx, at002-1, 10); !errors.Is(err, store.ErrCompacted) {
 		t.Errorf("Changes before the migration's version: %v, want ErrCompacted", err)
 	}
-	if changes, readAt, err := s.Changes(ctx, rv, 10); err != nil || len(changes) != 0 || readAt != rv {
-		t.Errorf("Changes at the migration's version = %v at %d, %v", changes, readAt, err)
+	changes, readAt, err := s.Changes(ctx, at002, 10)
+	if err != nil || len(changes) != 1 || changes[0].Type != store.ChangeAdded || changes[0].Kind != store.KindClusterCapacity ||
+		changes[0].ClusterCapacity.Nodes != 2 || readAt != rv {
+		t.Errorf("Changes at the migration's version = %+v at %d (registry %d), %v; want member c's ClusterCapacity ADDED with 2 nodes", changes, readAt, rv, err)
 	}
 }

@@ -11,36 +11,42 @@ import (
 	"github.com/example/platform-apiserver/pkg/registry/store"
 )
 
-// changeKey names a change's object: "node/<cluster>/<name>" or "ns/<cluster>/<name>".
+// changeKey names a change's object: "node/<cluster>/<name>",
+// "ns/<cluster>/<name>" or "cc/<cluster>/<cluster>".
 func changeKey(c store.Change) string {
 	switch c.Kind {
 	case store.KindNodeCapacity:
 		return "node/" + c.NodeCapacity.ClusterID + "/" + c.NodeCapacity.Node.Name
+	case store.KindClusterCapacity:
+		return "cc/" + c.ClusterCapacity.ClusterID + "/" + c.ClusterCapacity.ClusterID
 	default:
 		return "ns/" + c.ClusterNamespace.ClusterID + "/" + c.ClusterNamespace.Namespace.Name
 	}
 }
 
 // changeObject and changePrev return the change's object and previous state
-// as any (a *store.NodeCapacity or *store.ClusterNamespace, nil when unset).
+// as any (a *store.NodeCapacity, *store.ClusterNamespace or
+// *store.ClusterCapacity, nil when unset).
 func changeObject(c store.Change) any {
-	if c.Kind == store.KindNodeCapacity {
+	switch c.Kind {
+	case store.KindNodeCapacity:
 		return c.NodeCapacity
+	case store.KindClusterCapacity:
+		return c.ClusterCapacity
 	}
 	return c.ClusterNamespace
 }
 
 func changePrev(c store.Change) any {
-	if c.Kind == store.KindNodeCapacity {
-		if c.PrevNodeCapacity == nil {
-			return nil
-		}
+	switch {
+	case c.Kind == store.KindNodeCapacity && c.PrevNodeCapacity != nil:
 		return c.PrevNodeCapacity
+	case c.Kind == store.KindClusterNamespace && c.PrevClusterNamespace != nil:
+		return c.PrevClusterNamespace
+	case c.Kind == store.KindClusterCapacity && c.PrevClusterCapacity != nil:
+		return c.PrevClusterCapacity
 	}
-	if c.PrevClusterNamespace == nil {
-		return nil
-	}
-	return c.PrevClusterNamespace
+	return nil
 }
 
 func objectRV(obj any) int64 {
@@ -48,6 +54,8 @@ func objectRV(obj any) int64 {
 	case *store.NodeCapacity:
 		return o.ResourceVersion
 	case *store.ClusterNamespace:
+		return o.ResourceVersion
+	case *store.ClusterCapacity:
 		return o.ResourceVersion
 	}
 	panic(fmt.Sprintf("unexpected %T", obj))
@@ -61,6 +69,10 @@ func withRV(obj any, rv int64) any {
 		c.ResourceVersion = rv
 		return &c
 	case *store.ClusterNamespace:
+		c := *o
+		c.ResourceVersion = rv
+		return &c
+	case *store.ClusterCapacity:
 		c := *o
 		c.ResourceVersion = rv
 		return &c
@@ -82,6 +94,13 @@ func viewState(t *testing.T, s *postgres.Store, ctx context.Context) map[string]
 	for _, n := range nss.Items {
 		out["ns/"+n.ClusterID+"/"+n.Namespace.Name] = &n
 	}
+	ccs, err := s.ListClusterCapacities(ctx, store.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range ccs.Items {
+		out["cc/"+c.ClusterID+"/"+c.ClusterID] = &c
+	}
 	return out
 }
 
@@ -92,9 +111,12 @@ func getView(t *testing.T, s *postgres.Store, ctx context.Context, kind store.Ki
 		obj any
 		err error
 	)
-	if kind == store.KindNodeCapacity {
+	switch kind {
+	case store.KindNodeCapacity:
 		obj, err = s.GetNodeCapacity(ctx, cluster, name)
-	} else {
+	case store.KindClusterCapacity:
+		obj, err = s.GetClusterCapacity(ctx, cluster)
+	default:
 		obj, err = s.GetClusterNamespace(ctx, name, cluster)
 	}
 	if errors.Is(err, store.ErrNotFound) {

@@ -34,14 +34,14 @@ func TestChangeFeed(t *testing.T) {
 		want  []string // "<type> <key>", in any order
 	}{
 		{name: "add (insert and aggregates in one commit)", write: func() error { return s.Apply(ctx, initial) },
-			want: []string{"ADDED node/prod-1/n1", "ADDED node/prod-1/n2", "ADDED node/prod-1/n3", "ADDED ns/prod-1/a", "ADDED ns/prod-1/b"}},
+			want: []string{"ADDED node/prod-1/n1", "ADDED node/prod-1/n2", "ADDED node/prod-1/n3", "ADDED ns/prod-1/a", "ADDED ns/prod-1/b", "ADDED cc/prod-1/prod-1"}},
 		{name: "no-op apply", write: func() error { return s.Apply(ctx, initial) }},
 		{name: "cursor only", write: func() error {
 			return s.Apply(ctx, store.Batch{ClusterID: c, Cursors: map[store.Resource]string{store.ResourcePods: "7"}})
 		}},
 		{name: "pod added (aggregates only)", write: func() error {
 			return s.Apply(ctx, store.Batch{ClusterID: c, Pods: []store.Pod{pod("b", "p2", "n2", 250, 1<<20)}})
-		}, want: []string{"MODIFIED node/prod-1/n2", "MODIFIED ns/prod-1/b"}},
+		}, want: []string{"MODIFIED node/prod-1/n2", "MODIFIED ns/prod-1/b", "MODIFIED cc/prod-1/prod-1"}},
 		{name: "quota used (aggregates only)", write: func() error {
 			return s.Apply(ctx, store.Batch{ClusterID: c, Quotas: []store.Quota{{Namespace: "a", Name: "q", Hard: map[string]string{"pods": "10"}, Used: map[string]string{"pods": "1"}}}})
 		}, want: []string{"MODIFIED ns/prod-1/a"}},
@@ -49,7 +49,7 @@ func TestChangeFeed(t *testing.T) {
 			_, err := s.RecordNodeMetrics(ctx, store.Fence{ClusterID: c}, []store.NodeMetricsSample{sample}, reportEvery)
 			return err
 		},
-			want: []string{"MODIFIED node/prod-1/n1"}},
+			want: []string{"MODIFIED node/prod-1/n1", "MODIFIED cc/prod-1/prod-1"}},
 		{name: "duplicate metrics sample", write: func() error {
 			_, err := s.RecordNodeMetrics(ctx, store.Fence{ClusterID: c}, []store.NodeMetricsSample{sample}, reportEvery)
 			return err
@@ -59,21 +59,21 @@ func TestChangeFeed(t *testing.T) {
 			n.Unschedulable = true
 			n.Taints = []store.Taint{{Key: "k", Effect: "NoSchedule"}}
 			return s.Apply(ctx, store.Batch{ClusterID: c, Nodes: []store.Node{n}, Pods: []store.Pod{pod("a", "p1", "n2", 500, 1<<30)}})
-		}, want: []string{"MODIFIED node/prod-1/n1", "MODIFIED node/prod-1/n2"}},
+		}, want: []string{"MODIFIED node/prod-1/n1", "MODIFIED node/prod-1/n2", "MODIFIED cc/prod-1/prod-1"}},
 		{name: "node deleted", write: func() error {
 			return s.Apply(ctx, store.Batch{ClusterID: c, DeletedNodes: []string{"n1"}})
-		}, want: []string{"DELETED node/prod-1/n1"}},
+		}, want: []string{"DELETED node/prod-1/n1", "MODIFIED cc/prod-1/prod-1"}},
 		{name: "namespace deleted with its pods", write: func() error {
 			return s.Apply(ctx, store.Batch{ClusterID: c, DeletedNamespaces: []string{"b"}, DeletedPods: []store.ObjectKey{{Namespace: "b", Name: "p2"}}})
-		}, want: []string{"DELETED ns/prod-1/b", "MODIFIED node/prod-1/n2"}},
+		}, want: []string{"DELETED ns/prod-1/b", "MODIFIED node/prod-1/n2", "MODIFIED cc/prod-1/prod-1"}},
 		{name: "deleted and re-added in one batch", write: func() error {
 			return s.Apply(ctx, store.Batch{ClusterID: c, DeletedNodes: []string{"n3"}, Nodes: []store.Node{withLabel(node("n3", 1000, 1<<30), "x", "y")}})
-		}, want: []string{"DELETED node/prod-1/n3", "ADDED node/prod-1/n3"}},
+		}, want: []string{"DELETED node/prod-1/n3", "ADDED node/prod-1/n3", "MODIFIED cc/prod-1/prod-1"}},
 		{name: "relist (Replace) drops absent rows", write: func() error {
 			return s.Apply(ctx, store.Batch{ClusterID: c, Replace: []store.Resource{store.ResourceNodes}, Nodes: []store.Node{withLabel(node("n3", 1000, 1<<30), "x", "y")}})
-		}, want: []string{"DELETED node/prod-1/n2"}},
+		}, want: []string{"DELETED node/prod-1/n2", "MODIFIED cc/prod-1/prod-1"}},
 		{name: "cluster deleted", write: func() error { return s.DeleteCluster(ctx, c) },
-			want: []string{"DELETED node/prod-1/n3", "DELETED ns/prod-1/a"}},
+			want: []string{"DELETED node/prod-1/n3", "DELETED ns/prod-1/a", "DELETED cc/prod-1/prod-1"}},
 	}
 
 	state := map[string]any{}

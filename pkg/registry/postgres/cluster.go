@@ -16,6 +16,7 @@ var (
 	sqlDeleteMemberRows        = statement("cluster_delete_member_rows")
 	sqlDeleteClusterNamespaces = statement("cluster_delete_namespaces")
 	sqlDeleteClusterNodes      = statement("cluster_delete_nodes")
+	sqlDeleteClusterCapacity   = statement("cluster_delete_capacity")
 	sqlClusters                = statement("cluster_list")
 	sqlMemberIdentity          = statement("cluster_member_identity")
 	sqlDropCursors             = statement("cluster_drop_cursors")
@@ -70,6 +71,11 @@ func (s *Store) DeleteCluster(ctx context.Context, clusterID string) error {
 			return nil
 		},
 		views: func(w *writer) error {
+			// The capacity first: its node and namespace triggers then find
+			// no row to update, and its tombstone is its last state.
+			if err := w.deleteViewRows("delete cluster_capacity", sqlDeleteClusterCapacity, clusterID); err != nil {
+				return err
+			}
 			if err := w.deleteViewRows("delete cluster_namespace", sqlDeleteClusterNamespaces, clusterID); err != nil {
 				return err
 			}

@@ -33,6 +33,7 @@ type kind struct {
 var (
 	nodeCapacityKind     = kind{name: "nodecapacities"}
 	clusterNamespaceKind = kind{name: "clusternamespaces"}
+	clusterCapacityKind  = kind{name: "clustercapacities"}
 )
 
 // selectorSQL turns label and field requirements into SQL conditions (to be

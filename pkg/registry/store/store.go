@@ -165,11 +165,11 @@ type Usage struct {
 // requests of its non-terminal pods (Requested.Pods is their count) and its
 // reported usage sample (nil while unknown).
 type NodeCapacity struct {
-	ClusterID       string
-	Node            Node
-	Requested       Resources
-	Usage           *Usage
-	Schedulable     bool
+	ClusterID   string
+	Node        Node
+	Requested   Resources
+	Usage       *Usage
+	Schedulable bool
 	// UnschedulableReason says why the node is not schedulable ("" when it is).
 	UnschedulableReason string
 	FirstSeen           time.Time
@@ -214,6 +214,40 @@ type ClusterNamespace struct {
 	Quotas          []Quota
 	FirstSeen       time.Time
 	ResourceVersion int64
+}
+
+// ClusterCapacity is the computed per-member view: its nodes and namespaces
+// summed, kept by the registry in the transactions that change them.
+type ClusterCapacity struct {
+	ClusterID string
+	Labels    map[string]string
+	// Node counts; Cordoned and Tainted count every node with the flag
+	// (NoSchedule or NoExecute taints), so they may overlap.
+	Nodes, NodesReady, NodesSchedulable, NodesCordoned, NodesTainted int64
+	// All sums every node, Schedulable the schedulable ones.
+	All, Schedulable CapacitySums
+	// MaxFree is the most CPU and the most memory (each on its own) that
+	// one schedulable node has left; nil without a schedulable node.
+	MaxFree *Resources
+	// HasRoom: some schedulable node has CPU and memory left; since
+	// HasRoomSince.
+	HasRoom      bool
+	HasRoomSince time.Time
+	// Namespaces and the non-terminal pods in them, scheduled or not.
+	Namespaces, Pods int64
+	FirstSeen        time.Time
+	ResourceVersion  int64
+}
+
+// CapacitySums are sums over a set of nodes. Requested.Pods counts the
+// non-terminal pods bound to them; the usage sums are over the UsageNodes
+// among them that have a reported usage.
+type CapacitySums struct {
+	Allocatable       Resources
+	Requested         Resources
+	UsageCPUNanoCores int64
+	UsageMemoryBytes  int64
+	UsageNodes        int64
 }
 
 // Field is a selectable field as the registry matches it.
@@ -450,6 +484,7 @@ type Kind string
 const (
 	KindNodeCapacity     Kind = "NodeCapacity"
 	KindClusterNamespace Kind = "ClusterNamespace"
+	KindClusterCapacity  Kind = "ClusterCapacity"
 )
 
 // Change is one entry of the change feed: a view object as of
@@ -466,6 +501,8 @@ type Change struct {
 	PrevNodeCapacity     *NodeCapacity
 	ClusterNamespace     *ClusterNamespace
 	PrevClusterNamespace *ClusterNamespace
+	ClusterCapacity      *ClusterCapacity
+	PrevClusterCapacity  *ClusterCapacity
 }
 
 // ChangeFeed reads the registry's changes in resourceVersion order. Writers

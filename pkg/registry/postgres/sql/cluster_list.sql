@@ -3,6 +3,7 @@
 -- a day of samples.
 SELECT cluster_id FROM cluster_namespace
 UNION SELECT cluster_id FROM cluster_node
+UNION SELECT cluster_id FROM cluster_capacity
 UNION SELECT cluster_id FROM cluster_pod
 UNION SELECT cluster_id FROM cluster_resource_quota
 UNION SELECT cluster_id FROM discovery_cursor

@@ -1,0 +1,234 @@
+package postgres_test
+
+import (
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/example/platform-apiserver/pkg/registry/postgres"
+	"github.com/example/platform-apiserver/pkg/registry/store"
+)
+
+// sumCapacity computes a member's ClusterCapacity values from its
+// NodeCapacities and ClusterNamespaces, independently of the registry.
+func sumCapacity(nodes []store.NodeCapacity, nss []store.ClusterNamespace) store.ClusterCapacity {
+	var c store.ClusterCapacity
+	add := func(s *store.CapacitySums, n *store.NodeCapacity) {
+		s.Allocatable.CPUMillis += n.Node.Allocatable.CPUMillis
+		s.Allocatable.MemoryBytes += n.Node.Allocatable.MemoryBytes
+		s.Allocatable.Pods += n.Node.Allocatable.Pods
+		s.Requested.CPUMillis += n.Requested.CPUMillis
+		s.Requested.MemoryBytes += n.Requested.MemoryBytes
+		s.Requested.Pods += n.Requested.Pods
+		if n.Usage != nil {
+			s.UsageCPUNanoCores += n.Usage.CPUNanoCores
+			s.UsageMemoryBytes += n.Usage.MemoryBytes
+			s.UsageNodes++
+		}
+	}
+	for i := range nodes {
+		n := &nodes[i]
+		c.Nodes++
+		if n.Node.Ready {
+			c.NodesReady++
+		}
+		if n.Node.Unschedulable {
+			c.NodesCordoned++
+		}
+		for _, t := range n.Node.Taints {
+			if t.Effect == "NoSchedule" || t.Effect == "NoExecute" {
+				c.NodesTainted++
+				break
+			}
+		}
+		add(&c.All, n)
+		if !n.Schedulable {
+			continue
+		}
+		c.NodesSchedulable++
+		add(&c.Schedulable, n)
+		free := store.Resources{CPUMillis: n.Node.Allocatable.CPUMillis - n.Requested.CPUMillis, MemoryBytes: n.Node.Allocatable.MemoryBytes - n.Requested.MemoryBytes}
+		if c.MaxFree == nil {
+			c.MaxFree = &store.Resources{CPUMillis: free.CPUMillis, MemoryBytes: free.MemoryBytes}
+		}
+		c.MaxFree.CPUMillis = max(c.MaxFree.CPUMillis, free.CPUMillis)
+		c.MaxFree.MemoryBytes = max(c.MaxFree.MemoryBytes, free.MemoryBytes)
+	}
+	c.HasRoom = c.MaxFree != nil && c.MaxFree.CPUMillis > 0 && c.MaxFree.MemoryBytes > 0
+	for _, ns := range nss {
+		c.Namespaces++
+		c.Pods += ns.PodCount
+	}
+	return c
+}
+
+// capacityValues drops what sumCapacity does not compute.
+func capacityValues(c store.ClusterCapacity) store.ClusterCapacity {
+	c.ClusterID, c.Labels, c.HasRoomSince, c.FirstSeen, c.ResourceVersion = "", nil, time.Time{}, time.Time{}, 0
+	return c
+}
+
+// TestClusterCapacity: each member's ClusterCapacity equals the sum over
+// its NodeCapacities and ClusterNamespaces after every kind of write, at
+// every resourceVersion of the change feed (the row is stamped after the
+// nodes it sums), changes only when its values do, and goes with the member.
+func TestClusterCapacity(t *testing.T) {
+	t.Parallel()
+	s, b := setup(t, postgres.Options{})
+	ctx := b.ctx
+	start := registryRV(t, s, ctx)
+	tainted := node("t1", 2000, 4<<30)
+	tainted.Taints = []store.Taint{{Key: "k", Effect: "NoExecute"}}
+	steps := []struct {
+		name  string
+		write func() error
+		// cc: whether member a's ClusterCapacity changes
+		cc bool
+	}{
+		{"nodes, namespaces and pods", func() error {
+			return s.Apply(ctx, store.Batch{ClusterID: "a",
+				Nodes:      []store.Node{node("n1", 4000, 8<<30), node("n2", 8000, 16<<30), tainted},
+				Namespaces: []store.Namespace{namespace("x"), namespace("y")},
+				Pods:       []store.Pod{pod("x", "p1", "n2", 3000, 2<<30), pod("x", "p2", "n1", 500, 1<<30), pod("y", "pending", "", 100, 1<<20)}})
+		}, true},
+		{"another member", func() error {
+			return s.Apply(ctx, store.Batch{ClusterID: "b", Nodes: []store.Node{node("m1", 1000, 1<<30)}, Namespaces: []store.Namespace{namespace("x")}})
+		}, false},
+		{"label only", func() error {
+			return s.Apply(ctx, store.Batch{ClusterID: "a", Nodes: []store.Node{withLabel(node("n1", 4000, 8<<30), "zone", "z")}})
+		}, false},
+		{"usage reported", func() error {
+			_, err := s.RecordNodeMetrics(ctx, store.Fence{ClusterID: "a"}, []store.NodeMetricsSample{
+				{ClusterID: "a", Node: "n1", CPUNanoCores: 1_500_000_000, MemoryBytes: 3 << 30, ObservedAt: time.Now(), Window: 30 * time.Second},
+				{ClusterID: "a", Node: "t1", CPUNanoCores: 100_000_000, MemoryBytes: 1 << 30, ObservedAt: time.Now(), Window: 30 * time.Second}}, reportEvery)
+			return err
+		}, true},
+		{"cordon the freest node", func() error {
+			n := node("n2", 8000, 16<<30)
+			n.Unschedulable = true
+			return s.Apply(ctx, store.Batch{ClusterID: "a", Nodes: []store.Node{n}})
+		}, true},
+		{"pod churn: one moves, one ends, one starts", func() error {
+			done := pod("x", "p2", "n1", 500, 1<<30)
+			done.Phase = "Succeeded"
+			return s.Apply(ctx, store.Batch{ClusterID: "a", Pods: []store.Pod{pod("x", "p1", "n1", 3000, 2<<30), done, pod("y", "p3", "t1", 200, 1<<28)}})
+		}, true},
+		{"pods deleted", func() error {
+			return s.Apply(ctx, store.Batch{ClusterID: "a", DeletedPods: []store.ObjectKey{{Namespace: "x", Name: "p1"}, {Namespace: "x", Name: "p2"}}})
+		}, true},
+		{"uncordon, untaint and delete the largest", func() error {
+			return s.Apply(ctx, store.Batch{ClusterID: "a", Nodes: []store.Node{node("n2", 8000, 16<<30), node("t1", 2000, 4<<30)}, DeletedNodes: []string{"n1"}})
+		}, true},
+		{"the last schedulable node goes NotReady", func() error {
+			n2, t1 := node("n2", 8000, 16<<30), node("t1", 2000, 4<<30)
+			n2.Ready, t1.Ready = false, false
+			return s.Apply(ctx, store.Batch{ClusterID: "a", Nodes: []store.Node{n2, t1}})
+		}, true},
+		{"namespace deleted", func() error {
+			return s.Apply(ctx, store.Batch{ClusterID: "a", DeletedNamespaces: []string{"y"}, DeletedPods: []store.ObjectKey{{Namespace: "y", Name: "pending"}, {Namespace: "y", Name: "p3"}}})
+		}, true},
+		{"usage expired", func() error {
+			_, err := s.MaintainNodeMetrics(ctx, store.MetricsMaintenance{Now: time.Now(), RetainAfter: time.Now().Add(-time.Hour), UnknownBefore: time.Now().Add(time.Minute), Interval: time.Nanosecond})
+			return err
+		}, true},
+	}
+	for i, step := range steps {
+		before := registryRV(t, s, ctx)
+		if err := step.write(); err != nil {
+			t.Fatalf("%s: %v", step.name, err)
+		}
+		checkCapacity(t, s, b, "a", step.name)
+		if i > 0 {
+			checkCapacity(t, s, b, "b", step.name)
+		}
+		changes, _, err := s.Changes(ctx, before, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		changed := false
+		for _, c := range changes {
+			changed = changed || c.Kind == store.KindClusterCapacity && c.ClusterCapacity.ClusterID == "a"
+		}
+		if changed != step.cc {
+			t.Errorf("%s: ClusterCapacity a changed = %t, want %t", step.name, changed, step.cc)
+		}
+	}
+	if c, err := s.GetClusterCapacity(ctx, "a"); err != nil || c.HasRoom || c.MaxFree != nil || c.NodesSchedulable != 0 {
+		t.Errorf("no schedulable node left: %+v, %v; want no room and no max free", c, err)
+	}
+
+	// The feed, replayed: at each ClusterCapacity change, it equals the sum
+	// over the NodeCapacities and ClusterNamespaces replayed so far.
+	changes, _, err := s.Changes(ctx, start, 10000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes := map[string]map[string]store.NodeCapacity{}
+	nss := map[string]map[string]store.ClusterNamespace{}
+	checked := 0
+	for _, c := range changes {
+		switch c.Kind {
+		case store.KindNodeCapacity:
+			n := c.NodeCapacity
+			if nodes[n.ClusterID] == nil {
+				nodes[n.ClusterID] = map[string]store.NodeCapacity{}
+			}
+			if c.Type == store.ChangeDeleted {
+				delete(nodes[n.ClusterID], n.Node.Name)
+			} else {
+				nodes[n.ClusterID][n.Node.Name] = *n
+			}
+		case store.KindClusterNamespace:
+			n := c.ClusterNamespace
+			if nss[n.ClusterID] == nil {
+				nss[n.ClusterID] = map[string]store.ClusterNamespace{}
+			}
+			if c.Type == store.ChangeDeleted {
+				delete(nss[n.ClusterID], n.Namespace.Name)
+			} else {
+				nss[n.ClusterID][n.Namespace.Name] = *n
+			}
+		case store.KindClusterCapacity:
+			checked++
+			var nl []store.NodeCapacity
+			for _, n := range nodes[c.ClusterCapacity.ClusterID] {
+				nl = append(nl, n)
+			}
+			var cl []store.ClusterNamespace
+			for _, n := range nss[c.ClusterCapacity.ClusterID] {
+				cl = append(cl, n)
+			}
+			if want, got := sumCapacity(nl, cl), capacityValues(*c.ClusterCapacity); !reflect.DeepEqual(got, want) {
+				t.Errorf("feed at %d: ClusterCapacity %s\n%+v\nsum of what the feed showed so far\n%+v", c.ResourceVersion, c.ClusterCapacity.ClusterID, got, want)
+			}
+		}
+	}
+	if checked < 10 {
+		t.Errorf("checked %d ClusterCapacity changes, want one per changing step", checked)
+	}
+
+	if err := s.DeleteCluster(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.GetClusterCapacity(ctx, "a"); err == nil {
+		t.Error("ClusterCapacity a after DeleteCluster: want not found")
+	}
+	checkCapacity(t, s, b, "b", "member a deleted")
+}
+
+func checkCapacity(t *testing.T, s *postgres.Store, b testBundle, cluster, step string) {
+	t.Helper()
+	sel := []store.FieldRequirement{{Field: store.Field{Path: "status.cluster", Columns: []string{"cluster_id"}}, Op: "=", Value: cluster}}
+	nodes := listNodes(t, s, b.ctx, store.ListOptions{Fields: sel}).Items
+	nss, err := s.ListClusterNamespaces(b.ctx, store.ListOptions{Fields: sel})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.GetClusterCapacity(b.ctx, cluster)
+	if err != nil {
+		t.Fatalf("%s: GetClusterCapacity(%s): %v", step, cluster, err)
+	}
+	if want := sumCapacity(nodes, nss.Items); !reflect.DeepEqual(capacityValues(*got), want) {
+		t.Errorf("%s: ClusterCapacity %s\n%+v\nwant the sum over its nodes and namespaces\n%+v", step, cluster, capacityValues(*got), want)
+	}
+}
