@@ -4,25 +4,37 @@ import (
 	"k8s.io/apiserver/pkg/registry/rest"
 
 	"github.com/example/platform-apiserver/pkg/registry"
+	"github.com/example/platform-apiserver/pkg/registry/clustercapacity"
 	"github.com/example/platform-apiserver/pkg/registry/clusternamespace"
 	"github.com/example/platform-apiserver/pkg/registry/nodecapacity"
+	"github.com/example/platform-apiserver/pkg/registry/store"
 )
 
 // servedKind is a kind the server serves: its declaration and its storage
 // over the registry.
 type servedKind struct {
 	registry.Declaration
-	storage func(Registry, registry.WatchConfig) rest.Storage
+	storage func(sources, registry.WatchConfig) rest.Storage
+}
+
+// sources are the registry's records of every served kind.
+type sources interface {
+	NodeCapacities() store.Source[store.NodeCapacity]
+	ClusterNamespaces() store.Source[store.ClusterNamespace]
+	ClusterCapacities() store.Source[store.ClusterCapacity]
 }
 
 // served lists the kinds the server serves, each declared in its own
 // package (registry.Kind); a new kind is one entry here and its records'
-// source in Registry.
+// source in sources.
 var served = []servedKind{
-	{nodecapacity.Kind.Declaration(), func(r Registry, w registry.WatchConfig) rest.Storage {
+	{nodecapacity.Kind.Declaration(), func(r sources, w registry.WatchConfig) rest.Storage {
 		return nodecapacity.NewREST(r.NodeCapacities(), w)
 	}},
-	{clusternamespace.Kind.Declaration(), func(r Registry, w registry.WatchConfig) rest.Storage {
+	{clusternamespace.Kind.Declaration(), func(r sources, w registry.WatchConfig) rest.Storage {
 		return clusternamespace.NewREST(r.ClusterNamespaces(), w)
+	}},
+	{clustercapacity.Kind.Declaration(), func(r sources, w registry.WatchConfig) rest.Storage {
+		return clustercapacity.NewREST(r.ClusterCapacities(), w)
 	}},
 }

@@ -33,6 +33,8 @@ var (
 
 func addKnownTypes(scheme *runtime.Scheme) error {
 	scheme.AddKnownTypes(SchemeGroupVersion,
+		&ClusterCapacity{},
+		&ClusterCapacityList{},
 		&ClusterNamespace{},
 		&ClusterNamespaceList{},
 		&NodeCapacity{},

@@ -73,13 +73,13 @@ type NodeCapacity struct {
 
 // NodeCapacityStatus is the observed state of a member node.
 type NodeCapacityStatus struct {
-	Cluster       string
-	NodeName      string
-	Capacity      NodeResources
-	Allocatable   NodeResources
-	Requested     NodeResources
-	Available     NodeResources
-	Usage         *NodeUsage
+	Cluster             string
+	NodeName            string
+	Capacity            NodeResources
+	Allocatable         NodeResources
+	Requested           NodeResources
+	Available           NodeResources
+	Usage               *NodeUsage
 	Schedulable         bool
 	UnschedulableReason UnschedulableReason
 	Unschedulable       bool
@@ -136,4 +136,69 @@ type NodeCapacityList struct {
 	metav1.ListMeta
 
 	Items []NodeCapacity
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// ClusterCapacity sums one member cluster's NodeCapacities and
+// ClusterNamespaces. It is named after the cluster.
+type ClusterCapacity struct {
+	metav1.TypeMeta
+	metav1.ObjectMeta
+
+	Status ClusterCapacityStatus
+}
+
+// ClusterCapacityStatus is a member cluster's capacity, summed.
+type ClusterCapacityStatus struct {
+	Cluster     string
+	Nodes       NodeCounts
+	Schedulable CapacitySummary
+	All         CapacitySummary
+	LargestFree *ComputeResources
+	Pods        int64
+	Namespaces  int64
+	Conditions  []metav1.Condition
+}
+
+// NodeCounts counts a member's nodes.
+type NodeCounts struct {
+	Total       int64
+	Ready       int64
+	Schedulable int64
+	Cordoned    int64
+	Tainted     int64
+}
+
+// CapacitySummary sums a set of nodes.
+type CapacitySummary struct {
+	Allocatable NodeResources
+	Requested   NodeResources
+	Available   NodeResources
+	Usage       *CapacityUsage
+}
+
+// CapacityUsage sums the reported usage of the nodes that have one.
+type CapacityUsage struct {
+	CPU    resource.Quantity
+	Memory resource.Quantity
+	Nodes  int64
+}
+
+// ClusterCapacity condition types and reasons.
+const (
+	ClusterCapacityHasRoom  = "HasSchedulableCapacity"
+	ReasonRoomLeft          = "RoomLeft"
+	ReasonNoSchedulableNode = "NoSchedulableNode"
+	ReasonSchedulableFull   = "SchedulableNodesFull"
+)
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// ClusterCapacityList is a list of ClusterCapacity.
+type ClusterCapacityList struct {
+	metav1.TypeMeta
+	metav1.ListMeta
+
+	Items []ClusterCapacity
 }

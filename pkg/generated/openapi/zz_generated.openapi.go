@@ -21,6 +21,11 @@ import (
 
 func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenAPIDefinition {
 	return map[string]common.OpenAPIDefinition{
+		v1alpha1.CapacitySummary{}.OpenAPIModelName():        schema_pkg_apis_platform_v1alpha1_CapacitySummary(ref),
+		v1alpha1.CapacityUsage{}.OpenAPIModelName():          schema_pkg_apis_platform_v1alpha1_CapacityUsage(ref),
+		v1alpha1.ClusterCapacity{}.OpenAPIModelName():        schema_pkg_apis_platform_v1alpha1_ClusterCapacity(ref),
+		v1alpha1.ClusterCapacityList{}.OpenAPIModelName():    schema_pkg_apis_platform_v1alpha1_ClusterCapacityList(ref),
+		v1alpha1.ClusterCapacityStatus{}.OpenAPIModelName():  schema_pkg_apis_platform_v1alpha1_ClusterCapacityStatus(ref),
 		v1alpha1.ClusterNamespace{}.OpenAPIModelName():       schema_pkg_apis_platform_v1alpha1_ClusterNamespace(ref),
 		v1alpha1.ClusterNamespaceList{}.OpenAPIModelName():   schema_pkg_apis_platform_v1alpha1_ClusterNamespaceList(ref),
 		v1alpha1.ClusterNamespaceStatus{}.OpenAPIModelName(): schema_pkg_apis_platform_v1alpha1_ClusterNamespaceStatus(ref),
@@ -29,6 +34,7 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		v1alpha1.NodeCapacityList{}.OpenAPIModelName():       schema_pkg_apis_platform_v1alpha1_NodeCapacityList(ref),
 		v1alpha1.NodeCapacityStatus{}.OpenAPIModelName():     schema_pkg_apis_platform_v1alpha1_NodeCapacityStatus(ref),
 		v1alpha1.NodeCondition{}.OpenAPIModelName():          schema_pkg_apis_platform_v1alpha1_NodeCondition(ref),
+		v1alpha1.NodeCounts{}.OpenAPIModelName():             schema_pkg_apis_platform_v1alpha1_NodeCounts(ref),
 		v1alpha1.NodeResources{}.OpenAPIModelName():          schema_pkg_apis_platform_v1alpha1_NodeResources(ref),
 		v1alpha1.NodeUsage{}.OpenAPIModelName():              schema_pkg_apis_platform_v1alpha1_NodeUsage(ref),
 		v1alpha1.ResourceQuotaStatus{}.OpenAPIModelName():    schema_pkg_apis_platform_v1alpha1_ResourceQuotaStatus(ref),
@@ -88,6 +94,264 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		runtime.TypeMeta{}.OpenAPIModelName():                schema_k8sio_apimachinery_pkg_runtime_TypeMeta(ref),
 		runtime.Unknown{}.OpenAPIModelName():                 schema_k8sio_apimachinery_pkg_runtime_Unknown(ref),
 		version.Info{}.OpenAPIModelName():                    schema_k8sio_apimachinery_pkg_version_Info(ref),
+	}
+}
+
+func schema_pkg_apis_platform_v1alpha1_CapacitySummary(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "CapacitySummary sums a set of nodes.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"allocatable": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Allocatable sums the nodes' allocatable; pods is their pod limit.",
+							Default:     map[string]interface{}{},
+							Ref:         ref(v1alpha1.NodeResources{}.OpenAPIModelName()),
+						},
+					},
+					"requested": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Requested sums the requests of the non-terminal pods bound to the nodes; pods is their count.",
+							Default:     map[string]interface{}{},
+							Ref:         ref(v1alpha1.NodeResources{}.OpenAPIModelName()),
+						},
+					},
+					"available": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Available is allocatable minus requested.",
+							Default:     map[string]interface{}{},
+							Ref:         ref(v1alpha1.NodeResources{}.OpenAPIModelName()),
+						},
+					},
+					"usage": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Usage sums the nodes' reported usage (metrics.k8s.io); absent when none of them has one.",
+							Ref:         ref(v1alpha1.CapacityUsage{}.OpenAPIModelName()),
+						},
+					},
+				},
+				Required: []string{"allocatable", "requested", "available"},
+			},
+		},
+		Dependencies: []string{
+			v1alpha1.CapacityUsage{}.OpenAPIModelName(), v1alpha1.NodeResources{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_platform_v1alpha1_CapacityUsage(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "CapacityUsage sums the reported usage of the nodes that have one.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"cpu": {
+						SchemaProps: spec.SchemaProps{
+							Description: "CPU used.",
+							Ref:         ref(resource.Quantity{}.OpenAPIModelName()),
+						},
+					},
+					"memory": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Memory working set.",
+							Ref:         ref(resource.Quantity{}.OpenAPIModelName()),
+						},
+					},
+					"nodes": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Nodes counts the nodes whose usage is summed (those with a reported sample).",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int64",
+						},
+					},
+				},
+				Required: []string{"cpu", "memory", "nodes"},
+			},
+		},
+		Dependencies: []string{
+			resource.Quantity{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_platform_v1alpha1_ClusterCapacity(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "ClusterCapacity sums one member cluster's NodeCapacities and ClusterNamespaces: node counts, allocatable, requested, available and measured usage over its schedulable nodes and over all of them, the largest free CPU and memory on one schedulable node, and its pods and namespaces. The registry keeps it in the same transactions as the NodeCapacities it sums, so at any resourceVersion it equals their sum. It is named after the cluster. Read-only.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"kind": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"apiVersion": {
+						SchemaProps: spec.SchemaProps{
+							Description: "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"metadata": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Standard object metadata. Labels are platform.example.io/cluster (members are registered without labels of their own).",
+							Default:     map[string]interface{}{},
+							Ref:         ref(v1.ObjectMeta{}.OpenAPIModelName()),
+						},
+					},
+					"status": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Status is the member's capacity, summed.",
+							Default:     map[string]interface{}{},
+							Ref:         ref(v1alpha1.ClusterCapacityStatus{}.OpenAPIModelName()),
+						},
+					},
+				},
+			},
+		},
+		Dependencies: []string{
+			v1alpha1.ClusterCapacityStatus{}.OpenAPIModelName(), v1.ObjectMeta{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_platform_v1alpha1_ClusterCapacityList(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "ClusterCapacityList is a list of ClusterCapacity.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"kind": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"apiVersion": {
+						SchemaProps: spec.SchemaProps{
+							Description: "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"metadata": {
+						SchemaProps: spec.SchemaProps{
+							Default: map[string]interface{}{},
+							Ref:     ref(v1.ListMeta{}.OpenAPIModelName()),
+						},
+					},
+					"items": {
+						SchemaProps: spec.SchemaProps{
+							Type: []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(v1alpha1.ClusterCapacity{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
+				},
+				Required: []string{"items"},
+			},
+		},
+		Dependencies: []string{
+			v1alpha1.ClusterCapacity{}.OpenAPIModelName(), v1.ListMeta{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_platform_v1alpha1_ClusterCapacityStatus(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "ClusterCapacityStatus is a member cluster's capacity, summed.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"cluster": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Cluster is the member cluster's id.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"nodes": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Nodes counts the member's nodes.",
+							Default:     map[string]interface{}{},
+							Ref:         ref(v1alpha1.NodeCounts{}.OpenAPIModelName()),
+						},
+					},
+					"schedulable": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Schedulable sums the schedulable nodes (Ready, not cordoned, no NoSchedule or NoExecute taint): the capacity new pods can land on.",
+							Default:     map[string]interface{}{},
+							Ref:         ref(v1alpha1.CapacitySummary{}.OpenAPIModelName()),
+						},
+					},
+					"all": {
+						SchemaProps: spec.SchemaProps{
+							Description: "All sums every node.",
+							Default:     map[string]interface{}{},
+							Ref:         ref(v1alpha1.CapacitySummary{}.OpenAPIModelName()),
+						},
+					},
+					"largestFree": {
+						SchemaProps: spec.SchemaProps{
+							Description: "LargestFree is the most CPU and the most memory (each maximized on its own) that one schedulable node has left: a pod requesting more of either fits on no node. Absent without a schedulable node.",
+							Ref:         ref(v1alpha1.ComputeResources{}.OpenAPIModelName()),
+						},
+					},
+					"pods": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Pods counts the non-terminal pods of the member's namespaces, scheduled or not.",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int64",
+						},
+					},
+					"namespaces": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Namespaces counts the member's namespaces.",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int64",
+						},
+					},
+					"conditions": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-map-keys": []interface{}{
+									"type",
+								},
+								"x-kubernetes-list-type": "map",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "Conditions: HasSchedulableCapacity is True while some schedulable node has CPU and memory left.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(v1.Condition{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
+				},
+				Required: []string{"cluster", "nodes", "schedulable", "all", "pods", "namespaces"},
+			},
+		},
+		Dependencies: []string{
+			v1alpha1.CapacitySummary{}.OpenAPIModelName(), v1alpha1.ComputeResources{}.OpenAPIModelName(), v1alpha1.NodeCounts{}.OpenAPIModelName(), v1.Condition{}.OpenAPIModelName()},
 	}
 }
 
@@ -568,6 +832,60 @@ func schema_pkg_apis_platform_v1alpha1_NodeCondition(ref common.ReferenceCallbac
 		},
 		Dependencies: []string{
 			v1.Time{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_platform_v1alpha1_NodeCounts(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "NodeCounts counts a member's nodes. Cordoned and Tainted count every node with the flag, Ready or not, so they may overlap.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"total": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Total counts every node.",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int64",
+						},
+					},
+					"ready": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Ready counts nodes whose Ready condition is True.",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int64",
+						},
+					},
+					"schedulable": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Schedulable counts Ready, uncordoned nodes without a NoSchedule or NoExecute taint.",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int64",
+						},
+					},
+					"cordoned": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Cordoned counts nodes with spec.unschedulable.",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int64",
+						},
+					},
+					"tainted": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Tainted counts nodes with a NoSchedule or NoExecute taint.",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int64",
+						},
+					},
+				},
+				Required: []string{"total", "ready", "schedulable", "cordoned", "tainted"},
+			},
+		},
 	}
 }
 

@@ -27,6 +27,8 @@ func init() {
 
 func addKnownTypes(scheme *runtime.Scheme) error {
 	scheme.AddKnownTypes(SchemeGroupVersion,
+		&ClusterCapacity{},
+		&ClusterCapacityList{},
 		&ClusterNamespace{},
 		&ClusterNamespaceList{},
 		&NodeCapacity{},

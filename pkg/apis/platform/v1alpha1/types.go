@@ -228,3 +228,119 @@ type NodeCapacityList struct {
 
 	Items []NodeCapacity `json:"items"`
 }
+
+// +genclient
+// +genclient:nonNamespaced
+// +genclient:onlyVerbs=get,list,watch
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// ClusterCapacity sums one member cluster's NodeCapacities and
+// ClusterNamespaces: node counts, allocatable, requested, available and
+// measured usage over its schedulable nodes and over all of them, the
+// largest free CPU and memory on one schedulable node, and its pods and
+// namespaces. The registry keeps it in the same transactions as the
+// NodeCapacities it sums, so at any resourceVersion it equals their sum.
+// It is named after the cluster. Read-only.
+type ClusterCapacity struct {
+	metav1.TypeMeta `json:",inline"`
+	// Standard object metadata. Labels are platform.example.io/cluster
+	// (members are registered without labels of their own).
+	// +optional
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// Status is the member's capacity, summed.
+	// +optional
+	Status ClusterCapacityStatus `json:"status,omitempty"`
+}
+
+// ClusterCapacityStatus is a member cluster's capacity, summed.
+type ClusterCapacityStatus struct {
+	// Cluster is the member cluster's id.
+	Cluster string `json:"cluster"`
+	// Nodes counts the member's nodes.
+	Nodes NodeCounts `json:"nodes"`
+	// Schedulable sums the schedulable nodes (Ready, not cordoned, no
+	// NoSchedule or NoExecute taint): the capacity new pods can land on.
+	Schedulable CapacitySummary `json:"schedulable"`
+	// All sums every node.
+	All CapacitySummary `json:"all"`
+	// LargestFree is the most CPU and the most memory (each maximized on
+	// its own) that one schedulable node has left: a pod requesting more
+	// of either fits on no node. Absent without a schedulable node.
+	// +optional
+	LargestFree *ComputeResources `json:"largestFree,omitempty"`
+	// Pods counts the non-terminal pods of the member's namespaces,
+	// scheduled or not.
+	Pods int64 `json:"pods"`
+	// Namespaces counts the member's namespaces.
+	Namespaces int64 `json:"namespaces"`
+	// Conditions: HasSchedulableCapacity is True while some schedulable
+	// node has CPU and memory left.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// NodeCounts counts a member's nodes. Cordoned and Tainted count every
+// node with the flag, Ready or not, so they may overlap.
+type NodeCounts struct {
+	// Total counts every node.
+	Total int64 `json:"total"`
+	// Ready counts nodes whose Ready condition is True.
+	Ready int64 `json:"ready"`
+	// Schedulable counts Ready, uncordoned nodes without a NoSchedule or NoExecute taint.
+	Schedulable int64 `json:"schedulable"`
+	// Cordoned counts nodes with spec.unschedulable.
+	Cordoned int64 `json:"cordoned"`
+	// Tainted counts nodes with a NoSchedule or NoExecute taint.
+	Tainted int64 `json:"tainted"`
+}
+
+// CapacitySummary sums a set of nodes.
+type CapacitySummary struct {
+	// Allocatable sums the nodes' allocatable; pods is their pod limit.
+	Allocatable NodeResources `json:"allocatable"`
+	// Requested sums the requests of the non-terminal pods bound to the
+	// nodes; pods is their count.
+	Requested NodeResources `json:"requested"`
+	// Available is allocatable minus requested.
+	Available NodeResources `json:"available"`
+	// Usage sums the nodes' reported usage (metrics.k8s.io); absent when
+	// none of them has one.
+	// +optional
+	Usage *CapacityUsage `json:"usage,omitempty"`
+}
+
+// CapacityUsage sums the reported usage of the nodes that have one.
+type CapacityUsage struct {
+	// CPU used.
+	CPU resource.Quantity `json:"cpu"`
+	// Memory working set.
+	Memory resource.Quantity `json:"memory"`
+	// Nodes counts the nodes whose usage is summed (those with a reported sample).
+	Nodes int64 `json:"nodes"`
+}
+
+// ClusterCapacity condition types and reasons.
+const (
+	// ClusterCapacityHasRoom is True while some schedulable node has CPU and memory left.
+	ClusterCapacityHasRoom = "HasSchedulableCapacity"
+	// ReasonRoomLeft: some schedulable node has CPU and memory left.
+	ReasonRoomLeft = "RoomLeft"
+	// ReasonNoSchedulableNode: the member has no schedulable node.
+	ReasonNoSchedulableNode = "NoSchedulableNode"
+	// ReasonSchedulableFull: every schedulable node has no CPU or no memory left.
+	ReasonSchedulableFull = "SchedulableNodesFull"
+)
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// ClusterCapacityList is a list of ClusterCapacity.
+type ClusterCapacityList struct {
+	metav1.TypeMeta `json:",inline"`
+	// +optional
+	metav1.ListMeta `json:"metadata,omitempty"`
+
+	Items []ClusterCapacity `json:"items"`
+}

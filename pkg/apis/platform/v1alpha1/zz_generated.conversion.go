@@ -24,6 +24,56 @@ func init() {
 // RegisterConversions adds conversion functions to the given scheme.
 // Public to allow building arbitrary schemes.
 func RegisterConversions(s *runtime.Scheme) error {
+	if err := s.AddGeneratedConversionFunc((*CapacitySummary)(nil), (*platform.CapacitySummary)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1alpha1_CapacitySummary_To_platform_CapacitySummary(a.(*CapacitySummary), b.(*platform.CapacitySummary), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*platform.CapacitySummary)(nil), (*CapacitySummary)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_platform_CapacitySummary_To_v1alpha1_CapacitySummary(a.(*platform.CapacitySummary), b.(*CapacitySummary), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*CapacityUsage)(nil), (*platform.CapacityUsage)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1alpha1_CapacityUsage_To_platform_CapacityUsage(a.(*CapacityUsage), b.(*platform.CapacityUsage), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*platform.CapacityUsage)(nil), (*CapacityUsage)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_platform_CapacityUsage_To_v1alpha1_CapacityUsage(a.(*platform.CapacityUsage), b.(*CapacityUsage), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*ClusterCapacity)(nil), (*platform.ClusterCapacity)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1alpha1_ClusterCapacity_To_platform_ClusterCapacity(a.(*ClusterCapacity), b.(*platform.ClusterCapacity), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*platform.ClusterCapacity)(nil), (*ClusterCapacity)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_platform_ClusterCapacity_To_v1alpha1_ClusterCapacity(a.(*platform.ClusterCapacity), b.(*ClusterCapacity), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*ClusterCapacityList)(nil), (*platform.ClusterCapacityList)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1alpha1_ClusterCapacityList_To_platform_ClusterCapacityList(a.(*ClusterCapacityList), b.(*platform.ClusterCapacityList), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*platform.ClusterCapacityList)(nil), (*ClusterCapacityList)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_platform_ClusterCapacityList_To_v1alpha1_ClusterCapacityList(a.(*platform.ClusterCapacityList), b.(*ClusterCapacityList), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*ClusterCapacityStatus)(nil), (*platform.ClusterCapacityStatus)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1alpha1_ClusterCapacityStatus_To_platform_ClusterCapacityStatus(a.(*ClusterCapacityStatus), b.(*platform.ClusterCapacityStatus), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*platform.ClusterCapacityStatus)(nil), (*ClusterCapacityStatus)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_platform_ClusterCapacityStatus_To_v1alpha1_ClusterCapacityStatus(a.(*platform.ClusterCapacityStatus), b.(*ClusterCapacityStatus), scope)
+	}); err != nil {
+		return err
+	}
 	if err := s.AddGeneratedConversionFunc((*ClusterNamespace)(nil), (*platform.ClusterNamespace)(nil), func(a, b interface{}, scope conversion.Scope) error {
 		return Convert_v1alpha1_ClusterNamespace_To_platform_ClusterNamespace(a.(*ClusterNamespace), b.(*platform.ClusterNamespace), scope)
 	}); err != nil {
@@ -104,6 +154,16 @@ func RegisterConversions(s *runtime.Scheme) error {
 	}); err != nil {
 		return err
 	}
+	if err := s.AddGeneratedConversionFunc((*NodeCounts)(nil), (*platform.NodeCounts)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1alpha1_NodeCounts_To_platform_NodeCounts(a.(*NodeCounts), b.(*platform.NodeCounts), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*platform.NodeCounts)(nil), (*NodeCounts)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_platform_NodeCounts_To_v1alpha1_NodeCounts(a.(*platform.NodeCounts), b.(*NodeCounts), scope)
+	}); err != nil {
+		return err
+	}
 	if err := s.AddGeneratedConversionFunc((*NodeResources)(nil), (*platform.NodeResources)(nil), func(a, b interface{}, scope conversion.Scope) error {
 		return Convert_v1alpha1_NodeResources_To_platform_NodeResources(a.(*NodeResources), b.(*platform.NodeResources), scope)
 	}); err != nil {
@@ -145,6 +205,114 @@ func RegisterConversions(s *runtime.Scheme) error {
 		return err
 	}
 	return nil
+}
+
+func autoConvert_v1alpha1_CapacitySummary_To_platform_CapacitySummary(in *CapacitySummary, out *platform.CapacitySummary, s conversion.Scope) error {
+	*out = *(*platform.CapacitySummary)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_v1alpha1_CapacitySummary_To_platform_CapacitySummary is an autogenerated conversion function.
+func Convert_v1alpha1_CapacitySummary_To_platform_CapacitySummary(in *CapacitySummary, out *platform.CapacitySummary, s conversion.Scope) error {
+	return autoConvert_v1alpha1_CapacitySummary_To_platform_CapacitySummary(in, out, s)
+}
+
+func autoConvert_platform_CapacitySummary_To_v1alpha1_CapacitySummary(in *platform.CapacitySummary, out *CapacitySummary, s conversion.Scope) error {
+	*out = *(*CapacitySummary)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_platform_CapacitySummary_To_v1alpha1_CapacitySummary is an autogenerated conversion function.
+func Convert_platform_CapacitySummary_To_v1alpha1_CapacitySummary(in *platform.CapacitySummary, out *CapacitySummary, s conversion.Scope) error {
+	return autoConvert_platform_CapacitySummary_To_v1alpha1_CapacitySummary(in, out, s)
+}
+
+func autoConvert_v1alpha1_CapacityUsage_To_platform_CapacityUsage(in *CapacityUsage, out *platform.CapacityUsage, s conversion.Scope) error {
+	*out = *(*platform.CapacityUsage)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_v1alpha1_CapacityUsage_To_platform_CapacityUsage is an autogenerated conversion function.
+func Convert_v1alpha1_CapacityUsage_To_platform_CapacityUsage(in *CapacityUsage, out *platform.CapacityUsage, s conversion.Scope) error {
+	return autoConvert_v1alpha1_CapacityUsage_To_platform_CapacityUsage(in, out, s)
+}
+
+func autoConvert_platform_CapacityUsage_To_v1alpha1_CapacityUsage(in *platform.CapacityUsage, out *CapacityUsage, s conversion.Scope) error {
+	*out = *(*CapacityUsage)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_platform_CapacityUsage_To_v1alpha1_CapacityUsage is an autogenerated conversion function.
+func Convert_platform_CapacityUsage_To_v1alpha1_CapacityUsage(in *platform.CapacityUsage, out *CapacityUsage, s conversion.Scope) error {
+	return autoConvert_platform_CapacityUsage_To_v1alpha1_CapacityUsage(in, out, s)
+}
+
+func autoConvert_v1alpha1_ClusterCapacity_To_platform_ClusterCapacity(in *ClusterCapacity, out *platform.ClusterCapacity, s conversion.Scope) error {
+	out.ObjectMeta = in.ObjectMeta
+	if err := Convert_v1alpha1_ClusterCapacityStatus_To_platform_ClusterCapacityStatus(&in.Status, &out.Status, s); err != nil {
+		return err
+	}
+	return nil
+}
+
+// Convert_v1alpha1_ClusterCapacity_To_platform_ClusterCapacity is an autogenerated conversion function.
+func Convert_v1alpha1_ClusterCapacity_To_platform_ClusterCapacity(in *ClusterCapacity, out *platform.ClusterCapacity, s conversion.Scope) error {
+	return autoConvert_v1alpha1_ClusterCapacity_To_platform_ClusterCapacity(in, out, s)
+}
+
+func autoConvert_platform_ClusterCapacity_To_v1alpha1_ClusterCapacity(in *platform.ClusterCapacity, out *ClusterCapacity, s conversion.Scope) error {
+	out.ObjectMeta = in.ObjectMeta
+	if err := Convert_platform_ClusterCapacityStatus_To_v1alpha1_ClusterCapacityStatus(&in.Status, &out.Status, s); err != nil {
+		return err
+	}
+	return nil
+}
+
+// Convert_platform_ClusterCapacity_To_v1alpha1_ClusterCapacity is an autogenerated conversion function.
+func Convert_platform_ClusterCapacity_To_v1alpha1_ClusterCapacity(in *platform.ClusterCapacity, out *ClusterCapacity, s conversion.Scope) error {
+	return autoConvert_platform_ClusterCapacity_To_v1alpha1_ClusterCapacity(in, out, s)
+}
+
+func autoConvert_v1alpha1_ClusterCapacityList_To_platform_ClusterCapacityList(in *ClusterCapacityList, out *platform.ClusterCapacityList, s conversion.Scope) error {
+	out.ListMeta = in.ListMeta
+	out.Items = *(*[]platform.ClusterCapacity)(unsafe.Pointer(&in.Items))
+	return nil
+}
+
+// Convert_v1alpha1_ClusterCapacityList_To_platform_ClusterCapacityList is an autogenerated conversion function.
+func Convert_v1alpha1_ClusterCapacityList_To_platform_ClusterCapacityList(in *ClusterCapacityList, out *platform.ClusterCapacityList, s conversion.Scope) error {
+	return autoConvert_v1alpha1_ClusterCapacityList_To_platform_ClusterCapacityList(in, out, s)
+}
+
+func autoConvert_platform_ClusterCapacityList_To_v1alpha1_ClusterCapacityList(in *platform.ClusterCapacityList, out *ClusterCapacityList, s conversion.Scope) error {
+	out.ListMeta = in.ListMeta
+	out.Items = *(*[]ClusterCapacity)(unsafe.Pointer(&in.Items))
+	return nil
+}
+
+// Convert_platform_ClusterCapacityList_To_v1alpha1_ClusterCapacityList is an autogenerated conversion function.
+func Convert_platform_ClusterCapacityList_To_v1alpha1_ClusterCapacityList(in *platform.ClusterCapacityList, out *ClusterCapacityList, s conversion.Scope) error {
+	return autoConvert_platform_ClusterCapacityList_To_v1alpha1_ClusterCapacityList(in, out, s)
+}
+
+func autoConvert_v1alpha1_ClusterCapacityStatus_To_platform_ClusterCapacityStatus(in *ClusterCapacityStatus, out *platform.ClusterCapacityStatus, s conversion.Scope) error {
+	*out = *(*platform.ClusterCapacityStatus)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_v1alpha1_ClusterCapacityStatus_To_platform_ClusterCapacityStatus is an autogenerated conversion function.
+func Convert_v1alpha1_ClusterCapacityStatus_To_platform_ClusterCapacityStatus(in *ClusterCapacityStatus, out *platform.ClusterCapacityStatus, s conversion.Scope) error {
+	return autoConvert_v1alpha1_ClusterCapacityStatus_To_platform_ClusterCapacityStatus(in, out, s)
+}
+
+func autoConvert_platform_ClusterCapacityStatus_To_v1alpha1_ClusterCapacityStatus(in *platform.ClusterCapacityStatus, out *ClusterCapacityStatus, s conversion.Scope) error {
+	*out = *(*ClusterCapacityStatus)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_platform_ClusterCapacityStatus_To_v1alpha1_ClusterCapacityStatus is an autogenerated conversion function.
+func Convert_platform_ClusterCapacityStatus_To_v1alpha1_ClusterCapacityStatus(in *platform.ClusterCapacityStatus, out *ClusterCapacityStatus, s conversion.Scope) error {
+	return autoConvert_platform_ClusterCapacityStatus_To_v1alpha1_ClusterCapacityStatus(in, out, s)
 }
 
 func autoConvert_v1alpha1_ClusterNamespace_To_platform_ClusterNamespace(in *ClusterNamespace, out *platform.ClusterNamespace, s conversion.Scope) error {
@@ -321,6 +489,26 @@ func autoConvert_platform_NodeCondition_To_v1alpha1_NodeCondition(in *platform.N
 // Convert_platform_NodeCondition_To_v1alpha1_NodeCondition is an autogenerated conversion function.
 func Convert_platform_NodeCondition_To_v1alpha1_NodeCondition(in *platform.NodeCondition, out *NodeCondition, s conversion.Scope) error {
 	return autoConvert_platform_NodeCondition_To_v1alpha1_NodeCondition(in, out, s)
+}
+
+func autoConvert_v1alpha1_NodeCounts_To_platform_NodeCounts(in *NodeCounts, out *platform.NodeCounts, s conversion.Scope) error {
+	*out = *(*platform.NodeCounts)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_v1alpha1_NodeCounts_To_platform_NodeCounts is an autogenerated conversion function.
+func Convert_v1alpha1_NodeCounts_To_platform_NodeCounts(in *NodeCounts, out *platform.NodeCounts, s conversion.Scope) error {
+	return autoConvert_v1alpha1_NodeCounts_To_platform_NodeCounts(in, out, s)
+}
+
+func autoConvert_platform_NodeCounts_To_v1alpha1_NodeCounts(in *platform.NodeCounts, out *NodeCounts, s conversion.Scope) error {
+	*out = *(*NodeCounts)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_platform_NodeCounts_To_v1alpha1_NodeCounts is an autogenerated conversion function.
+func Convert_platform_NodeCounts_To_v1alpha1_NodeCounts(in *platform.NodeCounts, out *NodeCounts, s conversion.Scope) error {
+	return autoConvert_platform_NodeCounts_To_v1alpha1_NodeCounts(in, out, s)
 }
 
 func autoConvert_v1alpha1_NodeResources_To_platform_NodeResources(in *NodeResources, out *platform.NodeResources, s conversion.Scope) error {

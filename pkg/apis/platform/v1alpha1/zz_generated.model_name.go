@@ -10,6 +10,31 @@ Copyright The platform-apiserver Authors.
 package v1alpha1
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
+func (in CapacitySummary) OpenAPIModelName() string {
+	return "io.example.platform.v1alpha1.CapacitySummary"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in CapacityUsage) OpenAPIModelName() string {
+	return "io.example.platform.v1alpha1.CapacityUsage"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in ClusterCapacity) OpenAPIModelName() string {
+	return "io.example.platform.v1alpha1.ClusterCapacity"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in ClusterCapacityList) OpenAPIModelName() string {
+	return "io.example.platform.v1alpha1.ClusterCapacityList"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in ClusterCapacityStatus) OpenAPIModelName() string {
+	return "io.example.platform.v1alpha1.ClusterCapacityStatus"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in ClusterNamespace) OpenAPIModelName() string {
 	return "io.example.platform.v1alpha1.ClusterNamespace"
 }
@@ -47,6 +72,11 @@ func (in NodeCapacityStatus) OpenAPIModelName() string {
 // OpenAPIModelName returns the OpenAPI model name for this type.
 func (in NodeCondition) OpenAPIModelName() string {
 	return "io.example.platform.v1alpha1.NodeCondition"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in NodeCounts) OpenAPIModelName() string {
+	return "io.example.platform.v1alpha1.NodeCounts"
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.

@@ -41,6 +41,8 @@ func (f *genericInformer) Lister() cache.GenericLister {
 func (f *sharedInformerFactory) ForResource(resource schema.GroupVersionResource) (GenericInformer, error) {
 	switch resource {
 	// Group=platform.example.io, Version=v1alpha1
+	case v1alpha1.SchemeGroupVersion.WithResource("clustercapacities"):
+		return &genericInformer{resource: resource.GroupResource(), informer: f.Platform().V1alpha1().ClusterCapacities().Informer()}, nil
 	case v1alpha1.SchemeGroupVersion.WithResource("clusternamespaces"):
 		return &genericInformer{resource: resource.GroupResource(), informer: f.Platform().V1alpha1().ClusterNamespaces().Informer()}, nil
 	case v1alpha1.SchemeGroupVersion.WithResource("nodecapacities"):

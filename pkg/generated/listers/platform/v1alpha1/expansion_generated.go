@@ -6,6 +6,10 @@ Copyright The platform-apiserver Authors.
 
 package v1alpha1
 
+// ClusterCapacityListerExpansion allows custom methods to be added to
+// ClusterCapacityLister.
+type ClusterCapacityListerExpansion interface{}
+
 // ClusterNamespaceListerExpansion allows custom methods to be added to
 // ClusterNamespaceLister.
 type ClusterNamespaceListerExpansion interface{}

@@ -12,6 +12,8 @@ import (
 
 // Interface provides access to all the informers in this group version.
 type Interface interface {
+	// ClusterCapacities returns a ClusterCapacityInformer.
+	ClusterCapacities() TypedClusterCapacityInformer
 	// ClusterNamespaces returns a ClusterNamespaceInformer.
 	ClusterNamespaces() TypedClusterNamespaceInformer
 	// NodeCapacities returns a NodeCapacityInformer.
@@ -27,6 +29,11 @@ type version struct {
 // New returns a new Interface.
 func New(f internalinterfaces.SharedInformerFactory, namespace string, tweakListOptions internalinterfaces.TweakListOptionsFunc) Interface {
 	return &version{factory: f, namespace: namespace, tweakListOptions: tweakListOptions}
+}
+
+// ClusterCapacities returns a TypedClusterCapacityInformer.
+func (v *version) ClusterCapacities() TypedClusterCapacityInformer {
+	return &clusterCapacityInformer{factory: v.factory, tweakListOptions: v.tweakListOptions}
 }
 
 // ClusterNamespaces returns a TypedClusterNamespaceInformer.

@@ -6,6 +6,8 @@ Copyright The platform-apiserver Authors.
 
 package v1alpha1
 
+type ClusterCapacityExpansion interface{}
+
 type ClusterNamespaceExpansion interface{}
 
 type NodeCapacityExpansion interface{}

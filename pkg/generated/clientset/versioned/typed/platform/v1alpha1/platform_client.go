@@ -16,6 +16,7 @@ import (
 
 type PlatformV1alpha1Interface interface {
 	RESTClient() rest.Interface
+	ClusterCapacitiesGetter
 	ClusterNamespacesGetter
 	NodeCapacitiesGetter
 }
@@ -23,6 +24,10 @@ type PlatformV1alpha1Interface interface {
 // PlatformV1alpha1Client is used to interact with features provided by the platform.example.io group.
 type PlatformV1alpha1Client struct {
 	restClient rest.Interface
+}
+
+func (c *PlatformV1alpha1Client) ClusterCapacities() ClusterCapacityInterface {
+	return newClusterCapacities(c)
 }
 
 func (c *PlatformV1alpha1Client) ClusterNamespaces(namespace string) ClusterNamespaceInterface {

@@ -16,6 +16,10 @@ type FakePlatformV1alpha1 struct {
 	*testing.Fake
 }
 
+func (c *FakePlatformV1alpha1) ClusterCapacities() v1alpha1.ClusterCapacityInterface {
+	return newFakeClusterCapacities(c)
+}
+
 func (c *FakePlatformV1alpha1) ClusterNamespaces(namespace string) v1alpha1.ClusterNamespaceInterface {
 	return newFakeClusterNamespaces(c, namespace)
 }

@@ -1,0 +1,96 @@
+package clustercapacity
+
+import (
+	"github.com/google/uuid"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/example/platform-apiserver/pkg/apis/platform"
+	"github.com/example/platform-apiserver/pkg/registry"
+	"github.com/example/platform-apiserver/pkg/registry/store"
+)
+
+// uidSpace namespaces the name-based UUIDs of ClusterCapacity objects.
+var uidSpace = uuid.MustParse("9b51f1d4-3c8e-4e0a-8f6a-2d7c4b1e5a90")
+
+// ToObject builds the API object from a registry record.
+func ToObject(cc *store.ClusterCapacity) platform.ClusterCapacity {
+	obj := platform.ClusterCapacity{
+		ObjectMeta: registry.ViewMeta{
+			Name: cc.ClusterID, UIDSpace: uidSpace, UIDKey: cc.ClusterID,
+			Labels: cc.Labels, ClusterID: cc.ClusterID,
+			FirstSeen: cc.FirstSeen, ResourceVersion: cc.ResourceVersion,
+		}.ObjectMeta(),
+		Status: platform.ClusterCapacityStatus{
+			Cluster: cc.ClusterID,
+			Nodes: platform.NodeCounts{Total: cc.Nodes, Ready: cc.NodesReady, Schedulable: cc.NodesSchedulable,
+				Cordoned: cc.NodesCordoned, Tainted: cc.NodesTainted},
+			Schedulable: summary(cc.Schedulable),
+			All:         summary(cc.All),
+			Pods:        cc.Pods,
+			Namespaces:  cc.Namespaces,
+		},
+	}
+	if f := cc.MaxFree; f != nil {
+		obj.Status.LargestFree = &platform.ComputeResources{
+			CPU:    *resource.NewMilliQuantity(f.CPUMillis, resource.DecimalSI),
+			Memory: *resource.NewQuantity(f.MemoryBytes, resource.BinarySI),
+		}
+	}
+	meta.SetStatusCondition(&obj.Status.Conditions, roomCondition(cc))
+	return obj
+}
+
+// roomCondition is HasSchedulableCapacity, with the time the registry saw it
+// change.
+func roomCondition(cc *store.ClusterCapacity) metav1.Condition {
+	c := metav1.Condition{Type: platform.ClusterCapacityHasRoom, LastTransitionTime: metav1.NewTime(cc.HasRoomSince)}
+	switch {
+	case cc.HasRoom:
+		c.Status, c.Reason = metav1.ConditionTrue, platform.ReasonRoomLeft
+		c.Message = "A schedulable node has CPU and memory left"
+	case cc.NodesSchedulable == 0:
+		c.Status, c.Reason = metav1.ConditionFalse, platform.ReasonNoSchedulableNode
+		c.Message = "The member has no schedulable node"
+	default:
+		c.Status, c.Reason = metav1.ConditionFalse, platform.ReasonSchedulableFull
+		c.Message = "Every schedulable node has no CPU or no memory left"
+	}
+	return c
+}
+
+// hasRoom reads the object's HasSchedulableCapacity condition.
+func hasRoom(o *platform.ClusterCapacity) bool {
+	return meta.IsStatusConditionTrue(o.Status.Conditions, platform.ClusterCapacityHasRoom)
+}
+
+func summary(s store.CapacitySums) platform.CapacitySummary {
+	out := platform.CapacitySummary{
+		Allocatable: resources(s.Allocatable),
+		Requested:   resources(s.Requested),
+		Available: resources(store.Resources{
+			CPUMillis:   s.Allocatable.CPUMillis - s.Requested.CPUMillis,
+			MemoryBytes: s.Allocatable.MemoryBytes - s.Requested.MemoryBytes,
+			Pods:        s.Allocatable.Pods - s.Requested.Pods,
+		}),
+	}
+	if s.UsageNodes > 0 {
+		out.Usage = &platform.CapacityUsage{
+			CPU:    *resource.NewScaledQuantity(s.UsageCPUNanoCores, resource.Nano),
+			Memory: *resource.NewQuantity(s.UsageMemoryBytes, resource.BinarySI),
+			Nodes:  s.UsageNodes,
+		}
+		// Print usage in the units people read (millicores), not nanocores.
+		out.Usage.CPU.SetMilli(out.Usage.CPU.MilliValue())
+	}
+	return out
+}
+
+func resources(r store.Resources) platform.NodeResources {
+	return platform.NodeResources{
+		CPU:    *resource.NewMilliQuantity(r.CPUMillis, resource.DecimalSI),
+		Memory: *resource.NewQuantity(r.MemoryBytes, resource.BinarySI),
+		Pods:   r.Pods,
+	}
+}

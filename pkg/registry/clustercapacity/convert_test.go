@@ -1,0 +1,114 @@
+package clustercapacity
+
+import (
+	"context"
+	"strconv"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/example/platform-apiserver/pkg/apis/platform"
+	"github.com/example/platform-apiserver/pkg/registry"
+	"github.com/example/platform-apiserver/pkg/registry/store"
+)
+
+func record() store.ClusterCapacity {
+	since := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	return store.ClusterCapacity{
+		ClusterID: "prod-1", Nodes: 5, NodesReady: 4, NodesSchedulable: 3, NodesCordoned: 1, NodesTainted: 1,
+		All: store.CapacitySums{Allocatable: store.Resources{CPUMillis: 80000, MemoryBytes: 320 << 30, Pods: 550},
+			Requested: store.Resources{CPUMillis: 60000, MemoryBytes: 100 << 30, Pods: 70}},
+		Schedulable: store.CapacitySums{Allocatable: store.Resources{CPUMillis: 64000, MemoryBytes: 256 << 30, Pods: 330},
+			Requested:         store.Resources{CPUMillis: 52000, MemoryBytes: 64 << 30, Pods: 40},
+			UsageCPUNanoCores: 30_500_000_000, UsageMemoryBytes: 50 << 30, UsageNodes: 2},
+		MaxFree: &store.Resources{CPUMillis: 6500, MemoryBytes: 90 << 30},
+		HasRoom: true, HasRoomSince: since, Namespaces: 7, Pods: 75, ResourceVersion: 42,
+	}
+}
+
+func TestToObject(t *testing.T) {
+	r := record()
+	o := ToObject(&r)
+	s := o.Status
+	if o.Name != "prod-1" || o.ResourceVersion != "42" || o.Labels[platform.ClusterLabel] != "prod-1" || s.Cluster != "prod-1" {
+		t.Errorf("metadata %+v, cluster %q", o.ObjectMeta, s.Cluster)
+	}
+	if s.Nodes != (platform.NodeCounts{Total: 5, Ready: 4, Schedulable: 3, Cordoned: 1, Tainted: 1}) || s.Pods != 75 || s.Namespaces != 7 {
+		t.Errorf("counts %+v pods %d namespaces %d", s.Nodes, s.Pods, s.Namespaces)
+	}
+	if a := s.Schedulable.Available; a.CPU.MilliValue() != 12000 || a.Memory.Value() != 192<<30 || a.Pods != 290 {
+		t.Errorf("schedulable available %+v, want allocatable minus requested", a)
+	}
+	if u := s.Schedulable.Usage; u == nil || u.CPU.String() != "30500m" || u.Nodes != 2 {
+		t.Errorf("schedulable usage %+v, want 30500m over 2 nodes", u)
+	}
+	if s.All.Usage != nil {
+		t.Errorf("all usage %+v, want none: no node reports one", s.All.Usage)
+	}
+	if f := s.LargestFree; f == nil || f.CPU.MilliValue() != 6500 || f.Memory.Value() != 90<<30 {
+		t.Errorf("largest free %+v", f)
+	}
+	tests := []struct {
+		name   string
+		change func(*store.ClusterCapacity)
+		status metav1.ConditionStatus
+		reason string
+	}{
+		{"room", func(*store.ClusterCapacity) {}, metav1.ConditionTrue, platform.ReasonRoomLeft},
+		{"no schedulable node", func(c *store.ClusterCapacity) { c.HasRoom, c.NodesSchedulable, c.MaxFree = false, 0, nil }, metav1.ConditionFalse, platform.ReasonNoSchedulableNode},
+		{"full", func(c *store.ClusterCapacity) { c.HasRoom, c.MaxFree = false, &store.Resources{MemoryBytes: 1 << 30} }, metav1.ConditionFalse, platform.ReasonSchedulableFull},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := record()
+			tt.change(&r)
+			o := ToObject(&r)
+			c := meta.FindStatusCondition(o.Status.Conditions, platform.ClusterCapacityHasRoom)
+			if c == nil || c.Status != tt.status || c.Reason != tt.reason || !c.LastTransitionTime.Time.Equal(r.HasRoomSince) {
+				t.Errorf("condition %+v, want %s %s since %s", c, tt.status, tt.reason, r.HasRoomSince)
+			}
+			if got, want := Kind.FieldValues(&o)["status.hasSchedulableCapacity"], strconv.FormatBool(tt.status == metav1.ConditionTrue); got != want {
+				t.Errorf("field status.hasSchedulableCapacity = %q, want %q", got, want)
+			}
+		})
+	}
+}
+
+// TestTable: the default columns read headroom on schedulable nodes with
+// denominators, in cores.
+func TestTable(t *testing.T) {
+	if err := Kind.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	rest := NewREST(store.Source[store.ClusterCapacity]{}, registry.WatchConfig{})
+	r := record()
+	none := record()
+	none.ClusterID, none.MaxFree, none.Schedulable = "empty", nil, store.CapacitySums{}
+	list := &platform.ClusterCapacityList{Items: []platform.ClusterCapacity{ToObject(&r), ToObject(&none)}}
+	table, err := rest.ConvertToTable(context.Background(), list, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := [][]any{
+		{"prod-1", "3/5", "12/64 (18%)", "192Gi/256Gi (75%)", "6500m, 90Gi", "40/330"},
+		{"empty", "3/5", "0/0", "0/0", "<none>", "0/0"},
+	}
+	for i, row := range table.Rows {
+		for j, w := range want[i] {
+			if row.Cells[j] != w {
+				t.Errorf("row %d column %s = %v, want %v", i, table.ColumnDefinitions[j].Name, row.Cells[j], w)
+			}
+		}
+	}
+	wide := 0
+	for _, c := range table.ColumnDefinitions {
+		if c.Priority == 1 {
+			wide++
+		}
+	}
+	if wide == 0 {
+		t.Error("no -o wide columns")
+	}
+}
