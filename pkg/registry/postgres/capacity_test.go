@@ -1,6 +1,7 @@
 package postgres_test
 
 import (
+	"math"
 	"reflect"
 	"testing"
 	"time"
@@ -87,7 +88,7 @@ func TestClusterCapacity(t *testing.T) {
 	}{
 		{"nodes, namespaces and pods", func() error {
 			return s.Apply(ctx, store.Batch{ClusterID: "a",
-				Nodes:      []store.Node{node("n1", 4000, 8<<30), node("n2", 8000, 16<<30), tainted},
+				Nodes:      []store.Node{node("n1", 4000, 8<<30), node("n2", 8000, 16<<30), tainted, node("n4", 500, 1<<30)},
 				Namespaces: []store.Namespace{namespace("x"), namespace("y")},
 				Pods:       []store.Pod{pod("x", "p1", "n2", 3000, 2<<30), pod("x", "p2", "n1", 500, 1<<30), pod("y", "pending", "", 100, 1<<20)}})
 		}, true},
@@ -107,6 +108,9 @@ func TestClusterCapacity(t *testing.T) {
 			n := node("n2", 8000, 16<<30)
 			n.Unschedulable = true
 			return s.Apply(ctx, store.Batch{ClusterID: "a", Nodes: []store.Node{n}})
+		}, true},
+		{"a node deleted alone", func() error {
+			return s.Apply(ctx, store.Batch{ClusterID: "a", DeletedNodes: []string{"n4"}})
 		}, true},
 		{"pod churn: one moves, one ends, one starts", func() error {
 			done := pod("x", "p2", "n1", 500, 1<<30)
@@ -230,5 +234,31 @@ func checkCapacity(t *testing.T, s *postgres.Store, b testBundle, cluster, step 
 	}
 	if want := sumCapacity(nodes, nss.Items); !reflect.DeepEqual(capacityValues(*got), want) {
 		t.Errorf("%s: ClusterCapacity %s\n%+v\nwant the sum over its nodes and namespaces\n%+v", step, cluster, capacityValues(*got), want)
+	}
+}
+
+// TestClusterCapacitySaturates: sums of quantities the registry stores
+// (any int64) may exceed int64; they are kept exact and read as its bound.
+func TestClusterCapacitySaturates(t *testing.T) {
+	t.Parallel()
+	s, b := setup(t, postgres.Options{})
+	ctx := b.ctx
+	big := func(name string) store.Node {
+		n := node(name, 1000, 1<<30)
+		n.Allocatable.MemoryBytes, n.Allocatable.Pods = math.MaxInt64-1, math.MinInt64
+		return n
+	}
+	mustApply(t, s, ctx, store.Batch{ClusterID: "c", Nodes: []store.Node{big("a"), big("b")}})
+	c, err := s.GetClusterCapacity(ctx, "c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.All.Allocatable.MemoryBytes != math.MaxInt64 || c.All.Allocatable.Pods != math.MinInt64 || c.MaxFree == nil || c.MaxFree.MemoryBytes != math.MaxInt64-1 {
+		t.Errorf("sums %+v, largest free %+v; want memory at MaxInt64, pods at MinInt64, one node's memory free", c.All.Allocatable, c.MaxFree)
+	}
+	// Exact underneath: removing one node leaves the other's values.
+	mustApply(t, s, ctx, store.Batch{ClusterID: "c", DeletedNodes: []string{"b"}})
+	if c, err = s.GetClusterCapacity(ctx, "c"); err != nil || c.All.Allocatable.MemoryBytes != math.MaxInt64-1 || c.All.Allocatable.Pods != math.MinInt64 {
+		t.Errorf("after deleting one: %+v, %v", c.All.Allocatable, err)
 	}
 }

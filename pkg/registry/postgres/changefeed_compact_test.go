@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -49,8 +50,13 @@ func TestCompact(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Changes at the horizon: %v", err)
 	}
-	if len(changes) != 2 || changes[0].Type != store.ChangeAdded || changes[1].Type != store.ChangeDeleted || readAt != now {
-		t.Errorf("Changes at the horizon = %v read at %d, want ADDED new/n1 and DELETED old/n0000 at %d", changes, readAt, now)
+	var got []string
+	for _, c := range changes {
+		got = append(got, string(c.Type)+" "+changeKey(c))
+	}
+	want := []string{"ADDED node/new/n1", "ADDED cc/new/new", "DELETED node/old/n0000", "MODIFIED cc/old/old"}
+	if !slices.Equal(got, want) || readAt != now {
+		t.Errorf("Changes at the horizon = %q read at %d, want %q at %d", got, readAt, want, now)
 	}
 
 	// Compacting everything leaves the present resumable.
@@ -62,8 +68,8 @@ func TestCompact(t *testing.T) {
 		t.Errorf("Changes at the present after full compaction = %v at %d, %v", changes, readAt, err)
 	}
 	mustApply(t, s, ctx, store.Batch{ClusterID: "new", DeletedNodes: []string{"n1"}})
-	if changes, _, err := s.Changes(ctx, now, 10); err != nil || len(changes) != 1 || changes[0].Type != store.ChangeDeleted {
-		t.Errorf("Changes after a write following full compaction = %v, %v", changes, err)
+	if changes, _, err := s.Changes(ctx, now, 10); err != nil || len(changes) != 2 || changes[0].Type != store.ChangeDeleted || changes[1].Kind != store.KindClusterCapacity {
+		t.Errorf("Changes after a write following full compaction = %v, %v; want the node DELETED, then its ClusterCapacity", changes, err)
 	}
 }
 

@@ -142,8 +142,8 @@ func TestChangesLimit(t *testing.T) {
 	nodes := []store.Node{node("n1", 1000, 1), node("n2", 1000, 1), node("n3", 1000, 1)}
 	mustApply(t, s, ctx, store.Batch{ClusterID: "c", Nodes: nodes, Namespaces: []store.Namespace{namespace("a"), namespace("b")}})
 	all, readAt, err := s.Changes(ctx, 0, 100)
-	if err != nil || len(all) != 5 {
-		t.Fatalf("Changes = %d changes, %v; want 5", len(all), err)
+	if err != nil || len(all) != 6 {
+		t.Fatalf("Changes = %d changes, %v; want 6 (3 nodes, 2 namespaces, their ClusterCapacity)", len(all), err)
 	}
 	for _, limit := range []int{1, 2, 4} {
 		var got []int64

@@ -253,8 +253,8 @@ func TestMaintainNodeMetrics(t *testing.T) {
 	if u := getNode(t, s, ctx, "c", "n1").Usage; u == nil || !u.Timestamp.Equal(t0.Add(10*time.Minute)) {
 		t.Errorf("n1 shows usage %+v, want its newest sample", u)
 	}
-	if after := registryRV(t, s, ctx); after != before+1 {
-		t.Errorf("registry resourceVersion %d → %d, want one new version (n2's usage became unknown)", before, after)
+	if after := registryRV(t, s, ctx); after != before+2 {
+		t.Errorf("registry resourceVersion %d → %d, want two new versions (n2's usage became unknown, and its member's ClusterCapacity)", before, after)
 	}
 	// Partitions of the next hours exist ahead of the samples.
 	var ahead int64

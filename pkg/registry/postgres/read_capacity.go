@@ -3,8 +3,10 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"math"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/example/platform-apiserver/pkg/registry/store"
 )
@@ -71,24 +73,54 @@ func (s *Store) ClusterCapacities() store.Source[store.ClusterCapacity] {
 func scanClusterCapacity(row pgx.Row) (store.ClusterCapacity, error) {
 	var (
 		c             store.ClusterCapacity
-		freeCPU, free *int64
+		freeCPU, free saturated
 	)
 	a, sc := &c.All, &c.Schedulable
 	err := row.Scan(&c.ClusterID, &c.Labels,
 		&c.Nodes, &c.NodesReady, &c.NodesSchedulable, &c.NodesCordoned, &c.NodesTainted,
-		&a.Allocatable.CPUMillis, &a.Allocatable.MemoryBytes, &a.Allocatable.Pods,
-		&a.Requested.CPUMillis, &a.Requested.MemoryBytes, &a.Requested.Pods,
-		&a.UsageCPUNanoCores, &a.UsageMemoryBytes, &a.UsageNodes,
-		&sc.Allocatable.CPUMillis, &sc.Allocatable.MemoryBytes, &sc.Allocatable.Pods,
-		&sc.Requested.CPUMillis, &sc.Requested.MemoryBytes, &sc.Requested.Pods,
-		&sc.UsageCPUNanoCores, &sc.UsageMemoryBytes, &sc.UsageNodes,
+		sat(&a.Allocatable.CPUMillis), sat(&a.Allocatable.MemoryBytes), sat(&a.Allocatable.Pods),
+		sat(&a.Requested.CPUMillis), sat(&a.Requested.MemoryBytes), sat(&a.Requested.Pods),
+		sat(&a.UsageCPUNanoCores), sat(&a.UsageMemoryBytes), &a.UsageNodes,
+		sat(&sc.Allocatable.CPUMillis), sat(&sc.Allocatable.MemoryBytes), sat(&sc.Allocatable.Pods),
+		sat(&sc.Requested.CPUMillis), sat(&sc.Requested.MemoryBytes), sat(&sc.Requested.Pods),
+		sat(&sc.UsageCPUNanoCores), sat(&sc.UsageMemoryBytes), &sc.UsageNodes,
 		&freeCPU, &free, &c.HasRoom, &c.HasRoomSince,
 		&c.Namespaces, &c.Pods, &c.FirstSeen, &c.ResourceVersion)
 	if err != nil {
 		return c, err
 	}
-	if freeCPU != nil && free != nil {
-		c.MaxFree = &store.Resources{CPUMillis: *freeCPU, MemoryBytes: *free}
+	if freeCPU.valid && free.valid {
+		c.MaxFree = &store.Resources{CPUMillis: freeCPU.v, MemoryBytes: free.v}
 	}
 	return c, nil
+}
+
+// saturated scans a numeric sum of int64 quantities, which may exceed
+// int64, into an int64 that stops at its bounds; valid is false for NULL.
+type saturated struct {
+	v     int64
+	valid bool
+	into  *int64
+}
+
+func sat(into *int64) *saturated { return &saturated{into: into} }
+
+// ScanNumeric implements pgtype.NumericScanner.
+func (s *saturated) ScanNumeric(n pgtype.Numeric) error {
+	s.v, s.valid = 0, n.Valid
+	if n.Valid {
+		v, err := n.Int64Value()
+		switch {
+		case err == nil:
+			s.v = v.Int64
+		case n.Int.Sign() < 0:
+			s.v = math.MinInt64
+		default:
+			s.v = math.MaxInt64
+		}
+	}
+	if s.into != nil {
+		*s.into = s.v
+	}
+	return nil
 }

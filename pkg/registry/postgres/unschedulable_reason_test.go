@@ -65,9 +65,15 @@ func TestUnschedulableReason(t *testing.T) {
 	cordon := node("rtrue-cfalse-", 1000, 1<<30)
 	cordon.Unschedulable = true
 	mustApply(t, s, ctx, store.Batch{ClusterID: "c", Nodes: []store.Node{cordon}})
-	changes, _, err := s.Changes(ctx, before, 10)
+	all, _, err := s.Changes(ctx, before, 10)
 	if err != nil {
 		t.Fatal(err)
+	}
+	var changes []store.Change // the ClusterCapacity of c changes too
+	for _, c := range all {
+		if c.Kind == store.KindNodeCapacity {
+			changes = append(changes, c)
+		}
 	}
 	if len(changes) != 1 || changes[0].PrevNodeCapacity == nil ||
 		changes[0].PrevNodeCapacity.UnschedulableReason != "" || changes[0].NodeCapacity.UnschedulableReason != store.ReasonCordoned {

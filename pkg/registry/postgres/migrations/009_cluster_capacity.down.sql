@@ -1,9 +1,9 @@
-DROP TRIGGER cluster_namespace_capacity_delete ON cluster_namespace;
-DROP TRIGGER cluster_namespace_capacity_update ON cluster_namespace;
-DROP TRIGGER cluster_namespace_capacity_insert ON cluster_namespace;
-DROP TRIGGER cluster_node_capacity_delete ON cluster_node;
-DROP TRIGGER cluster_node_capacity_update ON cluster_node;
-DROP TRIGGER cluster_node_capacity_insert ON cluster_node;
+DROP TRIGGER cluster_namespace_sum_delete ON cluster_namespace;
+DROP TRIGGER cluster_namespace_sum_update ON cluster_namespace;
+DROP TRIGGER cluster_namespace_sum_insert ON cluster_namespace;
+DROP TRIGGER cluster_node_sum_delete ON cluster_node;
+DROP TRIGGER cluster_node_sum_update ON cluster_node;
+DROP TRIGGER cluster_node_sum_insert ON cluster_node;
 DROP FUNCTION cluster_capacity_namespace_delete();
 DROP FUNCTION cluster_capacity_namespace_update();
 DROP FUNCTION cluster_capacity_namespace_insert();
@@ -12,7 +12,7 @@ DROP FUNCTION cluster_capacity_node_update();
 DROP FUNCTION cluster_capacity_node_insert();
 DROP FUNCTION cluster_capacity_add_namespaces(cluster_namespace[], cluster_namespace[]);
 DROP FUNCTION cluster_capacity_add_nodes(cluster_node[], cluster_node[]);
-DROP FUNCTION cluster_capacity_room(bigint, bigint);
+DROP FUNCTION cluster_capacity_room(numeric, numeric);
 DROP TABLE cluster_capacity;
 DELETE FROM registry_change WHERE kind = 'ClusterCapacity';
 ALTER TABLE registry_change DROP CONSTRAINT registry_change_kind_check,

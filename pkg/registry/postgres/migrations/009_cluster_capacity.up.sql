@@ -27,30 +27,32 @@ CREATE TABLE cluster_capacity (
     nodes_schedulable           bigint      NOT NULL DEFAULT 0,
     nodes_cordoned              bigint      NOT NULL DEFAULT 0,
     nodes_tainted               bigint      NOT NULL DEFAULT 0,
-    all_allocatable_cpu_millis  bigint      NOT NULL DEFAULT 0,
-    all_allocatable_memory_bytes bigint      NOT NULL DEFAULT 0,
-    all_allocatable_pods        bigint      NOT NULL DEFAULT 0,
-    all_requested_cpu_millis    bigint      NOT NULL DEFAULT 0,
-    all_requested_memory_bytes  bigint      NOT NULL DEFAULT 0,
-    all_requested_pods          bigint      NOT NULL DEFAULT 0,
-    all_usage_cpu_nanocores     bigint      NOT NULL DEFAULT 0,
-    all_usage_memory_bytes      bigint      NOT NULL DEFAULT 0,
+    all_allocatable_cpu_millis  numeric     NOT NULL DEFAULT 0,
+    all_allocatable_memory_bytes numeric     NOT NULL DEFAULT 0,
+    all_allocatable_pods        numeric     NOT NULL DEFAULT 0,
+    all_requested_cpu_millis    numeric     NOT NULL DEFAULT 0,
+    all_requested_memory_bytes  numeric     NOT NULL DEFAULT 0,
+    all_requested_pods          numeric     NOT NULL DEFAULT 0,
+    all_usage_cpu_nanocores     numeric     NOT NULL DEFAULT 0,
+    all_usage_memory_bytes      numeric     NOT NULL DEFAULT 0,
     all_usage_nodes             bigint      NOT NULL DEFAULT 0,
-    sched_allocatable_cpu_millis bigint      NOT NULL DEFAULT 0,
-    sched_allocatable_memory_bytes bigint      NOT NULL DEFAULT 0,
-    sched_allocatable_pods      bigint      NOT NULL DEFAULT 0,
-    sched_requested_cpu_millis  bigint      NOT NULL DEFAULT 0,
-    sched_requested_memory_bytes bigint      NOT NULL DEFAULT 0,
-    sched_requested_pods        bigint      NOT NULL DEFAULT 0,
-    sched_usage_cpu_nanocores   bigint      NOT NULL DEFAULT 0,
-    sched_usage_memory_bytes    bigint      NOT NULL DEFAULT 0,
+    sched_allocatable_cpu_millis numeric     NOT NULL DEFAULT 0,
+    sched_allocatable_memory_bytes numeric     NOT NULL DEFAULT 0,
+    sched_allocatable_pods      numeric     NOT NULL DEFAULT 0,
+    sched_requested_cpu_millis  numeric     NOT NULL DEFAULT 0,
+    sched_requested_memory_bytes numeric     NOT NULL DEFAULT 0,
+    sched_requested_pods        numeric     NOT NULL DEFAULT 0,
+    sched_usage_cpu_nanocores   numeric     NOT NULL DEFAULT 0,
+    sched_usage_memory_bytes    numeric     NOT NULL DEFAULT 0,
     sched_usage_nodes           bigint      NOT NULL DEFAULT 0,
+    -- Sums of quantities are numeric: the registry stores any int64 quantity,
+    -- and a sum of several may exceed int64 (the store saturates on reading).
     -- over cluster_namespace: namespaces and their non-terminal pods (scheduled or not)
     namespaces                  bigint      NOT NULL DEFAULT 0,
     pods                        bigint      NOT NULL DEFAULT 0,
     -- the most allocatable minus requested on one schedulable node; NULL without one
-    max_free_cpu_millis         bigint,
-    max_free_memory_bytes       bigint,
+    max_free_cpu_millis         numeric,
+    max_free_memory_bytes       numeric,
     -- some schedulable node has CPU and memory left, and since when that holds or not
     has_room                    boolean     NOT NULL DEFAULT false,
     has_room_since              timestamptz NOT NULL DEFAULT now(),
@@ -60,8 +62,8 @@ CREATE TABLE cluster_capacity (
 
 -- The largest free CPU and memory of a member's schedulable nodes: the first
 -- entry of these, recomputed only for members whose nodes a statement changed.
-CREATE INDEX cluster_node_free_cpu_idx ON cluster_node (cluster_id, (allocatable_cpu_millis - requested_cpu_millis) DESC) WHERE schedulable;
-CREATE INDEX cluster_node_free_memory_idx ON cluster_node (cluster_id, (allocatable_memory_bytes - requested_memory_bytes) DESC) WHERE schedulable;
+CREATE INDEX cluster_node_free_cpu_idx ON cluster_node (cluster_id, (allocatable_cpu_millis::numeric - requested_cpu_millis) DESC) WHERE schedulable;
+CREATE INDEX cluster_node_free_memory_idx ON cluster_node (cluster_id, (allocatable_memory_bytes::numeric - requested_memory_bytes) DESC) WHERE schedulable;
 
 ALTER TABLE registry_change DROP CONSTRAINT registry_change_kind_check,
     ADD CONSTRAINT registry_change_kind_check CHECK (kind IN ('NodeCapacity', 'ClusterNamespace', 'ClusterCapacity'));
@@ -74,7 +76,7 @@ CREATE TRIGGER cluster_capacity_log_delete AFTER DELETE ON cluster_capacity
     REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION registry_log_delete('ClusterCapacity');
 
 -- cluster_capacity_room says whether a member has room for a pod.
-CREATE FUNCTION cluster_capacity_room(free_cpu bigint, free_memory bigint) RETURNS boolean LANGUAGE sql IMMUTABLE AS $$
+CREATE FUNCTION cluster_capacity_room(free_cpu numeric, free_memory numeric) RETURNS boolean LANGUAGE sql IMMUTABLE AS $$
     SELECT coalesce(free_cpu > 0 AND free_memory > 0, false)
 $$;
 
@@ -97,33 +99,33 @@ CREATE FUNCTION cluster_capacity_add_nodes(added cluster_node[], removed cluster
             sum(s * schedulable::int)::bigint AS nodes_schedulable,
             sum(s * unschedulable::int)::bigint AS nodes_cordoned,
             sum(s * cluster_node_tainted(taints)::int)::bigint AS nodes_tainted,
-            sum(s * allocatable_cpu_millis)::bigint AS all_allocatable_cpu_millis,
-            sum(s * allocatable_memory_bytes)::bigint AS all_allocatable_memory_bytes,
-            sum(s * allocatable_pods)::bigint AS all_allocatable_pods,
-            sum(s * requested_cpu_millis)::bigint AS all_requested_cpu_millis,
-            sum(s * requested_memory_bytes)::bigint AS all_requested_memory_bytes,
-            sum(s * pod_count)::bigint AS all_requested_pods,
-            sum(s * coalesce(usage_cpu_nanocores, 0))::bigint AS all_usage_cpu_nanocores,
-            sum(s * coalesce(usage_memory_bytes, 0))::bigint AS all_usage_memory_bytes,
+            sum(s::numeric * allocatable_cpu_millis) AS all_allocatable_cpu_millis,
+            sum(s::numeric * allocatable_memory_bytes) AS all_allocatable_memory_bytes,
+            sum(s::numeric * allocatable_pods) AS all_allocatable_pods,
+            sum(s::numeric * requested_cpu_millis) AS all_requested_cpu_millis,
+            sum(s::numeric * requested_memory_bytes) AS all_requested_memory_bytes,
+            sum(s::numeric * pod_count) AS all_requested_pods,
+            sum(s::numeric * coalesce(usage_cpu_nanocores, 0)) AS all_usage_cpu_nanocores,
+            sum(s::numeric * coalesce(usage_memory_bytes, 0)) AS all_usage_memory_bytes,
             sum(s * (usage_cpu_nanocores IS NOT NULL)::int)::bigint AS all_usage_nodes,
-            sum(s * schedulable::int * allocatable_cpu_millis)::bigint AS sched_allocatable_cpu_millis,
-            sum(s * schedulable::int * allocatable_memory_bytes)::bigint AS sched_allocatable_memory_bytes,
-            sum(s * schedulable::int * allocatable_pods)::bigint AS sched_allocatable_pods,
-            sum(s * schedulable::int * requested_cpu_millis)::bigint AS sched_requested_cpu_millis,
-            sum(s * schedulable::int * requested_memory_bytes)::bigint AS sched_requested_memory_bytes,
-            sum(s * schedulable::int * pod_count)::bigint AS sched_requested_pods,
-            sum(s * schedulable::int * coalesce(usage_cpu_nanocores, 0))::bigint AS sched_usage_cpu_nanocores,
-            sum(s * schedulable::int * coalesce(usage_memory_bytes, 0))::bigint AS sched_usage_memory_bytes,
+            sum(s::numeric * schedulable::int * allocatable_cpu_millis) AS sched_allocatable_cpu_millis,
+            sum(s::numeric * schedulable::int * allocatable_memory_bytes) AS sched_allocatable_memory_bytes,
+            sum(s::numeric * schedulable::int * allocatable_pods) AS sched_allocatable_pods,
+            sum(s::numeric * schedulable::int * requested_cpu_millis) AS sched_requested_cpu_millis,
+            sum(s::numeric * schedulable::int * requested_memory_bytes) AS sched_requested_memory_bytes,
+            sum(s::numeric * schedulable::int * pod_count) AS sched_requested_pods,
+            sum(s::numeric * schedulable::int * coalesce(usage_cpu_nanocores, 0)) AS sched_usage_cpu_nanocores,
+            sum(s::numeric * schedulable::int * coalesce(usage_memory_bytes, 0)) AS sched_usage_memory_bytes,
             sum(s * schedulable::int * (usage_cpu_nanocores IS NOT NULL)::int)::bigint AS sched_usage_nodes
         FROM r GROUP BY cluster_id
     ), d AS (
         SELECT delta.*,
-            (SELECT n.allocatable_cpu_millis - n.requested_cpu_millis FROM cluster_node n
+            (SELECT n.allocatable_cpu_millis::numeric - n.requested_cpu_millis FROM cluster_node n
              WHERE n.cluster_id = delta.cluster_id AND n.schedulable
-             ORDER BY n.allocatable_cpu_millis - n.requested_cpu_millis DESC LIMIT 1) AS max_free_cpu_millis,
-            (SELECT n.allocatable_memory_bytes - n.requested_memory_bytes FROM cluster_node n
+             ORDER BY n.allocatable_cpu_millis::numeric - n.requested_cpu_millis DESC LIMIT 1) AS max_free_cpu_millis,
+            (SELECT n.allocatable_memory_bytes::numeric - n.requested_memory_bytes FROM cluster_node n
              WHERE n.cluster_id = delta.cluster_id AND n.schedulable
-             ORDER BY n.allocatable_memory_bytes - n.requested_memory_bytes DESC LIMIT 1) AS max_free_memory_bytes
+             ORDER BY n.allocatable_memory_bytes::numeric - n.requested_memory_bytes DESC LIMIT 1) AS max_free_memory_bytes
         FROM delta
     ), updated AS (
         UPDATE cluster_capacity c SET
@@ -195,6 +197,8 @@ CREATE FUNCTION cluster_capacity_add_namespaces(added cluster_namespace[], remov
 $$;
 
 -- The triggers hand a statement's transition tables to the functions above.
+-- PostgreSQL fires a table's triggers in name order: *_sum_* after *_log_*,
+-- so the versions a deletion's tombstones take come before the capacity's.
 CREATE FUNCTION cluster_capacity_node_insert() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     PERFORM cluster_capacity_add_nodes(ARRAY(SELECT n::cluster_node FROM new_rows n), '{}');
@@ -226,17 +230,17 @@ BEGIN
     RETURN NULL;
 END $$;
 
-CREATE TRIGGER cluster_node_capacity_insert AFTER INSERT ON cluster_node
+CREATE TRIGGER cluster_node_sum_insert AFTER INSERT ON cluster_node
     REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION cluster_capacity_node_insert();
-CREATE TRIGGER cluster_node_capacity_update AFTER UPDATE ON cluster_node
+CREATE TRIGGER cluster_node_sum_update AFTER UPDATE ON cluster_node
     REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION cluster_capacity_node_update();
-CREATE TRIGGER cluster_node_capacity_delete AFTER DELETE ON cluster_node
+CREATE TRIGGER cluster_node_sum_delete AFTER DELETE ON cluster_node
     REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION cluster_capacity_node_delete();
-CREATE TRIGGER cluster_namespace_capacity_insert AFTER INSERT ON cluster_namespace
+CREATE TRIGGER cluster_namespace_sum_insert AFTER INSERT ON cluster_namespace
     REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION cluster_capacity_namespace_insert();
-CREATE TRIGGER cluster_namespace_capacity_update AFTER UPDATE ON cluster_namespace
+CREATE TRIGGER cluster_namespace_sum_update AFTER UPDATE ON cluster_namespace
     REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION cluster_capacity_namespace_update();
-CREATE TRIGGER cluster_namespace_capacity_delete AFTER DELETE ON cluster_namespace
+CREATE TRIGGER cluster_namespace_sum_delete AFTER DELETE ON cluster_namespace
     REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION cluster_capacity_namespace_delete();
 
 -- Existing members, summed once, as a writer would (docs/registry.md,
