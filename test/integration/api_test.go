@@ -14,7 +14,7 @@ import (
 
 func (e *env) testDiscovery(t *testing.T) {
 	out := e.kubectl(t, "api-resources", "--api-group=platform.example.io", "-o", "wide")
-	for _, want := range []string{"nodecapacities", "nc,nodecap", "clusternamespaces", "cns,clusterns", "platform", "get,list"} {
+	for _, want := range []string{"nodecapacities", "nc,nodecap", "clusternamespaces", "cns,clusterns", "clustercapacities", "cc,clustercap", "platform", "get,list"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("api-resources lacks %q:\n%s", want, out)
 		}
@@ -23,6 +23,12 @@ func (e *env) testDiscovery(t *testing.T) {
 	for _, want := range []string{"allocatable", "schedulable", "Usage is the node's latest measured usage"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("explain nodecapacity.status lacks %q:\n%s", want, out)
+		}
+	}
+	out = e.kubectl(t, "explain", "clustercapacity.status")
+	for _, want := range []string{"largestFree", "schedulable", "HasSchedulableCapacity"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("explain clustercapacity.status lacks %q:\n%s", want, out)
 		}
 	}
 	out = e.kubectl(t, "explain", "clusternamespace.status.quotas")

@@ -69,8 +69,30 @@ func (e *env) testTables(t *testing.T) {
 		t.Errorf("team-a/prod-1 row = %q, want prefix %q\n%s", teamA, wantNS, out)
 	}
 
+	// Headroom on the schedulable nodes, with denominators: prod-1 has one
+	// (n1: 3920m and 15Gi allocatable, 1250m and 2.5Gi requested).
+	out = e.kubectl(t, "get", "clustercapacities")
+	for _, want := range []string{"SCHEDULABLE", "CPU FREE/ALLOC", "MEM FREE/ALLOC", "LARGEST FREE"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("clustercapacities header lacks %s:\n%s", want, out)
+		}
+	}
+	for name, want := range map[string][]string{
+		"prod-1": {"prod-1", "1/4", "2.7/3.9 (68%)", "12.5Gi/15Gi (83%)", "2670m, 12.5Gi", "3/110"},
+		"prod-2": {"prod-2", "20/20", "78.4/78.4 (100%)", "300Gi/300Gi (100%)", "3920m, 15Gi", "0/2200"},
+	} {
+		if got := row(t, out, name); !slices.Equal(got[:min(len(got), len(want))], want) {
+			t.Errorf("clustercapacity %s row = %q, want prefix %q", name, got, want)
+		}
+	}
+	// -o wide: ready, cordoned and tainted nodes, then CPU usage (n1's 1234m over the schedulable 3920m).
+	out = e.kubectl(t, "get", "cc", "prod-1", "-o", "wide")
+	if got, want := row(t, out, "prod-1"), []string{"3/4", "1", "1", "1.2/3.9 (31%)"}; len(got) < 12 || !slices.Equal(got[7:11], want) {
+		t.Errorf("clustercapacity prod-1 -o wide = %q, want %q after AGE\n%s", got, want, out)
+	}
+
 	out = e.kubectl(t, "get", "platform", "-A")
-	for _, want := range []string{"nodecapacity.platform.example.io/prod-1.n1", "clusternamespace.platform.example.io/prod-1"} {
+	for _, want := range []string{"nodecapacity.platform.example.io/prod-1.n1", "clusternamespace.platform.example.io/prod-1", "clustercapacity.platform.example.io/prod-2"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("kubectl get platform -A lacks %s:\n%s", want, out)
 		}
@@ -151,6 +173,12 @@ func (e *env) testLabelSelectors(t *testing.T) {
 	if strings.TrimSpace(out) != "clusternamespace.platform.example.io/prod-1" {
 		t.Errorf("clusternamespaces -l tenant=a = %q", out)
 	}
+	// Members carry no labels of their own: the cluster label selects.
+	for selector, want := range map[string]string{clusterLabel + "=prod-1": "clustercapacity.platform.example.io/prod-1", "pool=big": ""} {
+		if out := e.kubectl(t, "get", "cc", "-l", selector, "-o", "name"); strings.TrimSpace(out) != want {
+			t.Errorf("clustercapacities -l %s = %q, want %q", selector, out, want)
+		}
+	}
 }
 
 func (e *env) testFieldSelectors(t *testing.T) {
@@ -171,6 +199,9 @@ func (e *env) testFieldSelectors(t *testing.T) {
 		{"phase", "cns", "status.phase=Terminating", 1},
 		{"namespace", "cns", "metadata.namespace=team-a", fixtureClusterNSTeamA},
 		{"cluster name", "cns", "metadata.name=prod-2", 1},
+		{"capacity by name", "cc", "metadata.name=prod-2", 1},
+		{"capacity with room", "cc", "status.hasSchedulableCapacity=true", 2},
+		{"capacity by cluster", "cc", "status.cluster!=prod-2", 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

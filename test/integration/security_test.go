@@ -69,14 +69,31 @@ func (e *env) testRBAC(t *testing.T) {
 			_, err := alice.PlatformV1alpha1().NodeCapacities().Get(ctx, "prod-1.n1", metav1.GetOptions{})
 			return err
 		},
+		"get clustercapacity": func() error {
+			_, err := alice.PlatformV1alpha1().ClusterCapacities().Get(ctx, "prod-1", metav1.GetOptions{})
+			return err
+		},
+		"list clustercapacities": func() error {
+			_, err := alice.PlatformV1alpha1().ClusterCapacities().List(ctx, metav1.ListOptions{})
+			return err
+		},
+		"watch clustercapacities": func() error {
+			w, err := alice.PlatformV1alpha1().ClusterCapacities().Watch(ctx, metav1.ListOptions{})
+			if err == nil {
+				w.Stop()
+			}
+			return err
+		},
 	}
 	for name, call := range forbidden {
 		if err := call(); !apierrors.IsForbidden(err) {
 			t.Errorf("alice %s: %v, want 403 Forbidden", name, err)
 		}
 	}
-	if stderr := e.kubectlFails(ctx, t, kubeconfig, "get", "nodecapacities"); !strings.Contains(stderr, "forbidden") {
-		t.Errorf("alice kubectl get nodecapacities: %s, want forbidden", stderr)
+	for _, resource := range []string{"nodecapacities", "clustercapacities"} {
+		if stderr := e.kubectlFails(ctx, t, kubeconfig, "get", resource); !strings.Contains(stderr, "forbidden") {
+			t.Errorf("alice kubectl get %s: %s, want forbidden", resource, stderr)
+		}
 	}
 }
 
