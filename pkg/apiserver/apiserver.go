@@ -178,7 +178,7 @@ func (c CompletedConfig) newServer(reg *postgres.Store) (*Server, error) {
 	); err != nil {
 		return nil, err
 	}
-	if len(c.registry.Store.ReadDSNs) > 0 {
+	if len(c.registry.Store.ReadDSNs)+len(c.registry.Store.ReadDSNFiles) > 0 {
 		// Reported, though the replica serves correctly (see
 		// --postgres-standby-max-lag): the install's probes exclude it.
 		if err := generic.AddReadyzChecks(healthz.NamedCheck("registry-standbys", func(r *http.Request) error {

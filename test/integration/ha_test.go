@@ -7,6 +7,7 @@ import (
 	"maps"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -38,10 +39,15 @@ import (
 func TestRegistryStandbyServesReplicas(t *testing.T) {
 	primary := pgtest.NewInstance(t, pgtest.Options{})
 	standby := pgtest.NewStandby(t, primary, pgtest.StandbyOptions{})
+	// As the chart passes it: from a file (a mounted Secret).
+	readDSNFile := filepath.Join(t.TempDir(), "read-0")
+	if err := os.WriteFile(readDSNFile, []byte(standby.DSN()+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	e := newEnv(t, framework.Options{
 		PlatformAPIServerBinary: os.Getenv("PLATFORM_APISERVER_BINARY"),
 		DatabaseURL:             primary.DSN(),
-		ExtraPlatformArgs:       []string{"--permit-port-sharing", "--postgres-read-dsn=" + standby.DSN(), "--postgres-standby-max-lag=1s"},
+		ExtraPlatformArgs:       []string{"--permit-port-sharing", "--postgres-read-dsn-file=" + readDSNFile, "--postgres-standby-max-lag=1s"},
 	})
 	ctx := t.Context()
 	replica, err := e.cp.StartPlatformReplica(ctx, "platform-apiserver-2")

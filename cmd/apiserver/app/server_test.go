@@ -29,6 +29,7 @@ func TestBadFlags(t *testing.T) {
 		{"positional arguments", []string{"serve"}, []string{"unknown command \"serve\""}},
 		{"malformed read dsn", []string{"--postgres-read-dsn=postgres://[::1"}, []string{"--postgres-read-dsn", "expected postgres://"}},
 		{"negative standby wait", []string{"--postgres-standby-wait=-1s"}, []string{"--postgres-standby-wait must be zero or positive"}},
+		{"missing read dsn file", []string{"--postgres-read-dsn-file=/nonexistent/standby"}, []string{"--postgres-read-dsn-file", "/nonexistent/standby"}},
 		{"zero standby max lag", []string{"--postgres-standby-max-lag=0s"}, []string{"--postgres-standby-max-lag must be positive", "got 0s"}},
 	}
 	for _, tt := range tests {

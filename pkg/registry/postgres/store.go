@@ -6,6 +6,7 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -51,6 +52,9 @@ type Options struct {
 	// ReadDSNs are standbys lists, gets and the change feed may read from
 	// (see readPool); none: every read goes to the primary.
 	ReadDSNs []string
+	// ReadDSNFiles name files holding more standby DSNs; new connections
+	// to each use the credentials its file holds when they are made.
+	ReadDSNFiles []string
 	// StandbyWait is how long a read waits for a standby to replay what it
 	// needs before it goes to the primary; default 250ms.
 	StandbyWait time.Duration
@@ -83,13 +87,7 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("parse postgres dsn: %w", err)
 	}
-	if !strings.Contains(dsn, "pool_max_conns") {
-		// pgxpool's default is max(4, CPUs): on a small machine a fleet's
-		// workers, scrapes, watches and readiness checks queued for four
-		// connections (the fleet benchmark saw half the acquisitions wait
-		// and scrapes time out). A DSN that sets pool_max_conns keeps it.
-		cfg.MaxConns = max(cfg.MaxConns, defaultMaxConns)
-	}
+	raiseMaxConns(cfg, dsn)
 	if _, set := cfg.ConnConfig.RuntimeParams[idleInTransactionParam]; !set {
 		cfg.ConnConfig.RuntimeParams[idleInTransactionParam] = idleInTransactionTimeout
 	}
@@ -109,22 +107,68 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	}
 	s.pool = pool
 	for _, dsn := range opts.ReadDSNs {
-		rc, err := pgxpool.ParseConfig(dsn)
-		if err != nil {
-			pool.Close()
-			return nil, fmt.Errorf("parse postgres read dsn: %w", err)
+		if err := s.addStandby(ctx, dsn, ""); err != nil {
+			s.Close()
+			return nil, err
 		}
-		configureConnections(rc, dsn, Options{}) // timeouts and TLS errors as for the primary
-		rp, err := pgxpool.NewWithConfig(ctx, rc)
-		if err != nil {
-			pool.Close()
-			return nil, fmt.Errorf("create postgres read pool: %w", interpretError(err))
+	}
+	for _, file := range opts.ReadDSNFiles {
+		dsn, err := ReadDSNFile(file)
+		if err == nil {
+			err = s.addStandby(ctx, dsn, file)
 		}
-		sb := &standby{name: rc.ConnConfig.Host + ":" + fmt.Sprint(rc.ConnConfig.Port), pool: rp}
-		sb.replayed.Store(-1) // nothing known yet, not even the schema
-		s.standbys.list = append(s.standbys.list, sb)
+		if err != nil {
+			s.Close()
+			return nil, err
+		}
 	}
 	return s, nil
+}
+
+// addStandby adds a pool on the standby of dsn (read from file, if set).
+func (s *Store) addStandby(ctx context.Context, dsn, file string) error {
+	rc, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return fmt.Errorf("parse postgres read dsn: %w", err)
+	}
+	raiseMaxConns(rc, dsn)
+	configureConnections(rc, dsn, Options{DSNFile: file}) // timeouts, TLS errors, credentials as for the primary
+	rp, err := pgxpool.NewWithConfig(ctx, rc)
+	if err != nil {
+		return fmt.Errorf("create postgres read pool: %w", interpretError(err))
+	}
+	sb := &standby{name: rc.ConnConfig.Host + ":" + fmt.Sprint(rc.ConnConfig.Port), pool: rp}
+	sb.replayed.Store(-1) // nothing known yet, not even the schema
+	s.standbys.list = append(s.standbys.list, sb)
+	return nil
+}
+
+// raiseMaxConns sets the pool size to defaultMaxConns unless the DSN sets
+// pool_max_conns. pgxpool's default is max(4, CPUs): on a small machine a
+// fleet's workers, scrapes, watches and readiness checks queued for four
+// connections (the fleet benchmark saw half the acquisitions wait and
+// scrapes time out); a standby serving a replica's reads needs as many.
+func raiseMaxConns(cfg *pgxpool.Config, dsn string) {
+	if !strings.Contains(dsn, "pool_max_conns") {
+		cfg.MaxConns = max(cfg.MaxConns, defaultMaxConns)
+	}
+}
+
+// ReadDSNFile reads a DSN from file (surrounding whitespace ignored) and
+// checks that it parses.
+func ReadDSNFile(file string) (string, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return "", err
+	}
+	dsn := strings.TrimSpace(string(b))
+	if dsn == "" {
+		return "", fmt.Errorf("%s is empty", file)
+	}
+	if _, err := pgxpool.ParseConfig(dsn); err != nil {
+		return "", fmt.Errorf("%s: %w (expected postgres://user@host:port/db or host=... dbname=...)", file, err)
+	}
+	return dsn, nil
 }
 
 // sqlContinueKey reads the continue tokens' shared key.

@@ -2,8 +2,6 @@ package options
 
 import (
 	"fmt"
-	"os"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -23,7 +21,9 @@ type PostgresOptions struct {
 	// ReadDSNs are standbys reads may go to; StandbyWait how long a read
 	// waits for one to replay what it needs; StandbyMaxLag how far behind
 	// one may fall before readiness reports it.
-	ReadDSNs      []string
+	ReadDSNs []string
+	// ReadDSNFiles name files holding standby DSNs (mounted Secrets).
+	ReadDSNFiles  []string
 	StandbyWait   time.Duration
 	StandbyMaxLag time.Duration
 
@@ -51,6 +51,10 @@ func (o *PostgresOptions) AddFlags(fs *pflag.FlagSet) {
 		"(repeat the flag for several; reads go round robin). A read goes to a standby only once it has replayed the "+
 		"resourceVersion the read needs (for a list without resourceVersion, the primary's present), waiting up to "+
 		"--postgres-standby-wait; else the primary answers, so no client sees a resourceVersion go backwards.")
+	fs.StringArrayVar(&o.ReadDSNFiles, "postgres-read-dsn-file", o.ReadDSNFiles, ""+
+		"File holding the connection string of a standby as --postgres-read-dsn takes it (repeat for several), so its "+
+		"password appears in neither the arguments nor the environment; each new connection uses the credentials the "+
+		"file holds then, as with --postgres-dsn-file.")
 	fs.DurationVar(&o.StandbyWait, "postgres-standby-wait", o.StandbyWait,
 		"How long a read waits for a --postgres-read-dsn standby to replay what it needs before the primary serves it.")
 	fs.DurationVar(&o.StandbyMaxLag, "postgres-standby-max-lag", o.StandbyMaxLag, ""+
@@ -69,14 +73,11 @@ func (o *PostgresOptions) Validate() []error {
 		if o.DSN != "" {
 			return []error{fmt.Errorf("--postgres-dsn and --postgres-dsn-file exclude each other: set one")}
 		}
-		b, err := os.ReadFile(o.DSNFile)
+		dsn, err := postgres.ReadDSNFile(o.DSNFile)
 		if err != nil {
 			return []error{fmt.Errorf("--postgres-dsn-file: %w", err)}
 		}
-		if o.DSN = strings.TrimSpace(string(b)); o.DSN == "" {
-			return []error{fmt.Errorf("--postgres-dsn-file %s is empty", o.DSNFile)}
-		}
-		o.dsnFromFile = true
+		o.DSN, o.dsnFromFile = dsn, true
 	}
 	if _, err := pgxpool.ParseConfig(o.DSN); err != nil {
 		errs = append(errs, fmt.Errorf("--postgres-dsn: %w (expected postgres://user@host:port/db or host=... dbname=...)", err))
@@ -87,6 +88,11 @@ func (o *PostgresOptions) Validate() []error {
 	for _, dsn := range o.ReadDSNs {
 		if _, err := pgxpool.ParseConfig(dsn); err != nil {
 			errs = append(errs, fmt.Errorf("--postgres-read-dsn: %w (expected postgres://user@host:port/db or host=... dbname=...)", err))
+		}
+	}
+	for _, file := range o.ReadDSNFiles {
+		if _, err := postgres.ReadDSNFile(file); err != nil {
+			errs = append(errs, fmt.Errorf("--postgres-read-dsn-file: %w", err))
 		}
 	}
 	if o.StandbyWait < 0 {
@@ -107,7 +113,8 @@ func (o *PostgresOptions) ApplyTo(c *apiserver.RegistryConfig) {
 // With --postgres-dsn-file, new connections use the credentials the file
 // holds when they are made (a rotated password needs no restart).
 func (o *PostgresOptions) StoreOptions() postgres.Options {
-	opts := postgres.Options{ContinueTTL: o.ContinueTTL, ReadDSNs: o.ReadDSNs, StandbyWait: o.StandbyWait, StandbyMaxLag: o.StandbyMaxLag}
+	opts := postgres.Options{ContinueTTL: o.ContinueTTL, ReadDSNs: o.ReadDSNs, ReadDSNFiles: o.ReadDSNFiles,
+		StandbyWait: o.StandbyWait, StandbyMaxLag: o.StandbyMaxLag}
 	if o.dsnFromFile {
 		opts.DSNFile = o.DSNFile
 	}
