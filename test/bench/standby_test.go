@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -161,7 +162,7 @@ func BenchmarkStandby(b *testing.B) {
 		{"api", "primary", listNodeCapacities(s.direct), s.cp.PlatformMetrics},
 		{"api", "primary+standby", listNodeCapacities(s.withStandby), s.replica.Metrics},
 	} {
-		b.Run("reads="+side.reads+"/server="+side.server, func(b *testing.B) {
+		b.Run("reads="+side.reads+"/cpus=shared/server="+side.server, func(b *testing.B) {
 			var before float64
 			if side.metrics != nil {
 				before = standbyReadsOf(b, side.metrics)
@@ -172,7 +173,38 @@ func BenchmarkStandby(b *testing.B) {
 			}
 		})
 	}
+	// Each server on a core of its own, as on machines of their own: the
+	// registry's reads alone, since the replicas' own work (encoding 5,000
+	// objects) needs the cores too.
+	if runtime.NumCPU() >= 2 {
+		if err := s.pin([]int{0}, []int{1}); err != nil {
+			b.Fatal(err)
+		}
+		for _, side := range []struct {
+			server string
+			st     *registrypostgres.Store
+		}{{"primary", s.registry}, {"primary+standby", s.standbyStore}} {
+			b.Run("reads=store/cpus=one-per-server/server="+side.server, func(b *testing.B) {
+				benchParallelLists(b, storeList(side.st))
+			})
+		}
+		all := make([]int, runtime.NumCPU())
+		for i := range all {
+			all[i] = i
+		}
+		if err := s.pin(all, all); err != nil {
+			b.Fatal(err)
+		}
+	}
 	b.Run("failover", func(b *testing.B) { s.benchFailover(b) })
+}
+
+// pin restricts the primary and the standby to CPUs each.
+func (s *standbyEnv) pin(primary, standby []int) error {
+	if err := s.pg.PinToCPUs(primary...); err != nil {
+		return err
+	}
+	return s.standby.PinToCPUs(standby...)
 }
 
 // standbyReadsOf reads a replica's platform_registry_reads_total{server="standby"}.

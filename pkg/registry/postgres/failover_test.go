@@ -46,7 +46,7 @@ func presentRV(t *testing.T, s *postgres.Store, ctx context.Context) int64 {
 func TestStandbyReads(t *testing.T) {
 	primary := pgtest.NewInstance(t, pgtest.Options{})
 	standby := pgtest.NewStandby(t, primary, pgtest.StandbyOptions{})
-	s, ctx := haStore(t, primary.DSN(), postgres.Options{ReadDSNs: []string{standby.DSN()}})
+	s, ctx := haStore(t, primary.DSN(), postgres.Options{ReadDSNs: []string{standby.DSN()}, NoPrimaryReads: true})
 
 	for i := range 20 {
 		mustApply(t, s, ctx, store.Batch{ClusterID: "c1", Nodes: []store.Node{node("n"+string(rune('a'+i)), 1000, 1<<30)}})

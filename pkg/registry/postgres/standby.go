@@ -98,13 +98,20 @@ var (
 	})
 )
 
-// readPool returns the pool a read that needs freshness f runs on: a
-// standby (round robin) once it has replayed what f needs, waiting for
-// that up to the standbys' wait, else the primary. A read needing the
-// latest state first asks the primary for its present (one row). No read
-// goes to a standby that has not replayed the current timeline's floor.
+// readPool returns the pool a read that needs freshness f runs on. Reads
+// take turns (round robin) over the standbys and, unless
+// Options.NoPrimaryReads, the primary; a standby serves its turn once it
+// has replayed what f needs, waiting for that up to the standbys' wait,
+// else the primary does. A read needing the latest state first asks the
+// primary for its present (one row). No read goes to a standby that has
+// not replayed the current timeline's floor.
 func (s *Store) readPool(ctx context.Context, f store.Freshness) (*pgxpool.Pool, error) {
-	if len(s.standbys.list) == 0 {
+	servers := uint64(len(s.standbys.list))
+	if !s.opts.NoPrimaryReads {
+		servers++
+	}
+	turn := s.standbys.next.Add(1) % max(servers, 1)
+	if turn >= uint64(len(s.standbys.list)) {
 		readsByServer.WithLabelValues("primary").Inc()
 		return s.pool, nil
 	}
@@ -122,7 +129,7 @@ func (s *Store) readPool(ctx context.Context, f store.Freshness) (*pgxpool.Pool,
 		}
 		need = max(need, present)
 	}
-	sb := s.standbys.list[s.standbys.next.Add(1)%uint64(len(s.standbys.list))]
+	sb := s.standbys.list[turn]
 	if time.Now().UnixNano() < sb.skipUntil.Load() {
 		readsByServer.WithLabelValues("primary").Inc()
 		return s.pool, nil

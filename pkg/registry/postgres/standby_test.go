@@ -58,7 +58,7 @@ func standbyReplay(t *testing.T, ctx context.Context, sb *pgtest.Standby, pause 
 func TestStandbyChangeFeed(t *testing.T) {
 	primary := pgtest.NewInstance(t, pgtest.Options{})
 	standby := pgtest.NewStandby(t, primary, pgtest.StandbyOptions{})
-	s, ctx := haStore(t, primary.DSN(), postgres.Options{ReadDSNs: []string{standby.DSN()}, StandbyMaxLag: time.Second})
+	s, ctx := haStore(t, primary.DSN(), postgres.Options{ReadDSNs: []string{standby.DSN()}, NoPrimaryReads: true, StandbyMaxLag: time.Second})
 	notes, err := s.Notifications(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -163,7 +163,7 @@ func TestStandbyOnTheOldTimelineServesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	after, ctx := haStore(t, promoted.DSN(), postgres.Options{ReadDSNs: []string{stale.DSN()}})
+	after, ctx := haStore(t, promoted.DSN(), postgres.Options{ReadDSNs: []string{stale.DSN()}, NoPrimaryReads: true})
 	page, err := after.ListNodeCapacities(ctx, store.ListOptions{Freshness: store.Freshness{AtLeast: kept}})
 	if err != nil {
 		t.Fatal(err)

@@ -55,6 +55,9 @@ type Options struct {
 	// ReadDSNFiles name files holding more standby DSNs; new connections
 	// to each use the credentials its file holds when they are made.
 	ReadDSNFiles []string
+	// NoPrimaryReads keeps reads off the primary while a standby can serve
+	// them; by default reads take turns over the primary and the standbys.
+	NoPrimaryReads bool
 	// StandbyWait is how long a read waits for a standby to replay what it
 	// needs before it goes to the primary; default 250ms.
 	StandbyWait time.Duration

@@ -23,16 +23,18 @@ type PostgresOptions struct {
 	// one may fall before readiness reports it.
 	ReadDSNs []string
 	// ReadDSNFiles name files holding standby DSNs (mounted Secrets).
-	ReadDSNFiles  []string
-	StandbyWait   time.Duration
-	StandbyMaxLag time.Duration
+	ReadDSNFiles []string
+	// ReadFromPrimary: reads take turns over the primary too.
+	ReadFromPrimary bool
+	StandbyWait     time.Duration
+	StandbyMaxLag   time.Duration
 
 	dsnFromFile bool
 }
 
 // NewPostgresOptions returns the defaults.
 func NewPostgresOptions() *PostgresOptions {
-	return &PostgresOptions{ContinueTTL: postgres.DefaultContinueTTL, StandbyWait: postgres.DefaultStandbyWait, StandbyMaxLag: postgres.DefaultStandbyMaxLag}
+	return &PostgresOptions{ContinueTTL: postgres.DefaultContinueTTL, StandbyWait: postgres.DefaultStandbyWait, StandbyMaxLag: postgres.DefaultStandbyMaxLag, ReadFromPrimary: true}
 }
 
 // AddFlags adds the registry database flags.
@@ -55,6 +57,10 @@ func (o *PostgresOptions) AddFlags(fs *pflag.FlagSet) {
 		"File holding the connection string of a standby as --postgres-read-dsn takes it (repeat for several), so its "+
 		"password appears in neither the arguments nor the environment; each new connection uses the credentials the "+
 		"file holds then, as with --postgres-dsn-file.")
+	fs.BoolVar(&o.ReadFromPrimary, "postgres-read-from-primary", o.ReadFromPrimary, ""+
+		"With standbys, spread reads round robin over the primary and the standbys (so n standbys give n+1 servers' "+
+		"read capacity); false keeps reads on the standbys while they can serve them, leaving the primary to writes "+
+		"and to the reads a standby has not replayed far enough for.")
 	fs.DurationVar(&o.StandbyWait, "postgres-standby-wait", o.StandbyWait,
 		"How long a read waits for a --postgres-read-dsn standby to replay what it needs before the primary serves it.")
 	fs.DurationVar(&o.StandbyMaxLag, "postgres-standby-max-lag", o.StandbyMaxLag, ""+
@@ -113,7 +119,7 @@ func (o *PostgresOptions) ApplyTo(c *apiserver.RegistryConfig) {
 // With --postgres-dsn-file, new connections use the credentials the file
 // holds when they are made (a rotated password needs no restart).
 func (o *PostgresOptions) StoreOptions() postgres.Options {
-	opts := postgres.Options{ContinueTTL: o.ContinueTTL, ReadDSNs: o.ReadDSNs, ReadDSNFiles: o.ReadDSNFiles,
+	opts := postgres.Options{ContinueTTL: o.ContinueTTL, ReadDSNs: o.ReadDSNs, ReadDSNFiles: o.ReadDSNFiles, NoPrimaryReads: !o.ReadFromPrimary,
 		StandbyWait: o.StandbyWait, StandbyMaxLag: o.StandbyMaxLag}
 	if o.dsnFromFile {
 		opts.DSNFile = o.DSNFile
