@@ -15,10 +15,14 @@ func (i *Instance) PinToCPUs(cpus ...int) error {
 	for _, c := range cpus {
 		set.Set(c)
 	}
-	for _, pid := range append([]int{i.Pid()}, childPids(i.Pid())...) {
+	for _, pid := range i.Pids() {
 		if err := unix.SchedSetaffinity(pid, &set); err != nil {
 			return fmt.Errorf("pin postgres process %d to CPUs %v: %w", pid, cpus, err)
 		}
 	}
 	return nil
 }
+
+// Pids lists the server's processes: the postmaster and those it runs now
+// (backends, WAL sender or receiver, background workers).
+func (i *Instance) Pids() []int { return append([]int{i.Pid()}, childPids(i.Pid())...) }
