@@ -29,6 +29,7 @@ type recordingStore struct {
 	mu      sync.Mutex
 	cursor  string
 	batches []store.Batch
+	states  []store.MemberState
 }
 
 func (s *recordingStore) Apply(_ context.Context, b store.Batch) error {
@@ -54,6 +55,12 @@ func (s *recordingStore) RecordNodeMetrics(context.Context, store.Fence, []store
 }
 func (s *recordingStore) MaintainNodeMetrics(context.Context, store.MetricsMaintenance) (store.MetricsMaintained, error) {
 	return store.MetricsMaintained{}, nil
+}
+func (s *recordingStore) RecordMemberState(_ context.Context, _ store.Fence, st store.MemberState) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.states = append(s.states, st)
+	return nil
 }
 
 func (s *recordingStore) snapshot() []store.Batch {

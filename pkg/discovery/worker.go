@@ -129,6 +129,7 @@ func (w *worker) mirror(ctx context.Context) {
 	}
 	logger.Info("Starting discovery of member cluster", "epoch", w.store.current().Epoch)
 	defer logger.Info("Stopped discovery of member cluster")
+	defer w.startReporting(ctx)()
 	for {
 		identity, ok := w.checkIdentity(ctx)
 		if !ok {

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -116,11 +117,12 @@ func TestClusterCapacity(t *testing.T) {
 	}
 	rec.check(t, e, 2*len(steps))
 
-	out := e.kubectl(t, "get", "clustercapacities")
-	if got := row(t, out, "second"); got[1] != "1/3" || got[4] != "3920m, 7Gi" {
-		t.Errorf("kubectl get clustercapacities: second = %q, want 1/3 schedulable and cap-4's 3920m, 7Gi free\n%s", got, out)
-	}
 	e.kubectl(t, "wait", "--for=condition=HasSchedulableCapacity", "clustercapacity/second", "--timeout=30s")
+	e.kubectl(t, "wait", "--for=condition=Synced", "clustercapacity/local", "clustercapacity/second", "--timeout=30s")
+	out := e.kubectl(t, "get", "clustercapacities")
+	if got := row(t, out, "second"); got[1] != "1/3" || got[4] != "3920m, 7Gi" || !strings.HasPrefix(got[6], "Synced (") {
+		t.Errorf("kubectl get clustercapacities: second = %q, want 1/3 schedulable, cap-4's 3920m, 7Gi free, Synced\n%s", got, out)
+	}
 }
 
 func createNode(t *testing.T, kube kubernetes.Interface, name string) {

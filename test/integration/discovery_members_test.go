@@ -64,6 +64,12 @@ func TestDiscoveryMembers(t *testing.T) {
 		unreachable, err2 := e.platformMetric(ctx, "platform_discovery_members", `state="unreachable"`)
 		return synced == 2 && unreachable == 1, fmt.Sprintf("synced %v (%v), unreachable %v (%v)", synced, err1, unreachable, err2)
 	})
+	// The registry shows the same on each member's ClusterCapacity, the
+	// denied one included although it has no rows.
+	eventually(t, "mirroring states on the ClusterCapacities", mirrorTimeout, func(ctx context.Context) (bool, string) {
+		out := e.jsonpath(ctx, `{range .items[*]}{.metadata.name}={.status.mirroring.state} {end}`, "get", "clustercapacities")
+		return strings.Contains(out, "local=Synced") && strings.Contains(out, "second=Synced") && strings.Contains(out, "denied=Unreachable"), out
+	})
 	if v, err := e.platformMetric(ctx, "platform_registry_objects_changed_total", `kind="ClusterNamespace"`); err != nil || v == 0 {
 		t.Errorf("ClusterNamespace objects changed = %v, %v; want the mirrored namespaces counted", v, err)
 	}

@@ -78,8 +78,8 @@ func (e *env) testTables(t *testing.T) {
 		}
 	}
 	for name, want := range map[string][]string{
-		"prod-1": {"prod-1", "1/4", "2.7/3.9 (68%)", "12.5Gi/15Gi (83%)", "2670m, 12.5Gi", "3/110"},
-		"prod-2": {"prod-2", "20/20", "78.4/78.4 (100%)", "300Gi/300Gi (100%)", "3920m, 15Gi", "0/2200"},
+		"prod-1": {"prod-1", "1/4", "2.7/3.9 (68%)", "12.5Gi/15Gi (83%)", "2670m, 12.5Gi", "3/110", "<unknown>"}, // no discovery: no mirroring state
+		"prod-2": {"prod-2", "20/20", "78.4/78.4 (100%)", "300Gi/300Gi (100%)", "3920m, 15Gi", "0/2200", "<unknown>"},
 	} {
 		if got := row(t, out, name); !slices.Equal(got[:min(len(got), len(want))], want) {
 			t.Errorf("clustercapacity %s row = %q, want prefix %q", name, got, want)
@@ -87,7 +87,7 @@ func (e *env) testTables(t *testing.T) {
 	}
 	// -o wide: ready, cordoned and tainted nodes, then CPU usage (n1's 1234m over the schedulable 3920m).
 	out = e.kubectl(t, "get", "cc", "prod-1", "-o", "wide")
-	if got, want := row(t, out, "prod-1"), []string{"3/4", "1", "1", "1.2/3.9 (31%)"}; len(got) < 12 || !slices.Equal(got[7:11], want) {
+	if got, want := row(t, out, "prod-1"), []string{"3/4", "1", "1", "1.2/3.9 (31%)"}; len(got) < 13 || !slices.Equal(got[8:12], want) {
 		t.Errorf("clustercapacity prod-1 -o wide = %q, want %q after AGE\n%s", got, want, out)
 	}
 

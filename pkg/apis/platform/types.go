@@ -158,8 +158,25 @@ type ClusterCapacityStatus struct {
 	LargestFree *ComputeResources
 	Pods        int64
 	Namespaces  int64
+	Mirroring   MemberMirroring
 	Conditions  []metav1.Condition
 }
+
+// MemberMirroring is how the registry's mirror of the member stands.
+type MemberMirroring struct {
+	State MirroringState
+	Since *metav1.Time
+}
+
+// MirroringState is the state of a member's mirroring.
+type MirroringState string
+
+const (
+	MirroringSyncing     MirroringState = "Syncing"
+	MirroringSynced      MirroringState = "Synced"
+	MirroringLagging     MirroringState = "Lagging"
+	MirroringUnreachable MirroringState = "Unreachable"
+)
 
 // NodeCounts counts a member's nodes.
 type NodeCounts struct {
@@ -187,6 +204,8 @@ type CapacityUsage struct {
 
 // ClusterCapacity condition types and reasons.
 const (
+	ClusterCapacitySynced   = "Synced"
+	ReasonNotReported       = "NotReported"
 	ClusterCapacityHasRoom  = "HasSchedulableCapacity"
 	ReasonRoomLeft          = "RoomLeft"
 	ReasonNoSchedulableNode = "NoSchedulableNode"

@@ -30,6 +30,7 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		v1alpha1.ClusterNamespaceList{}.OpenAPIModelName():   schema_pkg_apis_platform_v1alpha1_ClusterNamespaceList(ref),
 		v1alpha1.ClusterNamespaceStatus{}.OpenAPIModelName(): schema_pkg_apis_platform_v1alpha1_ClusterNamespaceStatus(ref),
 		v1alpha1.ComputeResources{}.OpenAPIModelName():       schema_pkg_apis_platform_v1alpha1_ComputeResources(ref),
+		v1alpha1.MemberMirroring{}.OpenAPIModelName():        schema_pkg_apis_platform_v1alpha1_MemberMirroring(ref),
 		v1alpha1.NodeCapacity{}.OpenAPIModelName():           schema_pkg_apis_platform_v1alpha1_NodeCapacity(ref),
 		v1alpha1.NodeCapacityList{}.OpenAPIModelName():       schema_pkg_apis_platform_v1alpha1_NodeCapacityList(ref),
 		v1alpha1.NodeCapacityStatus{}.OpenAPIModelName():     schema_pkg_apis_platform_v1alpha1_NodeCapacityStatus(ref),
@@ -325,6 +326,13 @@ func schema_pkg_apis_platform_v1alpha1_ClusterCapacityStatus(ref common.Referenc
 							Format:      "int64",
 						},
 					},
+					"mirroring": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Mirroring is how the registry's mirror of the member stands, as the discovery replica holding the member last reported it.",
+							Default:     map[string]interface{}{},
+							Ref:         ref(v1alpha1.MemberMirroring{}.OpenAPIModelName()),
+						},
+					},
 					"conditions": {
 						VendorExtensible: spec.VendorExtensible{
 							Extensions: spec.Extensions{
@@ -335,7 +343,7 @@ func schema_pkg_apis_platform_v1alpha1_ClusterCapacityStatus(ref common.Referenc
 							},
 						},
 						SchemaProps: spec.SchemaProps{
-							Description: "Conditions: HasSchedulableCapacity is True while some schedulable node has CPU and memory left.",
+							Description: "Conditions: HasSchedulableCapacity is True while some schedulable node has CPU and memory left; Synced is True while the member's mirroring is Synced (its reason is the state otherwise, NotReported before discovery reported one).",
 							Type:        []string{"array"},
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
@@ -351,7 +359,7 @@ func schema_pkg_apis_platform_v1alpha1_ClusterCapacityStatus(ref common.Referenc
 			},
 		},
 		Dependencies: []string{
-			v1alpha1.CapacitySummary{}.OpenAPIModelName(), v1alpha1.ComputeResources{}.OpenAPIModelName(), v1alpha1.NodeCounts{}.OpenAPIModelName(), v1.Condition{}.OpenAPIModelName()},
+			v1alpha1.CapacitySummary{}.OpenAPIModelName(), v1alpha1.ComputeResources{}.OpenAPIModelName(), v1alpha1.MemberMirroring{}.OpenAPIModelName(), v1alpha1.NodeCounts{}.OpenAPIModelName(), v1.Condition{}.OpenAPIModelName()},
 	}
 }
 
@@ -552,6 +560,35 @@ func schema_pkg_apis_platform_v1alpha1_ComputeResources(ref common.ReferenceCall
 		},
 		Dependencies: []string{
 			resource.Quantity{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_platform_v1alpha1_MemberMirroring(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "MemberMirroring is how the registry's mirror of a member stands.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"state": {
+						SchemaProps: spec.SchemaProps{
+							Description: "State of the mirroring; empty before discovery reported one.\n\nPossible enum values:\n - `\"Lagging\"` : changes arrive from the member but a commit keeps failing.\n - `\"Synced\"` : every resource is listed and watched, and changes commit.\n - `\"Syncing\"` : a first list (or a relist) of the member is running.\n - `\"Unreachable\"` : the member does not answer or refuses access.",
+							Type:        []string{"string"},
+							Format:      "",
+							Enum:        []interface{}{"Lagging", "Synced", "Syncing", "Unreachable"},
+						},
+					},
+					"since": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Since is when the mirroring entered State.",
+							Ref:         ref(v1.Time{}.OpenAPIModelName()),
+						},
+					},
+				},
+			},
+		},
+		Dependencies: []string{
+			v1.Time{}.OpenAPIModelName()},
 	}
 }
 

@@ -38,8 +38,29 @@ func ToObject(cc *store.ClusterCapacity) platform.ClusterCapacity {
 			Memory: *resource.NewQuantity(f.MemoryBytes, resource.BinarySI),
 		}
 	}
+	if cc.Mirroring != "" {
+		obj.Status.Mirroring = platform.MemberMirroring{State: platform.MirroringState(cc.Mirroring), Since: new(metav1.NewTime(cc.MirroringSince))}
+	}
+	meta.SetStatusCondition(&obj.Status.Conditions, syncedCondition(cc))
 	meta.SetStatusCondition(&obj.Status.Conditions, roomCondition(cc))
 	return obj
+}
+
+// syncedCondition is Synced: the member's mirroring state, since it began.
+func syncedCondition(cc *store.ClusterCapacity) metav1.Condition {
+	c := metav1.Condition{Type: platform.ClusterCapacitySynced, LastTransitionTime: metav1.NewTime(cc.MirroringSince)}
+	switch cc.Mirroring {
+	case "":
+		c.Status, c.Reason, c.LastTransitionTime = metav1.ConditionUnknown, platform.ReasonNotReported, metav1.NewTime(cc.FirstSeen)
+		c.Message = "Discovery has not reported the member's mirroring state"
+	case store.MemberSynced:
+		c.Status, c.Reason = metav1.ConditionTrue, string(cc.Mirroring)
+		c.Message = "Every resource of the member is listed and watched, and its changes commit"
+	default:
+		c.Status, c.Reason = metav1.ConditionFalse, string(cc.Mirroring)
+		c.Message = "The member's mirroring is " + string(cc.Mirroring)
+	}
+	return c
 }
 
 // roomCondition is HasSchedulableCapacity, with the time the registry saw it

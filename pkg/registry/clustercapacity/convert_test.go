@@ -28,6 +28,32 @@ func record() store.ClusterCapacity {
 	}
 }
 
+func TestSyncedCondition(t *testing.T) {
+	since := time.Date(2026, 12, 1, 11, 0, 0, 0, time.UTC)
+	tests := []struct {
+		state  store.MemberState
+		status metav1.ConditionStatus
+		reason string
+	}{
+		{"", metav1.ConditionUnknown, platform.ReasonNotReported},
+		{store.MemberSynced, metav1.ConditionTrue, "Synced"},
+		{store.MemberUnreachable, metav1.ConditionFalse, "Unreachable"},
+		{store.MemberLagging, metav1.ConditionFalse, "Lagging"},
+	}
+	for _, tt := range tests {
+		r := record()
+		r.Mirroring, r.MirroringSince = tt.state, since
+		o := ToObject(&r)
+		c := meta.FindStatusCondition(o.Status.Conditions, platform.ClusterCapacitySynced)
+		if c == nil || c.Status != tt.status || c.Reason != tt.reason {
+			t.Errorf("state %q: condition %+v, want %s %s", tt.state, c, tt.status, tt.reason)
+		}
+		if m := o.Status.Mirroring; string(m.State) != string(tt.state) || (tt.state != "") != (m.Since != nil && m.Since.Time.Equal(since)) {
+			t.Errorf("state %q: mirroring %+v", tt.state, m)
+		}
+	}
+}
+
 func TestToObject(t *testing.T) {
 	r := record()
 	o := ToObject(&r)
@@ -87,13 +113,15 @@ func TestTable(t *testing.T) {
 	none := record()
 	none.ClusterID, none.MaxFree, none.Schedulable = "empty", nil, store.CapacitySums{}
 	list := &platform.ClusterCapacityList{Items: []platform.ClusterCapacity{ToObject(&r), ToObject(&none)}}
+	r.Mirroring, r.MirroringSince = store.MemberSynced, time.Now().Add(-5*time.Minute)
+	list.Items[0] = ToObject(&r)
 	table, err := rest.ConvertToTable(context.Background(), list, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := [][]any{
-		{"prod-1", "3/5", "12/64 (18%)", "192Gi/256Gi (75%)", "6500m, 90Gi", "40/330"},
-		{"empty", "3/5", "0/0", "0/0", "<none>", "0/0"},
+		{"prod-1", "3/5", "12/64 (18%)", "192Gi/256Gi (75%)", "6500m, 90Gi", "40/330", "Synced (5m)"},
+		{"empty", "3/5", "0/0", "0/0", "<none>", "0/0", "<unknown>"},
 	}
 	for i, row := range table.Rows {
 		for j, w := range want[i] {

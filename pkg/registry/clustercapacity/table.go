@@ -41,6 +41,14 @@ var columns = []registry.Column[platform.ClusterCapacity]{
 			s := o.Status.Schedulable
 			return ratio(s.Requested.Pods, s.Allocatable.Pods)
 		}},
+	{Name: "Mirroring", Type: "string", Description: "The member's mirroring state (Syncing, Synced, Lagging, Unreachable) and for how long",
+		Cell: func(o *platform.ClusterCapacity) any {
+			m := o.Status.Mirroring
+			if m.State == "" || m.Since == nil {
+				return registry.Unknown
+			}
+			return string(m.State) + " (" + registry.Age(*m.Since, time.Now()) + ")"
+		}},
 	{Name: "Age", Type: "string", Description: "Time since the registry first saw the member",
 		Cell: func(o *platform.ClusterCapacity) any { return registry.Age(o.CreationTimestamp, time.Now()) }},
 	{Name: "Ready", Type: "string", Priority: 1, Description: "Ready nodes over all nodes",

@@ -1,6 +1,8 @@
 package postgres_test
 
 import (
+	"context"
+	"errors"
 	"math"
 	"reflect"
 	"testing"
@@ -66,6 +68,7 @@ func sumCapacity(nodes []store.NodeCapacity, nss []store.ClusterNamespace) store
 // capacityValues drops what sumCapacity does not compute.
 func capacityValues(c store.ClusterCapacity) store.ClusterCapacity {
 	c.ClusterID, c.Labels, c.HasRoomSince, c.FirstSeen, c.ResourceVersion = "", nil, time.Time{}, time.Time{}, 0
+	c.Mirroring, c.MirroringSince = "", time.Time{}
 	return c
 }
 
@@ -261,4 +264,59 @@ func TestClusterCapacitySaturates(t *testing.T) {
 	if c, err = s.GetClusterCapacity(ctx, "c"); err != nil || c.All.Allocatable.MemoryBytes != math.MaxInt64-1 || c.All.Allocatable.Pods != math.MinInt64 {
 		t.Errorf("after deleting one: %+v, %v", c.All.Allocatable, err)
 	}
+}
+
+// TestRecordMemberState: a member's mirroring state shows on its
+// ClusterCapacity (created for a member without rows), takes a version only
+// when it changes, and is fenced.
+func TestRecordMemberState(t *testing.T) {
+	t.Parallel()
+	s, b := setup(t, postgres.Options{})
+	ctx := b.ctx
+	f, err := s.ClaimMember(ctx, "m", "replica-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := registryRV(t, s, ctx)
+	if err := s.RecordMemberState(ctx, f, store.MemberUnreachable); err != nil {
+		t.Fatal(err)
+	}
+	c, err := s.GetClusterCapacity(ctx, "m")
+	if err != nil || c.Mirroring != store.MemberUnreachable || c.MirroringSince.IsZero() || c.Nodes != 0 {
+		t.Fatalf("after an Unreachable report: %+v, %v", c, err)
+	}
+	changes, _, err := s.Changes(ctx, before, 10)
+	if err != nil || len(changes) != 1 || changes[0].Type != store.ChangeAdded || changes[0].ClusterCapacity.Mirroring != store.MemberUnreachable {
+		t.Errorf("changes %+v, %v; want the ClusterCapacity ADDED", changes, err)
+	}
+	rv := registryRV(t, s, ctx)
+	if err := s.RecordMemberState(ctx, f, store.MemberUnreachable); err != nil || registryRV(t, s, ctx) != rv {
+		t.Errorf("the same state again: %v, registry %d → %d; want no change", err, rv, registryRV(t, s, ctx))
+	}
+	if err := s.RecordMemberState(ctx, f, store.MemberSynced); err != nil {
+		t.Fatal(err)
+	}
+	if c2 := mustCapacity(t, s, ctx, "m"); c2.Mirroring != store.MemberSynced || c2.ResourceVersion <= rv {
+		t.Errorf("after Synced: %+v", c2)
+	}
+	// The sums start from the reported row.
+	mustApply(t, s, ctx, store.Batch{ClusterID: "m", Epoch: f.Epoch, Failovers: f.Failovers, Nodes: []store.Node{node("n1", 1000, 1<<30)}})
+	if c2 := mustCapacity(t, s, ctx, "m"); c2.Nodes != 1 || c2.Mirroring != store.MemberSynced {
+		t.Errorf("after a node: %+v", c2)
+	}
+	if _, err := s.ClaimMember(ctx, "m", "replica-2"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RecordMemberState(ctx, f, store.MemberLagging); !errors.Is(err, store.ErrFenced) {
+		t.Errorf("a report of the former owner: %v, want ErrFenced", err)
+	}
+}
+
+func mustCapacity(t *testing.T, s *postgres.Store, ctx context.Context, cluster string) *store.ClusterCapacity {
+	t.Helper()
+	c, err := s.GetClusterCapacity(ctx, cluster)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }

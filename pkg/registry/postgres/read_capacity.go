@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
@@ -74,6 +75,7 @@ func scanClusterCapacity(row pgx.Row) (store.ClusterCapacity, error) {
 	var (
 		c             store.ClusterCapacity
 		freeCPU, free saturated
+		since         *time.Time
 	)
 	a, sc := &c.All, &c.Schedulable
 	err := row.Scan(&c.ClusterID, &c.Labels,
@@ -84,10 +86,13 @@ func scanClusterCapacity(row pgx.Row) (store.ClusterCapacity, error) {
 		sat(&sc.Allocatable.CPUMillis), sat(&sc.Allocatable.MemoryBytes), sat(&sc.Allocatable.Pods),
 		sat(&sc.Requested.CPUMillis), sat(&sc.Requested.MemoryBytes), sat(&sc.Requested.Pods),
 		sat(&sc.UsageCPUNanoCores), sat(&sc.UsageMemoryBytes), &sc.UsageNodes,
-		&freeCPU, &free, &c.HasRoom, &c.HasRoomSince,
+		&freeCPU, &free, &c.HasRoom, &c.HasRoomSince, &c.Mirroring, &since,
 		&c.Namespaces, &c.Pods, &c.FirstSeen, &c.ResourceVersion)
 	if err != nil {
 		return c, err
+	}
+	if since != nil {
+		c.MirroringSince = *since
 	}
 	if freeCPU.valid && free.valid {
 		c.MaxFree = &store.Resources{CPUMillis: freeCPU.v, MemoryBytes: free.v}
@@ -121,6 +126,27 @@ func (s *saturated) ScanNumeric(n pgtype.Numeric) error {
 	}
 	if s.into != nil {
 		*s.into = s.v
+	}
+	return nil
+}
+
+var sqlMemberState = statement("member_state")
+
+// opMemberState labels the writer-lock metrics of RecordMemberState.
+const opMemberState op = "member_state"
+
+// RecordMemberState records a member's mirroring state on its
+// ClusterCapacity when it changed, creating the row of a member that has
+// none yet, fenced like every discovery write.
+func (s *Store) RecordMemberState(ctx context.Context, f store.Fence, state store.MemberState) error {
+	err := s.write(ctx, opMemberState, sections{
+		member: func(w *writer) error { return w.fence(f) },
+		views: func(w *writer) error {
+			return w.stamp("record member state", sqlMemberState, f.ClusterID, string(state))
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("record state of member %s: %w", f.ClusterID, err)
 	}
 	return nil
 }

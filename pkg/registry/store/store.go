@@ -235,9 +235,27 @@ type ClusterCapacity struct {
 	HasRoomSince time.Time
 	// Namespaces and the non-terminal pods in them, scheduled or not.
 	Namespaces, Pods int64
-	FirstSeen        time.Time
-	ResourceVersion  int64
+	// Mirroring is the member's mirroring state as its discovery writer
+	// last reported it ("" before a report), since MirroringSince.
+	Mirroring       MemberState
+	MirroringSince  time.Time
+	FirstSeen       time.Time
+	ResourceVersion int64
 }
+
+// MemberState is how the mirroring of a member stands, as its writer sees it.
+type MemberState string
+
+const (
+	// MemberSyncing: a first list (or a relist) is running.
+	MemberSyncing MemberState = "Syncing"
+	// MemberSynced: every resource is listed and watched, changes commit.
+	MemberSynced MemberState = "Synced"
+	// MemberLagging: changes arrive but a commit keeps failing.
+	MemberLagging MemberState = "Lagging"
+	// MemberUnreachable: the member does not answer or refuses access.
+	MemberUnreachable MemberState = "Unreachable"
+)
 
 // CapacitySums are sums over a set of nodes. Requested.Pods counts the
 // non-terminal pods bound to them; the usage sums are over the UsageNodes
@@ -412,6 +430,10 @@ type Writer interface {
 	// take a new resourceVersion; reporting is fenced, and every sample must
 	// be of the fence's member.
 	RecordNodeMetrics(ctx context.Context, f Fence, samples []NodeMetricsSample, policy UsageReporting) (MetricsRecorded, error)
+	// RecordMemberState records the member's mirroring state, shown on its
+	// ClusterCapacity (created if the member has none yet); only a change
+	// takes a resourceVersion. It is fenced.
+	RecordMemberState(ctx context.Context, f Fence, state MemberState) error
 	// MaintainNodeMetrics is the registry-wide housekeeping of the metrics
 	// history, run on an interval: it prepares the history for the coming
 	// samples, drops history observed before RetainAfter (in whole

@@ -274,13 +274,44 @@ type ClusterCapacityStatus struct {
 	Pods int64 `json:"pods"`
 	// Namespaces counts the member's namespaces.
 	Namespaces int64 `json:"namespaces"`
+	// Mirroring is how the registry's mirror of the member stands, as the
+	// discovery replica holding the member last reported it.
+	// +optional
+	Mirroring MemberMirroring `json:"mirroring,omitempty"`
 	// Conditions: HasSchedulableCapacity is True while some schedulable
-	// node has CPU and memory left.
+	// node has CPU and memory left; Synced is True while the member's
+	// mirroring is Synced (its reason is the state otherwise, NotReported
+	// before discovery reported one).
 	// +optional
 	// +listType=map
 	// +listMapKey=type
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
+
+// MemberMirroring is how the registry's mirror of a member stands.
+type MemberMirroring struct {
+	// State of the mirroring; empty before discovery reported one.
+	// +optional
+	State MirroringState `json:"state,omitempty"`
+	// Since is when the mirroring entered State.
+	// +optional
+	Since *metav1.Time `json:"since,omitempty"`
+}
+
+// MirroringState is the state of a member's mirroring.
+// +enum
+type MirroringState string
+
+const (
+	// MirroringSyncing: a first list (or a relist) of the member is running.
+	MirroringSyncing MirroringState = "Syncing"
+	// MirroringSynced: every resource is listed and watched, and changes commit.
+	MirroringSynced MirroringState = "Synced"
+	// MirroringLagging: changes arrive from the member but a commit keeps failing.
+	MirroringLagging MirroringState = "Lagging"
+	// MirroringUnreachable: the member does not answer or refuses access.
+	MirroringUnreachable MirroringState = "Unreachable"
+)
 
 // NodeCounts counts a member's nodes. Cordoned and Tainted count every
 // node with the flag, Ready or not, so they may overlap.
@@ -324,6 +355,10 @@ type CapacityUsage struct {
 
 // ClusterCapacity condition types and reasons.
 const (
+	// ClusterCapacitySynced is True while the member's mirroring is Synced.
+	ClusterCapacitySynced = "Synced"
+	// ReasonNotReported: discovery has not reported the member's mirroring state.
+	ReasonNotReported = "NotReported"
 	// ClusterCapacityHasRoom is True while some schedulable node has CPU and memory left.
 	ClusterCapacityHasRoom = "HasSchedulableCapacity"
 	// ReasonRoomLeft: some schedulable node has CPU and memory left.

@@ -55,6 +55,11 @@ func (in ComputeResources) OpenAPIModelName() string {
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
+func (in MemberMirroring) OpenAPIModelName() string {
+	return "io.example.platform.v1alpha1.MemberMirroring"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in NodeCapacity) OpenAPIModelName() string {
 	return "io.example.platform.v1alpha1.NodeCapacity"
 }

@@ -53,6 +53,10 @@ CREATE TABLE cluster_capacity (
     -- the most allocatable minus requested on one schedulable node; NULL without one
     max_free_cpu_millis         numeric,
     max_free_memory_bytes       numeric,
+    -- the member's mirroring state as its discovery writer reports it ('' before
+    -- the first report), and since when (RecordMemberState)
+    mirroring                   text COLLATE "C" NOT NULL DEFAULT '',
+    mirroring_since             timestamptz,
     -- some schedulable node has CPU and memory left, and since when that holds or not
     has_room                    boolean     NOT NULL DEFAULT false,
     has_room_since              timestamptz NOT NULL DEFAULT now(),

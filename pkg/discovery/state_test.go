@@ -1,0 +1,70 @@
+package discovery
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/clock"
+	testingclock "k8s.io/utils/clock/testing"
+
+	"github.com/example/platform-apiserver/pkg/registry/store"
+)
+
+// TestReportStates: the worker records its state at once, again on each
+// change, and not while it holds.
+func TestReportStates(t *testing.T) {
+	clk := testingclock.NewFakeClock(time.Now())
+	rec := &recordingStore{}
+	a, b := newSyncer(syncerParams{Clock: clock.RealClock{}}), newSyncer(syncerParams{Clock: clock.RealClock{}})
+	w := &worker{clusterID: "c", syncers: []*syncer{a, b}, tuning: Tuning{Clock: clk, ApplyTimeout: time.Minute}}
+	w.store = newMemberStore(rec, "c", func(error) {})
+	stop := w.startReporting(t.Context())
+	defer stop()
+
+	states := func() []store.MemberState {
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		return slices.Clone(rec.states)
+	}
+	// tick lets a report interval pass once the reporter waits for it.
+	tick := func() {
+		t.Helper()
+		if err := wait.PollUntilContextTimeout(t.Context(), time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+			return clk.HasWaiters(), nil
+		}); err != nil {
+			t.Fatal("the reporter does not wait for its interval")
+		}
+		clk.Step(stateReportInterval)
+	}
+	expect := func(want ...store.MemberState) {
+		t.Helper()
+		if err := wait.PollUntilContextTimeout(t.Context(), time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+			return slices.Equal(states(), want), nil
+		}); err != nil {
+			t.Fatalf("recorded %v, want %v", states(), want)
+		}
+	}
+	set := func(s *syncer, f func(s *syncer)) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		f(s)
+	}
+
+	expect(store.MemberSyncing)
+	tick()
+	tick()
+	expect(store.MemberSyncing)
+	set(a, func(s *syncer) { s.synced = true })
+	set(b, func(s *syncer) { s.synced = true })
+	tick()
+	expect(store.MemberSyncing, store.MemberSynced)
+	set(b, func(s *syncer) { s.unreachable = true })
+	tick()
+	expect(store.MemberSyncing, store.MemberSynced, store.MemberUnreachable)
+	set(b, func(s *syncer) { s.unreachable, s.stuck = false, true })
+	tick()
+	expect(store.MemberSyncing, store.MemberSynced, store.MemberUnreachable, store.MemberLagging)
+}
