@@ -3,7 +3,6 @@ package integration
 import (
 	"context"
 	"fmt"
-	"io"
 	"maps"
 	"net/http"
 	"os"
@@ -19,7 +18,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/example/platform-apiserver/pkg/apis/platform/v1alpha1"
@@ -263,26 +261,6 @@ func TestRegistryFailover(t *testing.T) {
 		}
 		return maps.Equal(got, want), fmt.Sprintf("informer: %v\nlist: %v", got, want)
 	})
-}
-
-// getAsAdmin GETs path from the platform-apiserver's own port as the
-// admin (anonymous users may read /readyz, not its single checks).
-func getAsAdmin(ctx context.Context, cp *framework.ControlPlane, path string) (int, string, error) {
-	client, err := rest.HTTPClientFor(cp.PlatformDirectConfig())
-	if err != nil {
-		return 0, "", err
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, cp.PlatformServerURL()+path, nil)
-	if err != nil {
-		return 0, "", err
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return 0, "", err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(body), err
 }
 
 // registryPresent is the registry's resourceVersion on the primary.

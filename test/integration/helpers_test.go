@@ -10,6 +10,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
 
 	"github.com/example/platform-apiserver/test/framework"
 )
@@ -36,6 +37,21 @@ func probePlatform(ctx context.Context, cp *framework.ControlPlane, path string)
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(cp.PlatformServingCA())
 	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	return getPlatform(ctx, cp, client, path)
+}
+
+// getAsAdmin GETs path on the platform-apiserver's own port as the admin
+// (anonymous users may read /readyz, not its single checks).
+func getAsAdmin(ctx context.Context, cp *framework.ControlPlane, path string) (int, string, error) {
+	client, err := rest.HTTPClientFor(cp.PlatformDirectConfig())
+	if err != nil {
+		return 0, "", err
+	}
+	return getPlatform(ctx, cp, client, path)
+}
+
+// getPlatform GETs path on the platform-apiserver's own port with client.
+func getPlatform(ctx context.Context, cp *framework.ControlPlane, client *http.Client, path string) (int, string, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, cp.PlatformServerURL()+path, nil)
 	if err != nil {
 		return 0, "", err
