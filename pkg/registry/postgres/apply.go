@@ -27,7 +27,9 @@ func (s *Store) Apply(ctx context.Context, b store.Batch) error {
 		member: func(w *writer) error {
 			a.writer = w
 			return a.run(
-				func() error { return w.fence(store.Fence{ClusterID: b.ClusterID, Epoch: b.Epoch, Failovers: b.Failovers}) },
+				func() error {
+					return w.fence(store.Fence{ClusterID: b.ClusterID, Epoch: b.Epoch, Failovers: b.Failovers})
+				},
 				a.replace,
 				a.deletePods,
 				a.deleteQuotas,
