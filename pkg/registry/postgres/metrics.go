@@ -20,7 +20,9 @@ var (
 	// without the writers' lock and returns the keys of the nodes whose
 	// usage is due for a report; sqlReportUsage reports those on the view
 	// rows, re-checking the rule (metrics_usage_due.sql).
-	sqlRecordMetrics        = statement("metrics_record")
+	sqlRecordMetrics = statement("metrics_record")
+	// sqlExpireRollups deletes the usage rollups of the hours dropped.
+	sqlExpireRollups        = statement("metrics_expire_rollups")
 	sqlReportUsage          = statement("metrics_report_usage")
 	sqlTakeTurn             = statement("metrics_take_turn")
 	sqlEnsurePartitions     = statement("metrics_ensure_partitions")
@@ -102,6 +104,9 @@ func (s *Store) MaintainNodeMetrics(ctx context.Context, m store.MetricsMaintena
 	out.DroppedPartitions = dropped
 	if err != nil {
 		return out, err
+	}
+	if _, err := s.pool.Exec(ctx, sqlExpireRollups, m.RetainAfter); err != nil {
+		return out, fmt.Errorf("expire usage rollups: %w", interpretError(err))
 	}
 	out.Unknown, err = s.expireUsage(ctx, m.UnknownBefore)
 	return out, err

@@ -1,0 +1,134 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/example/platform-apiserver/pkg/registry/store"
+)
+
+// UsageHistory summarizes the usage samples q selects from the hourly
+// rollups (migration 010), not the samples themselves: a day of a
+// 5,000-node member is 24 rows and a few hundred buckets for the member,
+// 120,000 rows and their buckets for a selection of every node. It reads
+// any server (a standby too): the history has no resourceVersion.
+func (s *Store) UsageHistory(ctx context.Context, q store.UsageQuery) (*store.UsageHistory, error) {
+	if q.ClusterID == "" {
+		return nil, fmt.Errorf("%w: a usage query needs a member cluster", store.ErrInvalidSelector)
+	}
+	var args sqlArgs
+	where := []string{"cluster_id = " + args.add(q.ClusterID), "hour > " + args.add(q.Since.Add(-time.Hour))}
+	nodes := "node <> ''"
+	switch {
+	case q.Node != "":
+		nodes = "node = " + args.add(q.Node)
+		where = append(where, nodes)
+	case len(q.Labels) > 0:
+		conds, err := selectorSQL(&args, q.Labels, nil)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", store.ErrInvalidSelector, err)
+		}
+		nodes = "node IN (SELECT name FROM cluster_node WHERE cluster_id = " + args.add(q.ClusterID) + " AND " + strings.Join(conds, " AND ") + ")"
+		where = append(where, nodes)
+	default:
+		where = append(where, "node = ''") // the member's own rollup
+	}
+	filter := strings.Join(where, " AND ")
+	h := &store.UsageHistory{}
+	err := s.readTx(ctx, store.Freshness{}, func(tx pgx.Tx) error {
+		var from, to *time.Time
+		err := tx.QueryRow(ctx, `
+			SELECT coalesce(sum(samples), 0)::bigint,
+				coalesce(round(sum(cpu_sum) / nullif(sum(samples), 0)), 0)::bigint, coalesce(max(cpu_max), 0),
+				coalesce(round(sum(memory_sum) / nullif(sum(samples), 0)), 0)::bigint, coalesce(max(memory_max), 0),
+				min(hour), max(hour)
+			FROM cluster_node_usage_hourly WHERE `+filter, args...).
+			Scan(&h.Samples, &h.CPU.Average, &h.CPU.Max, &h.Memory.Average, &h.Memory.Max, &from, &to)
+		if err != nil || h.Samples == 0 {
+			return err
+		}
+		h.From, h.To = from.UTC(), to.Add(time.Hour).UTC()
+		if err := tx.QueryRow(ctx, `SELECT count(DISTINCT node) FROM cluster_node_usage_hourly WHERE `+
+			strings.Join(append(where[:2:2], nodes), " AND "), args...).Scan(&h.Nodes); err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, `SELECT resource, bucket, sum(samples)::bigint FROM cluster_node_usage_buckets WHERE `+
+			filter+` GROUP BY resource, bucket ORDER BY resource, bucket`, args...)
+		if err != nil {
+			return err
+		}
+		hist := map[byte]*histogram{'c': {max: h.CPU.Max}, 'm': {max: h.Memory.Max}}
+		var resource byte
+		var bucket int16
+		var n int64
+		_, err = pgx.ForEachRow(rows, []any{&resource, &bucket, &n}, func() error {
+			if hh := hist[resource]; hh != nil {
+				hh.buckets = append(hh.buckets, bucketCount{bucket, n})
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		for _, st := range []struct {
+			hist  *histogram
+			stats *store.UsageStats
+		}{{hist['c'], &h.CPU}, {hist['m'], &h.Memory}} {
+			st.stats.P50, st.stats.P95, st.stats.P99 = st.hist.percentile(0.50), st.hist.percentile(0.95), st.hist.percentile(0.99)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("usage history of %s: %w", q.ClusterID, interpretError(err))
+	}
+	return h, nil
+}
+
+// histogram is one resource's buckets (usage_bucket), in bucket order.
+type histogram struct {
+	buckets []bucketCount
+	max     int64 // the exact maximum
+}
+
+type bucketCount struct {
+	bucket int16
+	n      int64
+}
+
+// bucketGrowth is usage_bucket's ratio between a bucket's bounds.
+const bucketGrowth = 1.02
+
+// percentile is the nearest-rank percentile p (0–1): the representative of
+// the bucket holding the sample of rank ceil(p·n), at most the maximum.
+func (h *histogram) percentile(p float64) int64 {
+	var total int64
+	for _, b := range h.buckets {
+		total += b.n
+	}
+	if total == 0 {
+		return 0
+	}
+	rank := max(int64(math.Ceil(p*float64(total))), 1)
+	for _, b := range h.buckets {
+		if rank -= b.n; rank <= 0 {
+			return min(bucketValue(b.bucket), h.max)
+		}
+	}
+	return h.max
+}
+
+// bucketValue represents bucket b's values [g^(b-1), g^b) within 1 %:
+// 2·lo·hi/(lo+hi) is off by at most (g-1)/(g+1) of any of them.
+func bucketValue(b int16) int64 {
+	if b <= 0 {
+		return 0
+	}
+	lo := math.Pow(bucketGrowth, float64(b-1))
+	hi := lo * bucketGrowth
+	return int64(math.Round(2 * lo * hi / (lo + hi)))
+}

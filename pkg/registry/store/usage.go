@@ -1,0 +1,41 @@
+package store
+
+import (
+	"time"
+
+	"k8s.io/apimachinery/pkg/labels"
+)
+
+// UsageQuery selects recorded usage samples of one member: of one of its
+// nodes (Node), of its nodes whose labels match Labels now, or of the whole
+// member (neither), observed in the whole UTC hours that overlap the window
+// from Since until now.
+type UsageQuery struct {
+	ClusterID string
+	Node      string
+	Labels    labels.Requirements
+	Since     time.Time
+}
+
+// UsageHistory summarizes the samples a UsageQuery selects. Each sample is
+// one node's usage at one scrape, so for several nodes the percentiles are
+// of the distribution of node usage over the nodes and the hours.
+type UsageHistory struct {
+	// From and To bound the hours summarized (zero without samples).
+	From, To time.Time
+	// Nodes counts the nodes with samples, Samples the samples.
+	Nodes   int64
+	Samples int64
+	// CPU in nanocores, Memory in bytes.
+	CPU, Memory UsageStats
+}
+
+// UsageStats are the average, percentiles (nearest rank, within
+// UsageAccuracy of the exact value) and maximum (exact) of samples.
+type UsageStats struct {
+	Average, P50, P95, P99, Max int64
+}
+
+// UsageAccuracy bounds the relative error of UsageStats' percentiles: they
+// are read from histograms whose buckets span 2 %.
+const UsageAccuracy = 0.01
