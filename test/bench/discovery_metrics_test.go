@@ -547,7 +547,8 @@ type scrapeEvents struct {
 	// period; reported is what RecordNodeMetrics says it did.
 	due, crossing, refresh int
 	stored, reported       int64
-	// changeRows: registry_change entries the scrape wrote.
+	// changeRows: registry_change entries of NodeCapacities the scrape
+	// wrote (the member's ClusterCapacity takes one more when any is).
 	changeRows int64
 	// events: NodeCapacity events the watch delivered before the marker;
 	// byReason counts them by the model's reason for their node ("" for
@@ -607,7 +608,7 @@ func (d *discoveryEnv) quietFleetEvents(ctx context.Context, f *fleet) ([]scrape
 			return nil, fmt.Errorf("scrape %d: %w", k, err)
 		}
 		s.stored, s.reported = rec.Stored, rec.Reported
-		if err := d.db.QueryRow(ctx, `SELECT count(*) FROM registry_change WHERE resource_version > $1`, rvBefore).Scan(&s.changeRows); err != nil {
+		if err := d.db.QueryRow(ctx, `SELECT count(*) FROM registry_change WHERE resource_version > $1 AND kind = 'NodeCapacity'`, rvBefore).Scan(&s.changeRows); err != nil {
 			return nil, err
 		}
 		marker++
@@ -867,7 +868,7 @@ func (l *legacyMetrics) scrape(ctx context.Context, samples []store.NodeMetricsS
 		return out, fmt.Errorf("today's design: %w", err)
 	}
 	out.inserted = inserted
-	err = l.writer.pool.QueryRow(ctx, `SELECT count(*) FROM registry_change WHERE resource_version > $1`, rvBefore).Scan(&out.changeRows)
+	err = l.writer.pool.QueryRow(ctx, `SELECT count(*) FROM registry_change WHERE resource_version > $1 AND kind = 'NodeCapacity'`, rvBefore).Scan(&out.changeRows)
 	return out, err
 }
 
