@@ -23,6 +23,7 @@ import (
 	"github.com/example/platform-apiserver/pkg/registry"
 	"github.com/example/platform-apiserver/pkg/registry/feed"
 	"github.com/example/platform-apiserver/pkg/registry/postgres"
+	"github.com/example/platform-apiserver/pkg/registry/usagereport"
 	"github.com/example/platform-apiserver/pkg/registry/store"
 )
 
@@ -37,6 +38,7 @@ type Registry interface {
 	Ready(ctx context.Context) error
 	// CheckStandbys fails while a standby reads may go to lags or is down.
 	CheckStandbys(ctx context.Context) error
+	usagereport.History
 }
 
 // Config is the server's configuration, each component's whole.
@@ -53,6 +55,9 @@ type Config struct {
 type RegistryConfig struct {
 	DSN   string
 	Store postgres.Options
+	// UsageRetention is how long the usage history is kept (discovery's
+	// --metrics-retention): UsageReports ask for a window up to it.
+	UsageRetention time.Duration
 }
 
 // WatchConfig tunes how watches follow the registry's change feed.
@@ -114,9 +119,13 @@ func (c *Config) Complete() CompletedConfig {
 		d := *c.Discovery
 		disc = &d
 	}
+	reg := c.Registry
+	if reg.UsageRetention <= 0 {
+		reg.UsageRetention = discovery.DefaultConfig().Tuning.MetricsRetention
+	}
 	return CompletedConfig{&completedConfig{
 		generic:   generic.Complete(),
-		registry:  c.Registry,
+		registry:  reg,
 		watch:     c.Watch,
 		discovery: disc,
 	}}
@@ -206,6 +215,7 @@ func (c CompletedConfig) newServer(reg *postgres.Store) (*Server, error) {
 	for _, k := range served {
 		storages[k.Resource] = k.storage(reg, watches)
 	}
+	storages["usagereports"] = usagereport.NewREST(reg, c.registry.UsageRetention)
 	group.VersionedResourcesStorageMap[v1alpha1.SchemeGroupVersion.Version] = storages
 	if err := generic.InstallAPIGroup(&group); err != nil {
 		return nil, err

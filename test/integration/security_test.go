@@ -8,11 +8,13 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/example/platform-apiserver/pkg/apis/platform/v1alpha1"
 	"github.com/example/platform-apiserver/pkg/generated/clientset/versioned"
 	"github.com/example/platform-apiserver/test/framework"
 )
@@ -75,6 +77,11 @@ func (e *env) testRBAC(t *testing.T) {
 		},
 		"list clustercapacities": func() error {
 			_, err := alice.PlatformV1alpha1().ClusterCapacities().List(ctx, metav1.ListOptions{})
+			return err
+		},
+		"create usagereport": func() error {
+			_, err := alice.PlatformV1alpha1().UsageReports().Create(ctx, &v1alpha1.UsageReport{
+				Spec: v1alpha1.UsageReportSpec{Cluster: "prod-1", Window: metav1.Duration{Duration: time.Hour}}}, metav1.CreateOptions{})
 			return err
 		},
 		"watch clustercapacities": func() error {

@@ -39,6 +39,7 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 		&ClusterNamespaceList{},
 		&NodeCapacity{},
 		&NodeCapacityList{},
+		&UsageReport{},
 	)
 	return nil
 }

@@ -40,6 +40,10 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		v1alpha1.NodeUsage{}.OpenAPIModelName():              schema_pkg_apis_platform_v1alpha1_NodeUsage(ref),
 		v1alpha1.ResourceQuotaStatus{}.OpenAPIModelName():    schema_pkg_apis_platform_v1alpha1_ResourceQuotaStatus(ref),
 		v1alpha1.Taint{}.OpenAPIModelName():                  schema_pkg_apis_platform_v1alpha1_Taint(ref),
+		v1alpha1.UsageReport{}.OpenAPIModelName():            schema_pkg_apis_platform_v1alpha1_UsageReport(ref),
+		v1alpha1.UsageReportSpec{}.OpenAPIModelName():        schema_pkg_apis_platform_v1alpha1_UsageReportSpec(ref),
+		v1alpha1.UsageReportStatus{}.OpenAPIModelName():      schema_pkg_apis_platform_v1alpha1_UsageReportStatus(ref),
+		v1alpha1.UsageStatistics{}.OpenAPIModelName():        schema_pkg_apis_platform_v1alpha1_UsageStatistics(ref),
 		resource.Quantity{}.OpenAPIModelName():               schema_apimachinery_pkg_api_resource_Quantity(ref),
 		v1.APIGroup{}.OpenAPIModelName():                     schema_pkg_apis_meta_v1_APIGroup(ref),
 		v1.APIGroupList{}.OpenAPIModelName():                 schema_pkg_apis_meta_v1_APIGroupList(ref),
@@ -1088,6 +1092,203 @@ func schema_pkg_apis_platform_v1alpha1_Taint(ref common.ReferenceCallback) commo
 				Required: []string{"key", "effect"},
 			},
 		},
+	}
+}
+
+func schema_pkg_apis_platform_v1alpha1_UsageReport(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "UsageReport asks the recorded usage history of a member cluster, of one of its nodes, or of the nodes its label selector matches, over a window: create one and the answer is in the returned status (nothing is stored, as with a SubjectAccessReview). `kubectl create -f report.yaml -o yaml`; RBAC verb create on usagereports.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"kind": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"apiVersion": {
+						SchemaProps: spec.SchemaProps{
+							Description: "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"metadata": {
+						SchemaProps: spec.SchemaProps{
+							Default: map[string]interface{}{},
+							Ref:     ref(v1.ObjectMeta{}.OpenAPIModelName()),
+						},
+					},
+					"spec": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Spec is the question.",
+							Default:     map[string]interface{}{},
+							Ref:         ref(v1alpha1.UsageReportSpec{}.OpenAPIModelName()),
+						},
+					},
+					"status": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Status is the answer, filled by the server.",
+							Default:     map[string]interface{}{},
+							Ref:         ref(v1alpha1.UsageReportStatus{}.OpenAPIModelName()),
+						},
+					},
+				},
+				Required: []string{"spec"},
+			},
+		},
+		Dependencies: []string{
+			v1alpha1.UsageReportSpec{}.OpenAPIModelName(), v1alpha1.UsageReportStatus{}.OpenAPIModelName(), v1.ObjectMeta{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_platform_v1alpha1_UsageReportSpec(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "UsageReportSpec selects the samples to summarize.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"cluster": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Cluster is the member cluster's id. Required.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"nodeName": {
+						SchemaProps: spec.SchemaProps{
+							Description: "NodeName selects one node of the member (its name in the member).",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"nodeSelector": {
+						SchemaProps: spec.SchemaProps{
+							Description: "NodeSelector selects the member's nodes whose labels match it now, as kubectl -l takes it (e.g. \"pool=gpu\"). Excludes NodeName. Neither: the whole member.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"window": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Window is how far back from now, e.g. 1h or 24h (168h for a week), at most the history the server keeps (--metrics-retention). The summary covers the whole UTC hours that overlap it, the current one included.",
+							Ref:         ref(v1.Duration{}.OpenAPIModelName()),
+						},
+					},
+				},
+				Required: []string{"cluster", "window"},
+			},
+		},
+		Dependencies: []string{
+			v1.Duration{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_platform_v1alpha1_UsageReportStatus(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "UsageReportStatus summarizes the samples: each is one node's usage at one scrape, so for several nodes the statistics are of node usage over the nodes and the hours.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"from": {
+						SchemaProps: spec.SchemaProps{
+							Description: "From and To bound the hours summarized; unset without samples.",
+							Ref:         ref(v1.Time{}.OpenAPIModelName()),
+						},
+					},
+					"to": {
+						SchemaProps: spec.SchemaProps{
+							Ref: ref(v1.Time{}.OpenAPIModelName()),
+						},
+					},
+					"nodes": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Nodes counts the nodes with samples in the window.",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int64",
+						},
+					},
+					"samples": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Samples counts the samples summarized.",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int64",
+						},
+					},
+					"cpu": {
+						SchemaProps: spec.SchemaProps{
+							Description: "CPU is in cores.",
+							Ref:         ref(v1alpha1.UsageStatistics{}.OpenAPIModelName()),
+						},
+					},
+					"memory": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Memory is in bytes.",
+							Ref:         ref(v1alpha1.UsageStatistics{}.OpenAPIModelName()),
+						},
+					},
+					"accuracy": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Accuracy is the relative error bound of the percentiles (they are read from histograms of the samples, hour by hour); averages and maxima are exact.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+				},
+				Required: []string{"nodes", "samples"},
+			},
+		},
+		Dependencies: []string{
+			v1alpha1.UsageStatistics{}.OpenAPIModelName(), v1.Time{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_platform_v1alpha1_UsageStatistics(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "UsageStatistics are the average, nearest-rank percentiles and maximum of the samples.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"average": {
+						SchemaProps: spec.SchemaProps{
+							Ref: ref(resource.Quantity{}.OpenAPIModelName()),
+						},
+					},
+					"p50": {
+						SchemaProps: spec.SchemaProps{
+							Ref: ref(resource.Quantity{}.OpenAPIModelName()),
+						},
+					},
+					"p95": {
+						SchemaProps: spec.SchemaProps{
+							Ref: ref(resource.Quantity{}.OpenAPIModelName()),
+						},
+					},
+					"p99": {
+						SchemaProps: spec.SchemaProps{
+							Ref: ref(resource.Quantity{}.OpenAPIModelName()),
+						},
+					},
+					"max": {
+						SchemaProps: spec.SchemaProps{
+							Ref: ref(resource.Quantity{}.OpenAPIModelName()),
+						},
+					},
+				},
+				Required: []string{"average", "p50", "p95", "p99", "max"},
+			},
+		},
+		Dependencies: []string{
+			resource.Quantity{}.OpenAPIModelName()},
 	}
 }
 

@@ -49,8 +49,11 @@ func (s *Store) UsageHistory(ctx context.Context, q store.UsageQuery) (*store.Us
 				min(hour), max(hour)
 			FROM cluster_node_usage_hourly WHERE `+filter, args...).
 			Scan(&h.Samples, &h.CPU.Average, &h.CPU.Max, &h.Memory.Average, &h.Memory.Max, &from, &to)
-		if err != nil || h.Samples == 0 {
+		if err != nil {
 			return err
+		}
+		if h.Samples == 0 {
+			return knownToRegistry(ctx, tx, q)
 		}
 		h.From, h.To = from.UTC(), to.Add(time.Hour).UTC()
 		if err := tx.QueryRow(ctx, `SELECT count(DISTINCT node) FROM cluster_node_usage_hourly WHERE `+
@@ -131,4 +134,22 @@ func bucketValue(b int16) int64 {
 	lo := math.Pow(bucketGrowth, float64(b-1))
 	hi := lo * bucketGrowth
 	return int64(math.Round(2 * lo * hi / (lo + hi)))
+}
+
+// knownToRegistry fails with store.ErrNotFound unless the registry holds
+// q's member (and node): a query without samples of a known member or node
+// answers an empty history, one of an unknown one is likely a typo.
+func knownToRegistry(ctx context.Context, tx pgx.Tx, q store.UsageQuery) error {
+	var known bool
+	err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM cluster_node WHERE cluster_id = $1 AND ($2 = '' OR name = $2))`,
+		q.ClusterID, q.Node).Scan(&known)
+	switch {
+	case err != nil:
+		return err
+	case !known && q.Node != "":
+		return fmt.Errorf("%w: member cluster %s has no node %s", store.ErrNotFound, q.ClusterID, q.Node)
+	case !known:
+		return fmt.Errorf("%w: no member cluster %s", store.ErrNotFound, q.ClusterID)
+	}
+	return nil
 }

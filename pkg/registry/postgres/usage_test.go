@@ -1,6 +1,7 @@
 package postgres_test
 
 import (
+	"errors"
 	"math"
 	"slices"
 	"testing"
@@ -101,9 +102,15 @@ func TestUsageHistory(t *testing.T) {
 		})
 	}
 
-	empty, err := s.UsageHistory(ctx, store.UsageQuery{ClusterID: "c", Node: "nope", Since: now.Add(-time.Hour)})
+	mustApply(t, s, ctx, store.Batch{ClusterID: "c", Nodes: []store.Node{pool("new", "a")}})
+	empty, err := s.UsageHistory(ctx, store.UsageQuery{ClusterID: "c", Node: "new", Since: now.Add(-time.Hour)})
 	if err != nil || empty.Samples != 0 || empty.Nodes != 0 || !empty.From.IsZero() {
 		t.Errorf("history of a node without samples: %+v, %v; want empty", empty, err)
+	}
+	for _, q := range []store.UsageQuery{{ClusterID: "c", Node: "nope"}, {ClusterID: "nope"}} {
+		if _, err := s.UsageHistory(ctx, q); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("history of %+v, unknown to the registry: %v, want not found", q, err)
+		}
 	}
 
 	// Retention drops the rollups of the hours whose samples it drops.

@@ -94,6 +94,7 @@ func (o *Options) Config(ctx context.Context) (*apiserver.Config, error) {
 	}
 	c := &apiserver.Config{Generic: generic}
 	o.Postgres.ApplyTo(&c.Registry)
+	c.Registry.UsageRetention = o.Discovery.Config.Tuning.MetricsRetention
 	o.Watch.ApplyTo(&c.Watch)
 	if err := o.Discovery.ApplyTo(ctx, &c.Discovery); err != nil {
 		return nil, err

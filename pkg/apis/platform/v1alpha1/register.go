@@ -33,6 +33,7 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 		&ClusterNamespaceList{},
 		&NodeCapacity{},
 		&NodeCapacityList{},
+		&UsageReport{},
 	)
 	metav1.AddToGroupVersion(scheme, SchemeGroupVersion)
 	return nil

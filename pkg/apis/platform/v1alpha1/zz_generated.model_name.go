@@ -103,3 +103,23 @@ func (in ResourceQuotaStatus) OpenAPIModelName() string {
 func (in Taint) OpenAPIModelName() string {
 	return "io.example.platform.v1alpha1.Taint"
 }
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in UsageReport) OpenAPIModelName() string {
+	return "io.example.platform.v1alpha1.UsageReport"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in UsageReportSpec) OpenAPIModelName() string {
+	return "io.example.platform.v1alpha1.UsageReportSpec"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in UsageReportStatus) OpenAPIModelName() string {
+	return "io.example.platform.v1alpha1.UsageReportStatus"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in UsageStatistics) OpenAPIModelName() string {
+	return "io.example.platform.v1alpha1.UsageStatistics"
+}

@@ -11,3 +11,5 @@ type ClusterCapacityExpansion interface{}
 type ClusterNamespaceExpansion interface{}
 
 type NodeCapacityExpansion interface{}
+
+type UsageReportExpansion interface{}

@@ -19,6 +19,7 @@ type PlatformV1alpha1Interface interface {
 	ClusterCapacitiesGetter
 	ClusterNamespacesGetter
 	NodeCapacitiesGetter
+	UsageReportsGetter
 }
 
 // PlatformV1alpha1Client is used to interact with features provided by the platform.example.io group.
@@ -36,6 +37,10 @@ func (c *PlatformV1alpha1Client) ClusterNamespaces(namespace string) ClusterName
 
 func (c *PlatformV1alpha1Client) NodeCapacities() NodeCapacityInterface {
 	return newNodeCapacities(c)
+}
+
+func (c *PlatformV1alpha1Client) UsageReports() UsageReportInterface {
+	return newUsageReports(c)
 }
 
 // NewForConfig creates a new PlatformV1alpha1Client for the given config.

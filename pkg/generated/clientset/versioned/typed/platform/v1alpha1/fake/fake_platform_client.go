@@ -28,6 +28,10 @@ func (c *FakePlatformV1alpha1) NodeCapacities() v1alpha1.NodeCapacityInterface {
 	return newFakeNodeCapacities(c)
 }
 
+func (c *FakePlatformV1alpha1) UsageReports() v1alpha1.UsageReportInterface {
+	return newFakeUsageReports(c)
+}
+
 // RESTClient returns a RESTClient that is used to communicate
 // with API server by this client implementation.
 func (c *FakePlatformV1alpha1) RESTClient() rest.Interface {

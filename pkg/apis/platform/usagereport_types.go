@@ -1,0 +1,70 @@
+package platform
+
+import (
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// UsageReport asks the recorded usage history of a member cluster, of one
+// of its nodes, or of the nodes its label selector matches, over a window:
+// create one and the answer is in the returned status (nothing is stored,
+// as with a SubjectAccessReview). `kubectl create -f report.yaml -o yaml`;
+// RBAC verb create on usagereports.
+type UsageReport struct {
+	metav1.TypeMeta
+	metav1.ObjectMeta
+
+	// Spec is the question.
+	Spec UsageReportSpec
+	// Status is the answer, filled by the server.
+	Status UsageReportStatus
+}
+
+// UsageReportSpec selects the samples to summarize.
+type UsageReportSpec struct {
+	// Cluster is the member cluster's id. Required.
+	Cluster string
+	// NodeName selects one node of the member (its name in the member).
+	NodeName string
+	// NodeSelector selects the member's nodes whose labels match it now,
+	// as kubectl -l takes it (e.g. "pool=gpu"). Excludes NodeName. Neither:
+	// the whole member.
+	NodeSelector string
+	// Window is how far back from now, e.g. 1h or 24h (168h for a week), at
+	// most the history the server keeps (--metrics-retention). The summary
+	// covers the whole UTC hours that overlap it, the current one included.
+	Window metav1.Duration
+}
+
+// UsageReportStatus summarizes the samples: each is one node's usage at
+// one scrape, so for several nodes the statistics are of node usage over
+// the nodes and the hours.
+type UsageReportStatus struct {
+	// From and To bound the hours summarized; unset without samples.
+	From *metav1.Time
+	To   *metav1.Time
+	// Nodes counts the nodes with samples in the window.
+	Nodes int64
+	// Samples counts the samples summarized.
+	Samples int64
+	// CPU is in cores.
+	CPU *UsageStatistics
+	// Memory is in bytes.
+	Memory *UsageStatistics
+	// Accuracy is the relative error bound of the percentiles (they are
+	// read from histograms of the samples, hour by hour); averages and
+	// maxima are exact.
+	Accuracy string
+}
+
+// UsageStatistics are the average, nearest-rank percentiles and maximum
+// of the samples.
+type UsageStatistics struct {
+	Average resource.Quantity
+	P50     resource.Quantity
+	P95     resource.Quantity
+	P99     resource.Quantity
+	Max     resource.Quantity
+}

@@ -1,0 +1,81 @@
+package v1alpha1
+
+import (
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// +genclient
+// +genclient:nonNamespaced
+// +genclient:onlyVerbs=create
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// UsageReport asks the recorded usage history of a member cluster, of one
+// of its nodes, or of the nodes its label selector matches, over a window:
+// create one and the answer is in the returned status (nothing is stored,
+// as with a SubjectAccessReview). `kubectl create -f report.yaml -o yaml`;
+// RBAC verb create on usagereports.
+type UsageReport struct {
+	metav1.TypeMeta `json:",inline"`
+	// +optional
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// Spec is the question.
+	Spec UsageReportSpec `json:"spec"`
+	// Status is the answer, filled by the server.
+	// +optional
+	Status UsageReportStatus `json:"status,omitempty"`
+}
+
+// UsageReportSpec selects the samples to summarize.
+type UsageReportSpec struct {
+	// Cluster is the member cluster's id. Required.
+	Cluster string `json:"cluster"`
+	// NodeName selects one node of the member (its name in the member).
+	// +optional
+	NodeName string `json:"nodeName,omitempty"`
+	// NodeSelector selects the member's nodes whose labels match it now,
+	// as kubectl -l takes it (e.g. "pool=gpu"). Excludes NodeName. Neither:
+	// the whole member.
+	// +optional
+	NodeSelector string `json:"nodeSelector,omitempty"`
+	// Window is how far back from now, e.g. 1h or 24h (168h for a week), at
+	// most the history the server keeps (--metrics-retention). The summary
+	// covers the whole UTC hours that overlap it, the current one included.
+	Window metav1.Duration `json:"window"`
+}
+
+// UsageReportStatus summarizes the samples: each is one node's usage at
+// one scrape, so for several nodes the statistics are of node usage over
+// the nodes and the hours.
+type UsageReportStatus struct {
+	// From and To bound the hours summarized; unset without samples.
+	// +optional
+	From *metav1.Time `json:"from,omitempty"`
+	// +optional
+	To *metav1.Time `json:"to,omitempty"`
+	// Nodes counts the nodes with samples in the window.
+	Nodes int64 `json:"nodes"`
+	// Samples counts the samples summarized.
+	Samples int64 `json:"samples"`
+	// CPU is in cores.
+	// +optional
+	CPU *UsageStatistics `json:"cpu,omitempty"`
+	// Memory is in bytes.
+	// +optional
+	Memory *UsageStatistics `json:"memory,omitempty"`
+	// Accuracy is the relative error bound of the percentiles (they are
+	// read from histograms of the samples, hour by hour); averages and
+	// maxima are exact.
+	Accuracy string `json:"accuracy,omitempty"`
+}
+
+// UsageStatistics are the average, nearest-rank percentiles and maximum
+// of the samples.
+type UsageStatistics struct {
+	Average resource.Quantity `json:"average"`
+	P50     resource.Quantity `json:"p50"`
+	P95     resource.Quantity `json:"p95"`
+	P99     resource.Quantity `json:"p99"`
+	Max     resource.Quantity `json:"max"`
+}
