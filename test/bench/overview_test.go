@@ -1,0 +1,188 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/example/platform-apiserver/pkg/apis/platform/v1alpha1"
+)
+
+// historyWindow and historyStep are the usage history BenchmarkFleetOverview
+// seeds for every registry node: a day of samples a minute apart (discovery
+// scrapes every 30 s; the rollups' size depends on node-hours and buckets,
+// not on the samples, so a day at 30 s reads the same rollups).
+const (
+	historyWindow = 24 * time.Hour
+	historyStep   = time.Minute
+	// historyPool selects every 20th node (storeNode's infra pool).
+	historyPool = "platform.example.io/pool=infra"
+)
+
+// BenchmarkFleetOverview measures what issue 12's kinds save a client,
+// each side by side with what a client does without them:
+//   - clustercapacity/get vs clustercapacity/list-and-sum: the one
+//     ClusterCapacity of the 5,000-node member through the aggregator vs
+//     listing its 5,000 NodeCapacities and summing them client-side;
+//   - usagehistory/<selection>/reads=rollups vs reads=raw-samples: a
+//     UsageReport through the aggregator (hourly rollups) vs the same
+//     statistics computed by PostgreSQL from the day's raw samples
+//     (percentile_disc), for the member, its infra pool (250 nodes) and
+//     one node. Reports p50 and p99 latency.
+func BenchmarkFleetOverview(b *testing.B) {
+	e := setup(b)
+	ctx := b.Context()
+	b.Run("clustercapacity/get", func(b *testing.B) {
+		benchClient(b, e, 1, func(ctx context.Context) (int, error) {
+			cc, err := e.platform.PlatformV1alpha1().ClusterCapacities().Get(ctx, clusterID, metav1.GetOptions{})
+			if err == nil && cc.Status.Nodes.Total != nodeCount {
+				return 0, fmt.Errorf("ClusterCapacity counts %d nodes, want %d", cc.Status.Nodes.Total, nodeCount)
+			}
+			return 1, err
+		})
+	})
+	b.Run("clustercapacity/list-and-sum", func(b *testing.B) {
+		benchClient(b, e, nodeCount, func(ctx context.Context) (int, error) {
+			list, err := e.platform.PlatformV1alpha1().NodeCapacities().List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return 0, err
+			}
+			var alloc, req resource.Quantity
+			for _, nc := range list.Items {
+				alloc.Add(nc.Status.Allocatable.CPU)
+				req.Add(nc.Status.Requested.CPU)
+			}
+			return len(list.Items), nil
+		})
+	})
+
+	if err := e.seedUsageHistory(ctx); err != nil {
+		b.Fatalf("seed usage history: %v", err)
+	}
+	since := time.Now().Add(-historyWindow)
+	for _, sel := range []struct {
+		name string
+		spec v1alpha1.UsageReportSpec
+		raw  string // the samples' filter for the raw-samples side
+	}{
+		{"member", v1alpha1.UsageReportSpec{}, ""},
+		{"pool", v1alpha1.UsageReportSpec{NodeSelector: historyPool},
+			`AND node IN (SELECT name FROM cluster_node WHERE cluster_id = 'bench' AND labels @> '{"platform.example.io/pool":"infra"}')`},
+		{"node", v1alpha1.UsageReportSpec{NodeName: getNodeName}, `AND node = '` + getNodeName + `'`},
+	} {
+		spec := sel.spec
+		spec.Cluster, spec.Window = clusterID, metav1.Duration{Duration: historyWindow}
+		b.Run("usagehistory/"+sel.name+"/reads=rollups", func(b *testing.B) {
+			benchLatency(b, func(ctx context.Context) error {
+				r, err := e.platform.PlatformV1alpha1().UsageReports().Create(ctx, &v1alpha1.UsageReport{Spec: spec}, metav1.CreateOptions{})
+				if err == nil && r.Status.Samples == 0 {
+					err = fmt.Errorf("report without samples: %+v", r.Status)
+				}
+				return err
+			})
+		})
+		b.Run("usagehistory/"+sel.name+"/reads=raw-samples", func(b *testing.B) {
+			conn, err := pgx.Connect(ctx, e.cp.DatabaseURL())
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer conn.Close(ctx)
+			query := `SELECT count(*), avg(cpu_usage_nanocores)::bigint, max(cpu_usage_nanocores),
+				percentile_disc(ARRAY[0.5, 0.95, 0.99]) WITHIN GROUP (ORDER BY cpu_usage_nanocores),
+				avg(memory_usage_bytes)::bigint, max(memory_usage_bytes),
+				percentile_disc(ARRAY[0.5, 0.95, 0.99]) WITHIN GROUP (ORDER BY memory_usage_bytes)
+				FROM cluster_node_metrics WHERE cluster_id = 'bench' AND observed_at >= $1 ` + sel.raw
+			benchLatency(b, func(ctx context.Context) error {
+				var n, cpuAvg, cpuMax, memAvg, memMax int64
+				var cpuP, memP []int64
+				return conn.QueryRow(ctx, query, since).Scan(&n, &cpuAvg, &cpuMax, &cpuP, &memAvg, &memMax, &memP)
+			})
+		})
+	}
+}
+
+// benchLatency runs op b.N times and reports its p50 and p99 latency.
+func benchLatency(b *testing.B, op func(context.Context) error) {
+	ctx := b.Context()
+	if err := op(ctx); err != nil { // warm
+		b.Fatal(err)
+	}
+	var took []time.Duration
+	for b.Loop() {
+		start := time.Now()
+		if err := op(ctx); err != nil {
+			b.Fatal(err)
+		}
+		took = append(took, time.Since(start))
+	}
+	slices.Sort(took)
+	pct := func(p float64) float64 {
+		return float64(took[min(len(took)-1, int(p*float64(len(took))))].Microseconds()) / 1000
+	}
+	b.ReportMetric(pct(0.50), "p50-ms")
+	b.ReportMetric(pct(0.99), "p99-ms")
+}
+
+var seedHistory struct {
+	once sync.Once
+	err  error
+}
+
+// seedUsageHistory writes historyWindow of samples every historyStep for
+// every registry node straight into the history table (faster than
+// recording them scrape by scrape), then rebuilds the rollups from them with
+// the rollup migration itself. Usage varies around each node's allocatable
+// share so the histograms are realistic: a few buckets a node-hour.
+func (e *env) seedUsageHistory(ctx context.Context) error {
+	seedHistory.once.Do(func() {
+		begin := time.Now()
+		conn, err := pgx.Connect(ctx, e.cp.DatabaseURL())
+		if err != nil {
+			seedHistory.err = err
+			return
+		}
+		defer conn.Close(ctx)
+		for _, sql := range []string{
+			`SELECT cluster_node_metrics_ensure_partitions(now() - interval '25 hours', now() + interval '1 hour')`,
+			`INSERT INTO cluster_node_metrics (cluster_id, node, cpu_usage_nanocores, memory_usage_bytes, observed_at, window_seconds)
+			 SELECT n.cluster_id, n.name,
+			        (n.allocatable_cpu_millis * 1e6 * (0.3 + 0.2 * sin(extract(epoch FROM t) / 3600 + i) + 0.05 * random()))::bigint,
+			        (n.allocatable_memory_bytes * (0.5 + 0.1 * cos(extract(epoch FROM t) / 7200 + i) + 0.02 * random()))::bigint,
+			        t, 30
+			 FROM (SELECT *, row_number() OVER (ORDER BY name) AS i FROM cluster_node WHERE cluster_id = 'bench') n,
+			      generate_series(date_trunc('minute', now()) - interval '24 hours', now(), interval '1 minute') t
+			 ON CONFLICT DO NOTHING`,
+		} {
+			if _, err := conn.Exec(ctx, sql); err != nil {
+				seedHistory.err = fmt.Errorf("%.60s...: %w", sql, err)
+				return
+			}
+		}
+		if err := e.registry.MigrateDownTo(ctx, 9); err != nil {
+			seedHistory.err = err
+			return
+		}
+		if err := e.registry.Migrate(ctx); err != nil {
+			seedHistory.err = err
+			return
+		}
+		var samples, rollups int64
+		if err := conn.QueryRow(ctx, `SELECT (SELECT count(*) FROM cluster_node_metrics), (SELECT count(*) FROM cluster_node_usage_buckets)`).Scan(&samples, &rollups); err != nil {
+			seedHistory.err = err
+			return
+		}
+		if rollups == 0 {
+			seedHistory.err = fmt.Errorf("no usage rollups after rebuilding them from %d samples", samples)
+			return
+		}
+		fmt.Printf("usage history: %d samples, %d bucket rows, seeded in %s\n", samples, rollups, time.Since(begin).Round(time.Second))
+	})
+	return seedHistory.err
+}
