@@ -113,6 +113,20 @@ func TestUsageHistory(t *testing.T) {
 		}
 	}
 
+	// A deleted node's history goes with it; the member's keeps it.
+	memberBefore, err := s.UsageHistory(ctx, store.UsageQuery{ClusterID: "c", Since: first})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustApply(t, s, ctx, store.Batch{ClusterID: "c", DeletedNodes: []string{"b1"}, Nodes: []store.Node{pool("b1-new", "b")}})
+	mustApply(t, s, ctx, store.Batch{ClusterID: "c", Nodes: []store.Node{pool("b1", "b")}}) // recreated: no history yet
+	if h, err := s.UsageHistory(ctx, store.UsageQuery{ClusterID: "c", Node: "b1", Since: first}); err != nil || h.Samples != 0 {
+		t.Errorf("history of a node deleted and recreated: %+v, %v; want none", h, err)
+	}
+	if h, err := s.UsageHistory(ctx, store.UsageQuery{ClusterID: "c", Since: first}); err != nil || h.Samples != memberBefore.Samples {
+		t.Errorf("member history after a node's deletion: %+v, %v; want the %d samples it had", h, err, memberBefore.Samples)
+	}
+
 	// Retention drops the rollups of the hours whose samples it drops.
 	if _, err := s.MaintainNodeMetrics(ctx, store.MetricsMaintenance{Now: now, RetainAfter: first.Add(2 * time.Hour), UnknownBefore: first}); err != nil {
 		t.Fatal(err)

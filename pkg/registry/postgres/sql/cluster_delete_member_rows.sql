@@ -1,5 +1,5 @@
 -- Deletes every row of member $1 that is no view (no resourceVersion): pods,
--- quotas, the metrics history, cursors and its discovery_member row, which
+-- quotas, the metrics history and its rollups, cursors and its discovery_member row, which
 -- fences out its owner.
 WITH pods AS (
 	DELETE FROM cluster_pod WHERE cluster_id = $1
@@ -7,6 +7,10 @@ WITH pods AS (
 	DELETE FROM cluster_resource_quota WHERE cluster_id = $1
 ), metrics AS (
 	DELETE FROM cluster_node_metrics WHERE cluster_id = $1
+), hourly AS (
+	DELETE FROM cluster_node_usage_hourly WHERE cluster_id = $1
+), buckets AS (
+	DELETE FROM cluster_node_usage_buckets WHERE cluster_id = $1
 ), cursors AS (
 	DELETE FROM discovery_cursor WHERE cluster_id = $1
 )
