@@ -23,8 +23,8 @@ import (
 	"github.com/example/platform-apiserver/pkg/registry"
 	"github.com/example/platform-apiserver/pkg/registry/feed"
 	"github.com/example/platform-apiserver/pkg/registry/postgres"
-	"github.com/example/platform-apiserver/pkg/registry/usagereport"
 	"github.com/example/platform-apiserver/pkg/registry/store"
+	"github.com/example/platform-apiserver/pkg/registry/usagereport"
 )
 
 // Registry is what the server reads from and checks readiness against.
