@@ -174,7 +174,7 @@ func (e *env) seedUsageHistory(ctx context.Context) error {
 			return
 		}
 		var samples, rollups int64
-		if err := conn.QueryRow(ctx, `SELECT (SELECT count(*) FROM cluster_node_metrics), (SELECT count(*) FROM cluster_node_usage_buckets)`).Scan(&samples, &rollups); err != nil {
+		if err := conn.QueryRow(ctx, `SELECT (SELECT count(*) FROM cluster_node_metrics), (SELECT count(*) FROM cluster_node_usage_hourly)`).Scan(&samples, &rollups); err != nil {
 			seedHistory.err = err
 			return
 		}
@@ -182,7 +182,7 @@ func (e *env) seedUsageHistory(ctx context.Context) error {
 			seedHistory.err = fmt.Errorf("no usage rollups after rebuilding them from %d samples", samples)
 			return
 		}
-		fmt.Printf("usage history: %d samples, %d bucket rows, seeded in %s\n", samples, rollups, time.Since(begin).Round(time.Second))
+		fmt.Printf("usage history: %d samples, %d hourly rollup rows, seeded in %s\n", samples, rollups, time.Since(begin).Round(time.Second))
 	})
 	return seedHistory.err
 }

@@ -3,7 +3,9 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -14,9 +16,9 @@ import (
 
 // UsageHistory summarizes the usage samples q selects from the hourly
 // rollups (migration 010), not the samples themselves: a day of a
-// 5,000-node member is 24 rows and a few hundred buckets for the member,
-// 120,000 rows and their buckets for a selection of every node. It reads
-// any server (a standby too): the history has no resourceVersion.
+// 5,000-node member is its 24 rows (and an index scan of its nodes' rows
+// to count them), of a 250-node pool 6,000 rows, each with its histograms.
+// It reads any server (a standby too): the history has no resourceVersion.
 func (s *Store) UsageHistory(ctx context.Context, q store.UsageQuery) (*store.UsageHistory, error) {
 	if q.ClusterID == "" {
 		return nil, fmt.Errorf("%w: a usage query needs a member cluster", store.ErrInvalidSelector)
@@ -60,30 +62,23 @@ func (s *Store) UsageHistory(ctx context.Context, q store.UsageQuery) (*store.Us
 			strings.Join(append(where[:2:2], nodes), " AND "), args...).Scan(&h.Nodes); err != nil {
 			return err
 		}
-		rows, err := tx.Query(ctx, `SELECT resource, bucket, sum(samples)::bigint FROM cluster_node_usage_buckets WHERE `+
-			filter+` GROUP BY resource, bucket ORDER BY resource, bucket`, args...)
+		rows, err := tx.Query(ctx, `SELECT cpu_buckets, cpu_counts, memory_buckets, memory_counts FROM cluster_node_usage_hourly WHERE `+filter, args...)
 		if err != nil {
 			return err
 		}
-		hist := map[byte]*histogram{'c': {max: h.CPU.Max}, 'm': {max: h.Memory.Max}}
-		var resource byte
-		var bucket int16
-		var n int64
-		_, err = pgx.ForEachRow(rows, []any{&resource, &bucket, &n}, func() error {
-			if hh := hist[resource]; hh != nil {
-				hh.buckets = append(hh.buckets, bucketCount{bucket, n})
-			}
+		cpu, memory := &histogram{max: h.CPU.Max, counts: map[int16]int64{}}, &histogram{max: h.Memory.Max, counts: map[int16]int64{}}
+		var cb, mb []int16
+		var cn, mn []int64
+		_, err = pgx.ForEachRow(rows, []any{&cb, &cn, &mb, &mn}, func() error {
+			cpu.add(cb, cn)
+			memory.add(mb, mn)
 			return nil
 		})
 		if err != nil {
 			return err
 		}
-		for _, st := range []struct {
-			hist  *histogram
-			stats *store.UsageStats
-		}{{hist['c'], &h.CPU}, {hist['m'], &h.Memory}} {
-			st.stats.P50, st.stats.P95, st.stats.P99 = st.hist.percentile(0.50), st.hist.percentile(0.95), st.hist.percentile(0.99)
-		}
+		cpu.fill(&h.CPU)
+		memory.fill(&h.Memory)
 		return nil
 	})
 	if err != nil {
@@ -92,15 +87,25 @@ func (s *Store) UsageHistory(ctx context.Context, q store.UsageQuery) (*store.Us
 	return h, nil
 }
 
-// histogram is one resource's buckets (usage_bucket), in bucket order.
+// histogram is one resource's samples by bucket (usage_bucket), merged
+// from the hourly rows.
 type histogram struct {
-	buckets []bucketCount
-	max     int64 // the exact maximum
+	counts map[int16]int64
+	max    int64 // the exact maximum
 }
 
-type bucketCount struct {
-	bucket int16
-	n      int64
+// add merges one row's histogram: ascending buckets and their counts.
+func (h *histogram) add(buckets []int16, counts []int64) {
+	for i, b := range buckets {
+		if i < len(counts) {
+			h.counts[b] += counts[i]
+		}
+	}
+}
+
+// fill sets the percentiles of st.
+func (h *histogram) fill(st *store.UsageStats) {
+	st.P50, st.P95, st.P99 = h.percentile(0.50), h.percentile(0.95), h.percentile(0.99)
 }
 
 // bucketGrowth is usage_bucket's ratio between a bucket's bounds.
@@ -110,16 +115,16 @@ const bucketGrowth = 1.02
 // the bucket holding the sample of rank ceil(p·n), at most the maximum.
 func (h *histogram) percentile(p float64) int64 {
 	var total int64
-	for _, b := range h.buckets {
-		total += b.n
+	for _, n := range h.counts {
+		total += n
 	}
 	if total == 0 {
 		return 0
 	}
 	rank := max(int64(math.Ceil(p*float64(total))), 1)
-	for _, b := range h.buckets {
-		if rank -= b.n; rank <= 0 {
-			return min(bucketValue(b.bucket), h.max)
+	for _, b := range slices.Sorted(maps.Keys(h.counts)) {
+		if rank -= h.counts[b]; rank <= 0 {
+			return min(bucketValue(b), h.max)
 		}
 	}
 	return h.max

@@ -7,10 +7,8 @@ WITH pods AS (
 	DELETE FROM cluster_resource_quota WHERE cluster_id = $1
 ), metrics AS (
 	DELETE FROM cluster_node_metrics WHERE cluster_id = $1
-), hourly AS (
+), rollups AS (
 	DELETE FROM cluster_node_usage_hourly WHERE cluster_id = $1
-), buckets AS (
-	DELETE FROM cluster_node_usage_buckets WHERE cluster_id = $1
 ), cursors AS (
 	DELETE FROM discovery_cursor WHERE cluster_id = $1
 )

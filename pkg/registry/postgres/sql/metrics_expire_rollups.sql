@@ -1,6 +1,3 @@
 -- Deletes the hourly usage rollups of the hours that ended at or before $1,
 -- as the history partitions of those hours are dropped.
-WITH hourly AS (
-	DELETE FROM cluster_node_usage_hourly WHERE hour <= $1::timestamptz - interval '1 hour'
-)
-DELETE FROM cluster_node_usage_buckets WHERE hour <= $1::timestamptz - interval '1 hour'
+DELETE FROM cluster_node_usage_hourly WHERE hour <= $1::timestamptz - interval '1 hour'

@@ -1,22 +1,36 @@
 -- Fragment (a CTE list) of metrics_record: adds the samples just stored
 -- ("stored") to the hourly rollups of their node and of their member (node
--- ''): counts, sums and maxima, and the histogram buckets (usage_bucket).
+-- ''): counts, sums, maxima and histograms (usage_bucket), merged into the
+-- hour's row (usage_histogram_add). The same rows migration 010 built from
+-- the history it found.
 rolled AS (
 		SELECT s.cluster_id, n.node, date_trunc('hour', s.observed_at, 'UTC') AS hour,
 			s.cpu_usage_nanocores AS cpu, s.memory_usage_bytes AS memory
 		FROM stored s, LATERAL (VALUES (s.node), ('')) n(node)
-	), rolled_hourly AS (
-		INSERT INTO cluster_node_usage_hourly AS h (cluster_id, node, hour, samples, cpu_sum, cpu_max, memory_sum, memory_max)
-		SELECT cluster_id, node, hour, count(*), sum(cpu), max(cpu), sum(memory), max(memory)
-		FROM rolled GROUP BY cluster_id, node, hour
+	), bucketed AS (
+		SELECT cluster_id, node, hour, 'c'::"char" AS resource, usage_bucket(cpu) AS bucket, count(*) AS n FROM rolled GROUP BY 1, 2, 3, 5
+		UNION ALL
+		SELECT cluster_id, node, hour, 'm'::"char", usage_bucket(memory), count(*) FROM rolled GROUP BY 1, 2, 3, 5
+	), histograms AS (
+		SELECT cluster_id, node, hour,
+			array_agg(bucket ORDER BY bucket) FILTER (WHERE resource = 'c') AS cpu_buckets,
+			array_agg(n ORDER BY bucket) FILTER (WHERE resource = 'c') AS cpu_counts,
+			array_agg(bucket ORDER BY bucket) FILTER (WHERE resource = 'm') AS memory_buckets,
+			array_agg(n ORDER BY bucket) FILTER (WHERE resource = 'm') AS memory_counts
+		FROM bucketed GROUP BY cluster_id, node, hour
+	), rollup_rows AS (
+		SELECT s.cluster_id, s.node, s.hour, s.samples, s.cpu_sum, s.cpu_max, s.memory_sum, s.memory_max,
+			h.cpu_buckets, h.cpu_counts, h.memory_buckets, h.memory_counts
+		FROM (SELECT cluster_id, node, hour, count(*) AS samples, sum(cpu) AS cpu_sum, max(cpu) AS cpu_max,
+					 sum(memory) AS memory_sum, max(memory) AS memory_max
+			  FROM rolled GROUP BY cluster_id, node, hour) s
+		JOIN histograms h USING (cluster_id, node, hour)
+	), rolled_up AS (
+		INSERT INTO cluster_node_usage_hourly AS h SELECT * FROM rollup_rows
 		ON CONFLICT (cluster_id, node, hour) DO UPDATE SET
 			samples = h.samples + EXCLUDED.samples,
 			cpu_sum = h.cpu_sum + EXCLUDED.cpu_sum, cpu_max = greatest(h.cpu_max, EXCLUDED.cpu_max),
-			memory_sum = h.memory_sum + EXCLUDED.memory_sum, memory_max = greatest(h.memory_max, EXCLUDED.memory_max)
-	), rolled_buckets AS (
-		INSERT INTO cluster_node_usage_buckets AS b (cluster_id, node, hour, resource, bucket, samples)
-		SELECT cluster_id, node, hour, r.resource, usage_bucket(r.v), count(*)
-		FROM rolled, LATERAL (VALUES ('c'::"char", cpu), ('m'::"char", memory)) r(resource, v)
-		GROUP BY 1, 2, 3, 4, 5
-		ON CONFLICT (cluster_id, node, hour, resource, bucket) DO UPDATE SET samples = b.samples + EXCLUDED.samples
+			memory_sum = h.memory_sum + EXCLUDED.memory_sum, memory_max = greatest(h.memory_max, EXCLUDED.memory_max),
+			(cpu_buckets, cpu_counts) = (SELECT * FROM usage_histogram_add(h.cpu_buckets, h.cpu_counts, EXCLUDED.cpu_buckets, EXCLUDED.cpu_counts)),
+			(memory_buckets, memory_counts) = (SELECT * FROM usage_histogram_add(h.memory_buckets, h.memory_counts, EXCLUDED.memory_buckets, EXCLUDED.memory_counts))
 	)
