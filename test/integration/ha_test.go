@@ -200,13 +200,7 @@ func TestRegistryFailover(t *testing.T) {
 		}
 		return true, ""
 	})
-	if err := primary.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	if err := standby.Resume(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := standby.Promote(ctx); err != nil {
+	if err := standby.FailOverPaused(ctx); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(3 * time.Second) // writes go on across the promotion

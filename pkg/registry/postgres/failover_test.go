@@ -114,13 +114,7 @@ func TestFailoverDoesNotReuseResourceVersions(t *testing.T) {
 	if err != nil || firstPage.Continue == "" || firstPage.ResourceVersion != lost {
 		t.Fatalf("first page before the failover: %+v, %v", firstPage, err)
 	}
-	if err := primary.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	if err := standby.Resume(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := standby.Promote(ctx); err != nil {
+	if err := standby.FailOverPaused(ctx); err != nil {
 		t.Fatal(err)
 	}
 

@@ -153,13 +153,7 @@ func TestStandbyOnTheOldTimelineServesNothing(t *testing.T) {
 	if err := stale.CatchUp(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := primary.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	if err := promoted.Resume(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := promoted.Promote(ctx); err != nil {
+	if err := promoted.FailOverPaused(ctx); err != nil {
 		t.Fatal(err)
 	}
 

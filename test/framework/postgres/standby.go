@@ -178,6 +178,19 @@ func (s *Standby) Promote(ctx context.Context) error {
 	return nil
 }
 
+// FailOverPaused is a failover that loses commits: it kills the primary
+// (a crash), starts the standby again, stopped earlier with Pause so that it
+// missed the primary's last commits, and promotes it.
+func (s *Standby) FailOverPaused(ctx context.Context) error {
+	if err := s.Primary.Kill(); err != nil {
+		return err
+	}
+	if err := s.Resume(ctx); err != nil {
+		return err
+	}
+	return s.Promote(ctx)
+}
+
 // ReplayLSN is the position up to which the standby has replayed the
 // primary's WAL (pg_last_wal_replay_lsn): its data is what the primary had
 // committed at that LSN. After a promotion it stays where replay ended.
