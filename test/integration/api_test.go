@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -19,6 +20,9 @@ func (e *env) testDiscovery(t *testing.T) {
 			t.Errorf("api-resources lacks %q:\n%s", want, out)
 		}
 	}
+	if !regexp.MustCompile(`(?m)^usagereports\s.*\sfalse\s+UsageReport\s+create\s*$`).MatchString(out) {
+		t.Errorf("api-resources lacks usagereports (cluster-scoped, create only):\n%s", out)
+	}
 	out = e.kubectl(t, "explain", "nodecapacity.status")
 	for _, want := range []string{"allocatable", "schedulable", "Usage is the node's latest measured usage"} {
 		if !strings.Contains(out, want) {
@@ -29,6 +33,12 @@ func (e *env) testDiscovery(t *testing.T) {
 	for _, want := range []string{"largestFree", "schedulable", "HasSchedulableCapacity"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("explain clustercapacity.status lacks %q:\n%s", want, out)
+		}
+	}
+	out = e.kubectl(t, "explain", "usagereport.spec")
+	for _, want := range []string{"nodeSelector", "window", "--metrics-retention"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("explain usagereport.spec lacks %q:\n%s", want, out)
 		}
 	}
 	out = e.kubectl(t, "explain", "clusternamespace.status.quotas")
