@@ -17,6 +17,7 @@ type batchStore interface {
 // samplesStore is what the scraper records its samples through.
 type samplesStore interface {
 	RecordNodeMetrics(ctx context.Context, samples []store.NodeMetricsSample, policy store.UsageReporting) (store.MetricsRecorded, error)
+	RecordNamespaceMetrics(ctx context.Context, samples []store.NamespaceMetricsSample, policy store.UsageReporting) (int64, error)
 }
 
 // memberStore is the registry as one worker writes it: every write carries
@@ -86,6 +87,11 @@ func (m *memberStore) Cursor(ctx context.Context, clusterID string, r store.Reso
 func (m *memberStore) RecordNodeMetrics(ctx context.Context, samples []store.NodeMetricsSample, policy store.UsageReporting) (store.MetricsRecorded, error) {
 	rec, err := m.w.RecordNodeMetrics(ctx, m.current(), samples, policy)
 	return rec, m.check(err)
+}
+
+func (m *memberStore) RecordNamespaceMetrics(ctx context.Context, samples []store.NamespaceMetricsSample, policy store.UsageReporting) (int64, error) {
+	n, err := m.w.RecordNamespaceMetrics(ctx, m.current(), samples, policy)
+	return n, m.check(err)
 }
 
 func (m *memberStore) CheckMemberIdentity(ctx context.Context, identity string) (bool, error) {

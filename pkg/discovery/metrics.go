@@ -117,7 +117,7 @@ var (
 	usageExpired = metrics.NewCounter(&metrics.CounterOpts{
 		Subsystem:      metricsSubsystem,
 		Name:           "usage_expired_total",
-		Help:           "Nodes whose reported usage became unknown because no sample came for two report periods plus a scrape interval.",
+		Help:           "Nodes and namespaces whose reported usage became unknown because no sample came for two report periods plus a scrape interval.",
 		StabilityLevel: metrics.ALPHA,
 	})
 	identityChanges = metrics.NewCounterVec(&metrics.CounterOpts{

@@ -39,7 +39,8 @@ type scraperParams struct {
 }
 
 // scraper lists metrics.k8s.io NodeMetrics of one member on an interval and
-// records the samples in one batch. When the API is absent or failing it
+// records the samples in one batch, then its PodMetrics, reported as
+// namespace usage (namespace_scraper.go). When the API is absent or failing it
 // logs why and counts it; the view then keeps its reported usage until that
 // gets too old, then shows it as unknown, never as zero.
 type scraper struct {
@@ -64,6 +65,7 @@ func (s *scraper) run(ctx context.Context) {
 // scrapeOnce does one scrape and reports what it recorded.
 func (s *scraper) scrapeOnce(ctx context.Context) store.MetricsRecorded {
 	logger := klog.FromContext(ctx).WithValues("cluster", s.p.ClusterID, "resource", "nodemetrics")
+	defer s.scrapeNamespaces(ctx) // whatever became of the nodes'
 	start := s.p.Clock.Now()
 	listCtx, cancel := context.WithTimeout(ctx, s.p.ListTimeout)
 	list, err := s.p.Client.MetricsV1beta1().NodeMetricses().List(listCtx, metav1.ListOptions{})

@@ -3,6 +3,7 @@ package discovery
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"testing"
 	"time"
@@ -35,6 +36,18 @@ func nodeMetrics(name, cpu, mem string, at time.Time) *metricsv1beta1.NodeMetric
 	}
 }
 
+// podMetrics is a pod's metrics with one container per (cpu, memory) pair.
+func podMetrics(namespace, name string, at time.Time, usage ...string) metricsv1beta1.PodMetrics {
+	p := metricsv1beta1.PodMetrics{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}, Timestamp: metav1.NewTime(at)}
+	for i := 0; i+1 < len(usage); i += 2 {
+		p.Containers = append(p.Containers, metricsv1beta1.ContainerMetrics{
+			Name:  fmt.Sprintf("c%d", i/2),
+			Usage: corev1.ResourceList{"cpu": resource.MustParse(usage[i]), "memory": resource.MustParse(usage[i+1])},
+		})
+	}
+	return p
+}
+
 // TestScraperStoresUsage scrapes a fake metrics.k8s.io into a real registry.
 func TestScraperStoresUsage(t *testing.T) {
 	ctx := t.Context()
@@ -48,7 +61,8 @@ func TestScraperStoresUsage(t *testing.T) {
 	}
 	alloc := store.Resources{CPUMillis: 4000, MemoryBytes: 16 << 30}
 	nodes := []store.Node{{Name: "a", Ready: true, Allocatable: alloc}, {Name: "b", Ready: true, Allocatable: alloc}, {Name: "c", Ready: true, Allocatable: alloc}}
-	if err := reg.Apply(ctx, store.Batch{ClusterID: "m", Nodes: nodes}); err != nil {
+	namespaces := []store.Namespace{{Name: "team-a", UID: "a", Phase: "Active"}, {Name: "team-b", UID: "b", Phase: "Active"}, {Name: "idle", UID: "i", Phase: "Active"}}
+	if err := reg.Apply(ctx, store.Batch{ClusterID: "m", Nodes: nodes, Namespaces: namespaces}); err != nil {
 		t.Fatal(err)
 	}
 	at := time.Now().UTC().Truncate(time.Second)
@@ -67,10 +81,41 @@ func TestScraperStoresUsage(t *testing.T) {
 	client.PrependReactor("list", "nodes", func(clienttesting.Action) (bool, runtime.Object, error) {
 		return true, list, nil
 	})
+	pods := &metricsv1beta1.PodMetricsList{Items: []metricsv1beta1.PodMetrics{
+		podMetrics("team-a", "web-1", at, "100m", "100Mi", "50m", "28Mi"), // two containers
+		podMetrics("team-a", "web-2", at, "250000u", "0.5Gi"),
+		podMetrics("team-b", "db-1", at.Add(-5*time.Second), "1", "1Gi"),
+		podMetrics("team-b", "bad", at, "-1m", "1Mi"), // malformed: left out
+	}}
+	client.PrependReactor("list", "pods", func(clienttesting.Action) (bool, runtime.Object, error) {
+		return true, pods, nil
+	})
 	s := newScraper(testScraperParams(client, reg))
 
 	if got := s.scrapeOnce(ctx); got.Stored != 2 || got.Reported != 2 {
 		t.Fatalf("first scrape recorded %+v, want 2 samples stored and reported", got)
+	}
+	// Namespace usage: the sum over its pods' containers.
+	for _, want := range []struct {
+		namespace   string
+		cpu, memory int64
+		pods        int64
+		at          time.Time
+	}{
+		{"team-a", 400_000_000, 128<<20 + 512<<20, 2, at},
+		{"team-b", 1_000_000_000, 1 << 30, 1, at.Add(-5 * time.Second)},
+	} {
+		ns, err := reg.GetClusterNamespace(ctx, want.namespace, "m")
+		if err != nil {
+			t.Fatal(err)
+		}
+		u := ns.Usage
+		if u == nil || u.CPUNanoCores != want.cpu || u.MemoryBytes != want.memory || u.Pods != want.pods || !u.Timestamp.Equal(want.at) {
+			t.Errorf("namespace %s usage %+v, want %d nanocores, %d bytes, %d pods at %s", want.namespace, u, want.cpu, want.memory, want.pods, want.at)
+		}
+	}
+	if ns, err := reg.GetClusterNamespace(ctx, "idle", "m"); err != nil || ns.Usage != nil {
+		t.Errorf("namespace without pod metrics: %+v, %v; want its usage unknown", ns, err)
 	}
 	if got := s.scrapeOnce(ctx); got != (store.MetricsRecorded{}) {
 		t.Errorf("a repeated scrape of the same samples recorded %+v, want nothing (ON CONFLICT DO NOTHING)", got)

@@ -53,6 +53,9 @@ func (s *recordingStore) Clusters(context.Context) ([]string, error) { return ni
 func (s *recordingStore) RecordNodeMetrics(context.Context, store.Fence, []store.NodeMetricsSample, store.UsageReporting) (store.MetricsRecorded, error) {
 	return store.MetricsRecorded{}, nil
 }
+func (s *recordingStore) RecordNamespaceMetrics(context.Context, store.Fence, []store.NamespaceMetricsSample, store.UsageReporting) (int64, error) {
+	return 0, nil
+}
 func (s *recordingStore) MaintainNodeMetrics(context.Context, store.MetricsMaintenance) (store.MetricsMaintained, error) {
 	return store.MetricsMaintained{}, nil
 }

@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
+	metricsclient "k8s.io/metrics/pkg/client/clientset/versioned"
 
 	platformv1alpha1 "github.com/example/platform-apiserver/pkg/apis/platform/v1alpha1"
 	"github.com/example/platform-apiserver/test/framework"
@@ -90,6 +91,39 @@ func TestDiscoveryMetrics(t *testing.T) {
 	if row := row(t, out, "local.busy"); row[5] == "<unknown>" { // CPU USE/ALLOC
 		t.Errorf("kubectl shows no usage for local.busy:\n%s", out)
 	}
+
+	t.Run("namespace usage is its pods' metrics", func(t *testing.T) {
+		metrics := metricsclient.NewForConfigOrDie(e.cp.AdminConfig())
+		eventually(t, "usage of namespace load next to its requests", time.Minute, func(ctx context.Context) (bool, string) {
+			pods, err := metrics.MetricsV1beta1().PodMetricses("load").List(ctx, metav1.ListOptions{})
+			if err != nil || len(pods.Items) == 0 {
+				return false, fmt.Sprintf("PodMetrics of load: %v, %v", pods, err)
+			}
+			var cpu, memory int64
+			for _, p := range pods.Items {
+				for _, c := range p.Containers {
+					cpu += c.Usage.Cpu().ScaledValue(resource.Nano)
+					memory += c.Usage.Memory().Value()
+				}
+			}
+			cn, err := e.platform.PlatformV1alpha1().ClusterNamespaces("load").Get(ctx, "local", metav1.GetOptions{})
+			if err != nil || cn.Status.Usage == nil {
+				return false, fmt.Sprintf("ClusterNamespace load: %v, %v", cn, err)
+			}
+			u := cn.Status.Usage
+			got := u.CPU.ScaledValue(resource.Nano)
+			// Memory is a gauge, constant here: equal. CPU is a rate and is
+			// reported again only past 5 % of the requests (1 CPU).
+			ok := u.Memory.Value() == memory && abs64(got-cpu) <= 50_000_000 && u.Pods == int64(len(pods.Items)) &&
+				u.CPUOfRequests != nil && *u.CPUOfRequests == (got*100+500_000_000)/1_000_000_000
+			return ok, fmt.Sprintf("reported %d nanocores, %d bytes, %d pods, %v%% of requests; metrics-server %d nanocores, %d bytes, %d pods",
+				got, u.Memory.Value(), u.Pods, u.CPUOfRequests, cpu, memory, len(pods.Items))
+		})
+		out := e.kubectl(t, "get", "cns", "-n", "load", "-o", "wide")
+		if !strings.Contains(out, "CPU USE") || !strings.Contains(out, "MEMORY USE") || !strings.Contains(out, "%)") {
+			t.Errorf("kubectl get cns -n load -o wide shows no usage next to the requests:\n%s", out)
+		}
+	})
 
 	t.Run("a quiet fleet stays quiet", func(t *testing.T) {
 		// metrics-server's usage of a node with a constant load moves far
@@ -368,4 +402,11 @@ func (nw *nodeWatch) stop() nodeEvents {
 		nw.evs = append(nw.evs, nodeEvent{Type: watch.Error, Name: nw.err.Error()})
 	}
 	return nw.evs
+}
+
+func abs64(v int64) int64 {
+	if v < 0 {
+		return -v
+	}
+	return v
 }

@@ -64,7 +64,7 @@ func (e *env) testTables(t *testing.T) {
 		}
 	}
 	// 3 pods (one unscheduled) requesting 500m+500m+2000m and 1Gi+1Gi+4Gi.
-	wantNS := []string{"team-a", "prod-1", "Active", "3", "3000m", "6Gi", "requests.cpu 3/4 (75%)"}
+	wantNS := []string{"team-a", "prod-1", "Active", "3", "3000m", "6Gi", "<unknown>", "requests.cpu 3/4 (75%)"}
 	if !slices.Equal(teamA[:min(len(teamA), len(wantNS))], wantNS) {
 		t.Errorf("team-a/prod-1 row = %q, want prefix %q\n%s", teamA, wantNS, out)
 	}

@@ -33,7 +33,17 @@ type ClusterNamespaceStatus struct {
 	CreationTimestamp metav1.Time
 	PodCount          int64
 	Requests          ComputeResources
+	Usage             *NamespaceUsage
 	Quotas            []ResourceQuotaStatus
+}
+
+// NamespaceUsage is a namespace's measured usage, next to its requests.
+type NamespaceUsage struct {
+	ComputeResources
+	Pods             int64
+	Timestamp        metav1.Time
+	CPUOfRequests    *int64
+	MemoryOfRequests *int64
 }
 
 // ComputeResources is an amount of CPU and memory.

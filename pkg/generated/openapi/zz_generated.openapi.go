@@ -31,6 +31,7 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		v1alpha1.ClusterNamespaceStatus{}.OpenAPIModelName(): schema_pkg_apis_platform_v1alpha1_ClusterNamespaceStatus(ref),
 		v1alpha1.ComputeResources{}.OpenAPIModelName():       schema_pkg_apis_platform_v1alpha1_ComputeResources(ref),
 		v1alpha1.MemberMirroring{}.OpenAPIModelName():        schema_pkg_apis_platform_v1alpha1_MemberMirroring(ref),
+		v1alpha1.NamespaceUsage{}.OpenAPIModelName():         schema_pkg_apis_platform_v1alpha1_NamespaceUsage(ref),
 		v1alpha1.NodeCapacity{}.OpenAPIModelName():           schema_pkg_apis_platform_v1alpha1_NodeCapacity(ref),
 		v1alpha1.NodeCapacityList{}.OpenAPIModelName():       schema_pkg_apis_platform_v1alpha1_NodeCapacityList(ref),
 		v1alpha1.NodeCapacityStatus{}.OpenAPIModelName():     schema_pkg_apis_platform_v1alpha1_NodeCapacityStatus(ref),
@@ -509,6 +510,12 @@ func schema_pkg_apis_platform_v1alpha1_ClusterNamespaceStatus(ref common.Referen
 							Ref:         ref(v1alpha1.ComputeResources{}.OpenAPIModelName()),
 						},
 					},
+					"usage": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Usage is the namespace's measured usage: the sum of its pods' metrics.k8s.io PodMetrics at the last reported scrape. It is reported, not refreshed at every scrape: again when it moves by more than the usage report threshold of the larger of the requests and the reported usage, when the pods measured change, and once per report period. Absent until the member's PodMetrics were scraped.",
+							Ref:         ref(v1alpha1.NamespaceUsage{}.OpenAPIModelName()),
+						},
+					},
 					"quotas": {
 						VendorExtensible: spec.VendorExtensible{
 							Extensions: spec.Extensions{
@@ -535,7 +542,7 @@ func schema_pkg_apis_platform_v1alpha1_ClusterNamespaceStatus(ref common.Referen
 			},
 		},
 		Dependencies: []string{
-			v1alpha1.ComputeResources{}.OpenAPIModelName(), v1alpha1.ResourceQuotaStatus{}.OpenAPIModelName(), v1.Time{}.OpenAPIModelName()},
+			v1alpha1.ComputeResources{}.OpenAPIModelName(), v1alpha1.NamespaceUsage{}.OpenAPIModelName(), v1alpha1.ResourceQuotaStatus{}.OpenAPIModelName(), v1.Time{}.OpenAPIModelName()},
 	}
 }
 
@@ -593,6 +600,61 @@ func schema_pkg_apis_platform_v1alpha1_MemberMirroring(ref common.ReferenceCallb
 		},
 		Dependencies: []string{
 			v1.Time{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_platform_v1alpha1_NamespaceUsage(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "NamespaceUsage is a namespace's measured usage, next to its requests.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"cpu": {
+						SchemaProps: spec.SchemaProps{
+							Description: "CPU in cores (for example 1500m).",
+							Ref:         ref(resource.Quantity{}.OpenAPIModelName()),
+						},
+					},
+					"memory": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Memory in bytes (for example 512Mi).",
+							Ref:         ref(resource.Quantity{}.OpenAPIModelName()),
+						},
+					},
+					"pods": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Pods is how many pods had metrics (pods metrics-server has not measured yet are missing from the sums).",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int64",
+						},
+					},
+					"timestamp": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Timestamp is when the newest pod sample was taken.",
+							Ref:         ref(v1.Time{}.OpenAPIModelName()),
+						},
+					},
+					"cpuOfRequests": {
+						SchemaProps: spec.SchemaProps{
+							Description: "CPUOfRequests and MemoryOfRequests are usage in percent of the namespace's requests: above 100 it uses more than it asked for, far below it holds capacity it does not use. Absent without requests.",
+							Type:        []string{"integer"},
+							Format:      "int64",
+						},
+					},
+					"memoryOfRequests": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"integer"},
+							Format: "int64",
+						},
+					},
+				},
+				Required: []string{"cpu", "memory", "pods", "timestamp"},
+			},
+		},
+		Dependencies: []string{
+			resource.Quantity{}.OpenAPIModelName(), v1.Time{}.OpenAPIModelName()},
 	}
 }
 

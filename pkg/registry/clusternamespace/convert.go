@@ -1,6 +1,8 @@
 package clusternamespace
 
 import (
+	"math"
+
 	"github.com/google/uuid"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -36,6 +38,18 @@ func ToObject(cn *store.ClusterNamespace) platform.ClusterNamespace {
 			},
 		},
 	}
+	if u := cn.Usage; u != nil {
+		obj.Status.Usage = &platform.NamespaceUsage{
+			ComputeResources: platform.ComputeResources{
+				CPU:    *resource.NewScaledQuantity(u.CPUNanoCores, resource.Nano),
+				Memory: *resource.NewQuantity(u.MemoryBytes, resource.BinarySI),
+			},
+			Pods:             u.Pods,
+			Timestamp:        metav1.NewTime(u.Timestamp),
+			CPUOfRequests:    percentOf(u.CPUNanoCores, cn.Requested.CPUMillis*1_000_000),
+			MemoryOfRequests: percentOf(u.MemoryBytes, cn.Requested.MemoryBytes),
+		}
+	}
 	for _, q := range cn.Quotas {
 		obj.Status.Quotas = append(obj.Status.Quotas, platform.ResourceQuotaStatus{
 			Name: q.Name, Hard: quantities(q.Hard), Used: quantities(q.Used),
@@ -58,4 +72,13 @@ func quantities(in map[string]string) map[string]resource.Quantity {
 		}
 	}
 	return out
+}
+
+// percentOf is used as a rounded percentage of requested, nil without a request.
+func percentOf(used, requested int64) *int64 {
+	if requested <= 0 {
+		return nil
+	}
+	p := int64(math.Round(100 * float64(used) / float64(requested)))
+	return &p
 }

@@ -21,10 +21,30 @@ var columns = []registry.Column[platform.ClusterNamespace]{
 		Cell: func(o *platform.ClusterNamespace) any { return registry.MilliCPU(o.Status.Requests.CPU.MilliValue()) }},
 	{Name: "Memory Req", Type: "string", Description: "Sum of memory requests of non-terminal pods",
 		Cell: func(o *platform.ClusterNamespace) any { return registry.Bytes(o.Status.Requests.Memory.Value()) }},
+	{Name: "CPU Use", Type: "string", Description: "Measured CPU usage of the namespace's pods, in percent of its CPU requests",
+		Cell: func(o *platform.ClusterNamespace) any { return usageCell(o.Status.Usage, true) }},
+	{Name: "Memory Use", Type: "string", Description: "Measured memory usage of the namespace's pods, in percent of its memory requests", Priority: 1,
+		Cell: func(o *platform.ClusterNamespace) any { return usageCell(o.Status.Usage, false) }},
 	{Name: "Quota", Type: "string", Description: "The most used resource across the namespace's ResourceQuotas: used/hard (percent)",
 		Cell: func(o *platform.ClusterNamespace) any { return quotaSummary(o.Status.Quotas) }},
 	{Name: "Age", Type: "string", Description: "Time since the member namespace was created",
 		Cell: func(o *platform.ClusterNamespace) any { return registry.Age(o.CreationTimestamp, time.Now()) }},
+}
+
+// usageCell shows measured usage and its share of the requests, e.g.
+// "420m (42%)"; "<unknown>" before the namespace's pods were measured.
+func usageCell(u *platform.NamespaceUsage, cpu bool) string {
+	if u == nil {
+		return "<unknown>"
+	}
+	value, of := registry.MilliCPU(u.CPU.MilliValue()), u.CPUOfRequests
+	if !cpu {
+		value, of = registry.Bytes(u.Memory.Value()), u.MemoryOfRequests
+	}
+	if of == nil {
+		return value
+	}
+	return value + " (" + strconv.FormatInt(*of, 10) + "%)"
 }
 
 // quotaSummary names the quota resource closest to its limit, e.g.

@@ -167,19 +167,20 @@ func (s *Store) dropMetricsPartitions(ctx context.Context, before time.Time) (in
 	return dropped, nil
 }
 
-// expireUsage makes the usage of nodes whose reported sample was observed
-// before `before` unknown; it takes the writers' lock only when there are any.
+// expireUsage makes the usage of nodes and namespaces whose reported sample
+// was observed before `before` unknown; it takes the writers' lock only
+// when there are any.
 func (s *Store) expireUsage(ctx context.Context, before time.Time) (int64, error) {
 	var stale bool
 	if err := s.pool.QueryRow(ctx, sqlStaleUsageExists, before).Scan(&stale); err != nil {
-		return 0, fmt.Errorf("find stale node usage: %w", interpretError(err))
+		return 0, fmt.Errorf("find stale usage: %w", interpretError(err))
 	}
 	if !stale {
 		return 0, nil
 	}
 	var expired int64
 	err := s.write(ctx, opExpireUsage, sections{views: func(w *writer) (err error) {
-		expired, err = w.stampCounted("expire stale node usage", sqlExpireUsage, before, w.startRV)
+		expired, err = w.stampCounted("expire stale usage", sqlExpireUsage, before, w.startRV)
 		return err
 	}})
 	return expired, err

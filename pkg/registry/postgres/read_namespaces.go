@@ -49,13 +49,18 @@ func (s *Store) ListClusterNamespaces(ctx context.Context, opts store.ListOption
 
 func scanClusterNamespace(row pgx.Row) (store.ClusterNamespace, error) {
 	var (
-		n       store.ClusterNamespace
-		created *time.Time
+		n                 store.ClusterNamespace
+		created, observed *time.Time
+		cpu, memory, pods *int64
 	)
 	err := row.Scan(&n.ClusterID, &n.Namespace.Name, &n.Namespace.UID, &n.Namespace.Labels, &n.Namespace.Phase, &created,
-		&n.PodCount, &n.Requested.CPUMillis, &n.Requested.MemoryBytes, &n.Quotas, &n.FirstSeen, &n.ResourceVersion)
+		&n.PodCount, &n.Requested.CPUMillis, &n.Requested.MemoryBytes, &n.Quotas, &n.FirstSeen, &n.ResourceVersion,
+		&cpu, &memory, &pods, &observed)
 	if err != nil {
 		return n, err
+	}
+	if cpu != nil && memory != nil && pods != nil && observed != nil {
+		n.Usage = &store.NamespaceUsage{CPUNanoCores: *cpu, MemoryBytes: *memory, Pods: *pods, Timestamp: *observed}
 	}
 	if created != nil {
 		n.Namespace.CreatedAt = *created

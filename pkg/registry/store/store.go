@@ -207,10 +207,12 @@ func (n *Node) UnschedulableReason() string {
 
 // ClusterNamespace is the computed per-namespace view.
 type ClusterNamespace struct {
-	ClusterID       string
-	Namespace       Namespace
-	PodCount        int64
-	Requested       Resources // CPUMillis and MemoryBytes of non-terminal pods
+	ClusterID string
+	Namespace Namespace
+	PodCount  int64
+	Requested Resources // CPUMillis and MemoryBytes of non-terminal pods
+	// Usage is the namespace's reported usage (nil while unknown).
+	Usage           *NamespaceUsage
 	Quotas          []Quota
 	FirstSeen       time.Time
 	ResourceVersion int64
@@ -430,6 +432,11 @@ type Writer interface {
 	// take a new resourceVersion; reporting is fenced, and every sample must
 	// be of the fence's member.
 	RecordNodeMetrics(ctx context.Context, f Fence, samples []NodeMetricsSample, policy UsageReporting) (MetricsRecorded, error)
+	// RecordNamespaceMetrics reports the usage of member namespaces on
+	// their ClusterNamespaces when the policy says it moved or got old, and
+	// returns how many it reported. It is fenced; every sample must be of
+	// the fence's member.
+	RecordNamespaceMetrics(ctx context.Context, f Fence, samples []NamespaceMetricsSample, policy UsageReporting) (int64, error)
 	// RecordMemberState records the member's mirroring state, shown on its
 	// ClusterCapacity (created if the member has none yet); only a change
 	// takes a resourceVersion. It is fenced.
@@ -484,7 +491,7 @@ type MetricsMaintained struct {
 	Skipped bool
 	// DroppedPartitions counts history partitions dropped.
 	DroppedPartitions int
-	// Unknown counts nodes whose reported usage became unknown.
+	// Unknown counts nodes and namespaces whose reported usage became unknown.
 	Unknown int64
 }
 

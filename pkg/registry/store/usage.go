@@ -39,3 +39,25 @@ type UsageStats struct {
 // UsageAccuracy bounds the relative error of UsageStats' percentiles: they
 // are read from histograms whose buckets span 2 %.
 const UsageAccuracy = 0.01
+
+// NamespaceMetricsSample is one namespace's usage at one scrape: the sum
+// of its pods' metrics.k8s.io PodMetrics (every container), and how many
+// pods had metrics.
+type NamespaceMetricsSample struct {
+	ClusterID    string
+	Namespace    string
+	CPUNanoCores int64
+	MemoryBytes  int64
+	Pods         int64
+	ObservedAt   time.Time
+}
+
+// NamespaceUsage is a namespace's reported sample (see UsageReporting: a
+// namespace's is reported when it moves by more than the threshold of the
+// larger of its requests and its reported usage, or a period passed).
+type NamespaceUsage struct {
+	CPUNanoCores int64
+	MemoryBytes  int64
+	Pods         int64
+	Timestamp    time.Time
+}

@@ -52,11 +52,37 @@ type ClusterNamespaceStatus struct {
 	PodCount int64 `json:"podCount"`
 	// Requests is the sum of the CPU and memory requests of the namespace's non-terminal pods.
 	Requests ComputeResources `json:"requests"`
+	// Usage is the namespace's measured usage: the sum of its pods'
+	// metrics.k8s.io PodMetrics at the last reported scrape. It is reported,
+	// not refreshed at every scrape: again when it moves by more than the
+	// usage report threshold of the larger of the requests and the reported
+	// usage, when the pods measured change, and once per report period.
+	// Absent until the member's PodMetrics were scraped.
+	// +optional
+	Usage *NamespaceUsage `json:"usage,omitempty"`
 	// Quotas are the namespace's ResourceQuotas with their hard limits and usage.
 	// +optional
 	// +listType=map
 	// +listMapKey=name
 	Quotas []ResourceQuotaStatus `json:"quotas,omitempty"`
+}
+
+// NamespaceUsage is a namespace's measured usage, next to its requests.
+type NamespaceUsage struct {
+	// CPU in cores and Memory in bytes: the sum over the pods measured.
+	ComputeResources `json:",inline"`
+	// Pods is how many pods had metrics (pods metrics-server has not
+	// measured yet are missing from the sums).
+	Pods int64 `json:"pods"`
+	// Timestamp is when the newest pod sample was taken.
+	Timestamp metav1.Time `json:"timestamp"`
+	// CPUOfRequests and MemoryOfRequests are usage in percent of the
+	// namespace's requests: above 100 it uses more than it asked for, far
+	// below it holds capacity it does not use. Absent without requests.
+	// +optional
+	CPUOfRequests *int64 `json:"cpuOfRequests,omitempty"`
+	// +optional
+	MemoryOfRequests *int64 `json:"memoryOfRequests,omitempty"`
 }
 
 // ComputeResources is an amount of CPU and memory.

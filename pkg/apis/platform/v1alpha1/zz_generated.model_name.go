@@ -60,6 +60,11 @@ func (in MemberMirroring) OpenAPIModelName() string {
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
+func (in NamespaceUsage) OpenAPIModelName() string {
+	return "io.example.platform.v1alpha1.NamespaceUsage"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in NodeCapacity) OpenAPIModelName() string {
 	return "io.example.platform.v1alpha1.NodeCapacity"
 }

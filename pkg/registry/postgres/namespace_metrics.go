@@ -1,0 +1,68 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/example/platform-apiserver/pkg/registry/store"
+)
+
+var (
+	// sqlNamespaceUsageDue counts the due samples without the writers'
+	// lock; sqlReportNamespaceUsage reports them under it.
+	sqlNamespaceUsageDue    = statement("namespace_usage_due_count")
+	sqlReportNamespaceUsage = statement("namespace_report_usage")
+)
+
+// namespaceSampleRow is a namespace sample in the JSON the statements decode.
+type namespaceSampleRow struct {
+	Namespace    string    `json:"namespace"`
+	CPUNanoCores int64     `json:"cpu_usage_nanocores"`
+	MemoryBytes  int64     `json:"memory_usage_bytes"`
+	Pods         int64     `json:"pods"`
+	ObservedAt   time.Time `json:"observed_at"`
+}
+
+// RecordNamespaceMetrics reports the usage samples of member f.ClusterID's
+// namespaces on their ClusterNamespaces when the policy says they are due
+// (namespace_usage_due.sql: as for nodes, with the larger of the
+// namespace's requests and its reported usage in place of allocatable),
+// and returns how many it reported. A scrape with none due takes one
+// short statement and no lock.
+func (s *Store) RecordNamespaceMetrics(ctx context.Context, f store.Fence, samples []store.NamespaceMetricsSample, policy store.UsageReporting) (int64, error) {
+	rows := make([]namespaceSampleRow, 0, len(samples))
+	for _, m := range samples {
+		if m.ClusterID != f.ClusterID {
+			return 0, fmt.Errorf("record namespace metrics of member %s: a sample of namespace %s is of member %s", f.ClusterID, m.Namespace, m.ClusterID)
+		}
+		rows = append(rows, namespaceSampleRow{Namespace: m.Namespace, CPUNanoCores: m.CPUNanoCores, MemoryBytes: m.MemoryBytes, Pods: m.Pods, ObservedAt: m.ObservedAt})
+	}
+	if len(rows) == 0 {
+		return 0, nil
+	}
+	param, err := jsonRows(rows)
+	if err != nil {
+		return 0, fmt.Errorf("record namespace metrics: %w", err)
+	}
+	var due int64
+	if err := s.pool.QueryRow(ctx, sqlNamespaceUsageDue, f.ClusterID, param, policy.Threshold, policy.Period.Seconds()).Scan(&due); err != nil {
+		return 0, fmt.Errorf("record namespace metrics: %w", interpretError(err))
+	}
+	if due == 0 {
+		return 0, nil
+	}
+	var reported int64
+	err = s.write(ctx, opReportUsage, sections{
+		member: func(w *writer) error { return w.fence(f) },
+		views: func(w *writer) (err error) {
+			reported, err = w.stampCounted("report namespace usage", sqlReportNamespaceUsage,
+				f.ClusterID, param, policy.Threshold, policy.Period.Seconds(), w.startRV)
+			return err
+		},
+	})
+	if err != nil {
+		return 0, fmt.Errorf("record namespace metrics: %w", err)
+	}
+	return reported, nil
+}

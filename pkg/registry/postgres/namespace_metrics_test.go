@@ -1,0 +1,68 @@
+package postgres_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/example/platform-apiserver/pkg/registry/postgres"
+	"github.com/example/platform-apiserver/pkg/registry/store"
+)
+
+// TestNamespaceUsageReporting: a namespace's usage is reported when first
+// seen, when it moves by more than the threshold of the larger of its
+// requests and its reported usage, when the number of pods measured
+// changes, and once per period; otherwise the row keeps its version.
+func TestNamespaceUsageReporting(t *testing.T) {
+	t.Parallel()
+	s, b := setup(t, postgres.Options{})
+	ctx := b.ctx
+	mustApply(t, s, ctx, store.Batch{ClusterID: "c",
+		Namespaces: []store.Namespace{{Name: "team-a", UID: "a", Phase: "Active"}},
+		Nodes:      []store.Node{node("n1", 4000, 16*gib)},
+		Pods:       []store.Pod{{Namespace: "team-a", Name: "p", UID: "p", NodeName: "n1", Phase: "Running", CPURequestMillis: 1000, MemoryRequestBytes: gib}},
+	})
+	policy := store.UsageReporting{Threshold: 0.05, Period: time.Hour}
+	t0 := time.Now().UTC().Truncate(time.Hour)
+	for i, step := range []struct {
+		what        string
+		cpu, memory int64
+		pods        int64
+		at          time.Duration
+		reported    bool
+	}{
+		{"first sample", 400e6, gib / 2, 1, time.Minute, true},
+		{"moved by 4 % of requests", 440e6, gib / 2, 1, 2 * time.Minute, false},
+		{"moved by 6 % of requests", 460e6, gib / 2, 1, 3 * time.Minute, true},
+		{"memory moved by 6 %", 460e6, gib/2 + gib*6/100, 1, 4 * time.Minute, true},
+		{"a second pod measured", 460e6, gib/2 + gib*6/100, 2, 5 * time.Minute, true},
+		{"an older sample", 900e6, gib, 2, 4 * time.Minute, false},
+		{"a later period", 460e6, gib/2 + gib*6/100, 2, 2 * time.Hour, true},
+	} {
+		before := getNamespace(t, s, ctx, "c", "team-a")
+		n, err := s.RecordNamespaceMetrics(ctx, store.Fence{ClusterID: "c"}, []store.NamespaceMetricsSample{{
+			ClusterID: "c", Namespace: "team-a", CPUNanoCores: step.cpu, MemoryBytes: step.memory, Pods: step.pods, ObservedAt: t0.Add(step.at),
+		}}, policy)
+		if err != nil {
+			t.Fatal(err)
+		}
+		after := getNamespace(t, s, ctx, "c", "team-a")
+		if got := n == 1 && after.ResourceVersion > before.ResourceVersion; got != step.reported {
+			t.Errorf("step %d (%s): reported %d, version %d -> %d; want reported %v", i, step.what, n, before.ResourceVersion, after.ResourceVersion, step.reported)
+		}
+		if step.reported && (after.Usage == nil || after.Usage.CPUNanoCores != step.cpu || after.Usage.Pods != step.pods || !after.Usage.Timestamp.Equal(t0.Add(step.at))) {
+			t.Errorf("step %d (%s): usage %+v", i, step.what, after.Usage)
+		}
+	}
+	if _, err := s.RecordNamespaceMetrics(ctx, store.Fence{ClusterID: "c"}, []store.NamespaceMetricsSample{{ClusterID: "other", Namespace: "team-a"}}, policy); err == nil {
+		t.Error("a sample of another member was accepted")
+	}
+	// Without samples for two periods the usage becomes unknown.
+	now := t0.Add(2 * time.Hour)
+	got, err := s.MaintainNodeMetrics(ctx, store.MetricsMaintenance{Now: now, RetainAfter: now.Add(-24 * time.Hour), UnknownBefore: now.Add(time.Minute)})
+	if err != nil || got.Unknown != 1 {
+		t.Fatalf("maintenance: %+v, %v; want one usage made unknown", got, err)
+	}
+	if u := getNamespace(t, s, ctx, "c", "team-a").Usage; u != nil {
+		t.Errorf("namespace usage after its samples stopped: %+v, want unknown", u)
+	}
+}
