@@ -47,7 +47,33 @@ func (e *env) testUsageReports(t *testing.T) {
 	if _, err := e.store.RecordNodeMetrics(ctx, store.Fence{ClusterID: "prod-2"}, samples, store.UsageReporting{Threshold: 0.05, Period: 5 * time.Minute}); err != nil {
 		t.Fatal(err)
 	}
+	// And a namespace of prod-2, as the scraper reports its pods' sums.
+	var nsSamples []store.NamespaceMetricsSample
+	for at, i := first, 0; !at.After(now); at, i = at.Add(5*time.Minute), i+1 {
+		nsSamples = append(nsSamples, store.NamespaceMetricsSample{ClusterID: "prod-2", Namespace: "team-a", ObservedAt: at, Pods: 3,
+			CPUNanoCores: int64(1e6 * (200 + (i*7919)%1800)), MemoryBytes: int64(1<<20) * int64(256+(i*6007)%4000)})
+	}
+	for _, smp := range nsSamples { // one scrape at a time, as the scraper records them
+		if _, err := e.store.RecordNamespaceMetrics(ctx, store.Fence{ClusterID: "prod-2"}, []store.NamespaceMetricsSample{smp}, store.UsageReporting{Threshold: 0.05, Period: 5 * time.Minute}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	reports := e.platform.PlatformV1alpha1().UsageReports()
+	t.Run("namespace", func(t *testing.T) {
+		got, err := reports.Create(ctx, &v1alpha1.UsageReport{Spec: v1alpha1.UsageReportSpec{Cluster: "prod-2", Namespace: "team-a", Window: metav1.Duration{Duration: 3 * time.Hour}}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var cpu, mem []int64
+		for _, s := range nsSamples {
+			cpu, mem = append(cpu, s.CPUNanoCores), append(mem, s.MemoryBytes)
+		}
+		if st := got.Status; st.Samples != int64(len(cpu)) || st.CPU == nil || st.Memory == nil {
+			t.Fatalf("status %+v; want %d samples", st, len(cpu))
+		}
+		checkStatistics(t, "cpu", got.Status.CPU, cpu, func(q resource.Quantity) int64 { return q.ScaledValue(resource.Nano) })
+		checkStatistics(t, "memory", got.Status.Memory, mem, func(q resource.Quantity) int64 { return q.Value() })
+	})
 	for _, tc := range []struct {
 		name  string
 		spec  v1alpha1.UsageReportSpec
@@ -120,6 +146,10 @@ func (e *env) testUsageReports(t *testing.T) {
 				apierrors.IsNotFound, `clustercapacities.platform.example.io "prod-9" not found`},
 			{"unknown node", v1alpha1.UsageReportSpec{Cluster: "prod-2", NodeName: "m99", Window: metav1.Duration{Duration: time.Hour}},
 				apierrors.IsNotFound, `"prod-2.m99" not found`},
+			{"unknown namespace", v1alpha1.UsageReportSpec{Cluster: "prod-2", Namespace: "nope", Window: metav1.Duration{Duration: time.Hour}},
+				apierrors.IsNotFound, `clusternamespaces.platform.example.io "nope/prod-2" not found`},
+			{"namespace and node", v1alpha1.UsageReportSpec{Cluster: "prod-2", Namespace: "team-a", NodeName: "m01", Window: metav1.Duration{Duration: time.Hour}},
+				apierrors.IsBadRequest, "spec.namespace"},
 		} {
 			_, err := reports.Create(ctx, &v1alpha1.UsageReport{Spec: tc.spec}, metav1.CreateOptions{})
 			if !tc.check(err) || !strings.Contains(fmt.Sprint(err), tc.want) {

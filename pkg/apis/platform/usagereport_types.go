@@ -32,6 +32,10 @@ type UsageReportSpec struct {
 	// as kubectl -l takes it (e.g. "pool=gpu"). Excludes NodeName. Neither:
 	// the whole member.
 	NodeSelector string
+	// Namespace asks the usage of one of the member's namespaces (the sum
+	// of its pods' usage at each scrape) instead of nodes'. Excludes
+	// NodeName and NodeSelector.
+	Namespace string
 	// Window is how far back from now, e.g. 1h or 24h (168h for a week), at
 	// most the history the server keeps (--metrics-retention). The summary
 	// covers the whole UTC hours that overlap it, the current one included.

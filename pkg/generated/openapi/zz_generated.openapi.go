@@ -1161,7 +1161,7 @@ func schema_pkg_apis_platform_v1alpha1_UsageReport(ref common.ReferenceCallback)
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
 			SchemaProps: spec.SchemaProps{
-				Description: "UsageReport asks the recorded usage history of a member cluster, of one of its nodes, or of the nodes its label selector matches, over a window: create one and the answer is in the returned status (nothing is stored, as with a SubjectAccessReview). `kubectl create -f report.yaml -o yaml`; RBAC verb create on usagereports.",
+				Description: "UsageReport asks the recorded usage history of a member cluster, of one of its nodes, of the nodes its label selector matches, or of one of its namespaces, over a window: create one and the answer is in the returned status (nothing is stored, as with a SubjectAccessReview). `kubectl create -f report.yaml -o yaml`; RBAC verb create on usagereports.",
 				Type:        []string{"object"},
 				Properties: map[string]spec.Schema{
 					"kind": {
@@ -1236,6 +1236,13 @@ func schema_pkg_apis_platform_v1alpha1_UsageReportSpec(ref common.ReferenceCallb
 							Format:      "",
 						},
 					},
+					"namespace": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Namespace asks the usage of one of the member's namespaces (the sum of its pods' usage at each scrape) instead of nodes'. Excludes NodeName and NodeSelector.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
 					"window": {
 						SchemaProps: spec.SchemaProps{
 							Description: "Window is how far back from now, e.g. 1h or 24h (168h for a week), at most the history the server keeps (--metrics-retention). The summary covers the whole UTC hours that overlap it, the current one included.",
@@ -1271,7 +1278,7 @@ func schema_pkg_apis_platform_v1alpha1_UsageReportStatus(ref common.ReferenceCal
 					},
 					"nodes": {
 						SchemaProps: spec.SchemaProps{
-							Description: "Nodes counts the nodes with samples in the window.",
+							Description: "Nodes counts the nodes with samples in the window (0 for a namespace).",
 							Default:     0,
 							Type:        []string{"integer"},
 							Format:      "int64",

@@ -13,6 +13,8 @@ var (
 	// lock; sqlReportNamespaceUsage reports them under it.
 	sqlNamespaceUsageDue    = statement("namespace_usage_due_count")
 	sqlReportNamespaceUsage = statement("namespace_report_usage")
+	// sqlNamespaceRollup adds the samples to the namespaces' usage history.
+	sqlNamespaceRollup = statement("namespace_rollup")
 )
 
 // namespaceSampleRow is a namespace sample in the JSON the statements decode.
@@ -28,8 +30,9 @@ type namespaceSampleRow struct {
 // namespaces on their ClusterNamespaces when the policy says they are due
 // (namespace_usage_due.sql: as for nodes, with the larger of the
 // namespace's requests and its reported usage in place of allocatable),
-// and returns how many it reported. A scrape with none due takes one
-// short statement and no lock.
+// and returns how many it reported. Every sample also goes into the
+// namespaces' hourly usage history (once, however often it is scraped). A
+// scrape with none due takes two short statements and no lock.
 func (s *Store) RecordNamespaceMetrics(ctx context.Context, f store.Fence, samples []store.NamespaceMetricsSample, policy store.UsageReporting) (int64, error) {
 	rows := make([]namespaceSampleRow, 0, len(samples))
 	for _, m := range samples {
@@ -44,6 +47,9 @@ func (s *Store) RecordNamespaceMetrics(ctx context.Context, f store.Fence, sampl
 	param, err := jsonRows(rows)
 	if err != nil {
 		return 0, fmt.Errorf("record namespace metrics: %w", err)
+	}
+	if _, err := s.pool.Exec(ctx, sqlNamespaceRollup, f.ClusterID, param); err != nil {
+		return 0, fmt.Errorf("record namespace metrics: %w", interpretError(err))
 	}
 	var due int64
 	if err := s.pool.QueryRow(ctx, sqlNamespaceUsageDue, f.ClusterID, param, policy.Threshold, policy.Period.Seconds()).Scan(&due); err != nil {

@@ -1,6 +1,7 @@
 package postgres_test
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -56,6 +57,21 @@ func TestNamespaceUsageReporting(t *testing.T) {
 	if _, err := s.RecordNamespaceMetrics(ctx, store.Fence{ClusterID: "c"}, []store.NamespaceMetricsSample{{ClusterID: "other", Namespace: "team-a"}}, policy); err == nil {
 		t.Error("a sample of another member was accepted")
 	}
+	// Every sample newer than the hour's last went into the history once,
+	// reported or not; the older one and a repeat did not.
+	if _, err := s.RecordNamespaceMetrics(ctx, store.Fence{ClusterID: "c"}, []store.NamespaceMetricsSample{{
+		ClusterID: "c", Namespace: "team-a", CPUNanoCores: 460e6, MemoryBytes: gib/2 + gib*6/100, Pods: 2, ObservedAt: t0.Add(2 * time.Hour),
+	}}, policy); err != nil {
+		t.Fatal(err)
+	}
+	h, err := s.UsageHistory(ctx, store.UsageQuery{ClusterID: "c", Namespace: "team-a", Since: t0})
+	if err != nil || h.Samples != 6 || h.CPU.Max != 460e6 || h.CPU.Average != 446_666_667 {
+		t.Errorf("namespace history: %+v, %v; want 6 samples (400m, 440m, 460m four times)", h, err)
+	}
+	if _, err := s.UsageHistory(ctx, store.UsageQuery{ClusterID: "c", Namespace: "nope", Since: t0}); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("history of an unknown namespace: %v, want not found", err)
+	}
+
 	// Without samples for two periods the usage becomes unknown.
 	now := t0.Add(2 * time.Hour)
 	got, err := s.MaintainNodeMetrics(ctx, store.MetricsMaintenance{Now: now, RetainAfter: now.Add(-24 * time.Hour), UnknownBefore: now.Add(time.Minute)})

@@ -25,8 +25,11 @@ func (s *Store) UsageHistory(ctx context.Context, q store.UsageQuery) (*store.Us
 	}
 	var args sqlArgs
 	where := []string{"cluster_id = " + args.add(q.ClusterID), "hour > " + args.add(q.Since.Add(-time.Hour))}
-	nodes := "node <> ''"
+	table, nodes := "cluster_node_usage_hourly", "node <> ''"
 	switch {
+	case q.Namespace != "":
+		table, nodes = "cluster_namespace_usage_hourly", ""
+		where = append(where, "namespace = "+args.add(q.Namespace))
 	case q.Node != "":
 		nodes = "node = " + args.add(q.Node)
 		where = append(where, nodes)
@@ -49,7 +52,7 @@ func (s *Store) UsageHistory(ctx context.Context, q store.UsageQuery) (*store.Us
 				coalesce(round(sum(cpu_sum) / nullif(sum(samples), 0)), 0)::bigint, coalesce(max(cpu_max), 0),
 				coalesce(round(sum(memory_sum) / nullif(sum(samples), 0)), 0)::bigint, coalesce(max(memory_max), 0),
 				min(hour), max(hour)
-			FROM cluster_node_usage_hourly WHERE `+filter, args...).
+			FROM `+table+` WHERE `+filter, args...).
 			Scan(&h.Samples, &h.CPU.Average, &h.CPU.Max, &h.Memory.Average, &h.Memory.Max, &from, &to)
 		if err != nil {
 			return err
@@ -58,11 +61,13 @@ func (s *Store) UsageHistory(ctx context.Context, q store.UsageQuery) (*store.Us
 			return knownToRegistry(ctx, tx, q)
 		}
 		h.From, h.To = from.UTC(), to.Add(time.Hour).UTC()
-		if err := tx.QueryRow(ctx, `SELECT count(DISTINCT node) FROM cluster_node_usage_hourly WHERE `+
-			strings.Join(append(where[:2:2], nodes), " AND "), args...).Scan(&h.Nodes); err != nil {
-			return err
+		if nodes != "" {
+			if err := tx.QueryRow(ctx, `SELECT count(DISTINCT node) FROM cluster_node_usage_hourly WHERE `+
+				strings.Join(append(where[:2:2], nodes), " AND "), args...).Scan(&h.Nodes); err != nil {
+				return err
+			}
 		}
-		rows, err := tx.Query(ctx, `SELECT cpu_buckets, cpu_counts, memory_buckets, memory_counts FROM cluster_node_usage_hourly WHERE `+filter, args...)
+		rows, err := tx.Query(ctx, `SELECT cpu_buckets, cpu_counts, memory_buckets, memory_counts FROM `+table+` WHERE `+filter, args...)
 		if err != nil {
 			return err
 		}
@@ -146,11 +151,14 @@ func bucketValue(b int16) int64 {
 // answers an empty history, one of an unknown one is likely a typo.
 func knownToRegistry(ctx context.Context, tx pgx.Tx, q store.UsageQuery) error {
 	var known bool
-	err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM cluster_node WHERE cluster_id = $1 AND ($2 = '' OR name = $2))`,
-		q.ClusterID, q.Node).Scan(&known)
+	err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM cluster_node WHERE cluster_id = $1 AND ($2 = '' OR name = $2))
+			AND ($3 = '' OR EXISTS (SELECT 1 FROM cluster_namespace WHERE cluster_id = $1 AND name = $3))`,
+		q.ClusterID, q.Node, q.Namespace).Scan(&known)
 	switch {
 	case err != nil:
 		return err
+	case !known && q.Namespace != "":
+		return fmt.Errorf("%w: member cluster %s has no namespace %s", store.ErrNotFound, q.ClusterID, q.Namespace)
 	case !known && q.Node != "":
 		return fmt.Errorf("%w: member cluster %s has no node %s", store.ErrNotFound, q.ClusterID, q.Node)
 	case !known:

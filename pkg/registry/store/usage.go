@@ -7,13 +7,16 @@ import (
 )
 
 // UsageQuery selects recorded usage samples of one member: of one of its
-// nodes (Node), of its nodes whose labels match Labels now, or of the whole
-// member (neither), observed in the whole UTC hours that overlap the window
-// from Since until now.
+// nodes (Node), of its nodes whose labels match Labels now, of one of its
+// namespaces (Namespace), or of the whole member (none), observed in the
+// whole UTC hours that overlap the window from Since until now.
 type UsageQuery struct {
 	ClusterID string
 	Node      string
 	Labels    labels.Requirements
+	// Namespace selects one namespace's usage (its pods' summed) instead
+	// of nodes'.
+	Namespace string
 	Since     time.Time
 }
 

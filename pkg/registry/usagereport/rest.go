@@ -69,13 +69,16 @@ func (r *REST) Create(ctx context.Context, obj runtime.Object, createValidation 
 			return nil, err
 		}
 	}
-	q := store.UsageQuery{ClusterID: report.Spec.Cluster, Node: report.Spec.NodeName, Since: r.now().Add(-report.Spec.Window.Duration)}
+	q := store.UsageQuery{ClusterID: report.Spec.Cluster, Node: report.Spec.NodeName, Namespace: report.Spec.Namespace,
+		Since: r.now().Add(-report.Spec.Window.Duration)}
 	if report.Spec.NodeSelector != "" {
 		sel, _ := labels.Parse(report.Spec.NodeSelector) // validated
 		q.Labels, _ = sel.Requirements()
 	}
 	h, err := r.history.UsageHistory(ctx, q)
 	switch {
+	case errors.Is(err, store.ErrNotFound) && q.Namespace != "":
+		return nil, apierrors.NewNotFound(platform.Resource("clusternamespaces"), q.Namespace+"/"+q.ClusterID)
 	case errors.Is(err, store.ErrNotFound) && q.Node != "":
 		return nil, apierrors.NewNotFound(platform.Resource("nodecapacities"), nodecapacity.Name(q.ClusterID, q.Node))
 	case errors.Is(err, store.ErrNotFound):
@@ -102,6 +105,9 @@ func (r *REST) validate(spec *platform.UsageReportSpec) field.ErrorList {
 		if _, err := labels.Parse(spec.NodeSelector); err != nil {
 			errs = append(errs, field.Invalid(path.Child("nodeSelector"), spec.NodeSelector, err.Error()))
 		}
+	}
+	if spec.Namespace != "" && (spec.NodeName != "" || spec.NodeSelector != "") {
+		errs = append(errs, field.Invalid(path.Child("namespace"), spec.Namespace, "asks a namespace's usage: set no spec.nodeName or spec.nodeSelector with it"))
 	}
 	switch w := spec.Window.Duration; {
 	case w <= 0:

@@ -11,7 +11,8 @@ import (
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
 
 // UsageReport asks the recorded usage history of a member cluster, of one
-// of its nodes, or of the nodes its label selector matches, over a window:
+// of its nodes, of the nodes its label selector matches, or of one of its
+// namespaces, over a window:
 // create one and the answer is in the returned status (nothing is stored,
 // as with a SubjectAccessReview). `kubectl create -f report.yaml -o yaml`;
 // RBAC verb create on usagereports.
@@ -39,6 +40,11 @@ type UsageReportSpec struct {
 	// the whole member.
 	// +optional
 	NodeSelector string `json:"nodeSelector,omitempty"`
+	// Namespace asks the usage of one of the member's namespaces (the sum
+	// of its pods' usage at each scrape) instead of nodes'. Excludes
+	// NodeName and NodeSelector.
+	// +optional
+	Namespace string `json:"namespace,omitempty"`
 	// Window is how far back from now, e.g. 1h or 24h (168h for a week), at
 	// most the history the server keeps (--metrics-retention). The summary
 	// covers the whole UTC hours that overlap it, the current one included.
@@ -54,7 +60,7 @@ type UsageReportStatus struct {
 	From *metav1.Time `json:"from,omitempty"`
 	// +optional
 	To *metav1.Time `json:"to,omitempty"`
-	// Nodes counts the nodes with samples in the window.
+	// Nodes counts the nodes with samples in the window (0 for a namespace).
 	Nodes int64 `json:"nodes"`
 	// Samples counts the samples summarized.
 	Samples int64 `json:"samples"`

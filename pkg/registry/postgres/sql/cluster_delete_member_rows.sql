@@ -9,6 +9,8 @@ WITH pods AS (
 	DELETE FROM cluster_node_metrics WHERE cluster_id = $1
 ), rollups AS (
 	DELETE FROM cluster_node_usage_hourly WHERE cluster_id = $1
+), namespace_rollups AS (
+	DELETE FROM cluster_namespace_usage_hourly WHERE cluster_id = $1
 ), cursors AS (
 	DELETE FROM discovery_cursor WHERE cluster_id = $1
 )

@@ -1,0 +1,19 @@
+-- Adds member $1's namespace samples in $2 to the hourly rollups of their
+-- namespaces (migration 012), each sample once: one newer than the hour's
+-- last_observed_at. Without the writers' lock: the history has no
+-- resourceVersion.
+WITH {{namespace_samples}}
+INSERT INTO cluster_namespace_usage_hourly AS h
+SELECT $1, s.namespace, date_trunc('hour', s.observed_at, 'UTC'), 1,
+	s.cpu_usage_nanocores, s.cpu_usage_nanocores, s.memory_usage_bytes, s.memory_usage_bytes,
+	ARRAY[usage_bucket(s.cpu_usage_nanocores)], ARRAY[1::bigint],
+	ARRAY[usage_bucket(s.memory_usage_bytes)], ARRAY[1::bigint], s.observed_at
+FROM input s
+ON CONFLICT (cluster_id, namespace, hour) DO UPDATE SET
+	samples = h.samples + 1,
+	cpu_sum = h.cpu_sum + EXCLUDED.cpu_sum, cpu_max = greatest(h.cpu_max, EXCLUDED.cpu_max),
+	memory_sum = h.memory_sum + EXCLUDED.memory_sum, memory_max = greatest(h.memory_max, EXCLUDED.memory_max),
+	(cpu_buckets, cpu_counts) = (SELECT * FROM usage_histogram_add(h.cpu_buckets, h.cpu_counts, EXCLUDED.cpu_buckets, EXCLUDED.cpu_counts)),
+	(memory_buckets, memory_counts) = (SELECT * FROM usage_histogram_add(h.memory_buckets, h.memory_counts, EXCLUDED.memory_buckets, EXCLUDED.memory_counts)),
+	last_observed_at = EXCLUDED.last_observed_at
+WHERE EXCLUDED.last_observed_at > h.last_observed_at
