@@ -14,6 +14,22 @@ import (
 // one it last recorded in the registry.
 const stateReportInterval = time.Second
 
+// lastChangeResolution is how much later a change must be than the one
+// last reported to be reported: a busy member's ClusterCapacity takes at
+// most one version this often for it.
+const lastChangeResolution = time.Minute
+
+// lastChange is when the worker last committed a change of the member.
+func (w *worker) lastChange() time.Time {
+	var last time.Time
+	for _, s := range w.syncers {
+		if c := s.status().lastChange; c.After(last) {
+			last = c
+		}
+	}
+	return last
+}
+
 // registryState is the worker's state as the registry records it.
 func (s memberState) registryState() store.MemberState {
 	switch s {
@@ -29,15 +45,20 @@ func (s memberState) registryState() store.MemberState {
 }
 
 // reportStates records the worker's mirroring state in the registry while
-// it holds the member, at once and whenever the state changes (a failed
-// report is retried), so the member's ClusterCapacity shows it; it returns
-// when ctx ends.
+// it holds the member, at once and whenever the state changes, and the time
+// of its last committed change when it is lastChangeResolution past the one
+// reported (a failed report is retried), so the member's ClusterCapacity
+// shows them; it returns when ctx ends.
 func (w *worker) reportStates(ctx context.Context) {
 	logger := klog.FromContext(ctx)
-	var reported store.MemberState
+	var reported store.MemberStatus
 	failing := false
 	for {
-		if st := w.state().registryState(); st != reported {
+		st := store.MemberStatus{State: w.state().registryState(), LastChange: reported.LastChange}
+		if c := w.lastChange(); c.Sub(reported.LastChange) >= lastChangeResolution {
+			st.LastChange = c
+		}
+		if st != reported {
 			rctx, cancel := context.WithTimeout(ctx, w.tuning.ApplyTimeout)
 			err := w.store.RecordMemberState(rctx, st)
 			cancel()
@@ -48,7 +69,7 @@ func (w *worker) reportStates(ctx context.Context) {
 				return
 			case !failing:
 				failing = true
-				logger.Error(err, "Cannot record the member's mirroring state in the registry; retrying", "state", st)
+				logger.Error(err, "Cannot record the member's mirroring state in the registry; retrying", "state", st.State)
 			}
 		}
 		select {
@@ -71,6 +92,6 @@ func (w *worker) startReporting(ctx context.Context) (stop func()) {
 }
 
 // RecordMemberState records the member's state, fenced by the claim.
-func (m *memberStore) RecordMemberState(ctx context.Context, st store.MemberState) error {
+func (m *memberStore) RecordMemberState(ctx context.Context, st store.MemberStatus) error {
 	return m.check(m.w.RecordMemberState(ctx, m.current(), st))
 }

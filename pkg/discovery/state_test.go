@@ -68,3 +68,50 @@ func TestReportStates(t *testing.T) {
 	tick()
 	expect(store.MemberSyncing, store.MemberSynced, store.MemberUnreachable, store.MemberLagging)
 }
+
+// TestReportLastChange: the time of the last committed change is reported
+// when it is a minute past the one reported, not at every change.
+func TestReportLastChange(t *testing.T) {
+	clk := testingclock.NewFakeClock(time.Now())
+	rec := &recordingStore{}
+	a := newSyncer(syncerParams{Clock: clock.RealClock{}})
+	a.synced = true
+	w := &worker{clusterID: "c", syncers: []*syncer{a}, tuning: Tuning{Clock: clk, ApplyTimeout: time.Minute}}
+	w.store = newMemberStore(rec, "c", func(error) {})
+	reports := func() []store.MemberStatus {
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		return slices.Clone(rec.statuses)
+	}
+	step := func(change time.Time, want int) {
+		t.Helper()
+		a.mu.Lock()
+		a.lastChange = change
+		a.mu.Unlock()
+		if err := wait.PollUntilContextTimeout(t.Context(), time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+			return clk.HasWaiters(), nil
+		}); err != nil {
+			t.Fatal("the reporter does not wait for its interval")
+		}
+		clk.Step(stateReportInterval)
+		if err := wait.PollUntilContextTimeout(t.Context(), time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+			return len(reports()) == want && clk.HasWaiters(), nil
+		}); err != nil {
+			t.Fatalf("after a change at %s: %d reports %+v, want %d", change, len(reports()), reports(), want)
+		}
+	}
+	stop := w.startReporting(t.Context())
+	defer stop()
+	if err := wait.PollUntilContextTimeout(t.Context(), time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+		return len(reports()) == 1, nil
+	}); err != nil {
+		t.Fatalf("first report: %+v", reports())
+	}
+	t0 := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	step(t0, 2)                     // the first change
+	step(t0.Add(30*time.Second), 2) // within a minute of the reported one: not reported
+	step(t0.Add(61*time.Second), 3) // a minute later: reported
+	if got := reports(); !got[1].LastChange.Equal(t0) || !got[2].LastChange.Equal(t0.Add(61*time.Second)) {
+		t.Errorf("reports %+v; want the changes at %s and %s", got, t0, t0.Add(61*time.Second))
+	}
+}

@@ -58,6 +58,8 @@ type syncer struct {
 	synced    bool
 	pending   int       // events received and not yet committed
 	lastBeat  time.Time // last sign of life: an event received or a commit attempt finished
+	// lastChange is when a batch that changed something last committed.
+	lastChange time.Time
 	committed string    // the cursor of the last commit
 	// unreachable: the last member request failed (unreachable, refused)
 	// and nothing has been received since.
@@ -431,6 +433,9 @@ func (s *syncer) committedBatch(p *pending, start time.Time) {
 	if p.cursor != "" { // a relist's chunk reaches no cursor
 		s.committed = p.cursor
 	}
+	if len(p.changes) > 0 {
+		s.lastChange = now
+	}
 	s.mu.Unlock()
 	s.logger.V(4).Info("Committed batch", "events", p.events, "objects", len(p.changes), "resourceVersion", p.cursor)
 }
@@ -519,6 +524,7 @@ type status struct {
 	synced      bool
 	pending     int
 	lastBeat    time.Time
+	lastChange  time.Time
 	unreachable bool
 	stuck       bool
 }
@@ -526,5 +532,5 @@ type status struct {
 func (s *syncer) status() status {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return status{synced: s.synced, pending: s.pending, lastBeat: s.lastBeat, unreachable: s.unreachable, stuck: s.stuck}
+	return status{synced: s.synced, pending: s.pending, lastBeat: s.lastBeat, lastChange: s.lastChange, unreachable: s.unreachable, stuck: s.stuck}
 }

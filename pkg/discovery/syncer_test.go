@@ -29,7 +29,9 @@ type recordingStore struct {
 	mu      sync.Mutex
 	cursor  string
 	batches []store.Batch
-	states  []store.MemberState
+	states  []store.MemberState // the states reported, each change once
+	// statuses are the reports.
+	statuses []store.MemberStatus
 }
 
 func (s *recordingStore) Apply(_ context.Context, b store.Batch) error {
@@ -59,10 +61,13 @@ func (s *recordingStore) RecordNamespaceMetrics(context.Context, store.Fence, []
 func (s *recordingStore) MaintainNodeMetrics(context.Context, store.MetricsMaintenance) (store.MetricsMaintained, error) {
 	return store.MetricsMaintained{}, nil
 }
-func (s *recordingStore) RecordMemberState(_ context.Context, _ store.Fence, st store.MemberState) error {
+func (s *recordingStore) RecordMemberState(_ context.Context, _ store.Fence, st store.MemberStatus) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.states = append(s.states, st)
+	if len(s.statuses) == 0 || s.statuses[len(s.statuses)-1].State != st.State {
+		s.states = append(s.states, st.State)
+	}
+	s.statuses = append(s.statuses, st)
 	return nil
 }
 

@@ -70,6 +70,11 @@ func TestDiscoveryMembers(t *testing.T) {
 		out := e.jsonpath(ctx, `{range .items[*]}{.metadata.name}={.status.mirroring.state} {end}`, "get", "clustercapacities")
 		return strings.Contains(out, "local=Synced") && strings.Contains(out, "second=Synced") && strings.Contains(out, "denied=Unreachable"), out
 	})
+	// And when each mirrored member last changed; the denied one never did.
+	eventually(t, "last changes on the ClusterCapacities", mirrorTimeout, func(ctx context.Context) (bool, string) {
+		out := e.jsonpath(ctx, `{range .items[*]}{.metadata.name}={.status.mirroring.lastChangeTime} {end}`, "get", "clustercapacities")
+		return strings.Contains(out, "local=20") && strings.Contains(out, "second=20") && strings.Contains(out, "denied= "), out
+	})
 	if v, err := e.platformMetric(ctx, "platform_registry_objects_changed_total", `kind="ClusterNamespace"`); err != nil || v == 0 {
 		t.Errorf("ClusterNamespace objects changed = %v, %v; want the mirrored namespaces counted", v, err)
 	}

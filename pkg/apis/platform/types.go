@@ -174,8 +174,9 @@ type ClusterCapacityStatus struct {
 
 // MemberMirroring is how the registry's mirror of the member stands.
 type MemberMirroring struct {
-	State MirroringState
-	Since *metav1.Time
+	State          MirroringState
+	Since          *metav1.Time
+	LastChangeTime *metav1.Time
 }
 
 // MirroringState is the state of a member's mirroring.

@@ -264,6 +264,10 @@ func (in *MemberMirroring) DeepCopyInto(out *MemberMirroring) {
 		in, out := &in.Since, &out.Since
 		*out = (*in).DeepCopy()
 	}
+	if in.LastChangeTime != nil {
+		in, out := &in.LastChangeTime, &out.LastChangeTime
+		*out = (*in).DeepCopy()
+	}
 	return
 }
 

@@ -595,6 +595,12 @@ func schema_pkg_apis_platform_v1alpha1_MemberMirroring(ref common.ReferenceCallb
 							Ref:         ref(v1.Time{}.OpenAPIModelName()),
 						},
 					},
+					"lastChangeTime": {
+						SchemaProps: spec.SchemaProps{
+							Description: "LastChangeTime is when the registry last mirrored a change of the member, to a minute (a busy member's is reported once a minute): how long ago the mirror last saw the member change. Unset before one.",
+							Ref:         ref(v1.Time{}.OpenAPIModelName()),
+						},
+					},
 				},
 			},
 		},

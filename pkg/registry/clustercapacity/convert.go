@@ -41,6 +41,9 @@ func ToObject(cc *store.ClusterCapacity) platform.ClusterCapacity {
 	if cc.Mirroring != "" {
 		obj.Status.Mirroring = platform.MemberMirroring{State: platform.MirroringState(cc.Mirroring), Since: new(metav1.NewTime(cc.MirroringSince))}
 	}
+	if !cc.LastChange.IsZero() {
+		obj.Status.Mirroring.LastChangeTime = new(metav1.NewTime(cc.LastChange))
+	}
 	meta.SetStatusCondition(&obj.Status.Conditions, syncedCondition(cc))
 	meta.SetStatusCondition(&obj.Status.Conditions, roomCondition(cc))
 	return obj

@@ -51,6 +51,13 @@ var columns = []registry.Column[platform.ClusterCapacity]{
 		}},
 	{Name: "Age", Type: "string", Description: "Time since the registry first saw the member",
 		Cell: func(o *platform.ClusterCapacity) any { return registry.Age(o.CreationTimestamp, time.Now()) }},
+	{Name: "Last Change", Type: "string", Priority: 1, Description: "How long ago the registry last mirrored a change of the member (to a minute)",
+		Cell: func(o *platform.ClusterCapacity) any {
+			if t := o.Status.Mirroring.LastChangeTime; t != nil {
+				return registry.Age(*t, time.Now())
+			}
+			return registry.Unknown
+		}},
 	{Name: "Ready", Type: "string", Priority: 1, Description: "Ready nodes over all nodes",
 		Cell: func(o *platform.ClusterCapacity) any { return ratio(o.Status.Nodes.Ready, o.Status.Nodes.Total) }},
 	{Name: "Cordoned", Type: "integer", Priority: 1, Description: "Cordoned nodes",

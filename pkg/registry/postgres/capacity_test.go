@@ -278,7 +278,7 @@ func TestRecordMemberState(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := registryRV(t, s, ctx)
-	if err := s.RecordMemberState(ctx, f, store.MemberUnreachable); err != nil {
+	if err := s.RecordMemberState(ctx, f, store.MemberStatus{State: store.MemberUnreachable}); err != nil {
 		t.Fatal(err)
 	}
 	c, err := s.GetClusterCapacity(ctx, "m")
@@ -290,14 +290,34 @@ func TestRecordMemberState(t *testing.T) {
 		t.Errorf("changes %+v, %v; want the ClusterCapacity ADDED", changes, err)
 	}
 	rv := registryRV(t, s, ctx)
-	if err := s.RecordMemberState(ctx, f, store.MemberUnreachable); err != nil || registryRV(t, s, ctx) != rv {
+	if err := s.RecordMemberState(ctx, f, store.MemberStatus{State: store.MemberUnreachable}); err != nil || registryRV(t, s, ctx) != rv {
 		t.Errorf("the same state again: %v, registry %d → %d; want no change", err, rv, registryRV(t, s, ctx))
 	}
-	if err := s.RecordMemberState(ctx, f, store.MemberSynced); err != nil {
+	if err := s.RecordMemberState(ctx, f, store.MemberStatus{State: store.MemberSynced}); err != nil {
 		t.Fatal(err)
 	}
 	if c2 := mustCapacity(t, s, ctx, "m"); c2.Mirroring != store.MemberSynced || c2.ResourceVersion <= rv {
 		t.Errorf("after Synced: %+v", c2)
+	}
+	// The last change mirrored: a later one restamps, the same or an
+	// earlier one does not, and the state stays with its since.
+	since := mustCapacity(t, s, ctx, "m").MirroringSince
+	changed := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	for i, step := range []struct {
+		at      time.Time
+		restamp bool
+	}{{changed, true}, {changed, false}, {changed.Add(-time.Minute), false}, {changed.Add(time.Minute), true}} {
+		rv := registryRV(t, s, ctx)
+		if err := s.RecordMemberState(ctx, f, store.MemberStatus{State: store.MemberSynced, LastChange: step.at}); err != nil {
+			t.Fatal(err)
+		}
+		c := mustCapacity(t, s, ctx, "m")
+		if (c.ResourceVersion > rv) != step.restamp || !c.MirroringSince.Equal(since) || c.Mirroring != store.MemberSynced {
+			t.Errorf("step %d, last change %s: %+v (registry was at %d); want restamped %v, state and since kept", i, step.at, c, rv, step.restamp)
+		}
+	}
+	if c := mustCapacity(t, s, ctx, "m"); !c.LastChange.Equal(changed.Add(time.Minute)) {
+		t.Errorf("last change %s, want %s", c.LastChange, changed.Add(time.Minute))
 	}
 	// The sums start from the reported row.
 	mustApply(t, s, ctx, store.Batch{ClusterID: "m", Epoch: f.Epoch, Failovers: f.Failovers, Nodes: []store.Node{node("n1", 1000, 1<<30)}})
@@ -307,7 +327,7 @@ func TestRecordMemberState(t *testing.T) {
 	if _, err := s.ClaimMember(ctx, "m", "replica-2"); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.RecordMemberState(ctx, f, store.MemberLagging); !errors.Is(err, store.ErrFenced) {
+	if err := s.RecordMemberState(ctx, f, store.MemberStatus{State: store.MemberLagging}); !errors.Is(err, store.ErrFenced) {
 		t.Errorf("a report of the former owner: %v, want ErrFenced", err)
 	}
 }

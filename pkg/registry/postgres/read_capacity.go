@@ -73,9 +73,9 @@ func (s *Store) ClusterCapacities() store.Source[store.ClusterCapacity] {
 
 func scanClusterCapacity(row pgx.Row) (store.ClusterCapacity, error) {
 	var (
-		c             store.ClusterCapacity
-		freeCPU, free saturated
-		since         *time.Time
+		c                 store.ClusterCapacity
+		freeCPU, free     saturated
+		since, lastChange *time.Time
 	)
 	a, sc := &c.All, &c.Schedulable
 	err := row.Scan(&c.ClusterID, &c.Labels,
@@ -87,12 +87,15 @@ func scanClusterCapacity(row pgx.Row) (store.ClusterCapacity, error) {
 		sat(&sc.Requested.CPUMillis), sat(&sc.Requested.MemoryBytes), sat(&sc.Requested.Pods),
 		sat(&sc.UsageCPUNanoCores), sat(&sc.UsageMemoryBytes), &sc.UsageNodes,
 		&freeCPU, &free, &c.HasRoom, &c.HasRoomSince, &c.Mirroring, &since,
-		&c.Namespaces, &c.Pods, &c.FirstSeen, &c.ResourceVersion)
+		&c.Namespaces, &c.Pods, &c.FirstSeen, &c.ResourceVersion, &lastChange)
 	if err != nil {
 		return c, err
 	}
 	if since != nil {
 		c.MirroringSince = *since
+	}
+	if lastChange != nil {
+		c.LastChange = *lastChange
 	}
 	if freeCPU.valid && free.valid {
 		c.MaxFree = &store.Resources{CPUMillis: freeCPU.v, MemoryBytes: free.v}
@@ -135,14 +138,19 @@ var sqlMemberState = statement("member_state")
 // opMemberState labels the writer-lock metrics of RecordMemberState.
 const opMemberState op = "member_state"
 
-// RecordMemberState records a member's mirroring state on its
-// ClusterCapacity when it changed, creating the row of a member that has
-// none yet, fenced like every discovery write.
-func (s *Store) RecordMemberState(ctx context.Context, f store.Fence, state store.MemberState) error {
+// RecordMemberState records a member's mirroring state, and the time of
+// the last change mirrored, on its ClusterCapacity when either moved,
+// creating the row of a member that has none yet, fenced like every
+// discovery write.
+func (s *Store) RecordMemberState(ctx context.Context, f store.Fence, st store.MemberStatus) error {
+	var lastChange *time.Time
+	if !st.LastChange.IsZero() {
+		lastChange = &st.LastChange
+	}
 	err := s.write(ctx, opMemberState, sections{
 		member: func(w *writer) error { return w.fence(f) },
 		views: func(w *writer) error {
-			return w.stamp("record member state", sqlMemberState, f.ClusterID, string(state))
+			return w.stamp("record member state", sqlMemberState, f.ClusterID, string(st.State), lastChange)
 		},
 	})
 	if err != nil {

@@ -239,10 +239,20 @@ type ClusterCapacity struct {
 	Namespaces, Pods int64
 	// Mirroring is the member's mirroring state as its discovery writer
 	// last reported it ("" before a report), since MirroringSince.
-	Mirroring       MemberState
-	MirroringSince  time.Time
+	Mirroring      MemberState
+	MirroringSince time.Time
+	// LastChange is when the registry last mirrored a change of the member
+	// (to a minute); zero before one was reported.
+	LastChange      time.Time
 	FirstSeen       time.Time
 	ResourceVersion int64
+}
+
+// MemberStatus is what a member's writer reports of its mirroring: the
+// state and when it last mirrored a change (zero: none to report).
+type MemberStatus struct {
+	State      MemberState
+	LastChange time.Time
 }
 
 // MemberState is how the mirroring of a member stands, as its writer sees it.
@@ -440,7 +450,7 @@ type Writer interface {
 	// RecordMemberState records the member's mirroring state, shown on its
 	// ClusterCapacity (created if the member has none yet); only a change
 	// takes a resourceVersion. It is fenced.
-	RecordMemberState(ctx context.Context, f Fence, state MemberState) error
+	RecordMemberState(ctx context.Context, f Fence, status MemberStatus) error
 	// MaintainNodeMetrics is the registry-wide housekeeping of the metrics
 	// history, run on an interval: it prepares the history for the coming
 	// samples, drops history observed before RetainAfter (in whole

@@ -322,6 +322,11 @@ type MemberMirroring struct {
 	// Since is when the mirroring entered State.
 	// +optional
 	Since *metav1.Time `json:"since,omitempty"`
+	// LastChangeTime is when the registry last mirrored a change of the
+	// member, to a minute (a busy member's is reported once a minute): how
+	// long ago the mirror last saw the member change. Unset before one.
+	// +optional
+	LastChangeTime *metav1.Time `json:"lastChangeTime,omitempty"`
 }
 
 // MirroringState is the state of a member's mirroring.

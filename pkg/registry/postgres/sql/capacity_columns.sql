@@ -10,4 +10,4 @@ cluster_id, labels,
 	sched_requested_cpu_millis, sched_requested_memory_bytes, sched_requested_pods,
 	sched_usage_cpu_nanocores, sched_usage_memory_bytes, sched_usage_nodes,
 	max_free_cpu_millis, max_free_memory_bytes, has_room, has_room_since, mirroring, mirroring_since,
-	namespaces, pods, first_seen, resource_version
+	namespaces, pods, first_seen, resource_version, last_change_at

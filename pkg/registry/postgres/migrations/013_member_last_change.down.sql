@@ -1,0 +1,1 @@
+ALTER TABLE cluster_capacity DROP COLUMN last_change_at;
