@@ -54,13 +54,13 @@ type syncer struct {
 	syncerParams
 	logger klog.Logger
 
-	mu        sync.Mutex
-	synced    bool
-	pending   int       // events received and not yet committed
-	lastBeat  time.Time // last sign of life: an event received or a commit attempt finished
+	mu       sync.Mutex
+	synced   bool
+	pending  int       // events received and not yet committed
+	lastBeat time.Time // last sign of life: an event received or a commit attempt finished
 	// lastChange is when a batch that changed something last committed.
 	lastChange time.Time
-	committed string    // the cursor of the last commit
+	committed  string // the cursor of the last commit
 	// unreachable: the last member request failed (unreachable, refused)
 	// and nothing has been received since.
 	unreachable bool
