@@ -51,13 +51,6 @@ var columns = []registry.Column[platform.ClusterCapacity]{
 		}},
 	{Name: "Age", Type: "string", Description: "Time since the registry first saw the member",
 		Cell: func(o *platform.ClusterCapacity) any { return registry.Age(o.CreationTimestamp, time.Now()) }},
-	{Name: "Last Change", Type: "string", Priority: 1, Description: "How long ago the registry last mirrored a change of the member (to a minute)",
-		Cell: func(o *platform.ClusterCapacity) any {
-			if t := o.Status.Mirroring.LastChangeTime; t != nil {
-				return registry.Age(*t, time.Now())
-			}
-			return registry.Unknown
-		}},
 	{Name: "Ready", Type: "string", Priority: 1, Description: "Ready nodes over all nodes",
 		Cell: func(o *platform.ClusterCapacity) any { return ratio(o.Status.Nodes.Ready, o.Status.Nodes.Total) }},
 	{Name: "Cordoned", Type: "integer", Priority: 1, Description: "Cordoned nodes",
@@ -92,6 +85,13 @@ var columns = []registry.Column[platform.ClusterCapacity]{
 		Cell: func(o *platform.ClusterCapacity) any { return o.Status.Namespaces }},
 	{Name: "All Pods", Type: "integer", Priority: 1, Description: "Non-terminal pods of the member, scheduled or not",
 		Cell: func(o *platform.ClusterCapacity) any { return o.Status.Pods }},
+	{Name: "Last Change", Type: "string", Priority: 1, Description: "How long ago the registry last mirrored a change of the member (to a minute)",
+		Cell: func(o *platform.ClusterCapacity) any {
+			if t := o.Status.Mirroring.LastChangeTime; t != nil {
+				return registry.Age(*t, time.Now())
+			}
+			return registry.Unknown
+		}},
 }
 
 func ratio(part, whole int64) string {
