@@ -27,10 +27,5 @@ rolled AS (
 		JOIN histograms h USING (cluster_id, node, hour)
 	), rolled_up AS (
 		INSERT INTO cluster_node_usage_hourly AS h SELECT * FROM rollup_rows
-		ON CONFLICT (cluster_id, node, hour) DO UPDATE SET
-			samples = h.samples + EXCLUDED.samples,
-			cpu_sum = h.cpu_sum + EXCLUDED.cpu_sum, cpu_max = greatest(h.cpu_max, EXCLUDED.cpu_max),
-			memory_sum = h.memory_sum + EXCLUDED.memory_sum, memory_max = greatest(h.memory_max, EXCLUDED.memory_max),
-			(cpu_buckets, cpu_counts) = (SELECT * FROM usage_histogram_add(h.cpu_buckets, h.cpu_counts, EXCLUDED.cpu_buckets, EXCLUDED.cpu_counts)),
-			(memory_buckets, memory_counts) = (SELECT * FROM usage_histogram_add(h.memory_buckets, h.memory_counts, EXCLUDED.memory_buckets, EXCLUDED.memory_counts))
+		ON CONFLICT (cluster_id, node, hour) DO UPDATE SET {{usage_rollup_merge}}
 	)

@@ -9,11 +9,6 @@ SELECT $1, s.namespace, date_trunc('hour', s.observed_at, 'UTC'), 1,
 	ARRAY[usage_bucket(s.cpu_usage_nanocores)], ARRAY[1::bigint],
 	ARRAY[usage_bucket(s.memory_usage_bytes)], ARRAY[1::bigint], s.observed_at
 FROM input s
-ON CONFLICT (cluster_id, namespace, hour) DO UPDATE SET
-	samples = h.samples + 1,
-	cpu_sum = h.cpu_sum + EXCLUDED.cpu_sum, cpu_max = greatest(h.cpu_max, EXCLUDED.cpu_max),
-	memory_sum = h.memory_sum + EXCLUDED.memory_sum, memory_max = greatest(h.memory_max, EXCLUDED.memory_max),
-	(cpu_buckets, cpu_counts) = (SELECT * FROM usage_histogram_add(h.cpu_buckets, h.cpu_counts, EXCLUDED.cpu_buckets, EXCLUDED.cpu_counts)),
-	(memory_buckets, memory_counts) = (SELECT * FROM usage_histogram_add(h.memory_buckets, h.memory_counts, EXCLUDED.memory_buckets, EXCLUDED.memory_counts)),
+ON CONFLICT (cluster_id, namespace, hour) DO UPDATE SET {{usage_rollup_merge}},
 	last_observed_at = EXCLUDED.last_observed_at
 WHERE EXCLUDED.last_observed_at > h.last_observed_at
