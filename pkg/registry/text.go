@@ -1,0 +1,47 @@
+package registry
+
+import (
+	"errors"
+	"strings"
+	"unicode/utf8"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// Request text is refused at the boundary when PostgreSQL could not store or
+// compare it: text holds no NUL and must be valid UTF-8.
+var (
+	errNUL         = errors.New("contains a NUL character (\\x00), which no name, label or field may hold; remove it")
+	errInvalidUTF8 = errors.New("is not valid UTF-8; send the text UTF-8 encoded")
+)
+
+// CheckText says why s cannot be a name, label or field value of a request,
+// or nil when it can.
+func CheckText(s string) error {
+	if strings.IndexByte(s, 0) >= 0 {
+		return errNUL
+	}
+	if !utf8.ValidString(s) {
+		return errInvalidUTF8
+	}
+	return nil
+}
+
+// ValidateText is CheckText for object validation: one field.Invalid at
+// path when s cannot be stored or compared.
+func ValidateText(path *field.Path, s string) field.ErrorList {
+	if err := CheckText(s); err != nil {
+		return field.ErrorList{field.Invalid(path, s, err.Error())}
+	}
+	return nil
+}
+
+// CheckRequestText is CheckText as a 400 naming what carried the text
+// (e.g. "name", "field selector metadata.name").
+func CheckRequestText(what, s string) error {
+	if err := CheckText(s); err != nil {
+		return apierrors.NewBadRequest(what + " " + err.Error())
+	}
+	return nil
+}
