@@ -40,6 +40,7 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 		&NodeCapacity{},
 		&NodeCapacityList{},
 		&UsageReport{},
+		&LocalUsageReport{},
 	)
 	return nil
 }

@@ -11,12 +11,31 @@ import (
 // of its nodes, or of the nodes its label selector matches, over a window:
 // create one and the answer is in the returned status (nothing is stored,
 // as with a SubjectAccessReview). `kubectl create -f report.yaml -o yaml`;
-// RBAC verb create on usagereports.
+// RBAC verb create on usagereports, and get on what it asks about
+// (docs/security.md).
 type UsageReport struct {
 	metav1.TypeMeta
 	metav1.ObjectMeta
 
 	// Spec is the question.
+	Spec UsageReportSpec
+	// Status is the answer, filled by the server.
+	Status UsageReportStatus
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// LocalUsageReport asks the usage history of its own namespace in a member
+// cluster, as a LocalSubjectAccessReview is the namespaced SubjectAccessReview:
+// `kubectl create -n team-a -f report.yaml` answers team-a's. RBAC verb
+// create on localusagereports and get on the namespace's ClusterNamespace,
+// both of which a RoleBinding of view grants.
+type LocalUsageReport struct {
+	metav1.TypeMeta
+	metav1.ObjectMeta
+
+	// Spec is the question: Cluster and Window; Namespace, if set, must be
+	// the report's own; NodeName and NodeSelector are not for this kind.
 	Spec UsageReportSpec
 	// Status is the answer, filled by the server.
 	Status UsageReportStatus

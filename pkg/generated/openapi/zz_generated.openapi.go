@@ -30,6 +30,7 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		v1alpha1.ClusterNamespaceList{}.OpenAPIModelName():   schema_pkg_apis_platform_v1alpha1_ClusterNamespaceList(ref),
 		v1alpha1.ClusterNamespaceStatus{}.OpenAPIModelName(): schema_pkg_apis_platform_v1alpha1_ClusterNamespaceStatus(ref),
 		v1alpha1.ComputeResources{}.OpenAPIModelName():       schema_pkg_apis_platform_v1alpha1_ComputeResources(ref),
+		v1alpha1.LocalUsageReport{}.OpenAPIModelName():       schema_pkg_apis_platform_v1alpha1_LocalUsageReport(ref),
 		v1alpha1.MemberMirroring{}.OpenAPIModelName():        schema_pkg_apis_platform_v1alpha1_MemberMirroring(ref),
 		v1alpha1.NamespaceUsage{}.OpenAPIModelName():         schema_pkg_apis_platform_v1alpha1_NamespaceUsage(ref),
 		v1alpha1.NodeCapacity{}.OpenAPIModelName():           schema_pkg_apis_platform_v1alpha1_NodeCapacity(ref),
@@ -571,6 +572,56 @@ func schema_pkg_apis_platform_v1alpha1_ComputeResources(ref common.ReferenceCall
 		},
 		Dependencies: []string{
 			resource.Quantity{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_platform_v1alpha1_LocalUsageReport(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "LocalUsageReport asks the usage history of its own namespace in a member cluster over a window, as a LocalSubjectAccessReview is the namespaced SubjectAccessReview: `kubectl create -n team-a -f report.yaml` with spec {cluster, window} answers team-a's, in the returned status (nothing is stored). RBAC verb create on localusagereports and get on the namespace's ClusterNamespace, both of which a RoleBinding of view grants.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"kind": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"apiVersion": {
+						SchemaProps: spec.SchemaProps{
+							Description: "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"metadata": {
+						SchemaProps: spec.SchemaProps{
+							Default: map[string]interface{}{},
+							Ref:     ref(v1.ObjectMeta{}.OpenAPIModelName()),
+						},
+					},
+					"spec": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Spec is the question: cluster and window. Namespace, if set, must be the report's own; nodeName and nodeSelector are refused (ask those with a UsageReport).",
+							Default:     map[string]interface{}{},
+							Ref:         ref(v1alpha1.UsageReportSpec{}.OpenAPIModelName()),
+						},
+					},
+					"status": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Status is the answer, filled by the server.",
+							Default:     map[string]interface{}{},
+							Ref:         ref(v1alpha1.UsageReportStatus{}.OpenAPIModelName()),
+						},
+					},
+				},
+				Required: []string{"spec"},
+			},
+		},
+		Dependencies: []string{
+			v1alpha1.UsageReportSpec{}.OpenAPIModelName(), v1alpha1.UsageReportStatus{}.OpenAPIModelName(), v1.ObjectMeta{}.OpenAPIModelName()},
 	}
 }
 
@@ -1167,7 +1218,7 @@ func schema_pkg_apis_platform_v1alpha1_UsageReport(ref common.ReferenceCallback)
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
 			SchemaProps: spec.SchemaProps{
-				Description: "UsageReport asks the recorded usage history of a member cluster, of one of its nodes, of the nodes its label selector matches, or of one of its namespaces, over a window: create one and the answer is in the returned status (nothing is stored, as with a SubjectAccessReview). `kubectl create -f report.yaml -o yaml`; RBAC verb create on usagereports.",
+				Description: "UsageReport asks the recorded usage history of a member cluster, of one of its nodes, of the nodes its label selector matches, or of one of its namespaces, over a window: create one and the answer is in the returned status (nothing is stored, as with a SubjectAccessReview). `kubectl create -f report.yaml -o yaml`; RBAC verb create on usagereports, and get on what it asks about: the ClusterNamespace, the NodeCapacity or the ClusterCapacity (list nodecapacities for a nodeSelector). Tenants ask with a LocalUsageReport.",
 				Type:        []string{"object"},
 				Properties: map[string]spec.Schema{
 					"kind": {

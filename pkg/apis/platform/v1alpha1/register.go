@@ -34,6 +34,7 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 		&NodeCapacity{},
 		&NodeCapacityList{},
 		&UsageReport{},
+		&LocalUsageReport{},
 	)
 	metav1.AddToGroupVersion(scheme, SchemeGroupVersion)
 	return nil

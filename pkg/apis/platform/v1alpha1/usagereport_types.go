@@ -15,13 +15,39 @@ import (
 // namespaces, over a window:
 // create one and the answer is in the returned status (nothing is stored,
 // as with a SubjectAccessReview). `kubectl create -f report.yaml -o yaml`;
-// RBAC verb create on usagereports.
+// RBAC verb create on usagereports, and get on what it asks about: the
+// ClusterNamespace, the NodeCapacity or the ClusterCapacity (list
+// nodecapacities for a nodeSelector). Tenants ask with a LocalUsageReport.
 type UsageReport struct {
 	metav1.TypeMeta `json:",inline"`
 	// +optional
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
 	// Spec is the question.
+	Spec UsageReportSpec `json:"spec"`
+	// Status is the answer, filled by the server.
+	// +optional
+	Status UsageReportStatus `json:"status,omitempty"`
+}
+
+// +genclient
+// +genclient:onlyVerbs=create
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// LocalUsageReport asks the usage history of its own namespace in a member
+// cluster over a window, as a LocalSubjectAccessReview is the namespaced
+// SubjectAccessReview: `kubectl create -n team-a -f report.yaml` with spec
+// {cluster, window} answers team-a's, in the returned status (nothing is
+// stored). RBAC verb create on localusagereports and get on the namespace's
+// ClusterNamespace, both of which a RoleBinding of view grants.
+type LocalUsageReport struct {
+	metav1.TypeMeta `json:",inline"`
+	// +optional
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// Spec is the question: cluster and window. Namespace, if set, must be
+	// the report's own; nodeName and nodeSelector are refused (ask those
+	// with a UsageReport).
 	Spec UsageReportSpec `json:"spec"`
 	// Status is the answer, filled by the server.
 	// +optional

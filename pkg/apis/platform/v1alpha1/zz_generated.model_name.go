@@ -55,6 +55,11 @@ func (in ComputeResources) OpenAPIModelName() string {
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
+func (in LocalUsageReport) OpenAPIModelName() string {
+	return "io.example.platform.v1alpha1.LocalUsageReport"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in MemberMirroring) OpenAPIModelName() string {
 	return "io.example.platform.v1alpha1.MemberMirroring"
 }

@@ -10,6 +10,8 @@ type ClusterCapacityExpansion interface{}
 
 type ClusterNamespaceExpansion interface{}
 
+type LocalUsageReportExpansion interface{}
+
 type NodeCapacityExpansion interface{}
 
 type UsageReportExpansion interface{}

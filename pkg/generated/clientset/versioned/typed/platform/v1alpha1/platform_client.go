@@ -18,6 +18,7 @@ type PlatformV1alpha1Interface interface {
 	RESTClient() rest.Interface
 	ClusterCapacitiesGetter
 	ClusterNamespacesGetter
+	LocalUsageReportsGetter
 	NodeCapacitiesGetter
 	UsageReportsGetter
 }
@@ -33,6 +34,10 @@ func (c *PlatformV1alpha1Client) ClusterCapacities() ClusterCapacityInterface {
 
 func (c *PlatformV1alpha1Client) ClusterNamespaces(namespace string) ClusterNamespaceInterface {
 	return newClusterNamespaces(c, namespace)
+}
+
+func (c *PlatformV1alpha1Client) LocalUsageReports(namespace string) LocalUsageReportInterface {
+	return newLocalUsageReports(c, namespace)
 }
 
 func (c *PlatformV1alpha1Client) NodeCapacities() NodeCapacityInterface {

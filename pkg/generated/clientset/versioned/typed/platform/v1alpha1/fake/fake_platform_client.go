@@ -24,6 +24,10 @@ func (c *FakePlatformV1alpha1) ClusterNamespaces(namespace string) v1alpha1.Clus
 	return newFakeClusterNamespaces(c, namespace)
 }
 
+func (c *FakePlatformV1alpha1) LocalUsageReports(namespace string) v1alpha1.LocalUsageReportInterface {
+	return newFakeLocalUsageReports(c, namespace)
+}
+
 func (c *FakePlatformV1alpha1) NodeCapacities() v1alpha1.NodeCapacityInterface {
 	return newFakeNodeCapacities(c)
 }
