@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
+	utilflowcontrol "k8s.io/apiserver/pkg/util/flowcontrol"
 
 	"github.com/example/platform-apiserver/pkg/apis/platform"
 	"github.com/example/platform-apiserver/pkg/registry/feed"
@@ -228,6 +229,9 @@ func (w *watcher) run(ctx context.Context, stop <-chan struct{}) {
 	if !w.replayBacklog(stop) || !w.replayHistory(ctx, stop) {
 		return
 	}
+	// Initialized: priority and fairness frees the watch's seat now, as
+	// kube-apiserver's cacher signals once its initial events are out.
+	utilflowcontrol.WatchInitialized(ctx)
 
 	var tick <-chan time.Time
 	if w.bookmarks && w.cfg.BookmarkInterval > 0 {

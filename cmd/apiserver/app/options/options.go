@@ -49,6 +49,8 @@ func NewOptions() *Options {
 		Discovery:      NewDiscoveryOptions(),
 	}
 	o.SecureServing.BindPort = 6443
+	o.ServerRun.MaxRequestsInFlight = defaultMaxRequestsInFlight
+	o.ServerRun.MaxMutatingRequestsInFlight = defaultMaxMutatingRequestsInFlight
 	return o
 }
 
@@ -76,6 +78,7 @@ func (o *Options) Validate() []error {
 	errs = append(errs, o.Authorization.Validate()...)
 	errs = append(errs, o.Audit.Validate()...)
 	errs = append(errs, o.Features.Validate()...)
+	errs = append(errs, o.validateFeatures()...)
 	errs = append(errs, o.Postgres.Validate()...)
 	errs = append(errs, o.Watch.Validate()...)
 	errs = append(errs, o.Discovery.Validate()...)
@@ -88,7 +91,7 @@ func (o *Options) Validate() []error {
 // Config applies the options to the server's configuration; Validate
 // must have passed. ctx carries the logger.
 func (o *Options) Config(ctx context.Context) (*apiserver.Config, error) {
-	generic, err := o.genericConfig()
+	generic, err := o.genericConfig(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -103,8 +106,9 @@ func (o *Options) Config(ctx context.Context) (*apiserver.Config, error) {
 }
 
 // genericConfig builds the generic API server configuration: serving,
-// delegated authentication and authorization, audit, and OpenAPI v2 and v3.
-func (o *Options) genericConfig() (*genericapiserver.RecommendedConfig, error) {
+// delegated authentication and authorization, audit, OpenAPI v2 and v3,
+// profiling and priority and fairness (features.go).
+func (o *Options) genericConfig(ctx context.Context) (*genericapiserver.RecommendedConfig, error) {
 	// Without --tls-cert-file the server makes a self-signed certificate,
 	// good for a first try but not for an APIService with a caBundle.
 	if err := o.SecureServing.MaybeDefaultWithSelfSignedCerts("localhost", nil, []net.IP{netutils.ParseIPSloppy("127.0.0.1")}); err != nil {
@@ -133,6 +137,9 @@ func (o *Options) genericConfig() (*genericapiserver.RecommendedConfig, error) {
 		return nil, err
 	}
 	if err := o.Audit.ApplyTo(&config.Config); err != nil {
+		return nil, err
+	}
+	if err := o.applyFeatures(ctx, config); err != nil {
 		return nil, err
 	}
 	return config, nil
