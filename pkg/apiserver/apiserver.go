@@ -78,11 +78,6 @@ type WatchConfig struct {
 	// memory to serve resuming watches without a database query.
 	WindowChanges int
 	WindowBytes   int
-	// FeedReadTimeout bounds each read of the change feed; FeedMaxStaleness
-	// is how long the feed may go without a completed read before the
-	// readiness check registry-feed fails.
-	FeedReadTimeout  time.Duration
-	FeedMaxStaleness time.Duration
 }
 
 // DefaultWatchConfig returns the watch defaults.
@@ -95,8 +90,6 @@ func DefaultWatchConfig() WatchConfig {
 		WatcherBuffer:      1000,
 		WindowChanges:      10000,
 		WindowBytes:        64 << 20,
-		FeedReadTimeout:    feed.DefaultReadTimeout,
-		FeedMaxStaleness:   15 * time.Second,
 	}
 }
 
@@ -121,7 +114,6 @@ func (c *Config) Complete() CompletedConfig {
 	generic.BuildHandlerChainFunc = func(h http.Handler, gc *genericapiserver.Config) http.Handler {
 		return retryUntilAuthenticationLoaded(chain(h, gc), auth)
 	}
-	generic.OpenAPIConfig, generic.OpenAPIV3Config = withCreateOnlyFieldValidation(generic.OpenAPIConfig, generic.OpenAPIV3Config)
 	var disc *discovery.Config
 	if c.Discovery != nil {
 		d := *c.Discovery
@@ -190,7 +182,7 @@ func (c CompletedConfig) newServer(reg *postgres.Store) (*Server, error) {
 	s := &Server{GenericAPIServer: generic, registry: reg, migrated: make(chan struct{})}
 
 	if err := generic.AddReadyzChecks(
-		cachedCheck("registry", checkCacheTTL, checkTimeout, reg.Ready),
+		healthz.NamedCheck("registry", func(r *http.Request) error { return reg.Ready(r.Context()) }),
 		authenticationLoaded(&c.generic.Authentication),
 	); err != nil {
 		return nil, err
@@ -198,7 +190,9 @@ func (c CompletedConfig) newServer(reg *postgres.Store) (*Server, error) {
 	if len(c.registry.Store.ReadDSNs)+len(c.registry.Store.ReadDSNFiles) > 0 {
 		// Reported, though the replica serves correctly (see
 		// --postgres-standby-max-lag): the install's probes exclude it.
-		if err := generic.AddReadyzChecks(cachedCheck("registry-standbys", checkCacheTTL, checkTimeout, reg.CheckStandbys)); err != nil {
+		if err := generic.AddReadyzChecks(healthz.NamedCheck("registry-standbys", func(r *http.Request) error {
+			return reg.CheckStandbys(r.Context())
+		})); err != nil {
 			return nil, err
 		}
 	}
@@ -212,12 +206,7 @@ func (c CompletedConfig) newServer(reg *postgres.Store) (*Server, error) {
 	}
 
 	follower := feed.New(reg, feed.Options{PollInterval: c.watch.PollInterval, SubscriberBuffer: c.watch.WatcherBuffer,
-		WindowChanges: c.watch.WindowChanges, WindowBytes: c.watch.WindowBytes, ReadTimeout: c.watch.FeedReadTimeout})
-	if err := generic.AddReadyzChecks(healthz.NamedCheck("registry-feed", func(*http.Request) error {
-		return follower.CheckFresh(c.watch.FeedMaxStaleness)
-	})); err != nil {
-		return nil, err
-	}
+		WindowChanges: c.watch.WindowChanges, WindowBytes: c.watch.WindowBytes})
 	feed.RegisterMetrics()
 	registry.RegisterMetrics()
 	watches := registry.WatchConfig{Follower: follower, BookmarkInterval: c.watch.BookmarkInterval, Draining: &atomic.Bool{}}
@@ -226,13 +215,7 @@ func (c CompletedConfig) newServer(reg *postgres.Store) (*Server, error) {
 	for _, k := range served {
 		storages[k.Resource] = k.storage(reg, watches)
 	}
-	// Each report is authorized by what it asks, with the server's own
-	// (delegated) authorizer: one implementation, two front doors.
-	if c.generic.Authorization.Authorizer == nil {
-		return nil, fmt.Errorf("usage reports need an authorizer (delegated authorization)")
-	}
-	reports := usagereport.NewREST(reg, c.generic.Authorization.Authorizer, c.registry.UsageRetention)
-	storages["usagereports"], storages["localusagereports"] = reports, reports.Local()
+	storages["usagereports"] = usagereport.NewREST(reg, c.registry.UsageRetention)
 	group.VersionedResourcesStorageMap[v1alpha1.SchemeGroupVersion.Version] = storages
 	if err := generic.InstallAPIGroup(&group); err != nil {
 		return nil, err
