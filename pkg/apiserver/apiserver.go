@@ -78,6 +78,11 @@ type WatchConfig struct {
 	// memory to serve resuming watches without a database query.
 	WindowChanges int
 	WindowBytes   int
+	// FeedReadTimeout bounds each read of the change feed; FeedMaxStaleness
+	// is how long the feed may go without a completed read before the
+	// readiness check registry-feed fails.
+	FeedReadTimeout  time.Duration
+	FeedMaxStaleness time.Duration
 }
 
 // DefaultWatchConfig returns the watch defaults.
@@ -90,6 +95,8 @@ func DefaultWatchConfig() WatchConfig {
 		WatcherBuffer:      1000,
 		WindowChanges:      10000,
 		WindowBytes:        64 << 20,
+		FeedReadTimeout:    feed.DefaultReadTimeout,
+		FeedMaxStaleness:   15 * time.Second,
 	}
 }
 
@@ -182,7 +189,7 @@ func (c CompletedConfig) newServer(reg *postgres.Store) (*Server, error) {
 	s := &Server{GenericAPIServer: generic, registry: reg, migrated: make(chan struct{})}
 
 	if err := generic.AddReadyzChecks(
-		healthz.NamedCheck("registry", func(r *http.Request) error { return reg.Ready(r.Context()) }),
+		cachedCheck("registry", checkCacheTTL, checkTimeout, reg.Ready),
 		authenticationLoaded(&c.generic.Authentication),
 	); err != nil {
 		return nil, err
@@ -190,9 +197,7 @@ func (c CompletedConfig) newServer(reg *postgres.Store) (*Server, error) {
 	if len(c.registry.Store.ReadDSNs)+len(c.registry.Store.ReadDSNFiles) > 0 {
 		// Reported, though the replica serves correctly (see
 		// --postgres-standby-max-lag): the install's probes exclude it.
-		if err := generic.AddReadyzChecks(healthz.NamedCheck("registry-standbys", func(r *http.Request) error {
-			return reg.CheckStandbys(r.Context())
-		})); err != nil {
+		if err := generic.AddReadyzChecks(cachedCheck("registry-standbys", checkCacheTTL, checkTimeout, reg.CheckStandbys)); err != nil {
 			return nil, err
 		}
 	}
@@ -206,7 +211,12 @@ func (c CompletedConfig) newServer(reg *postgres.Store) (*Server, error) {
 	}
 
 	follower := feed.New(reg, feed.Options{PollInterval: c.watch.PollInterval, SubscriberBuffer: c.watch.WatcherBuffer,
-		WindowChanges: c.watch.WindowChanges, WindowBytes: c.watch.WindowBytes})
+		WindowChanges: c.watch.WindowChanges, WindowBytes: c.watch.WindowBytes, ReadTimeout: c.watch.FeedReadTimeout})
+	if err := generic.AddReadyzChecks(healthz.NamedCheck("registry-feed", func(*http.Request) error {
+		return follower.CheckFresh(c.watch.FeedMaxStaleness)
+	})); err != nil {
+		return nil, err
+	}
 	feed.RegisterMetrics()
 	registry.RegisterMetrics()
 	watches := registry.WatchConfig{Follower: follower, BookmarkInterval: c.watch.BookmarkInterval, Draining: &atomic.Bool{}}

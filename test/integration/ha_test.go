@@ -253,11 +253,7 @@ func TestRegistryFailover(t *testing.T) {
 		t.Errorf("no watcher got 410 after the failover, though each saw %s, which the failover lost", seen)
 	}
 	eventually(t, "the informer holds what a list returns", mirrorTimeout, func(context.Context) (bool, string) {
-		got := map[string]string{}
-		for _, obj := range informer.GetStore().List() {
-			nc := obj.(*v1alpha1.NodeCapacity)
-			got[nc.Name] = nc.ResourceVersion
-		}
+		got := informerVersions(informer)
 		return maps.Equal(got, want), fmt.Sprintf("informer: %v\nlist: %v", got, want)
 	})
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"golang.org/x/sync/singleflight"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
 
 	"github.com/example/platform-apiserver/pkg/registry/store"
@@ -66,6 +67,25 @@ type Options struct {
 	// kept in memory (bytes as estimated by changeSize).
 	WindowChanges int
 	WindowBytes   int
+	// ReadTimeout bounds each read of the feed, so a database that stops
+	// answering without closing its connections (a paused host, a storage
+	// stall, a failover that left the old primary's sockets open) fails the
+	// read, and the next one reconnects, instead of freezing every watch.
+	ReadTimeout time.Duration
+	// Now is the clock of the freshness the follower reports; default time.Now.
+	Now func() time.Time
+}
+
+// DefaultReadTimeout is Options.ReadTimeout's default: a read of up to a
+// batch of changes takes milliseconds; ten seconds is a database that does
+// not answer.
+const DefaultReadTimeout = 10 * time.Second
+
+// LatestSeen is what a feed may offer besides store.ChangeFeed: the highest
+// resourceVersion known to exist, so the follower can report how many
+// versions it is behind.
+type LatestSeen interface {
+	LatestSeen() int64
 }
 
 // Follower reads the change feed in order and hands each change to every
@@ -83,6 +103,18 @@ type Follower struct {
 	synced bool          // rv has been read from the registry
 	ready  chan struct{} // closed once synced
 	window window
+	fresh  freshness
+}
+
+// freshness is when the follower last read the registry; f.mu guards it.
+type freshness struct {
+	running  bool
+	started  time.Time // Run began
+	lastRead time.Time // the last read that completed
+	// caughtUp is the last time a read reached the registry's present
+	// (every change up to it handed out).
+	caughtUp time.Time
+	lastErr  error // of the last read, nil if it completed
 }
 
 // New returns a Follower over feed; Run starts it.
@@ -105,6 +137,12 @@ func New(feed store.ChangeFeed, opts Options) *Follower {
 	if opts.WindowBytes <= 0 {
 		opts.WindowBytes = 64 << 20
 	}
+	if opts.ReadTimeout <= 0 {
+		opts.ReadTimeout = DefaultReadTimeout
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
 	f := &Follower{feed: feed, opts: opts, subs: map[*Subscription]struct{}{}, ready: make(chan struct{})}
 	f.window = window{maxItems: opts.WindowChanges, maxBytes: opts.WindowBytes}
 	return f
@@ -121,6 +159,10 @@ func (f *Follower) Run(ctx context.Context) {
 	ticker := time.NewTicker(f.opts.PollInterval)
 	defer ticker.Stop()
 	defer f.closeAll()
+	f.mu.Lock()
+	f.fresh.running, f.fresh.started = true, f.opts.Now()
+	f.mu.Unlock()
+	go wait.UntilWithContext(ctx, f.reportLag, time.Second)
 	for {
 		if err := f.catchUp(ctx); err != nil && ctx.Err() == nil {
 			logger.Error(err, "Reading the registry change feed failed; retrying", "resourceVersion", f.resourceVersion())
@@ -159,7 +201,7 @@ func (f *Follower) catchUp(ctx context.Context) error {
 			return f.start(ctx)
 		}
 		from := f.resourceVersion()
-		changes, readAt, err := f.feed.Changes(ctx, from, f.opts.BatchSize)
+		changes, readAt, err := f.read(ctx, from, f.opts.BatchSize)
 		if errors.Is(err, store.ErrCompacted) {
 			// Compaction overtook a follower that fell behind (e.g. while
 			// the database was down): its subscribers can no longer be
@@ -186,7 +228,7 @@ func (f *Follower) catchUp(ctx context.Context) error {
 // recent history before it, so watches resuming right after a restart of
 // this process are served from memory.
 func (f *Follower) start(ctx context.Context) error {
-	_, readAt, err := f.feed.Changes(ctx, maxInt64, 1)
+	_, readAt, err := f.read(ctx, maxInt64, 1)
 	if err != nil {
 		return err
 	}
@@ -211,7 +253,7 @@ func (f *Follower) recentHistory(ctx context.Context, upTo int64) ([]store.Chang
 	after := max(upTo-int64(f.opts.WindowChanges), 0)
 	var out []store.Change
 	for from := after; from < upTo; {
-		changes, _, err := f.feed.Changes(ctx, from, f.opts.BatchSize)
+		changes, _, err := f.read(ctx, from, f.opts.BatchSize)
 		if err != nil {
 			return nil, upTo
 		}
@@ -229,6 +271,72 @@ func (f *Follower) recentHistory(ctx context.Context, upTo int64) ([]store.Chang
 }
 
 const maxInt64 = int64(^uint64(0) >> 1)
+
+// read reads the feed within the read timeout and records the outcome. A
+// read short of limit reached the registry's present (a read from maxInt64
+// asks only for it).
+func (f *Follower) read(ctx context.Context, after int64, limit int) ([]store.Change, int64, error) {
+	rctx, cancel := context.WithTimeout(ctx, f.opts.ReadTimeout)
+	defer cancel()
+	changes, readAt, err := f.feed.Changes(rctx, after, limit)
+	if err != nil && errors.Is(rctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
+		err = fmt.Errorf("no answer within %s (--watch-feed-read-timeout): %w", f.opts.ReadTimeout, err)
+	}
+	now := f.opts.Now()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.fresh.lastErr = err
+	if err != nil {
+		if ctx.Err() == nil {
+			feedReadFailures.Inc()
+		}
+		return nil, 0, err
+	}
+	f.fresh.lastRead = now
+	if len(changes) < limit || after == maxInt64 {
+		f.fresh.caughtUp = now
+	}
+	feedLastRead.Set(float64(now.UnixNano()) / 1e9)
+	return changes, readAt, nil
+}
+
+// CheckFresh fails when the follower has not completed a read of the
+// registry within maxAge (or is not running): its watches would be
+// silently stale. The error says since when, and the last read's error.
+func (f *Follower) CheckFresh(maxAge time.Duration) error {
+	now := f.opts.Now()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fr := f.fresh
+	switch {
+	case !fr.running:
+		return errors.New("the change feed follower is not running (it starts once the registry's migrations are applied)")
+	case fr.lastRead.IsZero() && now.Sub(fr.started) > maxAge:
+		return fmt.Errorf("the change feed has not read the registry since it started %s ago (limit %s): %v",
+			now.Sub(fr.started).Round(time.Second), maxAge, fr.lastErr)
+	case !fr.lastRead.IsZero() && now.Sub(fr.lastRead) > maxAge:
+		return fmt.Errorf("the change feed last read the registry %s ago (limit %s), at resourceVersion %d; watches get no new events: %v",
+			now.Sub(fr.lastRead).Round(time.Second), maxAge, f.rv, fr.lastErr)
+	}
+	return nil
+}
+
+// reportLag sets the lag gauges: seconds since the follower last reached
+// the registry's present, and versions between where it is and the latest
+// the process has seen exist.
+func (f *Follower) reportLag(context.Context) {
+	now := f.opts.Now()
+	f.mu.Lock()
+	since, rv := f.fresh.caughtUp, f.rv
+	if since.IsZero() {
+		since = f.fresh.started
+	}
+	f.mu.Unlock()
+	feedLagSeconds.Set(max(now.Sub(since).Seconds(), 0))
+	if ls, ok := f.feed.(LatestSeen); ok {
+		feedLagVersions.Set(float64(max(ls.LatestSeen()-rv, 0)))
+	}
+}
 
 // dispatch hands out changes above f.rv in order, then progress up to upTo.
 // The lock is taken per change, not for the batch, so subscribing and

@@ -3,6 +3,7 @@ package postgres
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -67,6 +68,12 @@ func (s *Store) Changes(ctx context.Context, after int64, limit int) ([]store.Ch
 		return nil
 	})
 	if err != nil {
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			// A read of a few changes that ran out of time: the server
+			// is not answering (hung, or failed over from with its
+			// sockets left open).
+			s.abandonConnections()
+		}
 		return nil, 0, fmt.Errorf("read changes after %d: %w", after, interpretError(err))
 	}
 	s.saw(readAt)

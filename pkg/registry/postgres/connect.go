@@ -8,16 +8,19 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net"
 	"net/url"
 	"os"
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"golang.org/x/sys/unix"
 	"k8s.io/klog/v2"
 )
 
@@ -48,6 +51,7 @@ const defaultConnectTimeout = 10 * time.Second
 // connections that use the credentials the file holds when they are made.
 func configureConnections(cfg *pgxpool.Config, dsn string, opts Options) {
 	applyConnectionDefaults(cfg.ConnConfig, dsn)
+	cfg.ConnConfig.DialFunc = deadPeerDialer(opts.TCPUserTimeout, opts.TCPKeepAlive).DialContext
 	if opts.DSNFile != "" {
 		cfg.BeforeConnect = newDSNFileReloader(opts.DSNFile, dsn).beforeConnect
 	}
@@ -63,6 +67,54 @@ func applyConnectionDefaults(cc *pgx.ConnConfig, dsn string) {
 		cc.ConnectTimeout = defaultConnectTimeout
 	}
 	explainTLSErrors(cc, dsnSetting(dsn, "sslrootcert", "PGSSLROOTCERT"))
+}
+
+// Defaults of Options.TCPUserTimeout and Options.TCPKeepAlive: a host that
+// stops acknowledging (powered off, black-holed, a paused VM) is given up
+// on within about 20 s, an idle connection to it within about 25 s
+// (10 s idle, then 3 probes 5 s apart), instead of the kernel's 15 minutes
+// of retransmissions and 2 hours before the first keepalive probe.
+const (
+	DefaultTCPUserTimeout = 20 * time.Second
+	DefaultTCPKeepAlive   = 10 * time.Second
+)
+
+// deadPeerDialer dials with TCP keepalive (first probe after keepAlive
+// idle, then every keepAlive/2, given up after 3 unanswered) and
+// TCP_USER_TIMEOUT (data unacknowledged for userTimeout closes the
+// connection), so a connection whose peer vanished without a reset fails
+// instead of waiting for good. Zero takes the default; negative turns the
+// setting off. Neither notices a server process that is stopped while its
+// host's kernel still acknowledges (SIGSTOP): that takes the deadlines of
+// the reads themselves (the change feed's --watch-feed-read-timeout, the
+// request's timeout, the statement timeout).
+func deadPeerDialer(userTimeout, keepAlive time.Duration) *net.Dialer {
+	if userTimeout == 0 {
+		userTimeout = DefaultTCPUserTimeout
+	}
+	if keepAlive == 0 {
+		keepAlive = DefaultTCPKeepAlive
+	}
+	d := &net.Dialer{KeepAliveConfig: net.KeepAliveConfig{Enable: keepAlive > 0, Idle: keepAlive, Interval: keepAlive / 2, Count: 3}}
+	if keepAlive < 0 {
+		d.KeepAlive = -1
+	}
+	if userTimeout > 0 {
+		ms := int(userTimeout / time.Millisecond)
+		d.Control = func(network, _ string, c syscall.RawConn) error {
+			if network != "tcp" && network != "tcp4" && network != "tcp6" {
+				return nil // a unix socket: no peer to lose
+			}
+			var serr error
+			if err := c.Control(func(fd uintptr) {
+				serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_USER_TIMEOUT, ms)
+			}); err != nil {
+				return err
+			}
+			return serr
+		}
+	}
+	return d
 }
 
 // connConfig is the configuration a new connection outside the pool

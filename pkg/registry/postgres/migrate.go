@@ -169,11 +169,15 @@ func (s *Store) migrateDown(ctx context.Context, steps, floor int) error {
 
 // PendingMigrations names the embedded migrations not yet applied.
 func (s *Store) PendingMigrations(ctx context.Context) ([]string, error) {
+	return pendingMigrations(ctx, s.pool)
+}
+
+func pendingMigrations(ctx context.Context, pool *pgxpool.Pool) ([]string, error) {
 	all, err := migrations()
 	if err != nil {
 		return nil, err
 	}
-	conn, err := s.pool.Acquire(ctx)
+	conn, err := pool.Acquire(ctx)
 	if err != nil {
 		return nil, interpretError(err)
 	}
@@ -193,8 +197,9 @@ func (s *Store) PendingMigrations(ctx context.Context) ([]string, error) {
 
 // Ready returns nil when the database is reachable and fully migrated, and
 // otherwise an error wrapping store.ErrUnavailable that says what is wrong.
+// It uses the health-check pool.
 func (s *Store) Ready(ctx context.Context) error {
-	pending, err := s.PendingMigrations(ctx)
+	pending, err := pendingMigrations(ctx, s.health)
 	if err != nil {
 		if errors.Is(err, store.ErrUnavailable) {
 			return err

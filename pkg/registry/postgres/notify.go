@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -86,7 +87,7 @@ func (s *Store) forwardNotifications(ctx context.Context, conn *pgx.Conn, out ch
 			retry = listenBackoff()
 			signal(out) // commits while disconnected went unnoticed
 		}
-		n, err := conn.WaitForNotification(ctx)
+		n, err := s.waitForNotification(ctx, conn)
 		if err != nil {
 			closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 			_ = conn.Close(closeCtx)
@@ -99,7 +100,7 @@ func (s *Store) forwardNotifications(ctx context.Context, conn *pgx.Conn, out ch
 			// Most likely the server restarted or failed over: drop the
 			// pool's idle connections too, so requests do not draw dead ones
 			// (each would fail its first statement).
-			s.pool.Reset()
+			s.resetPools()
 			continue
 		}
 		if rv, err := strconv.ParseInt(n.Payload, 10, 64); err == nil {
@@ -107,6 +108,76 @@ func (s *Store) forwardNotifications(ctx context.Context, conn *pgx.Conn, out ch
 		}
 		signal(out)
 	}
+}
+
+// How the listener tells a quiet server from a hung one: after
+// listenCheckInterval without a notification it pings, and a ping without
+// an answer within listenPingTimeout drops the connection. A server that
+// stops answering without closing its sockets (a paused host, SIGSTOP) would
+// otherwise hold the listener, and the follower's wake-ups, for good.
+const (
+	listenCheckInterval = 10 * time.Second
+	listenPingTimeout   = 5 * time.Second
+)
+
+// errAbandoned: a read found the server unresponsive (abandonConnections).
+var errAbandoned = errors.New("a registry read found the database unresponsive; reconnecting")
+
+// waitForNotification waits for the next notification on conn, pinging the
+// server whenever it has been quiet for listenCheckInterval.
+func (s *Store) waitForNotification(ctx context.Context, conn *pgx.Conn) (*pgconn.Notification, error) {
+	for {
+		if s.listener.abandoned.Swap(false) {
+			return nil, errAbandoned
+		}
+		wctx, cancel := context.WithTimeout(ctx, listenCheckInterval)
+		s.listener.cancelWait.Store(&cancel)
+		n, err := conn.WaitForNotification(wctx)
+		s.listener.cancelWait.Store(nil)
+		cancel()
+		switch {
+		case err == nil:
+			return n, nil
+		case ctx.Err() != nil:
+			return nil, err
+		case s.listener.abandoned.Load():
+			continue // returns errAbandoned at the top
+		case !errors.Is(wctx.Err(), context.DeadlineExceeded):
+			return nil, err
+		}
+		pctx, cancel := context.WithTimeout(ctx, listenPingTimeout)
+		err = conn.Ping(pctx)
+		cancel()
+		if err != nil && ctx.Err() == nil {
+			return nil, fmt.Errorf("the registry database did not answer a ping within %s: %w", listenPingTimeout, err)
+		}
+	}
+}
+
+// abandonConnections is called when a read ran out of time: the server
+// may have hung or been failed over from while keeping its sockets open,
+// so the pool's connections and the listener's are replaced by new ones, to
+// whichever server the DSN reaches now. Connections in use are closed when
+// they are returned.
+func (s *Store) abandonConnections() {
+	s.resetPools()
+	s.listener.abandoned.Store(true)
+	if cancel := s.listener.cancelWait.Load(); cancel != nil {
+		(*cancel)()
+	}
+}
+
+// resetPools closes the idle connections of the primary's pools, and
+// those in use once they are returned.
+func (s *Store) resetPools() {
+	s.pool.Reset()
+	s.health.Reset()
+}
+
+// listener is the state abandonConnections shares with the listening loop.
+type listener struct {
+	abandoned  atomic.Bool
+	cancelWait atomic.Pointer[context.CancelFunc]
 }
 
 // listen opens a dedicated connection with the pool's settings (and the

@@ -273,6 +273,11 @@ func (s *Store) present(ctx context.Context) (int64, error) {
 	return rv, nil
 }
 
+// LatestSeen is the highest registry resourceVersion this process has seen
+// exist (notifications, the present that reads found): how far the change
+// feed's follower could be.
+func (s *Store) LatestSeen() int64 { return s.standbys.seen.Load() }
+
 // saw records that resourceVersion rv exists (see standbys.seen).
 func (s *Store) saw(rv int64) { raise(&s.standbys.seen, rv) }
 

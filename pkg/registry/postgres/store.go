@@ -64,12 +64,22 @@ type Options struct {
 	// StandbyMaxLag is how long a standby may be behind the primary before
 	// CheckStandbys fails; default 30s.
 	StandbyMaxLag time.Duration
+	// TCPUserTimeout and TCPKeepAlive make connections notice a peer that
+	// vanished without a reset (deadPeerDialer); zero: the defaults
+	// (DefaultTCPUserTimeout, DefaultTCPKeepAlive), negative: off.
+	TCPUserTimeout time.Duration
+	TCPKeepAlive   time.Duration
 }
+
+// healthPoolSize is how many connections readiness checks may hold.
+const healthPoolSize = 2
 
 // Store is the PostgreSQL registry. It is safe for concurrent use.
 type Store struct {
 	pool     *pgxpool.Pool
+	health   *pgxpool.Pool // Ready's, healthPoolSize connections
 	standbys standbys
+	listener listener
 	opts     Options
 
 	codecMu sync.Mutex
@@ -109,6 +119,14 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("create postgres pool: %w", interpretError(err))
 	}
 	s.pool = pool
+	// Health checks get a small pool of their own: API readers that take
+	// every connection of the main pool cannot make a replica look down.
+	hcfg := cfg.Copy()
+	hcfg.MaxConns, hcfg.MinConns = healthPoolSize, 0
+	if s.health, err = pgxpool.NewWithConfig(ctx, hcfg); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("create postgres health-check pool: %w", interpretError(err))
+	}
 	for _, dsn := range opts.ReadDSNs {
 		if err := s.addStandby(ctx, dsn, ""); err != nil {
 			s.Close()
@@ -135,7 +153,7 @@ func (s *Store) addStandby(ctx context.Context, dsn, file string) error {
 		return fmt.Errorf("parse postgres read dsn: %w", err)
 	}
 	raiseMaxConns(rc, dsn)
-	configureConnections(rc, dsn, Options{DSNFile: file}) // timeouts, TLS errors, credentials as for the primary
+	configureConnections(rc, dsn, Options{DSNFile: file, TCPUserTimeout: s.opts.TCPUserTimeout, TCPKeepAlive: s.opts.TCPKeepAlive}) // as for the primary
 	rp, err := pgxpool.NewWithConfig(ctx, rc)
 	if err != nil {
 		return fmt.Errorf("create postgres read pool: %w", interpretError(err))
@@ -180,6 +198,7 @@ var sqlContinueKey = statement("store_continue_key")
 // Close closes the pool.
 func (s *Store) Close() {
 	s.pool.Close()
+	s.health.Close()
 	for _, sb := range s.standbys.list {
 		sb.pool.Close()
 	}

@@ -28,13 +28,18 @@ type PostgresOptions struct {
 	ReadFromPrimary bool
 	StandbyWait     time.Duration
 	StandbyMaxLag   time.Duration
+	// TCPUserTimeout and TCPKeepAlive: how soon a connection to a host that
+	// vanished without a reset fails.
+	TCPUserTimeout time.Duration
+	TCPKeepAlive   time.Duration
 
 	dsnFromFile bool
 }
 
 // NewPostgresOptions returns the defaults.
 func NewPostgresOptions() *PostgresOptions {
-	return &PostgresOptions{ContinueTTL: postgres.DefaultContinueTTL, StandbyWait: postgres.DefaultStandbyWait, StandbyMaxLag: postgres.DefaultStandbyMaxLag, ReadFromPrimary: true}
+	return &PostgresOptions{ContinueTTL: postgres.DefaultContinueTTL, StandbyWait: postgres.DefaultStandbyWait, StandbyMaxLag: postgres.DefaultStandbyMaxLag, ReadFromPrimary: true,
+		TCPUserTimeout: postgres.DefaultTCPUserTimeout, TCPKeepAlive: postgres.DefaultTCPKeepAlive}
 }
 
 // AddFlags adds the registry database flags.
@@ -67,6 +72,13 @@ func (o *PostgresOptions) AddFlags(fs *pflag.FlagSet) {
 		"How long a --postgres-read-dsn standby may be behind the primary (or unreachable) before the readiness check "+
 		"registry-standbys fails. The replica still serves correctly then (the primary answers what the standby lacks); "+
 		"probes that should not take replicas out for it exclude the check: /readyz?exclude=registry-standbys.")
+	fs.DurationVar(&o.TCPUserTimeout, "postgres-tcp-user-timeout", o.TCPUserTimeout, ""+
+		"TCP_USER_TIMEOUT of every database connection: data the server has not acknowledged for this long closes the "+
+		"connection, so a host that vanished (powered off, black-holed, a paused VM) is given up on instead of retried for "+
+		"the kernel's 15 minutes. 0 turns it off.")
+	fs.DurationVar(&o.TCPKeepAlive, "postgres-tcp-keepalive", o.TCPKeepAlive, ""+
+		"Idle time before the first TCP keepalive probe of a database connection (then every half of it, given up after 3), "+
+		"so an idle connection, such as the LISTEN one, to a vanished host fails too. 0 turns keepalive off.")
 	fs.DurationVar(&o.ContinueTTL, "continue-token-ttl", o.ContinueTTL, ""+
 		"How long a list continue token stays valid; an older one gets 410 Expired and the client restarts the list.")
 }
@@ -104,6 +116,9 @@ func (o *PostgresOptions) Validate() []error {
 	if o.StandbyWait < 0 {
 		errs = append(errs, fmt.Errorf("--postgres-standby-wait must be zero or positive (e.g. 250ms), got %s", o.StandbyWait))
 	}
+	if o.TCPUserTimeout < 0 || o.TCPKeepAlive < 0 {
+		errs = append(errs, fmt.Errorf("--postgres-tcp-user-timeout and --postgres-tcp-keepalive must be zero (off) or positive, got %s and %s", o.TCPUserTimeout, o.TCPKeepAlive))
+	}
 	if o.StandbyMaxLag <= 0 {
 		errs = append(errs, fmt.Errorf("--postgres-standby-max-lag must be positive (e.g. 30s), got %s", o.StandbyMaxLag))
 	}
@@ -120,9 +135,19 @@ func (o *PostgresOptions) ApplyTo(c *apiserver.RegistryConfig) {
 // holds when they are made (a rotated password needs no restart).
 func (o *PostgresOptions) StoreOptions() postgres.Options {
 	opts := postgres.Options{ContinueTTL: o.ContinueTTL, ReadDSNs: o.ReadDSNs, ReadDSNFiles: o.ReadDSNFiles, NoPrimaryReads: !o.ReadFromPrimary,
-		StandbyWait: o.StandbyWait, StandbyMaxLag: o.StandbyMaxLag}
+		StandbyWait: o.StandbyWait, StandbyMaxLag: o.StandbyMaxLag,
+		TCPUserTimeout: offIfZero(o.TCPUserTimeout), TCPKeepAlive: offIfZero(o.TCPKeepAlive)}
 	if o.dsnFromFile {
 		opts.DSNFile = o.DSNFile
 	}
 	return opts
+}
+
+// offIfZero maps a flag's 0 (off) to the store's negative (off; its zero
+// takes the default).
+func offIfZero(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }

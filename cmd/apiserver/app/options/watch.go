@@ -36,6 +36,13 @@ func (o *WatchOptions) AddFlags(fs *pflag.FlagSet) {
 			"(no relist) as long as that is within --watch-history-retention.")
 	fs.IntVar(&o.WindowChanges, "watch-window-changes", o.WindowChanges,
 		"How many of the most recent changes each replica keeps in memory; a watch resuming within them reads no history from the database.")
+	fs.DurationVar(&o.FeedReadTimeout, "watch-feed-read-timeout", o.FeedReadTimeout, ""+
+		"How long one read of the registry's change feed may take before it is abandoned and retried on a new connection, "+
+		"so a database that stops answering without closing its connections (a paused host, a failover that left the old "+
+		"primary's sockets open) does not freeze every watch.")
+	fs.DurationVar(&o.FeedMaxStaleness, "watch-feed-max-staleness", o.FeedMaxStaleness, ""+
+		"How long the change feed may go without a completed read of the registry before the readiness check registry-feed "+
+		"fails (watches would be silently stale).")
 	fs.IntVar(&o.WindowBytes, "watch-window-bytes", o.WindowBytes,
 		"Upper bound of the memory (estimated bytes) the recent changes of --watch-window-changes may hold.")
 }
@@ -48,10 +55,14 @@ func (o *WatchOptions) Validate() []error {
 		"--watch-bookmark-interval":   o.BookmarkInterval,
 		"--watch-history-retention":   o.HistoryRetention,
 		"--watch-compaction-interval": o.CompactionInterval,
+		"--watch-feed-read-timeout":   o.FeedReadTimeout,
 	} {
 		if d <= 0 {
 			errs = append(errs, fmt.Errorf("%s must be positive, got %s", name, d))
 		}
+	}
+	if o.FeedMaxStaleness <= o.PollInterval {
+		errs = append(errs, fmt.Errorf("--watch-feed-max-staleness must be longer than --watch-poll-interval (%s), got %s", o.PollInterval, o.FeedMaxStaleness))
 	}
 	if o.WatcherBuffer < 1 {
 		errs = append(errs, fmt.Errorf("--watch-buffer must be at least 1, got %d", o.WatcherBuffer))

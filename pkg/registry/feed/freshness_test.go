@@ -1,0 +1,73 @@
+package feed
+
+import (
+	"context"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/example/platform-apiserver/pkg/registry/feed/feedtest"
+	"github.com/example/platform-apiserver/pkg/registry/store"
+)
+
+// hangingFeed is a feed whose reads, while hung, wait until their context
+// ends: a database that stopped answering without closing its connections.
+type hangingFeed struct {
+	*feedtest.MemFeed
+	hung atomic.Bool
+}
+
+func (h *hangingFeed) Changes(ctx context.Context, after int64, limit int) ([]store.Change, int64, error) {
+	if h.hung.Load() {
+		<-ctx.Done()
+		return nil, 0, ctx.Err()
+	}
+	return h.MemFeed.Changes(ctx, after, limit)
+}
+
+// A read that hangs is abandoned at the read timeout, the follower's
+// freshness check fails saying since when, and once the feed answers again
+// the follower delivers what was written meanwhile and is fresh again.
+func TestHungFeedFailsFreshnessAndRecovers(t *testing.T) {
+	ctx := t.Context()
+	h := &hangingFeed{MemFeed: feedtest.New()}
+	f := New(h, Options{PollInterval: 10 * time.Millisecond, ReadTimeout: 50 * time.Millisecond})
+	const maxAge = 300 * time.Millisecond
+	if err := f.CheckFresh(maxAge); err == nil || !strings.Contains(err.Error(), "not running") {
+		t.Fatalf("before Run: CheckFresh = %v, want an error saying the follower is not running", err)
+	}
+	go f.Run(ctx)
+	if err := f.WaitSynced(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.CheckFresh(maxAge); err != nil {
+		t.Fatalf("healthy follower: CheckFresh = %v", err)
+	}
+	s := mustSubscribe(t, f, store.KindNodeCapacity)
+
+	h.hung.Store(true)
+	var stale error
+	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		stale = f.CheckFresh(maxAge)
+		return stale != nil, nil
+	}); err != nil {
+		t.Fatalf("a hung feed never failed CheckFresh: %v", err)
+	}
+	for _, want := range []string{"last read the registry", "limit 300ms", "--watch-feed-read-timeout"} {
+		if !strings.Contains(stale.Error(), want) {
+			t.Errorf("CheckFresh = %q, want it to say %q", stale, want)
+		}
+	}
+	h.AddN("c", store.KindNodeCapacity, 3) // written while the database hung
+
+	h.hung.Store(false)
+	receive(t, s, 3)
+	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return f.CheckFresh(maxAge) == nil, nil
+	}); err != nil {
+		t.Fatalf("CheckFresh never recovered: %v", f.CheckFresh(maxAge))
+	}
+}
