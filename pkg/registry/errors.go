@@ -10,8 +10,18 @@ import (
 	"github.com/example/platform-apiserver/pkg/registry/store"
 )
 
+// Messages of the requests the database refused, in our words: the
+// database's own text names its internals, not what the client should fix.
+const (
+	rejectedMessage = "the registry cannot compare a value of this request with what it stores: names, namespaces, " +
+		"selector values and query fields must be UTF-8 text without NUL characters, and numbers within range; correct the value and retry"
+	tooComplexMessage = "the registry cannot evaluate a request this complex: select with fewer requirements or values"
+)
+
 // APIError translates a store error into the Kubernetes status error a client
-// should see. It is the only place the API layer maps storage failures.
+// should see. It is the only place the API layer maps storage failures. A
+// request the database refuses (a data exception, a program limit) is the
+// client's to fix: 400 in our words, never the database's.
 func APIError(err error, resource schema.GroupResource, name string) error {
 	switch {
 	case err == nil:
@@ -26,6 +36,10 @@ func APIError(err error, resource schema.GroupResource, name string) error {
 		return apierrors.NewServiceUnavailable(err.Error())
 	case errors.Is(err, store.ErrInvalidSelector):
 		return apierrors.NewBadRequest(err.Error())
+	case errors.Is(err, store.ErrRejected):
+		return apierrors.NewBadRequest(rejectedMessage)
+	case errors.Is(err, store.ErrTooComplex):
+		return apierrors.NewBadRequest(tooComplexMessage)
 	case errors.Is(err, store.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
 		// The request's deadline, or a statement PostgreSQL cancelled.
 		return apierrors.NewTimeoutError("the registry did not answer in time: "+err.Error(), 1)

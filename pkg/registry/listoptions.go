@@ -19,11 +19,16 @@ import (
 // The request namespace, when set, becomes a requirement on the field
 // metadata.namespace. matchesNothing is true when the label selector can
 // select nothing, in which case the list is empty without asking the store.
-func StoreListOptions(ctx context.Context, opts *metainternalversion.ListOptions, fields Fields) (so store.ListOptions, matchesNothing bool, err error) {
+// Options beyond limits are refused with 400, and a limit above the page
+// size is served as the page size.
+func StoreListOptions(ctx context.Context, opts *metainternalversion.ListOptions, fields Fields, limits Limits) (so store.ListOptions, matchesNothing bool, err error) {
 	if ns, ok := genericapirequest.NamespaceFrom(ctx); ok && ns != metav1.NamespaceAll {
 		f, ok := fields.Lookup("metadata.namespace")
 		if !ok {
 			return so, false, apierrors.NewBadRequest(fields.kind + " is not namespaced; list it without a namespace")
+		}
+		if err := CheckRequestText("the namespace", ns); err != nil {
+			return so, false, err
 		}
 		so.Fields = append(so.Fields, store.FieldRequirement{Field: f, Op: selection.Equals, Value: ns})
 	}
@@ -31,10 +36,10 @@ func StoreListOptions(ctx context.Context, opts *metainternalversion.ListOptions
 		so.Freshness.Latest = true
 		return so, false, nil
 	}
-	if opts.Limit < 0 {
-		return so, false, apierrors.NewBadRequest(fmt.Sprintf("limit must be zero (no limit) or positive, got %d", opts.Limit))
+	if err := limits.CheckListOptions(opts); err != nil {
+		return so, false, err
 	}
-	so.Limit = opts.Limit
+	so.Limit = limits.pageSize(opts.Limit)
 	so.Continue = opts.Continue
 	switch rv := opts.ResourceVersion; rv {
 	case "":
@@ -111,9 +116,9 @@ func ParseResourceVersion(rv string) (int64, error) {
 // List runs one kind's list: the request's options become store options,
 // the store answers, and the resourceVersion semantics are checked. A label
 // selector that can match nothing yields an empty page without a query.
-func List[R any](ctx context.Context, options *metainternalversion.ListOptions, fields Fields, resource schema.GroupResource,
+func List[R any](ctx context.Context, options *metainternalversion.ListOptions, fields Fields, limits Limits, resource schema.GroupResource,
 	list func(context.Context, store.ListOptions) (*store.Page[R], error)) (*store.Page[R], error) {
-	opts, nothing, err := StoreListOptions(ctx, options, fields)
+	opts, nothing, err := StoreListOptions(ctx, options, fields, limits)
 	if err != nil {
 		return nil, err
 	}

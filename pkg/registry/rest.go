@@ -86,6 +86,12 @@ func (r *REST[R, O, P]) Get(ctx context.Context, name string, _ *metav1.GetOptio
 	if r.kind.Namespaced && ns == "" {
 		return nil, apierrors.NewBadRequest("a namespace is required to get a " + r.kind.Singular)
 	}
+	if err := CheckRequestText("the name", name); err != nil {
+		return nil, err
+	}
+	if err := CheckRequestText("the namespace", ns); err != nil {
+		return nil, err
+	}
 	rec, err := r.source.Get(ctx, ns, name)
 	if err != nil {
 		return nil, APIError(err, r.kind.GroupResource(), name)
@@ -98,7 +104,7 @@ func (r *REST[R, O, P]) Get(ctx context.Context, name string, _ *metav1.GetOptio
 // for a namespaced kind, every namespace for -A), one page at a time when a
 // limit is given.
 func (r *REST[R, O, P]) List(ctx context.Context, options *metainternalversion.ListOptions) (runtime.Object, error) {
-	page, err := List(ctx, options, r.fields, r.kind.GroupResource(), r.source.List)
+	page, err := List(ctx, options, r.fields, r.watch.Limits, r.kind.GroupResource(), r.source.List)
 	if err != nil {
 		return nil, err
 	}

@@ -63,6 +63,9 @@ type WatchConfig struct {
 	// once restarted), instead of being accepted and cut off within a
 	// second, which client-go answers with a relist.
 	Draining *atomic.Bool
+	// Limits bound what a list or watch of the server may ask (selectors,
+	// page size); zero fields are their defaults.
+	Limits Limits
 }
 
 const (
@@ -87,7 +90,7 @@ func Watch(ctx context.Context, cfg WatchConfig, spec WatchSpec, options *metain
 	if cfg.Draining != nil && cfg.Draining.Load() {
 		return nil, apierrors.NewTooManyRequests("this platform-apiserver is shutting down; retry the watch", 1)
 	}
-	storeOpts, nothing, err := StoreListOptions(ctx, options, spec.Fields)
+	storeOpts, nothing, err := StoreListOptions(ctx, options, spec.Fields, cfg.Limits)
 	if err != nil {
 		return nil, err
 	}

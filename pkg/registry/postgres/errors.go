@@ -34,9 +34,11 @@ func interpretError(err error) error {
 			return fmt.Errorf("%w: %w", store.ErrUnavailable, err)
 		case code == pgerrcode.QueryCanceled: // statement_timeout or a cancel request
 			return fmt.Errorf("%w: %w", store.ErrTimeout, err)
-		case inClass(code, pgerrcode.DataException), // e.g. a NUL in text or jsonb
+		case inClass(code, pgerrcode.DataException), // e.g. a NUL in text or jsonb, invalid UTF-8, a number out of range
 			inClass(code, pgerrcode.IntegrityConstraintViolation):
 			return fmt.Errorf("%w: %w", store.ErrRejected, err)
+		case inClass(code, pgerrcode.ProgramLimitExceeded): // e.g. statement_too_complex, too_many_arguments
+			return fmt.Errorf("%w: %w", store.ErrTooComplex, err)
 		}
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 
@@ -46,7 +47,8 @@ func list[T any](ctx context.Context, s *Store, spec listSpec[T], opts store.Lis
 	}
 	query := spec.query(conds)
 	if opts.Limit > 0 {
-		query += " LIMIT " + strconv.FormatInt(opts.Limit+1, 10)
+		// limit+1 rows tell whether more follow; a limit that large reads everything anyway.
+		query += " LIMIT " + strconv.FormatInt(min(opts.Limit, math.MaxInt64-1)+1, 10)
 	}
 
 	fresh := opts.Freshness

@@ -69,7 +69,7 @@ func labelSQL(a *sqlArgs, r labels.Requirement) (string, error) {
 	case selection.Equals, selection.DoubleEquals, selection.In:
 		return containsAny(a, key, values), nil
 	case selection.NotEquals, selection.NotIn:
-		return "NOT " + containsAny(a, key, values), nil
+		return notAny(a, key, values), nil
 	case selection.Exists:
 		return "labels ? " + a.add(key), nil
 	case selection.DoesNotExist:
@@ -81,17 +81,36 @@ func labelSQL(a *sqlArgs, r labels.Requirement) (string, error) {
 	}
 }
 
-// containsAny is a GIN-indexable test that labels hold key with one of values.
+// containsAny is a GIN-indexable test that labels hold key with one of
+// values: one containment for one value, else a containment of any of an
+// array of documents, one bind parameter however many values there are (a
+// bitmap scan of the GIN index probes it once per element).
 func containsAny(a *sqlArgs, key string, values []string) string {
-	if len(values) == 0 {
-		return "(false)"
-	}
-	terms := make([]string, len(values))
+	docs := make([]string, len(values))
 	for i, v := range values {
 		doc, _ := json.Marshal(map[string]string{key: v}) // cannot fail for strings
-		terms[i] = "labels @> " + a.add(string(doc)) + "::jsonb"
+		docs[i] = string(doc)
 	}
-	return "(" + strings.Join(terms, " OR ") + ")"
+	switch len(docs) {
+	case 0:
+		return "(false)"
+	case 1:
+		return "(labels @> " + a.add(docs[0]) + "::jsonb)"
+	default:
+		return "(labels @> ANY(" + a.add(docs) + "::jsonb[]))"
+	}
+}
+
+// notAny is the negation of containsAny, true for objects without key (as
+// != and notin are in Kubernetes). No index can serve a negation, so it
+// is a filter over the rows the other requirements select: for several
+// values a comparison of the key's text with an array of them, cheaper per
+// row than as many containments.
+func notAny(a *sqlArgs, key string, values []string) string {
+	if len(values) <= 1 {
+		return "NOT " + containsAny(a, key, values)
+	}
+	return "NOT coalesce((labels->>" + a.add(key) + ") = ANY(" + a.add(values) + "::text[]), false)"
 }
 
 func clusterLabelSQL(a *sqlArgs, op selection.Operator, values []string) (string, error) {

@@ -37,6 +37,7 @@ func TestLabelSelectors(t *testing.T) {
 	selectors := []string{
 		"", "app=web", "app==db", "app!=web", "app in (web,db)", "app notin (web)", "app", "!app",
 		"size>3", "size<10", "size<0", "size>0", "app=web,size>2", "tier,!app",
+		"app in (web,db,x)", "app notin (web,db)", "tier notin (front,back)", "app notin (web,x),tier", "app in (db),tier notin (x,y)",
 		postgres.ClusterLabel + "=c1", postgres.ClusterLabel + "!=c1", postgres.ClusterLabel + " in (c2,3)",
 		postgres.ClusterLabel + " notin (c2)", postgres.ClusterLabel, "!" + postgres.ClusterLabel,
 		postgres.ClusterLabel + ">2", postgres.ClusterLabel + "=c1,app=web",

@@ -24,9 +24,11 @@ func TestLabelSelectorSQL(t *testing.T) {
 	}{
 		{name: "equals", selector: "app=web", want: `(labels @> $1::jsonb)`, args: []any{`{"app":"web"}`}},
 		{name: "double equals", selector: "app==web", want: `(labels @> $1::jsonb)`, args: []any{`{"app":"web"}`}},
-		{name: "in", selector: "app in (b,a)", want: `(labels @> $1::jsonb OR labels @> $2::jsonb)`, args: []any{`{"app":"a"}`, `{"app":"b"}`}},
+		{name: "in", selector: "app in (b,a)", want: `(labels @> ANY($1::jsonb[]))`, args: []any{[]string{`{"app":"a"}`, `{"app":"b"}`}}},
+		{name: "in one value", selector: "app in (a)", want: `(labels @> $1::jsonb)`, args: []any{`{"app":"a"}`}},
 		{name: "not equals", selector: "app!=web", want: `NOT (labels @> $1::jsonb)`, args: []any{`{"app":"web"}`}},
-		{name: "notin", selector: "app notin (a)", want: `NOT (labels @> $1::jsonb)`, args: []any{`{"app":"a"}`}},
+		{name: "notin one value", selector: "app notin (a)", want: `NOT (labels @> $1::jsonb)`, args: []any{`{"app":"a"}`}},
+		{name: "notin", selector: "app notin (b,a)", want: `NOT coalesce((labels->>$1) = ANY($2::text[]), false)`, args: []any{"app", []string{"a", "b"}}},
 		{name: "exists", selector: "app", want: `labels ? $1`, args: []any{"app"}},
 		{name: "does not exist", selector: "!app", want: `NOT (labels ? $1)`, args: []any{"app"}},
 		{name: "gt", selector: "size>3", want: `(CASE WHEN (labels->>$1) ~ '^[+-]?[0-9]{1,19}$' THEN (labels->>$1)::numeric BETWEEN -9223372036854775808 AND 9223372036854775807 AND (labels->>$1)::numeric > $2::bigint ELSE false END)`, args: []any{"size", int64(3)}},

@@ -35,6 +35,10 @@ var (
 	// ErrRejected: the registry refused the data itself (a value it cannot
 	// store, a constraint); retrying the same write cannot succeed.
 	ErrRejected = errors.New("registry rejected the data")
+	// ErrTooComplex: the database refused a statement as beyond its limits
+	// (too many terms, too deep an expression); the same request cannot
+	// succeed, a simpler one may.
+	ErrTooComplex = errors.New("registry refused the request as too complex")
 	// ErrTimeout: the database cancelled a statement (statement_timeout,
 	// a cancel request); retrying later may succeed.
 	ErrTimeout = errors.New("registry timed out")
