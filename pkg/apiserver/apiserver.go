@@ -46,6 +46,8 @@ type Config struct {
 	Generic  *genericapiserver.RecommendedConfig
 	Registry RegistryConfig
 	Watch    WatchConfig
+	// Limits bound what one request may ask of the registry.
+	Limits registry.Limits
 	// Discovery mirrors member clusters into the registry; nil serves the
 	// registry as it is. Its Store is the registry (set by New).
 	Discovery *discovery.Config
@@ -104,6 +106,7 @@ type completedConfig struct {
 	generic   genericapiserver.CompletedConfig
 	registry  RegistryConfig
 	watch     WatchConfig
+	limits    registry.Limits
 	discovery *discovery.Config
 }
 
@@ -134,6 +137,7 @@ func (c *Config) Complete() CompletedConfig {
 		generic:   generic.Complete(),
 		registry:  reg,
 		watch:     c.Watch,
+		limits:    c.Limits,
 		discovery: disc,
 	}}
 }
@@ -219,7 +223,7 @@ func (c CompletedConfig) newServer(reg *postgres.Store) (*Server, error) {
 	}
 	feed.RegisterMetrics()
 	registry.RegisterMetrics()
-	watches := registry.WatchConfig{Follower: follower, BookmarkInterval: c.watch.BookmarkInterval, Draining: &atomic.Bool{}}
+	watches := registry.WatchConfig{Follower: follower, BookmarkInterval: c.watch.BookmarkInterval, Draining: &atomic.Bool{}, Limits: c.limits}
 	group := genericapiserver.NewDefaultAPIGroupInfo(platform.GroupName, Scheme, metav1ParameterCodec, Codecs)
 	storages := map[string]rest.Storage{}
 	for _, k := range served {

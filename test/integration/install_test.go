@@ -288,7 +288,7 @@ func (e *installEnv) testDryRuns(t *testing.T) {
 		}
 	}
 	for _, kind := range []string{"ClusterRole", "Role"} {
-		for _, name := range []string{"platform-apiserver:discovery", "platform-apiserver:discovery-leases", "platform-viewer"} {
+		for _, name := range []string{"platform-apiserver:discovery", "platform-apiserver:discovery-leases", "platform-viewer", "platform-fleet-viewer"} {
 			b, h := field(base, kind, name, "rules"), field(chartDefault, kind, name, "rules")
 			if fmt.Sprint(b) != fmt.Sprint(h) {
 				t.Errorf("%s %s rules differ between the kustomize base and the chart:\nbase:  %v\nchart: %v", kind, name, b, h)
@@ -328,7 +328,7 @@ func (e *installEnv) testKustomize(t *testing.T) {
 
 	// Upgrades: migrate status, in the pod, as the README says.
 	for _, cmd := range readmeCommands(t, "migrate") {
-		got := e.execInPod(t, pod, cmd)
+		got := e.execInPod(t, pod, cmd+" --postgres-allow-insecure") // the test's database has no TLS
 		if !strings.Contains(got, "001_registry") || !strings.Contains(got, " applied, 0 pending") {
 			t.Errorf("%s: want every migration applied (the server migrated at start-up):\n%s", cmd, got)
 		}
@@ -374,6 +374,8 @@ func (e *installEnv) runREADME(t *testing.T, name, dsn string, pod **framework.P
 			p, err := e.cp.RunDeploymentPod(ctx, framework.PodOptions{
 				Namespace: installNamespace, Deployment: "platform-apiserver", Name: name,
 				ImageArchive: e.archive, ServingCA: e.cert.CAPEM,
+				// The test's database ($DSN) has no TLS: sslmode=disable.
+				ExtraArgs: []string{"--postgres-allow-insecure"},
 			})
 			if err != nil {
 				t.Fatalf("run the Deployment's pod: %v", err)

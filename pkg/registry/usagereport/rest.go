@@ -1,5 +1,8 @@
-// Package usagereport answers UsageReports, queries of the registry's usage
-// history: create only, nothing stored (as SubjectAccessReview).
+// Package usagereport answers UsageReports and LocalUsageReports, queries of
+// the registry's usage history: create only, nothing stored (as
+// SubjectAccessReview and LocalSubjectAccessReview). One answerer serves
+// both kinds; every report is authorized by what it asks before anything
+// is looked up (authorize.go).
 package usagereport
 
 import (
@@ -14,7 +17,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/apiserver/pkg/registry/rest"
 
 	"github.com/example/platform-apiserver/pkg/apis/platform"
@@ -28,29 +33,50 @@ type History interface {
 	UsageHistory(ctx context.Context, q store.UsageQuery) (*store.UsageHistory, error)
 }
 
-// REST is the UsageReport storage.
-type REST struct {
+// answerer answers the questions of both kinds.
+type answerer struct {
 	history   History
+	authz     authorizer.UnconditionalAuthorizer
 	retention time.Duration
 	now       func() time.Time
 }
+
+// REST is the UsageReport storage (cluster-scoped: any question).
+type REST struct{ *answerer }
+
+// LocalREST is the LocalUsageReport storage (namespaced: the usage of the
+// namespace it is created in).
+type LocalREST struct{ *answerer }
 
 var (
 	_ rest.Creater              = &REST{}
 	_ rest.Scoper               = &REST{}
 	_ rest.SingularNameProvider = &REST{}
+	_ rest.Creater              = &LocalREST{}
+	_ rest.Scoper               = &LocalREST{}
+	_ rest.SingularNameProvider = &LocalREST{}
 )
 
 // NewREST answers reports from history, for windows up to retention (how
-// long the history is kept: discovery's --metrics-retention).
-func NewREST(history History, retention time.Duration) *REST {
-	return &REST{history: history, retention: retention, now: time.Now}
+// long the history is kept: discovery's --metrics-retention), to the users
+// authz allows to read what they ask about (the generic server's
+// authorizer: SubjectAccessReviews to the hosting cluster).
+func NewREST(history History, authz authorizer.UnconditionalAuthorizer, retention time.Duration) *REST {
+	return &REST{&answerer{history: history, authz: authz, retention: retention, now: time.Now}}
 }
+
+// Local is the LocalUsageReport storage answered by the same answerer.
+func (r *REST) Local() *LocalREST { return &LocalREST{r.answerer} }
 
 func (r *REST) New() runtime.Object     { return &platform.UsageReport{} }
 func (r *REST) Destroy()                {}
 func (r *REST) NamespaceScoped() bool   { return false }
 func (r *REST) GetSingularName() string { return "usagereport" }
+
+func (r *LocalREST) New() runtime.Object     { return &platform.LocalUsageReport{} }
+func (r *LocalREST) Destroy()                {}
+func (r *LocalREST) NamespaceScoped() bool   { return true }
+func (r *LocalREST) GetSingularName() string { return "localusagereport" }
 
 // Create answers the report in its status.
 func (r *REST) Create(ctx context.Context, obj runtime.Object, createValidation rest.ValidateObjectFunc, _ *metav1.CreateOptions) (runtime.Object, error) {
@@ -58,43 +84,105 @@ func (r *REST) Create(ctx context.Context, obj runtime.Object, createValidation 
 	if !ok {
 		return nil, apierrors.NewBadRequest(fmt.Sprintf("not a UsageReport: %T", obj))
 	}
-	if errs := r.validate(&report.Spec); len(errs) > 0 {
-		// 400, as for a bad selector or window of a list, with the causes.
-		err := apierrors.NewInvalid(platform.Kind("UsageReport"), report.Name, errs)
-		err.ErrStatus.Code, err.ErrStatus.Reason = http.StatusBadRequest, metav1.StatusReasonBadRequest
+	q := question{kind: "UsageReport", resource: platform.Resource("usagereports"), name: report.Name, spec: report.Spec,
+		errs: r.validate(&report.Spec)}
+	status, err := r.answer(ctx, q, func() error { return validateObject(ctx, createValidation, obj) })
+	if err != nil {
 		return nil, err
 	}
-	if createValidation != nil {
-		if err := createValidation(ctx, obj.DeepCopyObject()); err != nil {
-			return nil, err
-		}
-	}
-	q := store.UsageQuery{ClusterID: report.Spec.Cluster, Node: report.Spec.NodeName, Namespace: report.Spec.Namespace,
-		Since: r.now().Add(-report.Spec.Window.Duration)}
-	if report.Spec.NodeSelector != "" {
-		sel, _ := labels.Parse(report.Spec.NodeSelector) // validated
-		q.Labels, _ = sel.Requirements()
-	}
-	h, err := r.history.UsageHistory(ctx, q)
-	switch {
-	case errors.Is(err, store.ErrNotFound) && q.Namespace != "":
-		return nil, apierrors.NewNotFound(platform.Resource("clusternamespaces"), q.Namespace+"/"+q.ClusterID)
-	case errors.Is(err, store.ErrNotFound) && q.Node != "":
-		return nil, apierrors.NewNotFound(platform.Resource("nodecapacities"), nodecapacity.Name(q.ClusterID, q.Node))
-	case errors.Is(err, store.ErrNotFound):
-		return nil, apierrors.NewNotFound(platform.Resource("clustercapacities"), q.ClusterID)
-	case err != nil:
-		return nil, registry.APIError(err, platform.Resource("usagereports"), report.Name)
-	}
 	out := report.DeepCopy()
-	out.Status = status(h)
+	out.Status = status
 	return out, nil
 }
 
+// Create answers the report of its namespace in its status.
+func (r *LocalREST) Create(ctx context.Context, obj runtime.Object, createValidation rest.ValidateObjectFunc, _ *metav1.CreateOptions) (runtime.Object, error) {
+	report, ok := obj.(*platform.LocalUsageReport)
+	if !ok {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("not a LocalUsageReport: %T", obj))
+	}
+	// The generic create handler has made the object's namespace the
+	// request's (or refused a different one).
+	// The question is its namespace's: what validateLocal refuses is left
+	// out of the rest of the validation, so each problem is said once.
+	q := question{kind: "LocalUsageReport", resource: platform.Resource("localusagereports"), name: report.Name, spec: report.Spec}
+	q.spec.Namespace, q.spec.NodeName, q.spec.NodeSelector = report.Namespace, "", ""
+	q.errs = append(validateLocal(&report.Spec, report.Namespace), r.validate(&q.spec)...)
+	status, err := r.answer(ctx, q, func() error { return validateObject(ctx, createValidation, obj) })
+	if err != nil {
+		return nil, err
+	}
+	out := report.DeepCopy()
+	out.Status = status
+	return out, nil
+}
+
+func validateObject(ctx context.Context, createValidation rest.ValidateObjectFunc, obj runtime.Object) error {
+	if createValidation == nil {
+		return nil
+	}
+	return createValidation(ctx, obj.DeepCopyObject())
+}
+
+// question is a report as the answerer sees it, whichever kind asked.
+type question struct {
+	kind     string
+	resource schema.GroupResource // of the report, for its errors
+	name     string
+	spec     platform.UsageReportSpec
+	errs     field.ErrorList // what validation found wrong
+}
+
+// answer refuses a bad question (400), then one its user may not ask (403),
+// before anything is looked up, so the answer never says whether what is
+// asked about exists to someone who may not read it; then it runs the
+// admission check and asks the history.
+func (a *answerer) answer(ctx context.Context, q question, admit func() error) (platform.UsageReportStatus, error) {
+	if len(q.errs) > 0 {
+		// 400, as for a bad selector or window of a list, with the causes.
+		err := apierrors.NewInvalid(platform.Kind(q.kind), q.name, q.errs)
+		err.ErrStatus.Code, err.ErrStatus.Reason = http.StatusBadRequest, metav1.StatusReasonBadRequest
+		return platform.UsageReportStatus{}, err
+	}
+	if err := a.authorize(ctx, q); err != nil {
+		return platform.UsageReportStatus{}, err
+	}
+	if err := admit(); err != nil {
+		return platform.UsageReportStatus{}, err
+	}
+	spec := q.spec
+	uq := store.UsageQuery{ClusterID: spec.Cluster, Node: spec.NodeName, Namespace: spec.Namespace,
+		Since: a.now().Add(-spec.Window.Duration)}
+	if spec.NodeSelector != "" {
+		sel, _ := labels.Parse(spec.NodeSelector) // validated
+		uq.Labels, _ = sel.Requirements()
+	}
+	h, err := a.history.UsageHistory(ctx, uq)
+	switch {
+	case errors.Is(err, store.ErrNotFound) && uq.Namespace != "":
+		return platform.UsageReportStatus{}, apierrors.NewNotFound(platform.Resource("clusternamespaces"), uq.Namespace+"/"+uq.ClusterID)
+	case errors.Is(err, store.ErrNotFound) && uq.Node != "":
+		return platform.UsageReportStatus{}, apierrors.NewNotFound(platform.Resource("nodecapacities"), nodecapacity.Name(uq.ClusterID, uq.Node))
+	case errors.Is(err, store.ErrNotFound):
+		return platform.UsageReportStatus{}, apierrors.NewNotFound(platform.Resource("clustercapacities"), uq.ClusterID)
+	case err != nil:
+		return platform.UsageReportStatus{}, registry.APIError(err, q.resource, q.name)
+	}
+	return status(h), nil
+}
+
 // validate says what is wrong with spec, each problem with how to fix it.
-func (r *REST) validate(spec *platform.UsageReportSpec) field.ErrorList {
+func (a *answerer) validate(spec *platform.UsageReportSpec) field.ErrorList {
 	var errs field.ErrorList
 	path := field.NewPath("spec")
+	for _, f := range []struct {
+		name, value string
+	}{{"cluster", spec.Cluster}, {"nodeName", spec.NodeName}, {"nodeSelector", spec.NodeSelector}, {"namespace", spec.Namespace}} {
+		errs = append(errs, registry.ValidateText(path.Child(f.name), f.value)...)
+	}
+	if len(errs) > 0 {
+		return errs // nothing more to say about text that cannot be compared
+	}
 	if spec.Cluster == "" {
 		errs = append(errs, field.Required(path.Child("cluster"), "the member cluster's id"))
 	}
@@ -112,9 +200,26 @@ func (r *REST) validate(spec *platform.UsageReportSpec) field.ErrorList {
 	switch w := spec.Window.Duration; {
 	case w <= 0:
 		errs = append(errs, field.Invalid(path.Child("window"), spec.Window.String(), "must be positive, e.g. 1h or 24h"))
-	case w > r.retention:
+	case w > a.retention:
 		errs = append(errs, field.Invalid(path.Child("window"), spec.Window.String(),
-			fmt.Sprintf("longer than the usage history the server keeps (%s, --metrics-retention): ask for %s or less", r.retention, r.retention)))
+			fmt.Sprintf("longer than the usage history the server keeps (%s, --metrics-retention): ask for %s or less", a.retention, a.retention)))
+	}
+	return errs
+}
+
+// validateLocal says what a LocalUsageReport in namespace may not ask: a
+// namespace other than its own, or nodes.
+func validateLocal(spec *platform.UsageReportSpec, namespace string) field.ErrorList {
+	var errs field.ErrorList
+	path := field.NewPath("spec")
+	if spec.Namespace != "" && spec.Namespace != namespace {
+		errs = append(errs, field.Invalid(path.Child("namespace"), spec.Namespace,
+			fmt.Sprintf("a LocalUsageReport asks the usage of the namespace it is created in (%q): leave spec.namespace empty or create the report in %q", namespace, spec.Namespace)))
+	}
+	for _, f := range []struct{ name, value string }{{"nodeName", spec.NodeName}, {"nodeSelector", spec.NodeSelector}} {
+		if f.value != "" {
+			errs = append(errs, field.Forbidden(path.Child(f.name), "a LocalUsageReport asks a namespace's usage: ask nodes' with a UsageReport"))
+		}
 	}
 	return errs
 }

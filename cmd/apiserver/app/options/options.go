@@ -31,6 +31,7 @@ type Options struct {
 	Logging        *logs.Options
 	Postgres       *PostgresOptions
 	Watch          *WatchOptions
+	Limits         *LimitsOptions
 	Discovery      *DiscoveryOptions
 }
 
@@ -46,6 +47,7 @@ func NewOptions() *Options {
 		Logging:        logs.NewOptions(),
 		Postgres:       NewPostgresOptions(),
 		Watch:          NewWatchOptions(),
+		Limits:         NewLimitsOptions(),
 		Discovery:      NewDiscoveryOptions(),
 	}
 	o.SecureServing.BindPort = 6443
@@ -58,6 +60,7 @@ func NewOptions() *Options {
 func (o *Options) Flags() (fss cliflag.NamedFlagSets) {
 	o.Postgres.AddFlags(fss.FlagSet("registry database"))
 	o.Watch.AddFlags(fss.FlagSet("watch"))
+	o.Limits.AddFlags(fss.FlagSet("request limits"))
 	o.Discovery.AddFlags(fss.FlagSet("discovery"))
 	o.ServerRun.AddUniversalFlags(fss.FlagSet("generic"))
 	o.SecureServing.AddFlags(fss.FlagSet("secure serving"))
@@ -81,6 +84,7 @@ func (o *Options) Validate() []error {
 	errs = append(errs, o.validateFeatures()...)
 	errs = append(errs, o.Postgres.Validate()...)
 	errs = append(errs, o.Watch.Validate()...)
+	errs = append(errs, o.Limits.Validate()...)
 	errs = append(errs, o.Discovery.Validate()...)
 	if err := logsapi.ValidateAndApply(o.Logging, nil); err != nil {
 		errs = append(errs, err)
@@ -99,6 +103,7 @@ func (o *Options) Config(ctx context.Context) (*apiserver.Config, error) {
 	o.Postgres.ApplyTo(&c.Registry)
 	c.Registry.UsageRetention = o.Discovery.Config.Tuning.MetricsRetention
 	o.Watch.ApplyTo(&c.Watch)
+	o.Limits.ApplyTo(&c.Limits)
 	if err := o.Discovery.ApplyTo(ctx, &c.Discovery); err != nil {
 		return nil, err
 	}
