@@ -124,6 +124,7 @@ func (c *Config) Complete() CompletedConfig {
 	generic.BuildHandlerChainFunc = func(h http.Handler, gc *genericapiserver.Config) http.Handler {
 		return retryUntilAuthenticationLoaded(chain(h, gc), auth)
 	}
+	generic.OpenAPIConfig, generic.OpenAPIV3Config = withCreateOnlyFieldValidation(generic.OpenAPIConfig, generic.OpenAPIV3Config)
 	var disc *discovery.Config
 	if c.Discovery != nil {
 		d := *c.Discovery
@@ -229,7 +230,13 @@ func (c CompletedConfig) newServer(reg *postgres.Store) (*Server, error) {
 	for _, k := range served {
 		storages[k.Resource] = k.storage(reg, watches)
 	}
-	storages["usagereports"] = usagereport.NewREST(reg, c.registry.UsageRetention)
+	// Each report is authorized by what it asks, with the server's own
+	// (delegated) authorizer: one implementation, two front doors.
+	if c.generic.Authorization.Authorizer == nil {
+		return nil, fmt.Errorf("usage reports need an authorizer (delegated authorization)")
+	}
+	reports := usagereport.NewREST(reg, c.generic.Authorization.Authorizer, c.registry.UsageRetention)
+	storages["usagereports"], storages["localusagereports"] = reports, reports.Local()
 	group.VersionedResourcesStorageMap[v1alpha1.SchemeGroupVersion.Version] = storages
 	if err := generic.InstallAPIGroup(&group); err != nil {
 		return nil, err
