@@ -114,9 +114,13 @@ type Config struct {
 	// MemberRemovalGrace is how long a member stays absent from the
 	// configuration before its rows are deleted.
 	MemberRemovalGrace time.Duration
-	Tuning             Tuning
-	LeaderElection     LeaderElection
-	Store              store.Writer
+	// MemberAllowFilesAndPlugins lets member kubeconfigs use exec and
+	// auth-provider plugins and file references (token, certificate, key,
+	// CA files); else they are refused (docs/security.md).
+	MemberAllowFilesAndPlugins bool
+	Tuning                     Tuning
+	LeaderElection             LeaderElection
+	Store                      store.Writer
 }
 
 // DefaultConfig returns the defaults: DefaultTuning, the member directory
@@ -187,6 +191,8 @@ func New(cfg Config) (*Discovery, error) {
 		Store:        cfg.Store,
 		Owner:        d.identity,
 		Shared:       cfg.LeaderElection.Enabled,
+
+		AllowFilesAndPlugins: cfg.MemberAllowFilesAndPlugins,
 	})
 	registerMembersCollector(d.members)
 	d.ready = readiness{store: cfg.Store}

@@ -14,7 +14,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
 	"github.com/example/platform-apiserver/pkg/registry/store"
@@ -32,6 +31,9 @@ type membersParams struct {
 	RemovalGrace time.Duration
 	Tuning       Tuning
 	Store        store.Writer
+	// AllowFilesAndPlugins lets member kubeconfigs run exec and
+	// auth-provider plugins and read files (kubeconfig.go).
+	AllowFilesAndPlugins bool
 	// Owner names this replica in its claims of members.
 	Owner string
 	// Shared: members run only while this replica holds them (Own and
@@ -331,7 +333,12 @@ func (m *members) readDir(logger klog.Logger) (map[string]memberFile, error) {
 			m.reject(logger, id, fp, fmt.Errorf("cluster id %q is the hosting cluster's (--cluster-id)", id))
 			continue
 		}
-		cfg, err := clientcmd.BuildConfigFromFlags("", path)
+		cfg, refused, err := memberRESTConfig(path, data, m.AllowFilesAndPlugins)
+		if len(refused) > 0 {
+			m.refuse(logger, id, fp, refused, err)
+			found[id] = memberFile{}
+			continue
+		}
 		if err != nil {
 			m.reject(logger, id, fp, err)
 			found[id] = memberFile{}
@@ -347,7 +354,25 @@ func (m *members) reject(logger klog.Logger, name, fingerprint string, err error
 		return
 	}
 	m.rejected[name] = fingerprint
+	kubeconfigsRefused.WithLabelValues("invalid").Inc()
 	logger.Error(err, "Ignoring member kubeconfig file", "file", name)
+}
+
+// refuse logs and counts, once per content, a member kubeconfig that would
+// run a plugin or read a file. Like an unusable file, it is not mirrored;
+// a member already running keeps the configuration it was accepted with.
+func (m *members) refuse(logger klog.Logger, id, fingerprint string, refused []refusedField, err error) {
+	if seen, ok := m.rejected[id]; ok && seen == fingerprint {
+		return
+	}
+	m.rejected[id] = fingerprint
+	fields := make([]string, len(refused))
+	for i, r := range refused {
+		fields[i] = r.Field
+	}
+	kubeconfigsRefused.WithLabelValues(refused[0].Reason).Inc()
+	logger.Error(err, "Refusing member kubeconfig: it would run a command or read a file of this server; not mirroring it",
+		"cluster", id, "fields", fields, "allowWith", AllowFilesAndPluginsFlag)
 }
 
 func (m *members) start(ctx context.Context, mem Member, fingerprint string) {

@@ -150,6 +150,15 @@ var (
 		Help:           "Member objects the registry rejected (e.g. a value PostgreSQL cannot store), left out so the rest of their batch commits.",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"cluster", "resource"})
+	kubeconfigsRefused = metrics.NewCounterVec(&metrics.CounterOpts{
+		Subsystem: metricsSubsystem,
+		Name:      "member_kubeconfigs_refused_total",
+		Help: "Member kubeconfig files not mirrored (each content counted once), by reason: exec, auth_provider, token_file, " +
+			"client_certificate_file, client_key_file or certificate_authority_file (a plugin or file reference, refused " +
+			"without --member-kubeconfig-allow-files-and-plugins; the first one found), or invalid (unreadable, not a " +
+			"kubeconfig, or a file name that is no cluster id).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"reason"})
 	stuck = metrics.NewGaugeVec(&metrics.GaugeOpts{
 		Subsystem:      metricsSubsystem,
 		Name:           "stuck",
@@ -168,7 +177,7 @@ func RegisterMetrics() {
 			relists, resumes, expired, errorsTotal, synced,
 			scrapeDuration, samplesStored, scrapeErrors, usageReports,
 			maintenanceDuration, maintenanceErrors, partitionsDropped, usageExpired,
-			quarantined, stuck, identityChanges, fencedWrites, rewinds, claims)
+			quarantined, stuck, identityChanges, fencedWrites, rewinds, claims, kubeconfigsRefused)
 	})
 }
 

@@ -69,6 +69,13 @@ func (o *DiscoveryOptions) AddFlags(fs *pflag.FlagSet) {
 		"Directory of kubeconfig files of further member clusters, each named by its cluster id. "+
 		"Files added or removed are picked up; a member whose file stays gone for --member-removal-grace-period is "+
 		"stopped and its rows are deleted.")
+	fs.BoolVar(&o.Config.MemberAllowFilesAndPlugins, "member-kubeconfig-allow-files-and-plugins", o.Config.MemberAllowFilesAndPlugins, ""+
+		"Let the kubeconfigs of --member-kubeconfig-dir use exec and auth-provider plugins and name files (tokenFile, "+
+		"client-certificate, client-key, certificate-authority). Off, such a kubeconfig is refused (logged with the "+
+		"fields, counted in platform_discovery_member_kubeconfigs_refused_total) and its member is not mirrored: whoever "+
+		"can write the members Secret could otherwise run commands in the server or send its own service account token "+
+		"to a server of their choosing. Member kubeconfigs carry their credentials inline (token, client-certificate-data, "+
+		"client-key-data, certificate-authority-data).")
 	fs.DurationVar(&o.Config.MemberDirInterval, "member-kubeconfig-dir-interval", o.Config.MemberDirInterval,
 		"How often --member-kubeconfig-dir is read for added, changed and removed members.")
 	fs.DurationVar(&o.Config.MemberRemovalGrace, "member-removal-grace-period", o.Config.MemberRemovalGrace, ""+
