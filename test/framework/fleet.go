@@ -119,7 +119,8 @@ func (cp *ControlPlane) MigratePlatformDatabase(ctx context.Context, dsn string)
 	if cp.platformBinary == "" {
 		return fmt.Errorf("migrate: no platform-apiserver binary resolved")
 	}
-	cmd := exec.CommandContext(ctx, cp.platformBinary, "migrate", "--postgres-dsn="+dsn)
+	// --postgres-allow-insecure: the tests' databases have no TLS (sslmode=disable).
+	cmd := exec.CommandContext(ctx, cp.platformBinary, "migrate", "--postgres-dsn="+dsn, "--postgres-allow-insecure")
 	cmd.Dir = cp.workDir
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out

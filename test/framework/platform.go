@@ -28,6 +28,9 @@ func (cp *ControlPlane) preparePlatform() error {
 		"--authentication-kubeconfig=" + cp.adminKubeconfig,
 		"--authorization-kubeconfig=" + cp.adminKubeconfig,
 		"--postgres-dsn=" + cp.databaseURL,
+		// The tests' PostgreSQL listens on 127.0.0.1 without TLS
+		// (sslmode=disable), which the server refuses unless told.
+		"--postgres-allow-insecure",
 	}, cp.opts.ExtraPlatformArgs...)
 	return nil
 }

@@ -19,6 +19,10 @@ func TestMain(m *testing.M) {
 	os.Exit(pgtest.RunTests(m))
 }
 
+// testDBInsecure: the test databases listen on loopback without TLS
+// (sslmode=disable).
+const testDBInsecure = "--postgres-allow-insecure"
+
 // runCommand runs platform-apiserver with args and returns its output.
 func runCommand(t *testing.T, args ...string) (string, error) {
 	t.Helper()
@@ -36,7 +40,7 @@ func runCommand(t *testing.T, args ...string) (string, error) {
 // with a migration in the database that this binary does not know.
 func TestMigrateStatus(t *testing.T) {
 	dsn := pgtest.NewTestDatabase(t)
-	out, err := runCommand(t, "migrate", "status", "--postgres-dsn="+dsn)
+	out, err := runCommand(t, "migrate", "status", "--postgres-dsn="+dsn, testDBInsecure)
 	if err != nil {
 		t.Fatalf("migrate status: %v\n%s", err, out)
 	}
@@ -53,10 +57,10 @@ func TestMigrateStatus(t *testing.T) {
 	if err := os.WriteFile(dsnFile, []byte(dsn+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := runCommand(t, "migrate", "--postgres-dsn-file="+dsnFile); err != nil {
+	if out, err := runCommand(t, "migrate", "--postgres-dsn-file="+dsnFile, testDBInsecure); err != nil {
 		t.Fatalf("migrate: %v\n%s", err, out)
 	}
-	out, err = runCommand(t, "migrate", "status", "--postgres-dsn-file="+dsnFile)
+	out, err = runCommand(t, "migrate", "status", "--postgres-dsn-file="+dsnFile, testDBInsecure)
 	if err != nil {
 		t.Fatalf("migrate status: %v\n%s", err, out)
 	}
@@ -74,7 +78,7 @@ func TestMigrateStatus(t *testing.T) {
 	if _, err := conn.Exec(t.Context(), `INSERT INTO schema_migrations (version, name) VALUES (999, '999_from_the_future')`); err != nil {
 		t.Fatal(err)
 	}
-	out, err = runCommand(t, "migrate", "status", "--postgres-dsn="+dsn)
+	out, err = runCommand(t, "migrate", "status", "--postgres-dsn="+dsn, testDBInsecure)
 	if err != nil {
 		t.Fatalf("migrate status: %v\n%s", err, out)
 	}

@@ -30,6 +30,10 @@ func TestBadFlags(t *testing.T) {
 		{"malformed read dsn", []string{"--postgres-read-dsn=postgres://[::1"}, []string{"--postgres-read-dsn", "expected postgres://"}},
 		{"negative standby wait", []string{"--postgres-standby-wait=-1s"}, []string{"--postgres-standby-wait must be zero or positive"}},
 		{"missing read dsn file", []string{"--postgres-read-dsn-file=/nonexistent/standby"}, []string{"--postgres-read-dsn-file", "/nonexistent/standby"}},
+		{"dsn without verified TLS", []string{"--postgres-dsn=postgres://u@db.example.com/platform?sslmode=require"},
+			[]string{"--postgres-dsn has sslmode=require", "sslmode=verify-full", "--postgres-allow-insecure"}},
+		{"migrate with a dsn without sslmode", []string{"migrate", "--postgres-dsn=host=db.example.com dbname=platform"},
+			[]string{"--postgres-dsn sets no sslmode", "--postgres-allow-insecure"}},
 		{"zero standby max lag", []string{"--postgres-standby-max-lag=0s"}, []string{"--postgres-standby-max-lag must be positive", "got 0s"}},
 	}
 	for _, tt := range tests {

@@ -32,6 +32,9 @@ type PostgresOptions struct {
 	// vanished without a reset fails.
 	TCPUserTimeout time.Duration
 	TCPKeepAlive   time.Duration
+	// AllowInsecure accepts DSNs that do not verify the database's
+	// certificate (sslmode below verify-ca, or none).
+	AllowInsecure bool
 
 	dsnFromFile bool
 }
@@ -79,6 +82,11 @@ func (o *PostgresOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.TCPKeepAlive, "postgres-tcp-keepalive", o.TCPKeepAlive, ""+
 		"Idle time before the first TCP keepalive probe of a database connection (then every half of it, given up after 3), "+
 		"so an idle connection, such as the LISTEN one, to a vanished host fails too. 0 turns keepalive off.")
+	fs.BoolVar(&o.AllowInsecure, "postgres-allow-insecure", o.AllowInsecure, ""+
+		"Accept database connection strings (primary and standbys) that do not verify the database's certificate: "+
+		"sslmode disable, allow, prefer or require, or none (libpq's default, prefer, falls back to plaintext). Without it "+
+		"such a DSN is refused at start-up; set sslmode=verify-full (or verify-ca) and sslrootcert instead. DSNs that "+
+		"reach Unix sockets only need no TLS.")
 	fs.DurationVar(&o.ContinueTTL, "continue-token-ttl", o.ContinueTTL, ""+
 		"How long a list continue token stays valid; an older one gets 410 Expired and the client restarts the list.")
 }
@@ -97,6 +105,7 @@ func (o *PostgresOptions) Validate() []error {
 		}
 		o.DSN, o.dsnFromFile = dsn, true
 	}
+	errs = append(errs, o.validateTLS()...)
 	if _, err := pgxpool.ParseConfig(o.DSN); err != nil {
 		errs = append(errs, fmt.Errorf("--postgres-dsn: %w (expected postgres://user@host:port/db or host=... dbname=...)", err))
 	}
