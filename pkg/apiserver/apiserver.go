@@ -235,7 +235,7 @@ func (c CompletedConfig) newServer(reg *postgres.Store) (*Server, error) {
 	if c.generic.Authorization.Authorizer == nil {
 		return nil, fmt.Errorf("usage reports need an authorizer (delegated authorization)")
 	}
-	reports := usagereport.NewREST(reg, c.generic.Authorization.Authorizer, c.registry.UsageRetention)
+	reports := usagereport.NewREST(reg, c.generic.Authorization.Authorizer, c.registry.UsageRetention).WithLimits(c.limits)
 	storages["usagereports"], storages["localusagereports"] = reports, reports.Local()
 	group.VersionedResourcesStorageMap[v1alpha1.SchemeGroupVersion.Version] = storages
 	if err := generic.InstallAPIGroup(&group); err != nil {

@@ -39,6 +39,7 @@ type answerer struct {
 	authz     authorizer.UnconditionalAuthorizer
 	retention time.Duration
 	now       func() time.Time
+	limits    registry.Limits // of nodeSelector; zero fields are the defaults
 }
 
 // REST is the UsageReport storage (cluster-scoped: any question).
@@ -63,6 +64,13 @@ var (
 // authorizer: SubjectAccessReviews to the hosting cluster).
 func NewREST(history History, authz authorizer.UnconditionalAuthorizer, retention time.Duration) *REST {
 	return &REST{&answerer{history: history, authz: authz, retention: retention, now: time.Now}}
+}
+
+// WithLimits bounds the node selectors reports may ask (the server's
+// --max-selector-* flags, as for lists); r is returned.
+func (r *REST) WithLimits(l registry.Limits) *REST {
+	r.limits = l
+	return r
 }
 
 // Local is the LocalUsageReport storage answered by the same answerer.
@@ -190,8 +198,12 @@ func (a *answerer) validate(spec *platform.UsageReportSpec) field.ErrorList {
 		if spec.NodeName != "" {
 			errs = append(errs, field.Invalid(path.Child("nodeSelector"), spec.NodeSelector, "set spec.nodeName or spec.nodeSelector, not both"))
 		}
-		if _, err := labels.Parse(spec.NodeSelector); err != nil {
+		sel, err := labels.Parse(spec.NodeSelector)
+		if err != nil {
 			errs = append(errs, field.Invalid(path.Child("nodeSelector"), spec.NodeSelector, err.Error()))
+		} else if reqs, _ := sel.Requirements(); a.limits.CheckLabelRequirements(reqs) != nil {
+			// Forbidden, not Invalid: the answer does not echo a selector that large.
+			errs = append(errs, field.Forbidden(path.Child("nodeSelector"), a.limits.CheckLabelRequirements(reqs).Error()))
 		}
 	}
 	if spec.Namespace != "" && (spec.NodeName != "" || spec.NodeSelector != "") {
