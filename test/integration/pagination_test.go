@@ -11,6 +11,7 @@ import (
 
 	"github.com/example/platform-apiserver/pkg/registry/postgres"
 	"github.com/example/platform-apiserver/pkg/registry/store"
+	pgtest "github.com/example/platform-apiserver/test/framework/postgres"
 )
 
 func (e *env) testPagination(t *testing.T) {
@@ -102,6 +103,32 @@ func (e *env) testPagination(t *testing.T) {
 		_, err = e.platform.PlatformV1alpha1().NodeCapacities().List(ctx, metav1.ListOptions{Limit: 2, Continue: page.Continue})
 		if !apierrors.IsResourceExpired(err) {
 			t.Errorf("got %v, want 410 Expired", err)
+		}
+	})
+
+	t.Run("another registry's token is 410", func(t *testing.T) {
+		// Another registry (a database of its own, as after a re-create)
+		// signs under another key: its token has expired here, so client-go's
+		// pager restarts the list instead of failing.
+		other, err := postgres.Open(ctx, pgtest.NewTestDatabase(t), postgres.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer other.Close()
+		if err := other.Migrate(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := other.Apply(ctx, store.Batch{ClusterID: "elsewhere", Namespaces: []store.Namespace{
+			{Name: "a", UID: "a", Phase: "Active"}, {Name: "b", UID: "b", Phase: "Active"}}}); err != nil {
+			t.Fatal(err)
+		}
+		page, err := other.ListClusterNamespaces(ctx, store.ListOptions{Limit: 1})
+		if err != nil || page.Continue == "" {
+			t.Fatalf("list of the other registry: %v (continue %q)", err, page.Continue)
+		}
+		_, err = e.platform.PlatformV1alpha1().ClusterNamespaces("").List(ctx, metav1.ListOptions{Limit: 1, Continue: page.Continue})
+		if !apierrors.IsResourceExpired(err) || !strings.Contains(err.Error(), "another registry") {
+			t.Errorf("got %v, want 410 Expired saying another registry signed it", err)
 		}
 	})
 }

@@ -1,7 +1,11 @@
 // Package continuetoken encodes and validates the opaque continue tokens of
 // paginated registry lists: a small versioned JSON payload signed with
 // HMAC-SHA256 under a key all replicas share, so a token issued by one
-// replica is honoured by another and a tampered one is refused.
+// replica is honoured by another and a tampered one is refused. Each token
+// starts with the id of the key that signed it: one signed under another
+// key (another registry, or this one's database re-created or restored
+// from before its key) has expired rather than been tampered with, so it
+// gets 410 and clients restart their list.
 package continuetoken
 
 import (
@@ -18,8 +22,11 @@ import (
 )
 
 const (
-	version = 1
+	// version 2 put the key id in front; a version 1 token has no key id,
+	// and its first bytes match none.
+	version = 2
 	macSize = sha256.Size
+	kidSize = 8
 )
 
 // encoding is strict so that no two strings decode to the same bytes: any
@@ -57,6 +64,7 @@ type Options struct {
 // Codec signs and verifies tokens.
 type Codec struct {
 	key []byte
+	kid []byte
 	ttl time.Duration
 	now func() time.Time
 }
@@ -72,7 +80,16 @@ func NewCodec(key []byte, opts Options) (*Codec, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &Codec{key: bytes.Clone(key), ttl: opts.TTL, now: opts.Now}, nil
+	return &Codec{key: bytes.Clone(key), kid: keyID(key), ttl: opts.TTL, now: opts.Now}, nil
+}
+
+// keyID names key without revealing it: the first bytes of a hash of it
+// under a label of its own (never the MAC of anything a token carries).
+func keyID(key []byte) []byte {
+	h := sha256.New()
+	h.Write([]byte("platform-apiserver continue token key id\x00"))
+	h.Write(key)
+	return h.Sum(nil)[:kidSize]
 }
 
 // Encode returns the opaque token string.
@@ -81,23 +98,32 @@ func (c *Codec) Encode(t Token) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("encode continue token: %w", err)
 	}
-	return encoding.EncodeToString(append(body, c.mac(body)...)), nil
+	signed := append(bytes.Clone(c.kid), body...)
+	return encoding.EncodeToString(append(signed, c.mac(signed)...)), nil
 }
 
 // Decode verifies s and returns its token. It fails with
-// store.ErrInvalidContinue for anything not issued by this registry for kind,
-// and with store.ErrExpiredContinue for a valid token older than the TTL.
+// store.ErrExpiredContinue for a token signed under another key (another
+// registry's, or this one's before its database was re-created) and for a
+// valid token older than the TTL, and with store.ErrInvalidContinue for
+// anything else not issued by this registry for kind.
 func (c *Codec) Decode(s, kind string) (Token, error) {
 	raw, err := encoding.DecodeString(s)
 	// Only the canonical encoding is a token: the decoder skips line breaks,
 	// and a token with one inserted is not what the server issued.
-	if err != nil || len(raw) <= macSize || encoding.EncodeToString(raw) != s {
+	if err != nil || len(raw) <= kidSize+macSize || encoding.EncodeToString(raw) != s {
 		return Token{}, invalid("malformed")
 	}
-	body, sum := raw[:len(raw)-macSize], raw[len(raw)-macSize:]
-	if !hmac.Equal(sum, c.mac(body)) {
+	signed, sum := raw[:len(raw)-macSize], raw[len(raw)-macSize:]
+	if !bytes.Equal(signed[:kidSize], c.kid) {
+		// The server answers 410 with "restart the list without continue".
+		return Token{}, fmt.Errorf("%w: it was signed under another key, by another registry or by this one before its database was re-created",
+			store.ErrExpiredContinue)
+	}
+	if !hmac.Equal(sum, c.mac(signed)) {
 		return Token{}, invalid("bad signature")
 	}
+	body := signed[kidSize:]
 	var p payload
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()

@@ -2,6 +2,7 @@ package continuetoken
 
 import (
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -58,8 +59,23 @@ func TestDecodeErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A flipped bit in the payload is tampering; in the key id, the token
+	// names a key this registry does not have.
 	flipped := []byte(valid)
-	flipped[3] ^= 1
+	flipped[20] ^= 1
+	flippedKeyID := []byte(valid)
+	flippedKeyID[3] ^= 1
+	recreated, err := NewCodec([]byte("a re-created registry's new random key"), Options{TTL: time.Minute, Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	afterRecreate, err := recreated.Encode(Token{Kind: "nodecapacities", Key: []string{"a", "b"}, IssuedAt: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Version 1, before key ids: payload and MAC under this very key.
+	v1Body := []byte(`{"v":1,"k":"nodecapacities","key":["a","b"],"rv":1,"iat":` + strconv.FormatInt(now.UnixMilli(), 10) + `}`)
+	v1 := encoding.EncodeToString(append(v1Body, c.mac(v1Body)...))
 	tests := []struct {
 		name  string
 		token string
@@ -70,7 +86,11 @@ func TestDecodeErrors(t *testing.T) {
 		{name: "not base64", token: "!!!", kind: "nodecapacities", want: store.ErrInvalidContinue},
 		{name: "truncated", token: valid[:len(valid)-2], kind: "nodecapacities", want: store.ErrInvalidContinue},
 		{name: "flipped bit", token: string(flipped), kind: "nodecapacities", want: store.ErrInvalidContinue},
-		{name: "other key", token: foreign, kind: "nodecapacities", want: store.ErrInvalidContinue},
+		{name: "flipped bit in the key id", token: string(flippedKeyID), kind: "nodecapacities", want: store.ErrExpiredContinue},
+		{name: "other registry's key", token: foreign, kind: "nodecapacities", want: store.ErrExpiredContinue},
+		{name: "registry re-created", token: afterRecreate, kind: "nodecapacities", want: store.ErrExpiredContinue},
+		{name: "version 1 token (no key id)", token: v1, kind: "nodecapacities", want: store.ErrExpiredContinue},
+		{name: "key id only", token: valid[:11], kind: "nodecapacities", want: store.ErrInvalidContinue},
 		{name: "other kind", token: valid, kind: "clusternamespaces", want: store.ErrInvalidContinue},
 		{name: "expired", token: old, kind: "nodecapacities", want: store.ErrExpiredContinue},
 		{name: "valid", token: valid, kind: "nodecapacities", want: nil},
@@ -82,6 +102,9 @@ func TestDecodeErrors(t *testing.T) {
 				t.Fatalf("Decode: got %v, want %v", err, tc.want)
 			}
 			if errors.Is(err, store.ErrInvalidContinue) && !strings.Contains(err.Error(), "restart the list without continue") {
+				t.Errorf("message does not help: %v", err)
+			}
+			if tc.name == "registry re-created" && !strings.Contains(err.Error(), "another registry or by this one before its database was re-created") {
 				t.Errorf("message does not help: %v", err)
 			}
 		})

@@ -153,6 +153,15 @@ func TestContinueTokens(t *testing.T) {
 	if _, err := other.ListNodeCapacities(ctx, store.ListOptions{Limit: 1, Continue: first.Continue}); err != nil {
 		t.Errorf("token from another replica: %v", err)
 	}
+
+	// One issued by another registry (another database, as after a
+	// re-create) has expired: the client restarts its list (410).
+	recreated, rb := setup(t, postgres.Options{Now: clock})
+	mustApply(t, recreated, rb.ctx, store.Batch{ClusterID: "c", Nodes: []store.Node{node("a", 1, 1), node("b", 1, 1)}})
+	foreign := listNodes(t, recreated, rb.ctx, store.ListOptions{Limit: 1})
+	if _, err := s.ListNodeCapacities(ctx, store.ListOptions{Limit: 1, Continue: foreign.Continue}); !errors.Is(err, store.ErrExpiredContinue) {
+		t.Errorf("token from another registry: got %v, want %v", err, store.ErrExpiredContinue)
+	}
 }
 
 func listNodesErr(s *postgres.Store, b testBundle) func(store.ListOptions) error {
