@@ -90,10 +90,7 @@ func CheckListResourceVersion(opts *metainternalversion.ListOptions, served int6
 		return err
 	}
 	if requested > served {
-		// What kube-apiserver answers too: 504 with a cause clients retry on.
-		err := apierrors.NewTimeoutError(fmt.Sprintf("Too large resource version: %d, current: %d", requested, served), 1)
-		err.ErrStatus.Details.Causes = []metav1.StatusCause{{Type: metav1.CauseTypeResourceVersionTooLarge, Message: "Too large resource version"}}
-		return err
+		return tooLargeResourceVersion(requested, served)
 	}
 	if opts.ResourceVersionMatch == metav1.ResourceVersionMatchExact && requested != served {
 		// 410 Expired, as kube-apiserver answers for a compacted one.
@@ -101,6 +98,15 @@ func CheckListResourceVersion(opts *metainternalversion.ListOptions, served int6
 			"resourceVersion %d is not retained for exact reads (current is %d); list without resourceVersionMatch=Exact", requested, served))
 	}
 	return nil
+}
+
+// tooLargeResourceVersion is what kube-apiserver answers a read from a
+// resourceVersion it has not reached (storage.NewTooLargeResourceVersionError):
+// 504 Timeout with a cause clients retry on, and Retry-After: 1.
+func tooLargeResourceVersion(requested, current int64) error {
+	err := apierrors.NewTimeoutError(fmt.Sprintf("Too large resource version: %d, current: %d", requested, current), 1)
+	err.ErrStatus.Details.Causes = []metav1.StatusCause{{Type: metav1.CauseTypeResourceVersionTooLarge, Message: "Too large resource version"}}
+	return err
 }
 
 // ParseResourceVersion parses a registry resourceVersion, answering 400 for

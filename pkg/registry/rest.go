@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
+	"k8s.io/apiserver/pkg/storage"
 
 	"github.com/example/platform-apiserver/pkg/registry/store"
 )
@@ -105,6 +106,14 @@ func (r *REST[R, O, P]) Get(ctx context.Context, name string, _ *metav1.GetOptio
 // limit is given.
 func (r *REST[R, O, P]) List(ctx context.Context, options *metainternalversion.ListOptions) (runtime.Object, error) {
 	page, err := List(ctx, options, r.fields, r.watch.Limits, r.kind.GroupResource(), r.source.List)
+	if storage.IsTooLargeResourceVersion(err) && r.watch.Follower != nil {
+		// As kube-apiserver's watch cache: wait briefly for the version
+		// (the change feed reads the same registry), then list once more.
+		requested, _ := ParseResourceVersion(options.ResourceVersion)
+		if err = awaitResourceVersion(ctx, r.watch.Follower, requested); err == nil {
+			page, err = List(ctx, options, r.fields, r.watch.Limits, r.kind.GroupResource(), r.source.List)
+		}
+	}
 	if err != nil {
 		return nil, err
 	}

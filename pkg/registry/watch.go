@@ -120,9 +120,9 @@ func Watch(ctx context.Context, cfg WatchConfig, spec WatchSpec, options *metain
 		w.initialEndBookmark = w.initial
 	}
 	after := int64(-1) // -1: from the subscription on
+	from := int64(0)   // the version the watch must not start before
 	if rv != "" && rv != "0" {
-		from, err := ParseResourceVersion(rv)
-		if err != nil {
+		if from, err = ParseResourceVersion(rv); err != nil {
 			return nil, err
 		}
 		if !w.initial {
@@ -140,6 +140,15 @@ func Watch(ctx context.Context, cfg WatchConfig, spec WatchSpec, options *metain
 	w.sub, err = subscribe(ctx, cfg.Follower, spec.Kind, after, w.route)
 	if err != nil {
 		return nil, err
+	}
+	if from > w.sub.From {
+		// Beyond what the feed has reached (another replica served it, or
+		// it does not exist yet): wait, subscribed, as kube-apiserver's
+		// watch cache does, rather than claim it in bookmarks.
+		if err := awaitResourceVersion(ctx, cfg.Follower, from); err != nil {
+			w.sub.Close()
+			return nil, err
+		}
 	}
 	w.cursor = w.sub.From
 	if after >= 0 {
@@ -187,6 +196,27 @@ func subscribe(ctx context.Context, f *feed.Follower, kind store.Kind, after int
 		if !errors.Is(err, feed.ErrNotSynced) {
 			return sub, err
 		}
+	}
+}
+
+// tooLargeWait is how long a read from a resourceVersion the change feed
+// has not reached waits for it: kube-apiserver's watch cache blockTimeout.
+const tooLargeWait = 3 * time.Second
+
+// awaitResourceVersion waits up to tooLargeWait for the change feed to
+// reach rv, answering kube-apiserver's 504 "Too large resource version"
+// (Retry-After: 1) when it does not.
+func awaitResourceVersion(ctx context.Context, f *feed.Follower, rv int64) error {
+	wctx, cancel := context.WithTimeout(ctx, tooLargeWait)
+	defer cancel()
+	cur, err := f.WaitFor(wctx, rv)
+	switch {
+	case err == nil:
+		return nil
+	case ctx.Err() != nil:
+		return ctx.Err() // the client gave up
+	default:
+		return tooLargeResourceVersion(rv, cur)
 	}
 }
 

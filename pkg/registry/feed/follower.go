@@ -102,6 +102,7 @@ type Follower struct {
 	rv     int64         // every change up to rv has been handed out
 	synced bool          // rv has been read from the registry
 	ready  chan struct{} // closed once synced
+	moved  chan struct{} // closed (and replaced) when rv moves on
 	window window
 	fresh  freshness
 }
@@ -143,7 +144,7 @@ func New(feed store.ChangeFeed, opts Options) *Follower {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	f := &Follower{feed: feed, opts: opts, subs: map[*Subscription]struct{}{}, ready: make(chan struct{})}
+	f := &Follower{feed: feed, opts: opts, subs: map[*Subscription]struct{}{}, ready: make(chan struct{}), moved: make(chan struct{})}
 	f.window = window{maxItems: opts.WindowChanges, maxBytes: opts.WindowBytes}
 	return f
 }
@@ -242,6 +243,7 @@ func (f *Follower) start(ctx context.Context) error {
 	}
 	f.synced = true
 	close(f.ready)
+	f.wakeLocked()
 	return nil
 }
 
@@ -365,6 +367,33 @@ func (f *Follower) dispatch(ctx context.Context, changes []store.Change, upTo in
 	f.rv = max(f.rv, upTo)
 	if f.rv > before {
 		f.send(ctx, Item{ResourceVersion: f.rv}, &budget)
+		f.wakeLocked()
+	}
+}
+
+// wakeLocked wakes WaitFor's callers; f.mu is held.
+func (f *Follower) wakeLocked() {
+	close(f.moved)
+	f.moved = make(chan struct{})
+}
+
+// WaitFor blocks until every change up to rv has been handed out (the
+// follower has reached rv) or ctx ends, and returns the follower's
+// resourceVersion: a watch from a version the follower has not reached
+// waits for it rather than claim it in bookmarks.
+func (f *Follower) WaitFor(ctx context.Context, rv int64) (int64, error) {
+	for {
+		f.mu.Lock()
+		cur, synced, moved := f.rv, f.synced, f.moved
+		f.mu.Unlock()
+		if synced && cur >= rv {
+			return cur, nil
+		}
+		select {
+		case <-moved:
+		case <-ctx.Done():
+			return cur, ctx.Err()
+		}
 	}
 }
 
