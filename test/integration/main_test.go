@@ -95,6 +95,7 @@ func TestReadPath(t *testing.T) {
 	t.Run("discovery and explain", e.testDiscovery)
 	t.Run("writes are not served", e.testWritesRejected)
 	t.Run("bad input", e.testBadInput)
+	t.Run("hostile input", e.testHostileInput)
 	t.Run("rbac", e.testRBAC)
 	t.Run("direct access", e.testDirectAccess)
 	t.Run("artifacts", e.testArtifacts)
