@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -228,11 +229,12 @@ func (e *installEnv) testDryRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	overlays := map[string][]string{
-		"base":         nil,
-		"ha":           {"ha"},
-		"monitoring":   {"monitoring"},
-		"cert-manager": {"cert-manager"},
-		"all":          {"ha", "monitoring", "cert-manager"},
+		"base":           nil,
+		"ha":             {"ha"},
+		"monitoring":     {"monitoring"},
+		"cert-manager":   {"cert-manager"},
+		"network-policy": {"network-policy"},
+		"all":            {"ha", "monitoring", "cert-manager", "network-policy"},
 	}
 	for name, components := range overlays {
 		dir := filepath.Join(e.work, "dry-run", name)
@@ -253,6 +255,13 @@ func (e *installEnv) testDryRuns(t *testing.T) {
 		if !strings.Contains(out, "deployment.apps/platform-apiserver created (server dry run)") {
 			t.Errorf("kustomize %s: the dry run did not create the Deployment:\n%s", name, out)
 		}
+		if slices.Contains(components, "network-policy") && !strings.Contains(out, "networkpolicy.networking.k8s.io/platform-apiserver created (server dry run)") {
+			t.Errorf("kustomize %s: the dry run did not create the NetworkPolicy:\n%s", name, out)
+		}
+		if !strings.Contains(out, "namespace/platform-system created (server dry run)") && !strings.Contains(out, "namespace/platform-system configured (server dry run)") &&
+			!strings.Contains(out, "namespace/platform-system unchanged (server dry run)") {
+			t.Errorf("kustomize %s: the dry run did not apply the Namespace:\n%s", name, out)
+		}
 	}
 	chart := "artifacts/chart/platform-apiserver"
 	e.sh(ctx, t, "helm lint --strict "+chart+" && helm lint --strict "+chart+" -f "+chart+"/values-ha.yaml")
@@ -267,6 +276,9 @@ func (e *installEnv) testDryRuns(t *testing.T) {
 		out := e.sh(ctx, t, "kubectl apply --dry-run=server -f "+file)
 		if !strings.Contains(out, "deployment.apps/platform-apiserver created (server dry run)") {
 			t.Errorf("helm %s: the dry run did not create the Deployment:\n%s", name, out)
+		}
+		if name == "ha" && !strings.Contains(out, "networkpolicy.networking.k8s.io/platform-apiserver created (server dry run)") {
+			t.Errorf("helm ha: the dry run did not create the NetworkPolicy:\n%s", out)
 		}
 	}
 
@@ -310,6 +322,23 @@ func (e *installEnv) testDryRuns(t *testing.T) {
 	}
 	if b, h := field(ha, "PodDisruptionBudget", "platform-apiserver", "spec", "minAvailable"), field(chartHA, "PodDisruptionBudget", "platform-apiserver", "spec", "minAvailable"); fmt.Sprint(b) != fmt.Sprint(h) || b == nil {
 		t.Errorf("HA PodDisruptionBudget minAvailable: kustomize %v, chart %v", b, h)
+	}
+	// The network-policy component and the chart's HA profile: one policy.
+	netpol := parseDocs(t, e.sh(ctx, t, "kubectl kustomize dry-run/network-policy"))
+	for _, path := range [][]string{{"spec", "policyTypes"}, {"spec", "ingress"}, {"spec", "egress"}} {
+		if b, h := field(netpol, "NetworkPolicy", "platform-apiserver", path...), field(chartHA, "NetworkPolicy", "platform-apiserver", path...); fmt.Sprint(b) != fmt.Sprint(h) || b == nil {
+			t.Errorf("NetworkPolicy %v: kustomize %v, chart %v", path, b, h)
+		}
+	}
+
+	// Every variant's pod is admitted under the base Namespace's
+	// enforce=restricted.
+	e.preparePodSecurity(t, base)
+	for name := range overlays {
+		e.dryRunPodSecurity(t, "kustomize-"+name, parseDocs(t, e.sh(ctx, t, "kubectl kustomize dry-run/"+name)))
+	}
+	for name := range helmVariants {
+		e.dryRunPodSecurity(t, "helm-"+strings.ReplaceAll(name, "+", "-"), parseDocs(t, e.sh(ctx, t, "cat dry-run/helm-"+name+".yaml")))
 	}
 }
 
