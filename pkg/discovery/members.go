@@ -354,8 +354,8 @@ func (m *members) reject(logger klog.Logger, name, fingerprint string, err error
 		return
 	}
 	m.rejected[name] = fingerprint
-	kubeconfigsRefused.WithLabelValues("invalid").Inc()
 	logger.Error(err, "Ignoring member kubeconfig file", "file", name)
+	kubeconfigsRefused.WithLabelValues("invalid").Inc()
 }
 
 // refuse logs and counts, once per content, a member kubeconfig that would
@@ -370,9 +370,9 @@ func (m *members) refuse(logger klog.Logger, id, fingerprint string, refused []r
 	for i, r := range refused {
 		fields[i] = r.Field
 	}
-	kubeconfigsRefused.WithLabelValues(refused[0].Reason).Inc()
 	logger.Error(err, "Refusing member kubeconfig: it would run a command or read a file of this server; not mirroring it",
 		"cluster", id, "fields", fields, "allowWith", AllowFilesAndPluginsFlag)
+	kubeconfigsRefused.WithLabelValues(refused[0].Reason).Inc()
 }
 
 func (m *members) start(ctx context.Context, mem Member, fingerprint string) {

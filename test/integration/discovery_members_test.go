@@ -3,9 +3,12 @@ package integration
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -45,6 +48,8 @@ func TestDiscoveryMembers(t *testing.T) {
 		out := e.jsonpath(ctx, "{.items[*].status.cluster}", "get", "clusternamespaces", "-n", "kube-system")
 		return strings.Contains(out, "local") && strings.Contains(out, "second"), out
 	})
+
+	testRefusedKubeconfig(t, e, dir)
 
 	// A member whose identity has no RBAC: clear errors, counted, no crash.
 	_, denied, err := e.cp.UserConfig("no-rbac")
@@ -110,6 +115,69 @@ func TestDiscoveryMembers(t *testing.T) {
 		out := e.jsonpath(ctx, "{.items[*].status.cluster}", "get", "clusternamespaces", "-A")
 		return !strings.Contains(out, "gone") && strings.Contains(out, "local"), out
 	})
+}
+
+// testRefusedKubeconfig: a members Secret key whose kubeconfig reads the
+// server's own token from a file (tokenFile) and names a server the test
+// listens on is refused, with a log line naming the key and the field and
+// the refusal metric; it is not mirrored, and the listener never hears
+// from the server, so the token never leaves.
+func testRefusedKubeconfig(t *testing.T, e *env, dir string) {
+	ctx := t.Context()
+	var mu sync.Mutex
+	var received []string
+	listener := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		received = append(received, r.Method+" "+r.URL.Path+" Authorization="+r.Header.Get("Authorization"))
+		mu.Unlock()
+		http.Error(w, "nothing here", http.StatusNotFound)
+	}))
+	defer listener.Close()
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tokenFile, []byte("secret-token-of-the-server"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig := fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: %q}}]
+users: [{name: u, user: {tokenFile: %q}}]
+contexts: [{name: c, context: {cluster: c, user: u}}]
+current-context: c
+`, listener.URL, tokenFile)
+	refusedBefore, _ := e.platformMetric(ctx, "platform_discovery_member_kubeconfigs_refused_total", `reason="token_file"`)
+	leaky := filepath.Join(t.TempDir(), "leaky")
+	if err := os.WriteFile(leaky, []byte(kubeconfig), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	copyFile(t, leaky, filepath.Join(dir, "leaky"))
+	eventually(t, "the refusal counted", mirrorTimeout, func(ctx context.Context) (bool, string) {
+		v, err := e.platformMetric(ctx, "platform_discovery_member_kubeconfigs_refused_total", `reason="token_file"`)
+		return err == nil && v == refusedBefore+1, fmt.Sprintf("%v (before %v), %v", v, refusedBefore, err)
+	})
+	logs, err := os.ReadFile(e.cp.PlatformAPIServerLogPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	line := grepLines(string(logs), "Refusing member kubeconfig")
+	for _, want := range []string{`cluster="leaky"`, `users[\"u\"].tokenFile`, "--member-kubeconfig-allow-files-and-plugins"} {
+		if !strings.Contains(line, want) {
+			t.Errorf("the refusal log line lacks %s:\n%s", want, line)
+		}
+	}
+	// Not started: the running members are still local and second.
+	eventually(t, "the refused member not running", mirrorTimeout, func(ctx context.Context) (bool, string) {
+		v, _ := e.platformMetric(ctx, "platform_discovery_member_kubeconfigs_refused_total", `reason="token_file"`)
+		synced, _ := e.platformMetric(ctx, "platform_discovery_members", `state="synced"`)
+		return v == refusedBefore+1 && synced == 2, fmt.Sprintf("refused %v, synced members %v", v, synced)
+	})
+	if out := e.jsonpath(ctx, "{.items[*].metadata.name}", "get", "clustercapacities"); strings.Contains(out, "leaky") {
+		t.Errorf("the refused member is mirrored: %s", out)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(received) > 0 {
+		t.Errorf("the refused member's server was contacted: %v", received)
+	}
 }
 
 func copyFile(t *testing.T, from, to string) {
