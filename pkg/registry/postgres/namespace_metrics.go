@@ -13,7 +13,8 @@ var (
 	// lock; sqlReportNamespaceUsage reports them under it.
 	sqlNamespaceUsageDue    = statement("namespace_usage_due_count")
 	sqlReportNamespaceUsage = statement("namespace_report_usage")
-	// sqlNamespaceRollup adds the samples to the namespaces' usage history.
+	// sqlNamespaceRollup adds the samples of known namespaces to their
+	// usage history.
 	sqlNamespaceRollup = statement("namespace_rollup")
 )
 
@@ -48,8 +49,18 @@ func (s *Store) RecordNamespaceMetrics(ctx context.Context, f store.Fence, sampl
 	if err != nil {
 		return 0, fmt.Errorf("record namespace metrics: %w", err)
 	}
-	if _, err := s.pool.Exec(ctx, sqlNamespaceRollup, f.ClusterID, param); err != nil {
-		return 0, fmt.Errorf("record namespace metrics: %w", interpretError(err))
+	// Fenced as every write of the member, under its lock (not the
+	// writers'): a replica that lost the member, or a member deleted
+	// meanwhile, adds no history.
+	err = s.write(ctx, opReportUsage, sections{member: func(w *writer) error {
+		if err := w.fence(f); err != nil {
+			return err
+		}
+		_, err := w.tx.Exec(w.ctx, sqlNamespaceRollup, f.ClusterID, param)
+		return err
+	}})
+	if err != nil {
+		return 0, fmt.Errorf("record namespace metrics: %w", err)
 	}
 	var due int64
 	if err := s.pool.QueryRow(ctx, sqlNamespaceUsageDue, f.ClusterID, param, policy.Threshold, policy.Period.Seconds()).Scan(&due); err != nil {

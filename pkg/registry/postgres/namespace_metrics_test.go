@@ -72,6 +72,28 @@ func TestNamespaceUsageReporting(t *testing.T) {
 		t.Errorf("history of an unknown namespace: %v, want not found", err)
 	}
 
+	// A namespace the registry does not hold gets no history, and a
+	// replica that lost the member (its fence is stale) adds none.
+	if _, err := s.RecordNamespaceMetrics(ctx, store.Fence{ClusterID: "c"}, []store.NamespaceMetricsSample{{
+		ClusterID: "c", Namespace: "unknown", CPUNanoCores: 1, Pods: 1, ObservedAt: t0.Add(2 * time.Hour),
+	}}, policy); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.UsageHistory(ctx, store.UsageQuery{ClusterID: "c", Namespace: "unknown", Since: t0}); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("history of a namespace the registry does not hold: %v, want not found", err)
+	}
+	if _, err := s.ClaimMember(ctx, "c", "replica-b"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.RecordNamespaceMetrics(ctx, store.Fence{ClusterID: "c"}, []store.NamespaceMetricsSample{{
+		ClusterID: "c", Namespace: "team-a", CPUNanoCores: 900e6, Pods: 2, ObservedAt: t0.Add(2*time.Hour + time.Minute),
+	}}, policy); !errors.Is(err, store.ErrFenced) {
+		t.Errorf("a sample with a stale fence: %v, want ErrFenced", err)
+	}
+	if h, err := s.UsageHistory(ctx, store.UsageQuery{ClusterID: "c", Namespace: "team-a", Since: t0}); err != nil || h.Samples != 6 {
+		t.Errorf("namespace history after a fenced sample: %+v, %v; want the 6 samples before it", h, err)
+	}
+
 	// Without samples for two periods the usage becomes unknown.
 	now := t0.Add(2 * time.Hour)
 	got, err := s.MaintainNodeMetrics(ctx, store.MetricsMaintenance{Now: now, RetainAfter: now.Add(-24 * time.Hour), UnknownBefore: now.Add(time.Minute)})
