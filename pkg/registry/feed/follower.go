@@ -74,7 +74,15 @@ type Options struct {
 	ReadTimeout time.Duration
 	// Now is the clock of the freshness the follower reports; default time.Now.
 	Now func() time.Time
+	// HistoryReads bounds the history queries (Changes) running at once,
+	// so resuming watches cannot pile queries on the database; more wait
+	// for a turn. Default DefaultHistoryReads.
+	HistoryReads int
 }
+
+// DefaultHistoryReads is Options.HistoryReads's default: a few of the
+// pool's connections, the rest left to lists, gets and the follower.
+const DefaultHistoryReads = 4
 
 // DefaultReadTimeout is Options.ReadTimeout's default: a read of up to a
 // batch of changes takes milliseconds; ten seconds is a database that does
@@ -105,6 +113,8 @@ type Follower struct {
 	moved  chan struct{} // closed (and replaced) when rv moves on
 	window window
 	fresh  freshness
+	// historyTurns holds a token per history query running (HistoryReads).
+	historyTurns chan struct{}
 }
 
 // freshness is when the follower last read the registry; f.mu guards it.
@@ -144,7 +154,11 @@ func New(feed store.ChangeFeed, opts Options) *Follower {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	f := &Follower{feed: feed, opts: opts, subs: map[*Subscription]struct{}{}, ready: make(chan struct{}), moved: make(chan struct{})}
+	if opts.HistoryReads <= 0 {
+		opts.HistoryReads = DefaultHistoryReads
+	}
+	f := &Follower{feed: feed, opts: opts, subs: map[*Subscription]struct{}{}, ready: make(chan struct{}), moved: make(chan struct{}),
+		historyTurns: make(chan struct{}, opts.HistoryReads)}
 	f.window = window{maxItems: opts.WindowChanges, maxBytes: opts.WindowBytes}
 	return f
 }
@@ -544,7 +558,8 @@ func (s *Subscription) Close() {
 }
 
 // Changes reads history from the feed, for a watcher resuming below the
-// window. Concurrent reads of the same range share one query.
+// window. Concurrent reads of the same range share one query, and at most
+// Options.HistoryReads queries run at once.
 func (f *Follower) Changes(ctx context.Context, after int64, limit int) ([]store.Change, int64, error) {
 	type result struct {
 		changes []store.Change
@@ -557,6 +572,12 @@ func (f *Follower) Changes(ctx context.Context, after int64, limit int) ([]store
 		// the others.
 		qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), historyReadTimeout)
 		defer cancel()
+		select {
+		case f.historyTurns <- struct{}{}:
+			defer func() { <-f.historyTurns }()
+		case <-qctx.Done():
+			return nil, fmt.Errorf("waiting for a turn among %d history reads: %w", cap(f.historyTurns), qctx.Err())
+		}
 		changes, readAt, err := f.feed.Changes(qctx, after, limit)
 		return result{changes, readAt}, err
 	})

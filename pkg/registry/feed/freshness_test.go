@@ -71,3 +71,57 @@ func TestHungFeedFailsFreshnessAndRecovers(t *testing.T) {
 		t.Fatalf("CheckFresh never recovered: %v", f.CheckFresh(maxAge))
 	}
 }
+
+// countingFeed counts the reads running at once and holds each until
+// released.
+type countingFeed struct {
+	*feedtest.MemFeed
+	running, most atomic.Int32
+	release       chan struct{}
+}
+
+func (c *countingFeed) Changes(ctx context.Context, after int64, limit int) ([]store.Change, int64, error) {
+	n := c.running.Add(1)
+	defer c.running.Add(-1)
+	for {
+		m := c.most.Load()
+		if n <= m || c.most.CompareAndSwap(m, n) {
+			break
+		}
+	}
+	select {
+	case <-c.release:
+	case <-ctx.Done():
+		return nil, 0, ctx.Err()
+	}
+	return c.MemFeed.Changes(ctx, after, limit)
+}
+
+// Resumes at distinct versions run at most HistoryReads queries at once;
+// the others wait for a turn and are answered too.
+func TestHistoryReadsAreBounded(t *testing.T) {
+	c := &countingFeed{MemFeed: feedtest.New(), release: make(chan struct{})}
+	c.AddN("c", store.KindNodeCapacity, 50)
+	f := New(c, Options{HistoryReads: 3})
+	errs := make(chan error, 40)
+	for i := range 40 {
+		go func() {
+			_, _, err := f.Changes(t.Context(), int64(i), 10)
+			errs <- err
+		}()
+	}
+	if err := wait.PollUntilContextTimeout(t.Context(), time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return c.running.Load() == 3, nil
+	}); err != nil {
+		t.Fatalf("history reads running: %d, want 3", c.running.Load())
+	}
+	close(c.release)
+	for range 40 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if m := c.most.Load(); m != 3 {
+		t.Errorf("at most %d history reads ran at once, want 3", m)
+	}
+}
