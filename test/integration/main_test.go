@@ -98,5 +98,7 @@ func TestReadPath(t *testing.T) {
 	t.Run("hostile input", e.testHostileInput)
 	t.Run("rbac", e.testRBAC)
 	t.Run("direct access", e.testDirectAccess)
+	t.Run("profiling", e.testProfiling)
+	t.Run("priority and fairness", e.testPriorityAndFairness)
 	t.Run("artifacts", e.testArtifacts)
 }
