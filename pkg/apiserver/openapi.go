@@ -1,6 +1,8 @@
 package apiserver
 
 import (
+	"slices"
+
 	"k8s.io/kube-openapi/pkg/common"
 	"k8s.io/kube-openapi/pkg/spec3"
 	"k8s.io/kube-openapi/pkg/validation/spec"
@@ -21,7 +23,7 @@ import (
 // fieldValidation; unknown or duplicate fields are refused with Strict). So
 // the documents say so where kubectl looks: each such kind's collection path
 // gets a PATCH operation with the kind's GVK and the POST's own
-// fieldValidation parameter, whose description and only response say it is
+// fieldValidation parameter (the path's, where the builder put it), whose description and only response say it is
 // not served (405 Method Not Allowed, as it answers). Then kubectl sends
 // fieldValidation=Strict with the create and the server validates: nothing
 // is weakened, and no CRD is listed.
@@ -95,7 +97,10 @@ func declareFieldValidationV3(s *spec3.OpenAPI) {
 		if gvk == "" || patched[gvk] {
 			continue
 		}
-		for _, param := range p.Post.Parameters {
+		// The builder moves the parameters every operation of a path takes
+		// (all of them, for a path with only a POST) to the path; kubectl
+		// reads the operation's.
+		for _, param := range append(slices.Clone(p.Post.Parameters), p.Parameters...) {
 			if param != nil && param.Name == "fieldValidation" && param.In == "query" {
 				p.Patch = &spec3.Operation{
 					VendorExtensible: spec.VendorExtensible{Extensions: spec.Extensions{gvkExtension: p.Post.Extensions[gvkExtension]}},
@@ -131,7 +136,7 @@ func declareFieldValidationV2(s *spec.Swagger) {
 		if gvk == "" || patched[gvk] {
 			continue
 		}
-		for _, param := range p.Post.Parameters {
+		for _, param := range append(slices.Clone(p.Post.Parameters), p.Parameters...) {
 			if param.Name == "fieldValidation" && param.In == "query" {
 				p.Patch = &spec.Operation{
 					VendorExtensible: spec.VendorExtensible{Extensions: spec.Extensions{gvkExtension: p.Post.Extensions[gvkExtension]}},

@@ -23,8 +23,9 @@ func v3Op(kind string, params ...*spec3.Parameter) *spec3.Operation {
 // no POST, or whose POST takes no fieldValidation are left as they are.
 func TestDeclareFieldValidationV3(t *testing.T) {
 	doc := &spec3.OpenAPI{Paths: &spec3.Paths{Paths: map[string]*spec3.Path{
-		"/reports":       {PathProps: spec3.PathProps{Post: v3Op("UsageReport", &fieldValidation)}},
-		"/ns/{n}/locals": {PathProps: spec3.PathProps{Post: v3Op("LocalUsageReport", &fieldValidation)}},
+		"/reports": {PathProps: spec3.PathProps{Post: v3Op("UsageReport", &fieldValidation)}},
+		// As the builder writes a path with only a POST: its parameters on the path.
+		"/ns/{n}/locals": {PathProps: spec3.PathProps{Post: v3Op("LocalUsageReport"), Parameters: []*spec3.Parameter{&fieldValidation}}},
 		"/nodes":         {PathProps: spec3.PathProps{Get: v3Op("NodeCapacity")}},
 		"/things":        {PathProps: spec3.PathProps{Post: v3Op("Thing", &fieldValidation)}},
 		"/things/{name}": {PathProps: spec3.PathProps{Patch: v3Op("Thing", &fieldValidation)}},
@@ -51,7 +52,7 @@ func TestDeclareFieldValidationV3(t *testing.T) {
 func TestDeclareFieldValidationV2(t *testing.T) {
 	param := spec.Parameter{ParamProps: spec.ParamProps{Name: "fieldValidation", In: "query"}}
 	doc := &spec.Swagger{SwaggerProps: spec.SwaggerProps{Paths: &spec.Paths{Paths: map[string]spec.PathItem{
-		"/reports": {PathItemProps: spec.PathItemProps{Post: &spec.Operation{VendorExtensible: gvk("UsageReport"), OperationProps: spec.OperationProps{Parameters: []spec.Parameter{param}}}}},
+		"/reports": {PathItemProps: spec.PathItemProps{Post: &spec.Operation{VendorExtensible: gvk("UsageReport")}, Parameters: []spec.Parameter{param}}},
 		"/nodes":   {PathItemProps: spec.PathItemProps{Get: &spec.Operation{VendorExtensible: gvk("NodeCapacity")}}},
 	}}}}
 	next := false

@@ -13,9 +13,11 @@ import (
 const controllerManagerStartTimeout = 2 * time.Minute
 
 // controllerManagerControllers are the controllers tests need: namespace
-// deletion, garbage collection and service accounts. The rest would only burn
-// CPU on a loopback cluster without nodes.
+// deletion, garbage collection, service accounts and ClusterRole aggregation
+// (the shipped platform-viewer into view). The rest would only burn CPU on a
+// loopback cluster without nodes.
 var controllerManagerControllers = []string{
+	"clusterrole-aggregation-controller",
 	"namespace-controller",
 	"garbage-collector-controller",
 	"serviceaccount-controller",

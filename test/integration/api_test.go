@@ -23,6 +23,9 @@ func (e *env) testDiscovery(t *testing.T) {
 	if !regexp.MustCompile(`(?m)^usagereports\s.*\sfalse\s+UsageReport\s+create\s*$`).MatchString(out) {
 		t.Errorf("api-resources lacks usagereports (cluster-scoped, create only):\n%s", out)
 	}
+	if !regexp.MustCompile(`(?m)^localusagereports\s.*\strue\s+LocalUsageReport\s+create\s*$`).MatchString(out) {
+		t.Errorf("api-resources lacks localusagereports (namespaced, create only):\n%s", out)
+	}
 	out = e.kubectl(t, "explain", "nodecapacity.status")
 	for _, want := range []string{"allocatable", "schedulable", "Usage is the node's latest measured usage"} {
 		if !strings.Contains(out, want) {

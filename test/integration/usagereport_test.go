@@ -17,12 +17,16 @@ import (
 
 	"github.com/example/platform-apiserver/pkg/apis/platform/v1alpha1"
 	"github.com/example/platform-apiserver/pkg/registry/store"
+	"github.com/example/platform-apiserver/test/framework"
 )
 
 // TestUsageReports has a stack of its own: it records samples, which
 // report usage on the fixture's NodeCapacities that TestReadPath reads.
+//
+// kube-controller-manager aggregates the shipped platform-viewer into view
+// for the access checks (usagereport_access_test.go).
 func TestUsageReports(t *testing.T) {
-	setup(t).testUsageReports(t)
+	setupWith(t, framework.Options{PlatformAPIServerBinary: os.Getenv("PLATFORM_APISERVER_BINARY"), StartControllerManager: true}).testUsageReports(t)
 }
 
 // testUsageReports records three hours of samples of prod-2's nodes, as
@@ -126,6 +130,8 @@ func (e *env) testUsageReports(t *testing.T) {
 			t.Errorf("kubectl create of a report for m07: status %+v", got.Status)
 		}
 	})
+
+	t.Run("who may read what", func(t *testing.T) { e.testUsageReportAccess(t, len(nsSamples)) })
 
 	t.Run("bad questions", func(t *testing.T) {
 		for _, tc := range []struct {
