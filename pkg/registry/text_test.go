@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"errors"
 	"testing"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -22,7 +23,7 @@ func TestCheckText(t *testing.T) {
 		{"surrogate half", "\xed\xa0\x80", errInvalidUTF8},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := CheckText(tc.in); got != tc.want {
+			if got := CheckText(tc.in); !errors.Is(got, tc.want) || (got == nil) != (tc.want == nil) {
 				t.Errorf("CheckText(%q) = %v, want %v", tc.in, got, tc.want)
 			}
 			errs := ValidateText(field.NewPath("spec", "cluster"), tc.in)
