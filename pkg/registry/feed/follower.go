@@ -328,13 +328,22 @@ func (f *Follower) CheckFresh(maxAge time.Duration) error {
 	case !fr.running:
 		return errors.New("the change feed follower is not running (it starts once the registry's migrations are applied)")
 	case fr.lastRead.IsZero() && now.Sub(fr.started) > maxAge:
-		return fmt.Errorf("the change feed has not read the registry since it started %s ago (limit %s): %v",
-			now.Sub(fr.started).Round(time.Second), maxAge, fr.lastErr)
+		return withCause(fmt.Sprintf("the change feed has not read the registry since it started %s ago (limit %s)",
+			now.Sub(fr.started).Round(time.Second), maxAge), fr.lastErr)
 	case !fr.lastRead.IsZero() && now.Sub(fr.lastRead) > maxAge:
-		return fmt.Errorf("the change feed last read the registry %s ago (limit %s), at resourceVersion %d; watches get no new events: %v",
-			now.Sub(fr.lastRead).Round(time.Second), maxAge, f.rv, fr.lastErr)
+		return withCause(fmt.Sprintf("the change feed last read the registry %s ago (limit %s), at resourceVersion %d; watches get no new events",
+			now.Sub(fr.lastRead).Round(time.Second), maxAge, f.rv), fr.lastErr)
 	}
 	return nil
+}
+
+// withCause is msg with the error that caused it, when there is one (a read
+// still waiting has none yet).
+func withCause(msg string, cause error) error {
+	if cause == nil {
+		return errors.New(msg)
+	}
+	return fmt.Errorf("%s: %w", msg, cause)
 }
 
 // reportLag sets the lag gauges: seconds since the follower last reached
