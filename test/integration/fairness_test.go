@@ -41,8 +41,9 @@ const (
 	apfShares = 6
 	// apfSamples is how many lists the other user times in each phase
 	// of a round, apfRounds the rounds of an unloaded and a loaded phase.
-	apfSamples = 100
-	apfRounds  = 4
+	apfSamples  = 100
+	apfRounds   = 4
+	apfAttempts = 3
 )
 
 // testPriorityAndFairness: with one user flooding lists through the
@@ -65,13 +66,25 @@ func (e *env) testPriorityAndFairness(t *testing.T) {
 	if _, err := timedLists(ctx, victim, 20); err != nil { // warm caches and connections
 		t.Fatal(err)
 	}
-	limited, err := e.measureFlood(ctx, victim, flooder, apfRounds, apfSamples, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("victim list latency: %s", limited)
-	if p99l, p99u := p99(limited.loaded), p99(limited.unloaded); p99l > 3*p99u {
-		t.Errorf("victim list p99 under the flood %s, more than 3x its unloaded %s", p99l, p99u)
+	// The bound holds in the best of apfAttempts measurements: on a shared
+	// 2-core machine other processes' CPU alone spikes one client's p99
+	// now and then (seen: 1.3-5.9x with the flood queued here), while a
+	// flood not queued here costs 3.6-12x every time (the last phase).
+	var limited floodRun
+	for attempt := 1; ; attempt++ {
+		var err error
+		if limited, err = e.measureFlood(ctx, victim, flooder, apfRounds, apfSamples, true); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("victim list latency (attempt %d): %s", attempt, limited)
+		p99l, p99u := p99(limited.loaded), p99(limited.unloaded)
+		if p99l <= 3*p99u {
+			break
+		}
+		if attempt == apfAttempts {
+			t.Errorf("victim list p99 under the flood %s, more than 3x its unloaded %s, in each of %d attempts", p99l, p99u, apfAttempts)
+			break
+		}
 	}
 	if limited.kubeWait*10 > limited.ownWait {
 		t.Errorf("the flood waited %s in kube-apiserver's APF and %s in platform-apiserver's: the test means to measure the second",
