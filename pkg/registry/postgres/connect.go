@@ -42,8 +42,11 @@ const (
 // defaultConnectTimeout bounds one connection attempt to one host (pgx's
 // connect_timeout) unless the DSN sets connect_timeout: pgxpool would wait
 // two minutes for a host that drops packets, and with several hosts the
-// next one is tried only after it.
-const defaultConnectTimeout = 10 * time.Second
+// next one is tried only after it. It is shorter than the change feed's
+// read timeout (10 s), so after a failover that left the old primary
+// hung, a read that must connect anew gives up on the first host and
+// reaches the next within its deadline.
+const defaultConnectTimeout = 5 * time.Second
 
 // configureConnections applies the store's connection handling to cfg, as
 // parsed from dsn: the default statement and connect timeouts, certificate

@@ -120,6 +120,9 @@ const (
 	listenPingTimeout   = 5 * time.Second
 )
 
+// abandonInterval is the least time between two abandonConnections.
+const abandonInterval = 30 * time.Second
+
 // errAbandoned: a read found the server unresponsive (abandonConnections).
 var errAbandoned = errors.New("a registry read found the database unresponsive; reconnecting")
 
@@ -160,6 +163,14 @@ func (s *Store) waitForNotification(ctx context.Context, conn *pgx.Conn) (*pgcon
 // whichever server the DSN reaches now. Connections in use are closed when
 // they are returned.
 func (s *Store) abandonConnections() {
+	// Once per abandonInterval: the reads that time out next are most
+	// likely still connecting (to the first host of a multi-host DSN,
+	// hung too); a reset then would close the good connections being made.
+	now := time.Now().UnixNano()
+	last := s.listener.abandonedAt.Load()
+	if now-last < int64(abandonInterval) || !s.listener.abandonedAt.CompareAndSwap(last, now) {
+		return
+	}
 	s.resetPools()
 	s.listener.abandoned.Store(true)
 	if cancel := s.listener.cancelWait.Load(); cancel != nil {
@@ -176,8 +187,9 @@ func (s *Store) resetPools() {
 
 // listener is the state abandonConnections shares with the listening loop.
 type listener struct {
-	abandoned  atomic.Bool
-	cancelWait atomic.Pointer[context.CancelFunc]
+	abandonedAt atomic.Int64 // Unix nanoseconds of the last abandonConnections
+	abandoned   atomic.Bool
+	cancelWait  atomic.Pointer[context.CancelFunc]
 }
 
 // listen opens a dedicated connection with the pool's settings (and the
