@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"io"
 	"net/http"
 	"time"
 
@@ -52,15 +51,5 @@ func getAsAdmin(ctx context.Context, cp *framework.ControlPlane, path string) (i
 
 // getPlatform GETs path on the platform-apiserver's own port with client.
 func getPlatform(ctx context.Context, cp *framework.ControlPlane, client *http.Client, path string) (int, string, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, cp.PlatformServerURL()+path, nil)
-	if err != nil {
-		return 0, "", err
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return 0, "", err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(body), err
+	return getURL(ctx, client, cp.PlatformServerURL()+path)
 }
