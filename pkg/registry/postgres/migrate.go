@@ -172,6 +172,10 @@ func (s *Store) PendingMigrations(ctx context.Context) ([]string, error) {
 	return pendingMigrations(ctx, s.pool)
 }
 
+// errConnectionLost marks a check that failed because its connection died
+// under it.
+var errConnectionLost = errors.New("connection lost")
+
 func pendingMigrations(ctx context.Context, pool *pgxpool.Pool) ([]string, error) {
 	all, err := migrations()
 	if err != nil {
@@ -184,6 +188,9 @@ func pendingMigrations(ctx context.Context, pool *pgxpool.Pool) ([]string, error
 	defer conn.Release()
 	applied, err := appliedVersionsIfAny(ctx, conn)
 	if err != nil {
+		if conn.Conn().IsClosed() {
+			return nil, fmt.Errorf("%w: %w", errConnectionLost, err)
+		}
 		return nil, err
 	}
 	var pending []string
@@ -200,6 +207,16 @@ func pendingMigrations(ctx context.Context, pool *pgxpool.Pool) ([]string, error
 // It uses the health-check pool.
 func (s *Store) Ready(ctx context.Context) error {
 	pending, err := pendingMigrations(ctx, s.health)
+	for range healthPoolSize {
+		if !errors.Is(err, errConnectionLost) {
+			break
+		}
+		// An idle connection whose server crashed or failed over fails
+		// its next query; that is not the database's answer. Ask again:
+		// the pool dropped the dead one, so this takes another
+		// connection, each idle one at most once.
+		pending, err = pendingMigrations(ctx, s.health)
+	}
 	if err != nil {
 		if errors.Is(err, store.ErrUnavailable) {
 			return err
