@@ -32,6 +32,12 @@ func APIError(err error, resource schema.GroupResource, name string) error {
 		return apierrors.NewBadRequest(err.Error())
 	case errors.Is(err, store.ErrExpiredContinue):
 		return apierrors.NewResourceExpired(err.Error() + "; restart the list without continue")
+	case errors.Is(err, store.ErrBusy):
+		retry := 1
+		if busy, ok := errors.AsType[*store.BusyError](err); ok {
+			retry = busy.RetryAfterSeconds
+		}
+		return apierrors.NewTooManyRequests(err.Error()+"; retry", retry)
 	case errors.Is(err, store.ErrUnavailable):
 		return apierrors.NewServiceUnavailable(err.Error())
 	case errors.Is(err, store.ErrInvalidSelector):

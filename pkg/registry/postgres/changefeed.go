@@ -31,7 +31,7 @@ func (s *Store) Changes(ctx context.Context, after int64, limit int) ([]store.Ch
 	// On a standby, only once it holds everything this process has seen
 	// exist: the follower (and each watch it serves) then never reads an
 	// older state than one it already passed on.
-	err := s.readTx(ctx, store.Freshness{AtLeast: s.standbys.seen.Load()}, func(tx pgx.Tx) error {
+	err := s.readTxOn(ctx, s.feed, store.Freshness{AtLeast: s.standbys.seen.Load()}, func(tx pgx.Tx) error {
 		changes = nil
 		// upTo is the version of the last entry within limit, 0 if none.
 		var horizon, upTo int64

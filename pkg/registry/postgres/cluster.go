@@ -26,7 +26,7 @@ var (
 // Cursor returns the persisted member resourceVersion for a resource, "" if none.
 func (s *Store) Cursor(ctx context.Context, clusterID string, r store.Resource) (string, error) {
 	var rv string
-	err := s.pool.QueryRow(ctx, sqlCursor, clusterID, string(r)).Scan(&rv)
+	err := s.writes.QueryRow(ctx, sqlCursor, clusterID, string(r)).Scan(&rv)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return "", nil
 	}
@@ -41,7 +41,7 @@ func (s *Store) Cursor(ctx context.Context, clusterID string, r store.Resource) 
 // write carrying an older epoch fails with store.ErrFenced.
 func (s *Store) ClaimMember(ctx context.Context, clusterID, owner string) (store.Fence, error) {
 	var f store.Fence
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err := pgx.BeginFunc(ctx, s.writes, func(tx pgx.Tx) error {
 		w := &writer{ctx: ctx, tx: tx}
 		var err error
 		if f, err = w.lockMember(clusterID); err != nil {
@@ -92,7 +92,7 @@ func (s *Store) DeleteCluster(ctx context.Context, clusterID string) error {
 // but the metrics history, which holds samples of known nodes only, goes
 // with them, and would cost a scan of a day of samples.
 func (s *Store) Clusters(ctx context.Context) ([]string, error) {
-	rows, err := s.pool.Query(ctx, sqlClusters)
+	rows, err := s.writes.Query(ctx, sqlClusters)
 	if err != nil {
 		return nil, fmt.Errorf("list clusters: %w", interpretError(err))
 	}
@@ -108,7 +108,7 @@ func (s *Store) Clusters(ctx context.Context) ([]string, error) {
 // views: no writer lock.
 func (s *Store) CheckMemberIdentity(ctx context.Context, f store.Fence, identity string) (bool, error) {
 	var changed bool
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err := pgx.BeginFunc(ctx, s.writes, func(tx pgx.Tx) error {
 		w := &writer{ctx: ctx, tx: tx}
 		if err := w.fence(f); err != nil {
 			return err

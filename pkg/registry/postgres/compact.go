@@ -31,7 +31,7 @@ const compactBatch = 1000
 // it; concurrent Compact calls take turns on the horizon row.
 func (s *Store) Compact(ctx context.Context, olderThan time.Time) (int64, error) {
 	var stop int64 // exclusive bound
-	err := s.pool.QueryRow(ctx, sqlCompactStop, olderThan).Scan(&stop)
+	err := s.writes.QueryRow(ctx, sqlCompactStop, olderThan).Scan(&stop)
 	if err != nil {
 		return 0, fmt.Errorf("compact change log: %w", interpretError(err))
 	}
@@ -47,7 +47,7 @@ func (s *Store) Compact(ctx context.Context, olderThan time.Time) (int64, error)
 		}
 	}
 	var horizon int64
-	if err := s.pool.QueryRow(ctx, sqlCompactHorizon).Scan(&horizon); err != nil {
+	if err := s.writes.QueryRow(ctx, sqlCompactHorizon).Scan(&horizon); err != nil {
 		return 0, fmt.Errorf("compact change log: %w", interpretError(err))
 	}
 	if total > 0 {
@@ -60,7 +60,7 @@ func (s *Store) Compact(ctx context.Context, olderThan time.Time) (int64, error)
 // raises the horizon to the highest it deleted, in one transaction.
 func (s *Store) compactBatch(ctx context.Context, stop int64) (int64, error) {
 	var deleted int64
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err := pgx.BeginFunc(ctx, s.writes, func(tx pgx.Tx) error {
 		var horizon int64
 		if err := tx.QueryRow(ctx, sqlCompactLockHorizon).Scan(&horizon); err != nil {
 			return err

@@ -123,7 +123,7 @@ func deadPeerDialer(userTimeout, keepAlive time.Duration) *net.Dialer {
 // connConfig is the configuration a new connection outside the pool
 // should use: the pool's, with the credentials the DSN file holds now.
 func (s *Store) connConfig(ctx context.Context) (*pgx.ConnConfig, error) {
-	cfg := s.pool.Config()
+	cfg := s.feed.Config()
 	if cfg.BeforeConnect != nil {
 		if err := cfg.BeforeConnect(ctx, cfg.ConnConfig); err != nil {
 			return nil, err

@@ -39,7 +39,7 @@ func openStore(t *testing.T, dsn string, opts Options) *Store {
 func showSetting(t *testing.T, s *Store, name string) string {
 	t.Helper()
 	var v string
-	if err := s.pool.QueryRow(t.Context(), `SHOW `+name).Scan(&v); err != nil {
+	if err := s.reads.QueryRow(t.Context(), `SHOW `+name).Scan(&v); err != nil {
 		t.Fatalf("SHOW %s: %v", name, err)
 	}
 	return v
@@ -63,7 +63,7 @@ func TestStatementTimeout(t *testing.T) {
 	}
 
 	s := openStore(t, withParam(dsn, statementTimeoutParam, "200ms"), Options{})
-	_, err := s.pool.Exec(t.Context(), `SELECT pg_sleep(2)`)
+	_, err := s.reads.Exec(t.Context(), `SELECT pg_sleep(2)`)
 	if err = interpretError(err); !errors.Is(err, store.ErrTimeout) {
 		t.Fatalf("a statement past the timeout: %v, want ErrTimeout", err)
 	}
@@ -84,7 +84,7 @@ func TestStatementTimeout(t *testing.T) {
 	if err := s.Migrate(t.Context()); err != nil {
 		t.Fatalf("Migrate behind another replica's migration: %v", err)
 	}
-	s.pool.Reset() // every later connection: the statement above may have reused the migration's
+	s.reads.Reset() // every later connection: the statement above may have reused the migration's
 	if got := showSetting(t, s, statementTimeoutParam); got != "200ms" {
 		t.Errorf("after Migrate: statement_timeout = %s, want the DSN's 200ms", got)
 	}
@@ -100,7 +100,7 @@ func TestConnectTimeoutDefault(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := s.pool.Config().ConnConfig.ConnectTimeout; got != want {
+		if got := s.reads.Config().ConnConfig.ConnectTimeout; got != want {
 			t.Errorf("%s: ConnectTimeout %s, want %s", dsn, got, want)
 		}
 		s.Close()
@@ -133,7 +133,7 @@ func TestTLSErrors(t *testing.T) {
 		t.Fatalf("Ready over verify-full: %v", err)
 	}
 	var ssl bool
-	if err := good.pool.QueryRow(ctx, `SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()`).Scan(&ssl); err != nil || !ssl {
+	if err := good.reads.QueryRow(ctx, `SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()`).Scan(&ssl); err != nil || !ssl {
 		t.Fatalf("store connection uses TLS: %v, %v", ssl, err)
 	}
 
@@ -183,7 +183,7 @@ func TestTLSErrors(t *testing.T) {
 
 // serverPort is the port of the server a pool connection reached.
 func serverPort(ctx context.Context, s *Store) (port int, inRecovery bool, err error) {
-	err = s.pool.QueryRow(ctx, `SELECT inet_server_port(), pg_is_in_recovery()`).Scan(&port, &inRecovery)
+	err = s.reads.QueryRow(ctx, `SELECT inet_server_port(), pg_is_in_recovery()`).Scan(&port, &inRecovery)
 	return port, inRecovery, err
 }
 

@@ -3,7 +3,6 @@ package postgres
 import (
 	"sync"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/legacyregistry"
 )
@@ -67,26 +66,26 @@ var registerOnce sync.Once
 func (s *Store) RegisterMetrics() {
 	registerOnce.Do(func() {
 		legacyregistry.MustRegister(writerLockWait, writerLockHold, memberLockWait, writeFailures, objectsChanged, readsByServer, standbyLag, standbyReplayLag, failoversTotal)
-		legacyregistry.CustomMustRegister(&poolCollector{pool: s.pool})
+		legacyregistry.CustomMustRegister(&poolCollector{store: s})
 	})
 }
 
 var (
 	poolConns = metrics.NewDesc("platform_registry_pool_connections",
-		"Connections of the registry's pool by state: acquired (in use), idle, constructing; and max, the pool's limit.",
-		[]string{"state"}, nil, metrics.ALPHA, "")
+		"Connections of each of the registry's pools (reads, writes, feed, health, and a standby's) by state: acquired (in use), idle, constructing; and max, the pool's limit.",
+		[]string{"pool", "state"}, nil, metrics.ALPHA, "")
 	poolAcquires = metrics.NewDesc("platform_registry_pool_acquires_total",
-		"Connection acquisitions from the registry's pool, by result: ok, waited (the pool was empty: a request queued), canceled.",
-		[]string{"result"}, nil, metrics.ALPHA, "")
+		"Connection acquisitions from each of the registry's pools, by result: ok, waited (the pool was empty: a request queued), canceled, busy (no connection within --postgres-acquire-timeout: the request was answered 429).",
+		[]string{"pool", "result"}, nil, metrics.ALPHA, "")
 	poolAcquireSeconds = metrics.NewDesc("platform_registry_pool_acquire_seconds_total",
-		"Total time spent acquiring connections from the registry's pool; its rate against the acquires' shows queueing.",
-		nil, nil, metrics.ALPHA, "")
+		"Total time spent acquiring connections from each of the registry's pools; its rate against the acquires' shows queueing.",
+		[]string{"pool"}, nil, metrics.ALPHA, "")
 )
 
-// poolCollector reports pgxpool's statistics at scrape time.
+// poolCollector reports the pools' statistics at scrape time.
 type poolCollector struct {
 	metrics.BaseStableCollector
-	pool *pgxpool.Pool
+	store *Store
 }
 
 func (c *poolCollector) DescribeWithStability(ch chan<- *metrics.Desc) {
@@ -96,16 +95,22 @@ func (c *poolCollector) DescribeWithStability(ch chan<- *metrics.Desc) {
 }
 
 func (c *poolCollector) CollectWithStability(ch chan<- metrics.Metric) {
-	st := c.pool.Stat()
-	for state, v := range map[string]int32{
-		"acquired": st.AcquiredConns(), "idle": st.IdleConns(), "constructing": st.ConstructingConns(), "max": st.MaxConns(),
-	} {
-		ch <- metrics.NewLazyConstMetric(poolConns, metrics.GaugeValue, float64(v), state)
+	pools := c.store.primaryPools()
+	for _, sb := range c.store.standbys.list {
+		pools = append(pools, sb.pool)
 	}
-	for result, v := range map[string]int64{
-		"ok": st.AcquireCount(), "waited": st.EmptyAcquireCount(), "canceled": st.CanceledAcquireCount(),
-	} {
-		ch <- metrics.NewLazyConstMetric(poolAcquires, metrics.CounterValue, float64(v), result)
+	for _, p := range pools {
+		st := p.Stat()
+		for state, v := range map[string]int32{
+			"acquired": st.AcquiredConns(), "idle": st.IdleConns(), "constructing": st.ConstructingConns(), "max": st.MaxConns(),
+		} {
+			ch <- metrics.NewLazyConstMetric(poolConns, metrics.GaugeValue, float64(v), p.name, state)
+		}
+		for result, v := range map[string]int64{
+			"ok": st.AcquireCount(), "waited": st.EmptyAcquireCount(), "canceled": st.CanceledAcquireCount(), "busy": p.busy.Load(),
+		} {
+			ch <- metrics.NewLazyConstMetric(poolAcquires, metrics.CounterValue, float64(v), p.name, result)
+		}
+		ch <- metrics.NewLazyConstMetric(poolAcquireSeconds, metrics.CounterValue, st.AcquireDuration().Seconds(), p.name)
 	}
-	ch <- metrics.NewLazyConstMetric(poolAcquireSeconds, metrics.CounterValue, st.AcquireDuration().Seconds())
 }

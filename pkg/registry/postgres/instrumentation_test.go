@@ -53,7 +53,7 @@ func TestWriteMetrics(t *testing.T) {
 		t.Errorf("after one Apply of 3 nodes and 1 namespace: +%v NodeCapacity, +%v ClusterNamespace, +%v lock holds; want 3, 1, 1",
 			n1-n0, ns1-ns0, h1-h0)
 	}
-	if series != 4 {
-		t.Errorf("platform_registry_pool_connections has %d series, want 4 (acquired, idle, constructing, max)", series)
+	if series != 4*4 {
+		t.Errorf("platform_registry_pool_connections has %d series, want 16 (acquired, idle, constructing, max of the reads, writes, feed and health pools)", series)
 	}
 }

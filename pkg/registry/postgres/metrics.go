@@ -65,7 +65,7 @@ func (s *Store) RecordNodeMetrics(ctx context.Context, f store.Fence, samples []
 		return out, fmt.Errorf("record node metrics: %w", err)
 	}
 	var dueClusters, dueNodes []string
-	if err := s.pool.QueryRow(ctx, sqlRecordMetrics, param, policy.Threshold, policy.Period.Seconds()).Scan(&out.Stored, &dueClusters, &dueNodes); err != nil {
+	if err := s.writes.QueryRow(ctx, sqlRecordMetrics, param, policy.Threshold, policy.Period.Seconds()).Scan(&out.Stored, &dueClusters, &dueNodes); err != nil {
 		return out, fmt.Errorf("record node metrics: %w", interpretError(err))
 	}
 	if len(dueNodes) == 0 {
@@ -105,7 +105,7 @@ func (s *Store) MaintainNodeMetrics(ctx context.Context, m store.MetricsMaintena
 	if err != nil {
 		return out, err
 	}
-	if _, err := s.pool.Exec(ctx, sqlExpireRollups, m.RetainAfter); err != nil {
+	if _, err := s.writes.Exec(ctx, sqlExpireRollups, m.RetainAfter); err != nil {
 		return out, fmt.Errorf("expire usage rollups: %w", interpretError(err))
 	}
 	out.Unknown, err = s.expireUsage(ctx, m.UnknownBefore)
@@ -121,7 +121,7 @@ func (s *Store) takeTurn(ctx context.Context, task string, interval time.Duratio
 	// A little under the interval, so callers on the same schedule do not
 	// skip every other round on jitter.
 	within := interval * 9 / 10
-	tag, err := s.pool.Exec(ctx, sqlTakeTurn, task, within.Seconds())
+	tag, err := s.writes.Exec(ctx, sqlTakeTurn, task, within.Seconds())
 	if err != nil {
 		return false, fmt.Errorf("%s: take turn: %w", task, interpretError(err))
 	}
@@ -131,7 +131,7 @@ func (s *Store) takeTurn(ctx context.Context, task string, interval time.Duratio
 // ensureMetricsPartitions creates the hourly history partitions covering
 // [from, to] that are missing.
 func (s *Store) ensureMetricsPartitions(ctx context.Context, from, to time.Time) error {
-	if _, err := s.pool.Exec(ctx, sqlEnsurePartitions, from, to); err != nil {
+	if _, err := s.writes.Exec(ctx, sqlEnsurePartitions, from, to); err != nil {
 		return fmt.Errorf("create node metrics partitions: %w", interpretError(err))
 	}
 	return nil
@@ -140,7 +140,7 @@ func (s *Store) ensureMetricsPartitions(ctx context.Context, from, to time.Time)
 // dropMetricsPartitions drops the history partitions whose hour ended at or
 // before `before`, each in its own short transaction.
 func (s *Store) dropMetricsPartitions(ctx context.Context, before time.Time) (int, error) {
-	rows, err := s.pool.Query(ctx, sqlExpiredPartitions, before)
+	rows, err := s.writes.Query(ctx, sqlExpiredPartitions, before)
 	if err != nil {
 		return 0, fmt.Errorf("list node metrics partitions: %w", interpretError(err))
 	}
@@ -150,7 +150,7 @@ func (s *Store) dropMetricsPartitions(ctx context.Context, before time.Time) (in
 	}
 	dropped := 0
 	for _, name := range names {
-		err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		err := pgx.BeginFunc(ctx, s.writes, func(tx pgx.Tx) error {
 			// A bounded wait for the parent's lock (metrics_partition_lock_timeout.sql);
 			// on timeout the drop is retried at the next maintenance.
 			if _, err := tx.Exec(ctx, sqlPartitionLockTimeout); err != nil {
@@ -172,7 +172,7 @@ func (s *Store) dropMetricsPartitions(ctx context.Context, before time.Time) (in
 // when there are any.
 func (s *Store) expireUsage(ctx context.Context, before time.Time) (int64, error) {
 	var stale bool
-	if err := s.pool.QueryRow(ctx, sqlStaleUsageExists, before).Scan(&stale); err != nil {
+	if err := s.writes.QueryRow(ctx, sqlStaleUsageExists, before).Scan(&stale); err != nil {
 		return 0, fmt.Errorf("find stale usage: %w", interpretError(err))
 	}
 	if !stale {

@@ -169,7 +169,7 @@ func (s *Store) migrateDown(ctx context.Context, steps, floor int) error {
 
 // PendingMigrations names the embedded migrations not yet applied.
 func (s *Store) PendingMigrations(ctx context.Context) ([]string, error) {
-	return pendingMigrations(ctx, s.pool)
+	return pendingMigrations(ctx, s.writes.Pool)
 }
 
 // errConnectionLost marks a check that failed because its connection died
@@ -206,7 +206,7 @@ func pendingMigrations(ctx context.Context, pool *pgxpool.Pool) ([]string, error
 // otherwise an error wrapping store.ErrUnavailable that says what is wrong.
 // It uses the health-check pool.
 func (s *Store) Ready(ctx context.Context) error {
-	pending, err := pendingMigrations(ctx, s.health)
+	pending, err := pendingMigrations(ctx, s.health.Pool)
 	for range healthPoolSize {
 		if !errors.Is(err, errConnectionLost) {
 			break
@@ -215,7 +215,7 @@ func (s *Store) Ready(ctx context.Context) error {
 		// its next query; that is not the database's answer. Ask again:
 		// the pool dropped the dead one, so this takes another
 		// connection, each idle one at most once.
-		pending, err = pendingMigrations(ctx, s.health)
+		pending, err = pendingMigrations(ctx, s.health.Pool)
 	}
 	if err != nil {
 		if errors.Is(err, store.ErrUnavailable) {
@@ -235,7 +235,7 @@ func (s *Store) Ready(ctx context.Context) error {
 }
 
 func (s *Store) withMigrationLock(ctx context.Context, fn func(*pgxpool.Conn) error) error {
-	conn, err := s.pool.Acquire(ctx)
+	conn, err := s.writes.Acquire(ctx)
 	if err != nil {
 		return fmt.Errorf("migrate: %w", interpretError(err))
 	}

@@ -34,7 +34,7 @@ func (s *Store) MigrationStatus(ctx context.Context) ([]MigrationState, error) {
 	if err != nil {
 		return nil, err
 	}
-	conn, err := s.pool.Acquire(ctx)
+	conn, err := s.writes.Acquire(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("migration status: %w", interpretError(err))
 	}

@@ -63,7 +63,7 @@ func (s *Store) RecordNamespaceMetrics(ctx context.Context, f store.Fence, sampl
 		return 0, fmt.Errorf("record namespace metrics: %w", err)
 	}
 	var due int64
-	if err := s.pool.QueryRow(ctx, sqlNamespaceUsageDue, f.ClusterID, param, policy.Threshold, policy.Period.Seconds()).Scan(&due); err != nil {
+	if err := s.writes.QueryRow(ctx, sqlNamespaceUsageDue, f.ClusterID, param, policy.Threshold, policy.Period.Seconds()).Scan(&due); err != nil {
 		return 0, fmt.Errorf("record namespace metrics: %w", interpretError(err))
 	}
 	if due == 0 {

@@ -181,8 +181,9 @@ func (s *Store) abandonConnections() {
 // resetPools closes the idle connections of the primary's pools, and
 // those in use once they are returned.
 func (s *Store) resetPools() {
-	s.pool.Reset()
-	s.health.Reset()
+	for _, p := range s.primaryPools() {
+		p.Reset()
+	}
 }
 
 // listener is the state abandonConnections shares with the listening loop.

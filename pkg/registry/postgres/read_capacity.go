@@ -43,7 +43,7 @@ var clusterCapacityFeed = feedKind[store.ClusterCapacity]{
 
 // GetClusterCapacity returns one member's capacity view.
 func (s *Store) GetClusterCapacity(ctx context.Context, clusterID string) (*store.ClusterCapacity, error) {
-	c, err := scanClusterCapacity(s.pool.QueryRow(ctx, sqlGetCapacity, clusterID))
+	c, err := getRow(ctx, s.reads, scanClusterCapacity, sqlGetCapacity, clusterID)
 	if err != nil {
 		return nil, fmt.Errorf("get clustercapacity %s: %w", clusterID, interpretError(err))
 	}

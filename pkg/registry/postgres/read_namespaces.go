@@ -29,8 +29,7 @@ var clusterNamespaceList = listSpec[store.ClusterNamespace]{
 
 // GetClusterNamespace returns the view of namespace in cluster clusterID.
 func (s *Store) GetClusterNamespace(ctx context.Context, namespace, clusterID string) (*store.ClusterNamespace, error) {
-	row := s.pool.QueryRow(ctx, sqlGetNamespace, clusterID, namespace)
-	n, err := scanClusterNamespace(row)
+	n, err := getRow(ctx, s.reads, scanClusterNamespace, sqlGetNamespace, clusterID, namespace)
 	if err != nil {
 		return nil, fmt.Errorf("get clusternamespace %s/%s: %w", namespace, clusterID, interpretError(err))
 	}

@@ -27,8 +27,7 @@ var nodeCapacityList = listSpec[store.NodeCapacity]{
 
 // GetNodeCapacity returns one node's view.
 func (s *Store) GetNodeCapacity(ctx context.Context, clusterID, node string) (*store.NodeCapacity, error) {
-	row := s.pool.QueryRow(ctx, sqlGetNode, clusterID, node)
-	n, err := scanNodeCapacity(row)
+	n, err := getRow(ctx, s.reads, scanNodeCapacity, sqlGetNode, clusterID, node)
 	if err != nil {
 		return nil, fmt.Errorf("get nodecapacity %s.%s: %w", clusterID, node, interpretError(err))
 	}

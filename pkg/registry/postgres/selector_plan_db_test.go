@@ -93,7 +93,7 @@ func TestSelectorValuesArrayParameter(t *testing.T) {
 func explain(t *testing.T, ctx context.Context, s *Store, query string, args []any) string {
 	t.Helper()
 	var lines []string
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err := pgx.BeginFunc(ctx, s.reads, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, "SET LOCAL enable_seqscan = off"); err != nil {
 			return err
 		}

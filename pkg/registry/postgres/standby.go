@@ -11,7 +11,6 @@ import (
 	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"k8s.io/component-base/metrics"
 	"k8s.io/klog/v2"
 
@@ -21,7 +20,7 @@ import (
 // standby is a read-only server the registry's reads may go to.
 type standby struct {
 	name string // host:port, for metrics and logs
-	pool *pgxpool.Pool
+	pool *connPool
 	// replayed is the registry resourceVersion the standby was last seen
 	// to hold (with the schema this binary reads); it only grows.
 	replayed atomic.Int64
@@ -98,14 +97,15 @@ var (
 	})
 )
 
-// readPool returns the pool a read that needs freshness f runs on. Reads
+// readPool returns the pool a read that needs freshness f runs on: a
+// standby's or primary, the primary's pool for the read's kind. Reads
 // take turns (round robin) over the standbys and, unless
 // Options.NoPrimaryReads, the primary; a standby serves its turn once it
 // has replayed what f needs, waiting for that up to the standbys' wait,
 // else the primary does. A read needing the latest state first asks the
 // primary for its present (one row). No read goes to a standby that has
 // not replayed the current timeline's floor.
-func (s *Store) readPool(ctx context.Context, f store.Freshness) (*pgxpool.Pool, error) {
+func (s *Store) readPool(ctx context.Context, primary *connPool, f store.Freshness) (*connPool, error) {
 	servers := uint64(len(s.standbys.list))
 	if !s.opts.NoPrimaryReads {
 		servers++
@@ -113,17 +113,17 @@ func (s *Store) readPool(ctx context.Context, f store.Freshness) (*pgxpool.Pool,
 	turn := s.standbys.next.Add(1) % max(servers, 1)
 	if turn >= uint64(len(s.standbys.list)) {
 		readsByServer.WithLabelValues("primary").Inc()
-		return s.pool, nil
+		return primary, nil
 	}
 	if !s.standbys.floorKnown.Load() {
 		// The first read of a process: learn the floor from the primary.
-		if _, err := s.present(ctx); err != nil {
+		if _, err := s.present(ctx, primary); err != nil {
 			return nil, err
 		}
 	}
 	need := max(f.AtLeast, s.standbys.floor.Load())
 	if f.Latest {
-		present, err := s.present(ctx)
+		present, err := s.present(ctx, primary)
 		if err != nil {
 			return nil, err
 		}
@@ -132,7 +132,7 @@ func (s *Store) readPool(ctx context.Context, f store.Freshness) (*pgxpool.Pool,
 	sb := s.standbys.list[turn]
 	if time.Now().UnixNano() < sb.skipUntil.Load() {
 		readsByServer.WithLabelValues("primary").Inc()
-		return s.pool, nil
+		return primary, nil
 	}
 	wait := s.standbys.wait
 	if sb.lagging.Load() {
@@ -151,7 +151,7 @@ func (s *Store) readPool(ctx context.Context, f store.Freshness) (*pgxpool.Pool,
 	}
 	if err != nil || !ok {
 		readsByServer.WithLabelValues("primary").Inc()
-		return s.pool, nil //nolint:nilerr // a standby that fails or lags is skipped: the primary serves
+		return primary, nil //nolint:nilerr // a standby that fails or lags is skipped: the primary serves
 	}
 	readsByServer.WithLabelValues("standby").Inc()
 	return sb.pool, nil
@@ -196,27 +196,40 @@ func (sb *standby) waitReplayed(ctx context.Context, need int64, wait time.Durat
 var errPassedOn = errors.New("results already passed on")
 
 // readTx runs fn in a REPEATABLE READ READ ONLY transaction (one snapshot)
-// on the pool readPool picks for f. If that is a standby and it does not
-// answer (down, restarting, promoted away), reads skip it for a while and
-// fn runs again on the primary, unless its error wraps errPassedOn.
+// for an API read: on a standby, or the primary's reads pool.
 func (s *Store) readTx(ctx context.Context, f store.Freshness, fn func(pgx.Tx) error) error {
-	pool, err := s.readPool(ctx, f)
+	return s.readTxOn(ctx, s.reads, f, fn)
+}
+
+// readTxOn runs fn in a REPEATABLE READ READ ONLY transaction on the pool
+// readPool picks for f, with primary the primary's pool for the read. If
+// that is a standby and it does not answer (down, restarting, promoted
+// away), reads skip it for a while and fn runs again on the primary,
+// unless its error wraps errPassedOn; a standby whose connections are all
+// in use passes the read to the primary too.
+func (s *Store) readTxOn(ctx context.Context, primary *connPool, f store.Freshness, fn func(pgx.Tx) error) error {
+	pool, err := s.readPool(ctx, primary, f)
 	if err != nil {
 		return err
 	}
 	opts := pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}
-	err = pgx.BeginTxFunc(ctx, pool, opts, fn)
-	if err == nil || pool == s.pool || ctx.Err() != nil || errors.Is(err, errPassedOn) ||
-		!errors.Is(interpretError(err), store.ErrUnavailable) {
+	err = pool.beginTx(ctx, opts, fn)
+	if err == nil || pool == primary || ctx.Err() != nil || errors.Is(err, errPassedOn) {
 		return err
 	}
-	for _, sb := range s.standbys.list {
-		if sb.pool == pool {
-			sb.skip(ctx, err)
+	busy := errors.Is(err, store.ErrBusy)
+	if !busy && !errors.Is(interpretError(err), store.ErrUnavailable) {
+		return err
+	}
+	if !busy {
+		for _, sb := range s.standbys.list {
+			if sb.pool == pool {
+				sb.skip(ctx, err)
+			}
 		}
 	}
 	readsByServer.WithLabelValues("primary").Inc()
-	return pgx.BeginTxFunc(ctx, s.pool, opts, fn)
+	return primary.beginTx(ctx, opts, fn)
 }
 
 // skip makes reads skip the standby for standbyRetry after it failed.
@@ -261,10 +274,12 @@ func (sb *standby) replayedVersion(ctx context.Context) (int64, error) {
 // sqlPresentAndFloor reads the primary's present and its timeline's floor.
 var sqlPresentAndFloor = statement("read_present_and_floor")
 
-// present reads the primary's registry resourceVersion, and the floor.
-func (s *Store) present(ctx context.Context) (int64, error) {
+// present reads the primary's registry resourceVersion, and the floor, on
+// the primary's pool primary.
+func (s *Store) present(ctx context.Context, primary *connPool) (int64, error) {
 	var rv, floor int64
-	if err := s.pool.QueryRow(ctx, sqlPresentAndFloor).Scan(&rv, &floor); err != nil {
+	scan := func(row pgx.Row) (struct{}, error) { return struct{}{}, row.Scan(&rv, &floor) }
+	if _, err := getRow(ctx, primary, scan, sqlPresentAndFloor); err != nil {
 		return 0, fmt.Errorf("read the registry's present: %w", interpretError(err))
 	}
 	s.saw(rv)
@@ -300,7 +315,7 @@ func (s *Store) CheckStandbys(ctx context.Context) error {
 	if len(s.standbys.list) == 0 {
 		return nil
 	}
-	present, err := s.present(ctx)
+	present, err := s.present(ctx, s.health)
 	if err != nil {
 		return err
 	}

@@ -83,7 +83,7 @@ func TestStatementsPrepare(t *testing.T) {
 	if err := s.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	conn, err := s.pool.Acquire(ctx)
+	conn, err := s.reads.Acquire(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -37,9 +37,6 @@ const (
 	idleInTransactionTimeout = "10s"
 )
 
-// defaultMaxConns is the pool size unless the DSN sets pool_max_conns.
-const defaultMaxConns = 20
-
 // Options tunes a Store. The zero value is fine.
 type Options struct {
 	// ContinueTTL is how long a continue token is honoured; default 15m.
@@ -69,15 +66,16 @@ type Options struct {
 	// (DefaultTCPUserTimeout, DefaultTCPKeepAlive), negative: off.
 	TCPUserTimeout time.Duration
 	TCPKeepAlive   time.Duration
+	// AcquireTimeout bounds an API read's wait for a connection (see
+	// pools.go); zero: DefaultAcquireTimeout.
+	AcquireTimeout time.Duration
 }
-
-// healthPoolSize is how many connections readiness checks may hold.
-const healthPoolSize = 2
 
 // Store is the PostgreSQL registry. It is safe for concurrent use.
 type Store struct {
-	pool     *pgxpool.Pool
-	health   *pgxpool.Pool // Ready's, healthPoolSize connections
+	// The primary's pools, one per kind of work (pools.go).
+	reads, writes, feed, health *connPool
+
 	standbys standbys
 	listener listener
 	opts     Options
@@ -95,6 +93,9 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
+	}
+	if opts.AcquireTimeout <= 0 {
+		opts.AcquireTimeout = DefaultAcquireTimeout
 	}
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
@@ -114,18 +115,8 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	}
 	// Every new connection to the primary first checks for a failover.
 	cfg.AfterConnect = s.afterConnect
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("create postgres pool: %w", interpretError(err))
-	}
-	s.pool = pool
-	// Health checks get a small pool of their own: API readers that take
-	// every connection of the main pool cannot make a replica look down.
-	hcfg := cfg.Copy()
-	hcfg.MaxConns, hcfg.MinConns = healthPoolSize, 0
-	if s.health, err = pgxpool.NewWithConfig(ctx, hcfg); err != nil {
-		pool.Close()
-		return nil, fmt.Errorf("create postgres health-check pool: %w", interpretError(err))
+	if err := s.openPools(ctx, cfg); err != nil {
+		return nil, err
 	}
 	for _, dsn := range opts.ReadDSNs {
 		if err := s.addStandby(ctx, dsn, ""); err != nil {
@@ -146,6 +137,46 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	return s, nil
 }
 
+// openPools creates the primary's pools from cfg (pools.go).
+func (s *Store) openPools(ctx context.Context, cfg *pgxpool.Config) error {
+	for _, p := range []struct {
+		dst            **connPool
+		name           string
+		size           int32
+		acquireTimeout time.Duration
+	}{
+		{&s.reads, "reads", 0, s.opts.AcquireTimeout},
+		{&s.writes, "writes", writesPoolSize, 0},
+		{&s.feed, "feed", feedPoolSize, 0},
+		{&s.health, "health", healthPoolSize, 0},
+	} {
+		pool, err := newConnPool(ctx, p.name, cfg, p.size, p.acquireTimeout)
+		if err != nil {
+			s.closePools()
+			return err
+		}
+		*p.dst = pool
+	}
+	return nil
+}
+
+// primaryPools are the primary's pools that are open.
+func (s *Store) primaryPools() []*connPool {
+	var open []*connPool
+	for _, p := range []*connPool{s.reads, s.writes, s.feed, s.health} {
+		if p != nil {
+			open = append(open, p)
+		}
+	}
+	return open
+}
+
+func (s *Store) closePools() {
+	for _, p := range s.primaryPools() {
+		p.Close()
+	}
+}
+
 // addStandby adds a pool on the standby of dsn (read from file, if set).
 func (s *Store) addStandby(ctx context.Context, dsn, file string) error {
 	rc, err := pgxpool.ParseConfig(dsn)
@@ -154,21 +185,20 @@ func (s *Store) addStandby(ctx context.Context, dsn, file string) error {
 	}
 	raiseMaxConns(rc, dsn)
 	configureConnections(rc, dsn, Options{DSNFile: file, TCPUserTimeout: s.opts.TCPUserTimeout, TCPKeepAlive: s.opts.TCPKeepAlive}) // as for the primary
-	rp, err := pgxpool.NewWithConfig(ctx, rc)
+	name := rc.ConnConfig.Host + ":" + fmt.Sprint(rc.ConnConfig.Port)
+	rp, err := newConnPool(ctx, "standby "+name, rc, 0, s.opts.AcquireTimeout)
 	if err != nil {
-		return fmt.Errorf("create postgres read pool: %w", interpretError(err))
+		return err
 	}
-	sb := &standby{name: rc.ConnConfig.Host + ":" + fmt.Sprint(rc.ConnConfig.Port), pool: rp}
+	sb := &standby{name: name, pool: rp}
 	sb.replayed.Store(-1) // nothing known yet, not even the schema
 	s.standbys.list = append(s.standbys.list, sb)
 	return nil
 }
 
-// raiseMaxConns sets the pool size to defaultMaxConns unless the DSN sets
-// pool_max_conns. pgxpool's default is max(4, CPUs): on a small machine a
-// fleet's workers, scrapes, watches and readiness checks queued for four
-// connections (the fleet benchmark saw half the acquisitions wait and
-// scrapes time out); a standby serving a replica's reads needs as many.
+// raiseMaxConns sets the reads pool's size to defaultMaxConns unless the
+// DSN sets pool_max_conns; a standby serving a replica's reads needs as
+// many.
 func raiseMaxConns(cfg *pgxpool.Config, dsn string) {
 	if !strings.Contains(dsn, "pool_max_conns") {
 		cfg.MaxConns = max(cfg.MaxConns, defaultMaxConns)
@@ -195,10 +225,9 @@ func ReadDSNFile(file string) (string, error) {
 // sqlContinueKey reads the continue tokens' shared key.
 var sqlContinueKey = statement("store_continue_key")
 
-// Close closes the pool.
+// Close closes the pools.
 func (s *Store) Close() {
-	s.pool.Close()
-	s.health.Close()
+	s.closePools()
 	for _, sb := range s.standbys.list {
 		sb.pool.Close()
 	}
@@ -212,7 +241,7 @@ func (s *Store) continueCodec(ctx context.Context) (*continuetoken.Codec, error)
 		return s.codec, nil
 	}
 	var key []byte
-	if err := s.pool.QueryRow(ctx, sqlContinueKey).Scan(&key); err != nil {
+	if err := s.reads.QueryRow(ctx, sqlContinueKey).Scan(&key); err != nil {
 		return nil, fmt.Errorf("load continue token key: %w", interpretError(err))
 	}
 	codec, err := continuetoken.NewCodec(key, continuetoken.Options{TTL: s.opts.ContinueTTL, Now: s.opts.Now})

@@ -23,7 +23,7 @@ func TestIdleInTransactionTimeout(t *testing.T) {
 			t.Fatal(err)
 		}
 		var got string
-		if err := s.pool.QueryRow(t.Context(), `SHOW `+idleInTransactionParam).Scan(&got); err != nil {
+		if err := s.reads.QueryRow(t.Context(), `SHOW `+idleInTransactionParam).Scan(&got); err != nil {
 			t.Fatal(err)
 		}
 		s.Close()

@@ -54,7 +54,7 @@ type sections struct {
 func (s *Store) write(ctx context.Context, o op, sec sections) error {
 	var locked time.Time
 	changed := map[string]int64{}
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err := pgx.BeginFunc(ctx, s.writes, func(tx pgx.Tx) error {
 		w := &writer{ctx: ctx, tx: tx}
 		if sec.member != nil {
 			if err := sec.member(w); err != nil {

@@ -39,6 +39,9 @@ var (
 	// (too many terms, too deep an expression); the same request cannot
 	// succeed, a simpler one may.
 	ErrTooComplex = errors.New("registry refused the request as too complex")
+	// ErrBusy: the registry has no capacity for the request now (every
+	// connection is in use); a BusyError says when to retry.
+	ErrBusy = errors.New("registry busy")
 	// ErrTimeout: the database cancelled a statement (statement_timeout,
 	// a cancel request); retrying later may succeed.
 	ErrTimeout = errors.New("registry timed out")
@@ -52,6 +55,17 @@ var (
 	// again and resume from the cursors the registry holds.
 	ErrRewound = errors.New("registry failed over since the member was claimed")
 )
+
+// BusyError is an ErrBusy with a message and a retry delay.
+type BusyError struct {
+	Message           string
+	RetryAfterSeconds int
+}
+
+func (e *BusyError) Error() string { return "registry busy: " + e.Message }
+
+// Is makes errors.Is(err, ErrBusy) true.
+func (e *BusyError) Is(target error) bool { return target == ErrBusy }
 
 // Fence is a writer's ownership token for one member cluster: the epoch
 // ClaimMember returned. A write carrying it lands only while the epoch is

@@ -32,6 +32,9 @@ type PostgresOptions struct {
 	// vanished without a reset fails.
 	TCPUserTimeout time.Duration
 	TCPKeepAlive   time.Duration
+	// AcquireTimeout: how long an API read waits for a connection before
+	// it is answered 429.
+	AcquireTimeout time.Duration
 	// AllowInsecure accepts DSNs that do not verify the database's
 	// certificate (sslmode below verify-ca, or none).
 	AllowInsecure bool
@@ -42,7 +45,7 @@ type PostgresOptions struct {
 // NewPostgresOptions returns the defaults.
 func NewPostgresOptions() *PostgresOptions {
 	return &PostgresOptions{ContinueTTL: postgres.DefaultContinueTTL, StandbyWait: postgres.DefaultStandbyWait, StandbyMaxLag: postgres.DefaultStandbyMaxLag, ReadFromPrimary: true,
-		TCPUserTimeout: postgres.DefaultTCPUserTimeout, TCPKeepAlive: postgres.DefaultTCPKeepAlive}
+		TCPUserTimeout: postgres.DefaultTCPUserTimeout, TCPKeepAlive: postgres.DefaultTCPKeepAlive, AcquireTimeout: postgres.DefaultAcquireTimeout}
 }
 
 // AddFlags adds the registry database flags.
@@ -82,6 +85,10 @@ func (o *PostgresOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.TCPKeepAlive, "postgres-tcp-keepalive", o.TCPKeepAlive, ""+
 		"Idle time before the first TCP keepalive probe of a database connection (then every half of it, given up after 3), "+
 		"so an idle connection, such as the LISTEN one, to a vanished host fails too. 0 turns keepalive off.")
+	fs.DurationVar(&o.AcquireTimeout, "postgres-acquire-timeout", o.AcquireTimeout, ""+
+		"How long a list, get or usage report waits for one of the registry's read connections (the DSN's pool_max_conns, "+
+		"default 20) before it is answered 429 Too Many Requests with Retry-After, rather than queueing without limit. "+
+		"The change feed, discovery's writes and health checks have pools of their own and never wait on API reads.")
 	fs.BoolVar(&o.AllowInsecure, "postgres-allow-insecure", o.AllowInsecure, ""+
 		"Accept database connection strings (primary and standbys) that do not verify the database's certificate: "+
 		"sslmode disable, allow, prefer or require, or none (libpq's default, prefer, falls back to plaintext). Without it "+
@@ -128,6 +135,9 @@ func (o *PostgresOptions) Validate() []error {
 	if o.TCPUserTimeout < 0 || o.TCPKeepAlive < 0 {
 		errs = append(errs, fmt.Errorf("--postgres-tcp-user-timeout and --postgres-tcp-keepalive must be zero (off) or positive, got %s and %s", o.TCPUserTimeout, o.TCPKeepAlive))
 	}
+	if o.AcquireTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("--postgres-acquire-timeout must be positive (e.g. 3s), got %s", o.AcquireTimeout))
+	}
 	if o.StandbyMaxLag <= 0 {
 		errs = append(errs, fmt.Errorf("--postgres-standby-max-lag must be positive (e.g. 30s), got %s", o.StandbyMaxLag))
 	}
@@ -145,7 +155,7 @@ func (o *PostgresOptions) ApplyTo(c *apiserver.RegistryConfig) {
 func (o *PostgresOptions) StoreOptions() postgres.Options {
 	opts := postgres.Options{ContinueTTL: o.ContinueTTL, ReadDSNs: o.ReadDSNs, ReadDSNFiles: o.ReadDSNFiles, NoPrimaryReads: !o.ReadFromPrimary,
 		StandbyWait: o.StandbyWait, StandbyMaxLag: o.StandbyMaxLag,
-		TCPUserTimeout: offIfZero(o.TCPUserTimeout), TCPKeepAlive: offIfZero(o.TCPKeepAlive)}
+		TCPUserTimeout: offIfZero(o.TCPUserTimeout), TCPKeepAlive: offIfZero(o.TCPKeepAlive), AcquireTimeout: o.AcquireTimeout}
 	if o.dsnFromFile {
 		opts.DSNFile = o.DSNFile
 	}

@@ -1,0 +1,122 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/example/platform-apiserver/pkg/registry/store"
+)
+
+// The primary is reached through four pools, so that no kind of work can
+// starve another of connections:
+//
+//   - reads: API lists, gets and usage reports. Its size is the DSN's
+//     pool_max_conns (default defaultMaxConns). An acquire waits at most
+//     Options.AcquireTimeout, then the request is answered 429 (store.ErrBusy).
+//   - writes: discovery's writes and reads, maintenance, migrations
+//     (writesPoolSize). Writers wait for a connection as long as their
+//     context allows: they queue behind the writer lock anyway.
+//   - feed: the change feed's follower and the history reads of watches
+//     resuming below its window (feedPoolSize).
+//   - health: readiness checks (healthPoolSize).
+//
+// A standby has one pool, of the reads' size, with the reads' acquire
+// timeout; a read it cannot serve goes to the primary's pool for its kind.
+const (
+	// defaultMaxConns is the reads pool's size unless the DSN sets
+	// pool_max_conns. pgxpool's default is max(4, CPUs): on a small machine
+	// a fleet's lists, gets and watches queued for four connections.
+	defaultMaxConns = 20
+	// writesPoolSize: discovery's writers serialize on the writer lock,
+	// so a few connections keep it busy; the rest carry member sections,
+	// cursors and maintenance.
+	writesPoolSize = 8
+	// feedPoolSize: the follower's read and the history reads
+	// (feed.DefaultHistoryReads, 4) with one to spare.
+	feedPoolSize = 6
+	// healthPoolSize is how many connections readiness checks may hold.
+	healthPoolSize = 2
+)
+
+// DefaultAcquireTimeout is Options.AcquireTimeout's default.
+const DefaultAcquireTimeout = 3 * time.Second
+
+// busyRetryAfter is the Retry-After of a request refused for want of a
+// connection: slow readers hold connections for seconds, not minutes.
+const busyRetryAfter = 1
+
+// connPool is one of the store's pools, named for metrics and errors.
+type connPool struct {
+	*pgxpool.Pool
+	name string
+	// acquireTimeout bounds the wait for a connection; 0: the context's.
+	acquireTimeout time.Duration
+	// busy counts acquires refused after acquireTimeout.
+	busy atomic.Int64
+}
+
+// newConnPool creates a pool of size connections (0: cfg's own size).
+func newConnPool(ctx context.Context, name string, cfg *pgxpool.Config, size int32, acquireTimeout time.Duration) (*connPool, error) {
+	cfg = cfg.Copy()
+	if size > 0 {
+		cfg.MaxConns = size
+	}
+	cfg.MinConns = min(cfg.MinConns, cfg.MaxConns)
+	p, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("create postgres %s pool: %w", name, interpretError(err))
+	}
+	return &connPool{Pool: p, name: name, acquireTimeout: acquireTimeout}, nil
+}
+
+// acquire takes a connection, waiting at most the pool's acquire timeout:
+// a pool whose connections are all in use past it answers store.ErrBusy,
+// so a request gets 429 with Retry-After instead of queueing without limit.
+// A wait that ran out while connections were still being made is the
+// database not answering: store.ErrUnavailable.
+func (p *connPool) acquire(ctx context.Context) (*pgxpool.Conn, error) {
+	if p.acquireTimeout <= 0 {
+		conn, err := p.Acquire(ctx)
+		return conn, interpretError(err)
+	}
+	actx, cancel := context.WithTimeout(ctx, p.acquireTimeout)
+	defer cancel()
+	conn, err := p.Acquire(actx)
+	if err == nil || ctx.Err() != nil || !errors.Is(actx.Err(), context.DeadlineExceeded) {
+		return conn, interpretError(err)
+	}
+	if st := p.Stat(); st.AcquiredConns() >= st.MaxConns() {
+		p.busy.Add(1)
+		return nil, &store.BusyError{RetryAfterSeconds: busyRetryAfter,
+			Message: fmt.Sprintf("all %d registry connections for %s are in use: no connection was free within %s", st.MaxConns(), p.name, p.acquireTimeout)}
+	}
+	return nil, fmt.Errorf("%w: no connection to the registry database within %s: %w", store.ErrUnavailable, p.acquireTimeout, err)
+}
+
+// getRow runs a one-row query on a connection p.acquire gives and scans
+// the row with scan.
+func getRow[T any](ctx context.Context, p *connPool, scan func(pgx.Row) (T, error), sql string, args ...any) (T, error) {
+	conn, err := p.acquire(ctx)
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	defer conn.Release()
+	return scan(conn.QueryRow(ctx, sql, args...))
+}
+
+// beginTx runs fn in a transaction on a connection acquire gives.
+func (p *connPool) beginTx(ctx context.Context, opts pgx.TxOptions, fn func(pgx.Tx) error) error {
+	conn, err := p.acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Release()
+	return pgx.BeginTxFunc(ctx, conn, opts, fn)
+}

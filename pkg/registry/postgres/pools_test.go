@@ -1,0 +1,79 @@
+package postgres
+
+import (
+	"errors"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	"github.com/example/platform-apiserver/pkg/apis/platform"
+	"github.com/example/platform-apiserver/pkg/registry"
+	"github.com/example/platform-apiserver/pkg/registry/store"
+	pgtest "github.com/example/platform-apiserver/test/framework/postgres"
+)
+
+// TestReadsPoolBusy: when slow readers hold every read connection, a list
+// and a get are answered busy (429 with Retry-After) within the acquire
+// timeout instead of queueing, and the change feed, readiness and
+// discovery's writes still get connections of their own.
+func TestReadsPoolBusy(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	dsn := withParam(pgtest.NewTestDatabase(t), "pool_max_conns", "2")
+	s := openStore(t, dsn, Options{AcquireTimeout: 300 * time.Millisecond})
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var held []*pgxpool.Conn
+	for range 2 {
+		c, err := s.reads.Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, c)
+	}
+
+	start := time.Now()
+	_, err := s.ListNodeCapacities(ctx, store.ListOptions{})
+	if waited := time.Since(start); waited > 5*time.Second {
+		t.Errorf("the list waited %s for a connection; the acquire timeout is 300ms", waited)
+	}
+	busy, ok := errors.AsType[*store.BusyError](err)
+	if !ok || !errors.Is(err, store.ErrBusy) {
+		t.Fatalf("list with every read connection held: %v, want a BusyError", err)
+	}
+	if busy.RetryAfterSeconds < 1 {
+		t.Errorf("Retry-After %d s, want at least 1", busy.RetryAfterSeconds)
+	}
+	status, ok := registry.APIError(err, platform.Resource("nodecapacities"), "").(apierrors.APIStatus)
+	if !ok || status.Status().Code != http.StatusTooManyRequests || status.Status().Details == nil || status.Status().Details.RetryAfterSeconds < 1 {
+		t.Errorf("APIError(%v) = %v, want 429 with Retry-After", err, status)
+	}
+	if _, err := s.GetNodeCapacity(ctx, "c1", "n1"); !errors.Is(err, store.ErrBusy) {
+		t.Errorf("get with every read connection held: %v, want busy", err)
+	}
+
+	// The other kinds of work are not starved.
+	if _, _, err := s.Changes(ctx, 0, 10); err != nil {
+		t.Errorf("the change feed cannot read while API reads hold their pool: %v", err)
+	}
+	if err := s.Ready(ctx); err != nil {
+		t.Errorf("readiness fails while API reads hold their pool: %v", err)
+	}
+	if _, err := s.ClaimMember(ctx, "c1", "replica-a"); err != nil {
+		t.Errorf("discovery cannot claim a member while API reads hold their pool: %v", err)
+	}
+	if got := s.reads.busy.Load(); got != 2 {
+		t.Errorf("busy acquires counted %d, want 2", got)
+	}
+
+	for _, c := range held {
+		c.Release()
+	}
+	if _, err := s.ListNodeCapacities(ctx, store.ListOptions{}); err != nil {
+		t.Errorf("list after the readers let go: %v", err)
+	}
+}
