@@ -69,8 +69,6 @@ type WatchConfig struct {
 }
 
 const (
-	// historyBatch is how many changes a resuming watch reads at a time.
-	historyBatch = 1000
 	// followerSyncTimeout bounds how long a watch waits for the change feed
 	// to start (just after start-up) before answering 503.
 	followerSyncTimeout = 5 * time.Second
@@ -155,10 +153,12 @@ func Watch(ctx context.Context, cfg WatchConfig, spec WatchSpec, options *metain
 		w.cursor = after
 		if w.sub.Backlog == nil && after < w.sub.From {
 			// Fail now, not mid-stream, when history is gone.
-			if _, _, err := cfg.Follower.Changes(ctx, after, 1); err != nil {
+			changes, reach, err := cfg.Follower.History(ctx, w.historyFilter(), after)
+			if err != nil {
 				w.sub.Close()
 				return nil, watchError(err, after)
 			}
+			w.history = &historyBatch{changes, reach}
 		}
 	}
 
@@ -246,6 +246,15 @@ type watcher struct {
 	done chan struct{}
 	// cursor: every change up to it has been considered for this watch.
 	cursor int64
+	// history is the first history read of a resume, made before the
+	// watch started so that a compacted resourceVersion is its answer.
+	history *historyBatch
+}
+
+// historyBatch is what one History read returned.
+type historyBatch struct {
+	changes []store.Change
+	reach   int64
 }
 
 func (w *watcher) run(ctx context.Context, stop <-chan struct{}) {
@@ -382,7 +391,8 @@ func (w *watcher) replayBacklog(stop <-chan struct{}) bool {
 // start, read from the database, so a resumed watch has no gap.
 func (w *watcher) replayHistory(ctx context.Context, stop <-chan struct{}) bool {
 	for w.cursor < w.sub.From {
-		changes, _, err := w.cfg.Follower.Changes(ctx, w.cursor, historyBatch)
+		b, err := w.readHistory(ctx)
+		changes, reach := b.changes, b.reach
 		if err != nil {
 			if ctx.Err() == nil {
 				var status apierrors.APIStatus
@@ -392,22 +402,44 @@ func (w *watcher) replayHistory(ctx context.Context, stop <-chan struct{}) bool 
 			}
 			return false
 		}
-		if len(changes) == 0 {
-			break
-		}
 		for i := range changes {
 			c := &changes[i]
 			if c.ResourceVersion > w.sub.From {
 				return true // the subscription delivers the rest
 			}
 			w.cursor = c.ResourceVersion
-			if c.Kind == w.spec.Kind && w.route(c) && !w.consider(stop, c, nil) {
+			if w.route(c) && !w.consider(stop, c, nil) {
 				return false
 			}
 		}
+		if reach <= w.cursor {
+			break // the feed holds nothing newer for this watch
+		}
+		w.cursor = min(reach, w.sub.From) // the subscription delivers what is after From
 	}
 	w.cursor = max(w.cursor, w.sub.From)
 	return true
+}
+
+// readHistory returns the changes after the cursor: the batch read before
+// the watch started, then from the follower.
+func (w *watcher) readHistory(ctx context.Context) (historyBatch, error) {
+	if b := w.history; b != nil {
+		w.history = nil
+		return *b, nil
+	}
+	changes, reach, err := w.cfg.Follower.History(ctx, w.historyFilter(), w.cursor)
+	return historyBatch{changes, reach}, err
+}
+
+// historyFilter selects, in the database, the changes a history read of
+// this watch needs: its kind, and its member when it selects one.
+func (w *watcher) historyFilter() store.ChangeFilter {
+	f := store.ChangeFilter{Kind: w.spec.Kind}
+	if v, ok := w.labels.RequiresExactMatch(platform.ClusterLabel); ok {
+		f.ClusterID = v
+	}
+	return f
 }
 
 // route reports whether a change can concern this watch, from its key

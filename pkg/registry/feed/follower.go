@@ -11,11 +11,9 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"sync"
 	"time"
 
-	"golang.org/x/sync/singleflight"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
 
@@ -74,7 +72,7 @@ type Options struct {
 	ReadTimeout time.Duration
 	// Now is the clock of the freshness the follower reports; default time.Now.
 	Now func() time.Time
-	// HistoryReads bounds the history queries (Changes) running at once,
+	// HistoryReads bounds the history queries (History) running at once,
 	// so resuming watches cannot pile queries on the database; more wait
 	// for a turn. Default DefaultHistoryReads.
 	HistoryReads int
@@ -103,7 +101,7 @@ type LatestSeen interface {
 type Follower struct {
 	feed    store.ChangeFeed
 	opts    Options
-	history singleflight.Group
+	history *historyReader
 
 	mu     sync.Mutex
 	subs   map[*Subscription]struct{}
@@ -113,8 +111,6 @@ type Follower struct {
 	moved  chan struct{} // closed (and replaced) when rv moves on
 	window window
 	fresh  freshness
-	// historyTurns holds a token per history query running (HistoryReads).
-	historyTurns chan struct{}
 }
 
 // freshness is when the follower last read the registry; f.mu guards it.
@@ -158,7 +154,7 @@ func New(feed store.ChangeFeed, opts Options) *Follower {
 		opts.HistoryReads = DefaultHistoryReads
 	}
 	f := &Follower{feed: feed, opts: opts, subs: map[*Subscription]struct{}{}, ready: make(chan struct{}), moved: make(chan struct{}),
-		historyTurns: make(chan struct{}, opts.HistoryReads)}
+		history: newHistoryReader(feed, opts.HistoryReads)}
 	f.window = window{maxItems: opts.WindowChanges, maxBytes: opts.WindowBytes}
 	return f
 }
@@ -294,7 +290,7 @@ const maxInt64 = int64(^uint64(0) >> 1)
 func (f *Follower) read(ctx context.Context, after int64, limit int) ([]store.Change, int64, error) {
 	rctx, cancel := context.WithTimeout(ctx, f.opts.ReadTimeout)
 	defer cancel()
-	changes, readAt, err := f.feed.Changes(rctx, after, limit)
+	changes, readAt, err := f.feed.Changes(rctx, store.ChangeFilter{}, after, limit)
 	if err != nil && errors.Is(rctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
 		err = fmt.Errorf("no answer within %s (--watch-feed-read-timeout): %w", f.opts.ReadTimeout, err)
 	}
@@ -566,39 +562,14 @@ func (s *Subscription) Close() {
 	}
 }
 
-// Changes reads history from the feed, for a watcher resuming below the
-// window. Concurrent reads of the same range share one query, and at most
-// Options.HistoryReads queries run at once.
-func (f *Follower) Changes(ctx context.Context, after int64, limit int) ([]store.Change, int64, error) {
-	type result struct {
-		changes []store.Change
-		readAt  int64
-	}
-	key := strconv.FormatInt(after, 10) + "/" + strconv.Itoa(limit)
-	v, err, shared := f.history.Do(key, func() (any, error) {
-		historyReads.WithLabelValues("database").Inc()
-		// Not the first caller's context: its cancellation must not fail
-		// the others.
-		qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), historyReadTimeout)
-		defer cancel()
-		select {
-		case f.historyTurns <- struct{}{}:
-			defer func() { <-f.historyTurns }()
-		case <-qctx.Done():
-			return nil, fmt.Errorf("waiting for a turn among %d history reads: %w", cap(f.historyTurns), qctx.Err())
-		}
-		changes, readAt, err := f.feed.Changes(qctx, after, limit)
-		return result{changes, readAt}, err
-	})
-	if shared {
-		historyReads.WithLabelValues("shared").Inc()
-	}
+// History reads the changes filter matches after `after` from the feed,
+// for a watcher resuming below the window, and reach: every such change up
+// to reach has been returned. Resumes of one filter share queries, and at
+// most Options.HistoryReads queries run at once (history.go).
+func (f *Follower) History(ctx context.Context, filter store.ChangeFilter, after int64) ([]store.Change, int64, error) {
+	changes, reach, err := f.history.read(ctx, filter, after)
 	if err != nil {
 		return nil, 0, fmt.Errorf("read change history after %d: %w", after, err)
 	}
-	r := v.(result)
-	return r.changes, r.readAt, nil
+	return changes, reach, nil
 }
-
-// historyReadTimeout bounds one shared history query.
-const historyReadTimeout = time.Minute

@@ -215,27 +215,6 @@ func TestRouteSkipsChangesBeforeDelivery(t *testing.T) {
 	}
 }
 
-// TestSharedHistoryReads: concurrent history reads of the same range make
-// one query.
-func TestSharedHistoryReads(t *testing.T) {
-	m := feedtest.New()
-	m.AddN("c", store.KindNodeCapacity, 50)
-	f := New(m, Options{})
-	m.SetDelay(100 * time.Millisecond)
-	var wg sync.WaitGroup
-	for range 20 {
-		wg.Go(func() {
-			if changes, _, err := f.Changes(t.Context(), 10, 100); err != nil || len(changes) != 40 {
-				t.Errorf("Changes = %d, %v; want 40", len(changes), err)
-			}
-		})
-	}
-	wg.Wait()
-	if reads := m.HistoryReads(); reads > 2 {
-		t.Errorf("20 concurrent reads of one range made %d queries, want 1 (2 at worst when one finished early)", reads)
-	}
-}
-
 // TestNoGapWhenCompactionOvertakesTheFollower races subscribers against a
 // follower that compaction keeps overtaking: every subscription either
 // fails with ErrNotSynced or receives every change after its From, in

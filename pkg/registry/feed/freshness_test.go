@@ -2,6 +2,8 @@ package feed
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -20,12 +22,12 @@ type hangingFeed struct {
 	hung atomic.Bool
 }
 
-func (h *hangingFeed) Changes(ctx context.Context, after int64, limit int) ([]store.Change, int64, error) {
+func (h *hangingFeed) Changes(ctx context.Context, filter store.ChangeFilter, after int64, limit int) ([]store.Change, int64, error) {
 	if h.hung.Load() {
 		<-ctx.Done()
 		return nil, 0, ctx.Err()
 	}
-	return h.MemFeed.Changes(ctx, after, limit)
+	return h.MemFeed.Changes(ctx, filter, after, limit)
 }
 
 // A read that hangs is abandoned at the read timeout, the follower's
@@ -77,10 +79,11 @@ func TestHungFeedFailsFreshnessAndRecovers(t *testing.T) {
 type countingFeed struct {
 	*feedtest.MemFeed
 	running, most atomic.Int32
+	queries       atomic.Int64
 	release       chan struct{}
 }
 
-func (c *countingFeed) Changes(ctx context.Context, after int64, limit int) ([]store.Change, int64, error) {
+func (c *countingFeed) Changes(ctx context.Context, filter store.ChangeFilter, after int64, limit int) ([]store.Change, int64, error) {
 	n := c.running.Add(1)
 	defer c.running.Add(-1)
 	for {
@@ -94,10 +97,11 @@ func (c *countingFeed) Changes(ctx context.Context, after int64, limit int) ([]s
 	case <-ctx.Done():
 		return nil, 0, ctx.Err()
 	}
-	return c.MemFeed.Changes(ctx, after, limit)
+	c.queries.Add(1)
+	return c.MemFeed.Changes(ctx, filter, after, limit)
 }
 
-// Resumes at distinct versions run at most HistoryReads queries at once;
+// Resumes of different filters run at most HistoryReads queries at once;
 // the others wait for a turn and are answered too.
 func TestHistoryReadsAreBounded(t *testing.T) {
 	c := &countingFeed{MemFeed: feedtest.New(), release: make(chan struct{})}
@@ -106,7 +110,7 @@ func TestHistoryReadsAreBounded(t *testing.T) {
 	errs := make(chan error, 40)
 	for i := range 40 {
 		go func() {
-			_, _, err := f.Changes(t.Context(), int64(i), 10)
+			_, _, err := f.History(t.Context(), store.ChangeFilter{Kind: store.KindNodeCapacity, ClusterID: fmt.Sprint("c", i)}, int64(i))
 			errs <- err
 		}()
 	}
@@ -123,5 +127,62 @@ func TestHistoryReadsAreBounded(t *testing.T) {
 	}
 	if m := c.most.Load(); m != 3 {
 		t.Errorf("at most %d history reads ran at once, want 3", m)
+	}
+}
+
+// Resumes of one filter at many positions share queries: each is answered
+// with exactly the matching changes after its position, and the queries
+// are far fewer than the resumes.
+func TestHistoryReadsShareRanges(t *testing.T) {
+	c := &countingFeed{MemFeed: feedtest.New(), release: make(chan struct{})}
+	c.AddN("c1", store.KindNodeCapacity, 100)
+	c.AddN("c2", store.KindNodeCapacity, 100)
+	c.AddN("c1", store.KindClusterNamespace, 100)
+	f := New(c, Options{HistoryReads: 2})
+	filter := store.ChangeFilter{Kind: store.KindNodeCapacity, ClusterID: "c1"}
+	type got struct {
+		after   int64
+		changes []store.Change
+		reach   int64
+		err     error
+	}
+	results := make(chan got, 200)
+	for i := range 200 {
+		go func() {
+			changes, reach, err := f.History(t.Context(), filter, int64(i))
+			results <- got{int64(i), changes, reach, err}
+		}()
+	}
+	// Let every resume queue behind the first query before it runs.
+	if err := wait.PollUntilContextTimeout(t.Context(), time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		f.history.mu.Lock()
+		defer f.history.mu.Unlock()
+		return len(f.history.queues[filter]) == 200, nil
+	}); err != nil {
+		t.Fatal("the resumes did not queue")
+	}
+	close(c.release)
+	all, present, _ := c.MemFeed.Changes(t.Context(), filter, 0, 1000)
+	for range 200 {
+		r := <-results
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		var want []int64
+		for _, ch := range all {
+			if ch.ResourceVersion > r.after {
+				want = append(want, ch.ResourceVersion)
+			}
+		}
+		var have []int64
+		for _, ch := range r.changes {
+			have = append(have, ch.ResourceVersion)
+		}
+		if !slices.Equal(have, want) || r.reach != present {
+			t.Errorf("resume after %d: changes %v reaching %d, want %v reaching %d", r.after, have, r.reach, want, present)
+		}
+	}
+	if q := c.queries.Load(); q > 2 {
+		t.Errorf("200 resumes of one filter made %d queries, want 1 (or 2 if one came late)", q)
 	}
 }

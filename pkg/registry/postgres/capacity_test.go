@@ -148,7 +148,7 @@ func TestClusterCapacity(t *testing.T) {
 		if i > 0 {
 			checkCapacity(t, s, b, "b", step.name)
 		}
-		changes, _, err := s.Changes(ctx, before, 1000)
+		changes, _, err := s.Changes(ctx, store.ChangeFilter{}, before, 1000)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -166,7 +166,7 @@ func TestClusterCapacity(t *testing.T) {
 
 	// The feed, replayed: at each ClusterCapacity change, it equals the sum
 	// over the NodeCapacities and ClusterNamespaces replayed so far.
-	changes, _, err := s.Changes(ctx, start, 10000)
+	changes, _, err := s.Changes(ctx, store.ChangeFilter{}, start, 10000)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -285,7 +285,7 @@ func TestRecordMemberState(t *testing.T) {
 	if err != nil || c.Mirroring != store.MemberUnreachable || c.MirroringSince.IsZero() || c.Nodes != 0 {
 		t.Fatalf("after an Unreachable report: %+v, %v", c, err)
 	}
-	changes, _, err := s.Changes(ctx, before, 10)
+	changes, _, err := s.Changes(ctx, store.ChangeFilter{}, before, 10)
 	if err != nil || len(changes) != 1 || changes[0].Type != store.ChangeAdded || changes[0].ClusterCapacity.Mirroring != store.MemberUnreachable {
 		t.Errorf("changes %+v, %v; want the ClusterCapacity ADDED", changes, err)
 	}

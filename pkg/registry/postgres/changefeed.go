@@ -16,14 +16,20 @@ import (
 // last version within limit.
 var sqlChangesWindow = statement("changefeed_window")
 
-// Changes returns up to limit changes with ResourceVersion > after, in
-// order, read in one REPEATABLE READ READ ONLY transaction together with the
+// sqlHistoryWindow is sqlChangesWindow for a filter's entries only.
+var sqlHistoryWindow = statement("changefeed_history_window")
+
+// Changes returns up to limit changes filter matches (a filter on a member
+// needs a kind) with ResourceVersion > after, in order, read in one REPEATABLE READ READ ONLY transaction together with the
 // registry resourceVersion (readAt) of that snapshot. Writers are serialized,
 // so the snapshot holds every change up to readAt and none above. A limit of
 // 0 or less returns no changes, only readAt. An after below the compaction
 // horizon fails with store.ErrCompacted; an after above readAt is not an
 // error (nothing is newer yet).
-func (s *Store) Changes(ctx context.Context, after int64, limit int) ([]store.Change, int64, error) {
+func (s *Store) Changes(ctx context.Context, filter store.ChangeFilter, after int64, limit int) ([]store.Change, int64, error) {
+	if filter.Kind == "" && filter.ClusterID != "" {
+		return nil, 0, fmt.Errorf("read changes of member %s: a change filter on a member needs a kind", filter.ClusterID)
+	}
 	var (
 		changes []store.Change
 		readAt  int64
@@ -36,7 +42,11 @@ func (s *Store) Changes(ctx context.Context, after int64, limit int) ([]store.Ch
 		// upTo is the version of the last entry within limit, 0 if none.
 		var horizon, upTo int64
 		var ep epoch
-		err := tx.QueryRow(ctx, sqlChangesWindow, after, max(limit, 0)).Scan(&readAt, &horizon, &upTo, &ep.lostAfter, &ep.floor)
+		query, args := sqlChangesWindow, []any{after, max(limit, 0)}
+		if filter.Kind != "" {
+			query, args = sqlHistoryWindow, append(args, string(filter.Kind), filter.ClusterID)
+		}
+		err := tx.QueryRow(ctx, query, args...).Scan(&readAt, &horizon, &upTo, &ep.lostAfter, &ep.floor)
 		if err != nil {
 			return err
 		}
@@ -51,14 +61,12 @@ func (s *Store) Changes(ctx context.Context, after int64, limit int) ([]store.Ch
 			return nil
 		}
 		byRV := map[int64]*store.Change{}
-		if err := nodeCapacityFeed.read(ctx, tx, after, upTo, byRV); err != nil {
-			return err
-		}
-		if err := clusterNamespaceFeed.read(ctx, tx, after, upTo, byRV); err != nil {
-			return err
-		}
-		if err := clusterCapacityFeed.read(ctx, tx, after, upTo, byRV); err != nil {
-			return err
+		for _, k := range feedKinds {
+			if filter.Kind == "" || filter.Kind == k.feedKind() {
+				if err := k.read(ctx, tx, filter.ClusterID, after, upTo, byRV); err != nil {
+					return err
+				}
+			}
 		}
 		changes = make([]store.Change, 0, len(byRV))
 		for _, c := range byRV {
@@ -79,6 +87,12 @@ func (s *Store) Changes(ctx context.Context, after int64, limit int) ([]store.Ch
 	s.saw(readAt)
 	return changes, readAt, nil
 }
+
+// feedKinds are the kinds the change feed carries.
+var feedKinds = []interface {
+	feedKind() store.Kind
+	read(ctx context.Context, tx pgx.Tx, clusterID string, after, upTo int64, byRV map[int64]*store.Change) error
+}{nodeCapacityFeed, clusterNamespaceFeed, clusterCapacityFeed}
 
 // feedKind decodes one view kind's log entries. An entry's object and
 // prev_object are to_jsonb of a view row; jsonb_populate_record turns them
@@ -115,16 +129,20 @@ var clusterNamespaceFeed = feedKind[store.ClusterNamespace]{
 	},
 }
 
+func (k feedKind[T]) feedKind() store.Kind { return k.kind }
+
 // read adds this kind's entries with after < resource_version <= upTo to
-// byRV. The statement is assembled from the kind's table and list columns.
-func (k feedKind[T]) read(ctx context.Context, tx pgx.Tx, after, upTo int64, byRV map[int64]*store.Change) error {
+// byRV, only clusterID's unless that is empty. The statement is assembled
+// from the kind's table and list columns.
+func (k feedKind[T]) read(ctx context.Context, tx pgx.Tx, clusterID string, after, upTo int64, byRV map[int64]*store.Change) error {
 	rows, err := tx.Query(ctx, `
 		SELECT c.resource_version, c.type, v.is_prev, `+prefixed("r", k.list.columns)+`
 		FROM registry_change c
 		CROSS JOIN LATERAL (VALUES (false, c.object), (true, c.prev_object)) AS v(is_prev, obj)
 		CROSS JOIN LATERAL jsonb_populate_record(NULL::`+k.list.table+`, v.obj) AS r
-		WHERE c.resource_version > $1 AND c.resource_version <= $2 AND c.kind = $3 AND v.obj IS NOT NULL`,
-		after, upTo, string(k.kind))
+		WHERE c.resource_version > $1 AND c.resource_version <= $2 AND c.kind = $3 AND v.obj IS NOT NULL
+			AND ($4 = '' OR c.cluster_id = $4)`,
+		after, upTo, string(k.kind), clusterID)
 	if err != nil {
 		return fmt.Errorf("read %s changes: %w", k.kind, err)
 	}

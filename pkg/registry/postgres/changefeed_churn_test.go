@@ -38,7 +38,7 @@ func TestChangeFeedChurn(t *testing.T) {
 		var after int64
 		for pages := 0; ; pages++ {
 			finished := isClosed(done)
-			page, readAt, err := s.Changes(ctx, after, limit)
+			page, readAt, err := s.Changes(ctx, store.ChangeFilter{}, after, limit)
 			if err != nil {
 				tailed <- tailResult{err: err}
 				return

@@ -40,13 +40,13 @@ func TestCompact(t *testing.T) {
 	if horizon != old {
 		t.Fatalf("Compact horizon %d, want %d (the last entry committed before the cut)", horizon, old)
 	}
-	if _, _, err := s.Changes(ctx, horizon-1, 10); !errors.Is(err, store.ErrCompacted) {
+	if _, _, err := s.Changes(ctx, store.ChangeFilter{}, horizon-1, 10); !errors.Is(err, store.ErrCompacted) {
 		t.Errorf("Changes below the horizon: %v, want ErrCompacted", err)
 	}
-	if _, _, err := s.Changes(ctx, 0, 10); !errors.Is(err, store.ErrCompacted) {
+	if _, _, err := s.Changes(ctx, store.ChangeFilter{}, 0, 10); !errors.Is(err, store.ErrCompacted) {
 		t.Errorf("Changes(0) after compaction: %v, want ErrCompacted", err)
 	}
-	changes, readAt, err := s.Changes(ctx, horizon, 10)
+	changes, readAt, err := s.Changes(ctx, store.ChangeFilter{}, horizon, 10)
 	if err != nil {
 		t.Fatalf("Changes at the horizon: %v", err)
 	}
@@ -64,11 +64,11 @@ func TestCompact(t *testing.T) {
 	if err != nil || horizon != now {
 		t.Fatalf("Compact(everything) = %d, %v; want %d", horizon, err, now)
 	}
-	if changes, readAt, err := s.Changes(ctx, now, 10); err != nil || len(changes) != 0 || readAt != now {
+	if changes, readAt, err := s.Changes(ctx, store.ChangeFilter{}, now, 10); err != nil || len(changes) != 0 || readAt != now {
 		t.Errorf("Changes at the present after full compaction = %v at %d, %v", changes, readAt, err)
 	}
 	mustApply(t, s, ctx, store.Batch{ClusterID: "new", DeletedNodes: []string{"n1"}})
-	if changes, _, err := s.Changes(ctx, now, 10); err != nil || len(changes) != 2 || changes[0].Type != store.ChangeDeleted || changes[1].Kind != store.KindClusterCapacity {
+	if changes, _, err := s.Changes(ctx, store.ChangeFilter{}, now, 10); err != nil || len(changes) != 2 || changes[0].Type != store.ChangeDeleted || changes[1].Kind != store.KindClusterCapacity {
 		t.Errorf("Changes after a write following full compaction = %v, %v; want the node DELETED, then its ClusterCapacity", changes, err)
 	}
 }
@@ -100,10 +100,10 @@ func TestChangeFeedHistoryStartsAtMigration(t *testing.T) {
 	// summed member c into its ClusterCapacity, the one change after it.
 	at002 := getNode(t, s, ctx, "c", "n2").ResourceVersion
 	rv := registryRV(t, s, ctx)
-	if _, _, err := s.Changes(ctx, at002-1, 10); !errors.Is(err, store.ErrCompacted) {
+	if _, _, err := s.Changes(ctx, store.ChangeFilter{}, at002-1, 10); !errors.Is(err, store.ErrCompacted) {
 		t.Errorf("Changes before the migration's version: %v, want ErrCompacted", err)
 	}
-	changes, readAt, err := s.Changes(ctx, at002, 10)
+	changes, readAt, err := s.Changes(ctx, store.ChangeFilter{}, at002, 10)
 	if err != nil || len(changes) != 1 || changes[0].Type != store.ChangeAdded || changes[0].Kind != store.KindClusterCapacity ||
 		changes[0].ClusterCapacity.Nodes != 2 || readAt != rv {
 		t.Errorf("Changes at the migration's version = %+v at %d (registry %d), %v; want member c's ClusterCapacity ADDED with 2 nodes", changes, readAt, rv, err)

@@ -83,7 +83,7 @@ func TestChangeFeed(t *testing.T) {
 		if err := step.write(); err != nil {
 			t.Fatalf("%s: %v", step.name, err)
 		}
-		changes, readAt, err := s.Changes(ctx, after, 100)
+		changes, readAt, err := s.Changes(ctx, store.ChangeFilter{}, after, 100)
 		if err != nil {
 			t.Fatalf("%s: Changes(%d): %v", step.name, after, err)
 		}
@@ -121,7 +121,7 @@ func TestChangeFeed(t *testing.T) {
 	}
 
 	// The usage sample round-trips through the log exactly (sub-second time, fractional window).
-	changes, _, err := s.Changes(ctx, 0, 100)
+	changes, _, err := s.Changes(ctx, store.ChangeFilter{}, 0, 100)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,14 +141,14 @@ func TestChangesLimit(t *testing.T) {
 	ctx := b.ctx
 	nodes := []store.Node{node("n1", 1000, 1), node("n2", 1000, 1), node("n3", 1000, 1)}
 	mustApply(t, s, ctx, store.Batch{ClusterID: "c", Nodes: nodes, Namespaces: []store.Namespace{namespace("a"), namespace("b")}})
-	all, readAt, err := s.Changes(ctx, 0, 100)
+	all, readAt, err := s.Changes(ctx, store.ChangeFilter{}, 0, 100)
 	if err != nil || len(all) != 6 {
 		t.Fatalf("Changes = %d changes, %v; want 6 (3 nodes, 2 namespaces, their ClusterCapacity)", len(all), err)
 	}
 	for _, limit := range []int{1, 2, 4} {
 		var got []int64
 		for after := int64(0); ; {
-			page, at, err := s.Changes(ctx, after, limit)
+			page, at, err := s.Changes(ctx, store.ChangeFilter{}, after, limit)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -165,10 +165,10 @@ func TestChangesLimit(t *testing.T) {
 			t.Errorf("limit %d: paged RVs %v, want %v", limit, got, rvs(all))
 		}
 	}
-	if page, at, err := s.Changes(ctx, 0, 0); err != nil || len(page) != 0 || at != readAt {
+	if page, at, err := s.Changes(ctx, store.ChangeFilter{}, 0, 0); err != nil || len(page) != 0 || at != readAt {
 		t.Errorf("Changes(limit 0) = %d changes at %d, %v; want none at %d", len(page), at, err, readAt)
 	}
-	if page, at, err := s.Changes(ctx, 1<<62, 10); err != nil || len(page) != 0 || at != readAt {
+	if page, at, err := s.Changes(ctx, store.ChangeFilter{}, 1<<62, 10); err != nil || len(page) != 0 || at != readAt {
 		t.Errorf("Changes(after the present) = %d changes at %d, %v; want none at %d", len(page), at, err, readAt)
 	}
 }
@@ -186,4 +186,56 @@ func sameSet(a, b []string) bool {
 	slices.Sort(a)
 	slices.Sort(b)
 	return slices.Equal(a, b)
+}
+
+// TestChangesFiltered: a filtered read returns only the kind's (and the
+// member's) changes, counts only them against the limit, and a short
+// result reaches the snapshot's version, as an unfiltered one does.
+func TestChangesFiltered(t *testing.T) {
+	t.Parallel()
+	s, b := setup(t, postgres.Options{})
+	ctx := b.ctx
+	from := registryRV(t, s, ctx)
+	for _, c := range []string{"a", "b"} {
+		mustApply(t, s, ctx, store.Batch{ClusterID: c,
+			Nodes:      []store.Node{node("n1", 1000, 1<<30), node("n2", 1000, 1<<30), node("n3", 1000, 1<<30)},
+			Namespaces: []store.Namespace{namespace("x")}})
+	}
+	present := registryRV(t, s, ctx)
+	keys := func(changes []store.Change) []string {
+		var out []string
+		for _, c := range changes {
+			out = append(out, string(c.Kind)+"/"+c.ClusterID())
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		filter store.ChangeFilter
+		limit  int
+		want   []string
+		reach  bool // the result reaches the present
+	}{
+		{store.ChangeFilter{Kind: store.KindNodeCapacity, ClusterID: "b"}, 10, []string{"NodeCapacity/b", "NodeCapacity/b", "NodeCapacity/b"}, true},
+		{store.ChangeFilter{Kind: store.KindNodeCapacity}, 4, []string{"NodeCapacity/a", "NodeCapacity/a", "NodeCapacity/a", "NodeCapacity/b"}, false},
+		{store.ChangeFilter{Kind: store.KindClusterNamespace}, 10, []string{"ClusterNamespace/a", "ClusterNamespace/b"}, true},
+		{store.ChangeFilter{Kind: store.KindClusterCapacity, ClusterID: "none"}, 10, nil, true},
+	} {
+		changes, readAt, err := s.Changes(ctx, tc.filter, from, tc.limit)
+		if err != nil {
+			t.Fatalf("%+v: %v", tc.filter, err)
+		}
+		got := keys(changes)
+		slices.Sort(got)
+		want := slices.Clone(tc.want)
+		slices.Sort(want)
+		if !slices.Equal(got, want) {
+			t.Errorf("%+v limit %d: %v, want %v", tc.filter, tc.limit, keys(changes), tc.want)
+		}
+		if readAt != present {
+			t.Errorf("%+v: read at %d, want the present %d", tc.filter, readAt, present)
+		}
+		if short := len(changes) < tc.limit; short != tc.reach {
+			t.Errorf("%+v limit %d: %d changes, short of the limit %v, want %v", tc.filter, tc.limit, len(changes), short, tc.reach)
+		}
+	}
 }

@@ -32,7 +32,7 @@ func haStore(t *testing.T, primaryDSN string, opts postgres.Options) (*postgres.
 
 func presentRV(t *testing.T, s *postgres.Store, ctx context.Context) int64 {
 	t.Helper()
-	_, rv, err := s.Changes(ctx, 1<<62, 0)
+	_, rv, err := s.Changes(ctx, store.ChangeFilter{}, 1<<62, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,10 +155,10 @@ func TestFailoverDoesNotReuseResourceVersions(t *testing.T) {
 
 	// A watcher that saw a lost version must relist; one at a kept version
 	// resumes and gets the new change, nothing lost in between.
-	if _, _, err := s.Changes(ctx, lost, 100); !errors.Is(err, store.ErrCompacted) {
+	if _, _, err := s.Changes(ctx, store.ChangeFilter{}, lost, 100); !errors.Is(err, store.ErrCompacted) {
 		t.Errorf("changes after lost version %d: %v, want compacted (410)", lost, err)
 	}
-	changes, _, err := s.Changes(ctx, kept, 100)
+	changes, _, err := s.Changes(ctx, store.ChangeFilter{}, kept, 100)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -68,6 +69,10 @@ func newConnPool(ctx context.Context, name string, cfg *pgxpool.Config, size int
 		cfg.MaxConns = size
 	}
 	cfg.MinConns = min(cfg.MinConns, cfg.MaxConns)
+	if _, set := cfg.ConnConfig.RuntimeParams["application_name"]; !set {
+		// pg_stat_activity tells the pools' sessions apart.
+		cfg.ConnConfig.RuntimeParams["application_name"] = "platform-apiserver-" + strings.Fields(name)[0]
+	}
 	p, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("create postgres %s pool: %w", name, interpretError(err))

@@ -57,7 +57,7 @@ func TestReadsPoolBusy(t *testing.T) {
 	}
 
 	// The other kinds of work are not starved.
-	if _, _, err := s.Changes(ctx, 0, 10); err != nil {
+	if _, _, err := s.Changes(ctx, store.ChangeFilter{}, 0, 10); err != nil {
 		t.Errorf("the change feed cannot read while API reads hold their pool: %v", err)
 	}
 	if err := s.Ready(ctx); err != nil {

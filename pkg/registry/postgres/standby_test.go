@@ -18,7 +18,7 @@ import (
 // changedNodes names the nodes of the changes after rv.
 func changedNodes(t *testing.T, s *postgres.Store, ctx context.Context, after int64) []string {
 	t.Helper()
-	changes, _, err := s.Changes(ctx, after, 100)
+	changes, _, err := s.Changes(ctx, store.ChangeFilter{}, after, 100)
 	if err != nil {
 		t.Fatalf("changes after %d: %v", after, err)
 	}

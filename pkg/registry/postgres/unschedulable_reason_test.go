@@ -65,7 +65,7 @@ func TestUnschedulableReason(t *testing.T) {
 	cordon := node("rtrue-cfalse-", 1000, 1<<30)
 	cordon.Unschedulable = true
 	mustApply(t, s, ctx, store.Batch{ClusterID: "c", Nodes: []store.Node{cordon}})
-	all, _, err := s.Changes(ctx, before, 10)
+	all, _, err := s.Changes(ctx, store.ChangeFilter{}, before, 10)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -562,6 +562,32 @@ type Change struct {
 	PrevClusterCapacity  *ClusterCapacity
 }
 
+// ClusterID is the member the changed object belongs to.
+func (c *Change) ClusterID() string {
+	switch {
+	case c.NodeCapacity != nil:
+		return c.NodeCapacity.ClusterID
+	case c.ClusterNamespace != nil:
+		return c.ClusterNamespace.ClusterID
+	case c.ClusterCapacity != nil:
+		return c.ClusterCapacity.ClusterID
+	}
+	return ""
+}
+
+// ChangeFilter narrows a read of the change feed to the changes a watch
+// can want; a zero field matches every change.
+type ChangeFilter struct {
+	Kind Kind
+	// ClusterID is the member the changed object belongs to.
+	ClusterID string
+}
+
+// Matches reports whether c passes the filter.
+func (f ChangeFilter) Matches(c *Change) bool {
+	return (f.Kind == "" || c.Kind == f.Kind) && (f.ClusterID == "" || c.ClusterID() == f.ClusterID)
+}
+
 // ChangeFeed reads the registry's changes in resourceVersion order. Writers
 // are serialized, so a change feed never shows a version before all lower
 // versions are visible.
@@ -572,7 +598,9 @@ type ChangeFeed interface {
 	// limit <= 0 returns only readAt, and after > readAt is not an error).
 	// A DELETED change's object carries the deletion's resourceVersion.
 	// It fails with ErrCompacted when after is below the retained history.
-	Changes(ctx context.Context, after int64, limit int) (changes []Change, readAt int64, err error)
+	// Only changes that filter matches are returned and counted against
+	// limit.
+	Changes(ctx context.Context, filter ChangeFilter, after int64, limit int) (changes []Change, readAt int64, err error)
 	// Notifications delivers a value soon after each commit that changed
 	// the registry (best effort, may coalesce; callers also poll). Each call
 	// holds a database connection of its own: call it once per process and

@@ -126,7 +126,7 @@ func (m *MemFeed) notify() {
 }
 
 // Changes implements store.ChangeFeed.
-func (m *MemFeed) Changes(_ context.Context, after int64, limit int) ([]store.Change, int64, error) {
+func (m *MemFeed) Changes(_ context.Context, filter store.ChangeFilter, after int64, limit int) ([]store.Change, int64, error) {
 	m.mu.Lock()
 	delay := m.delay
 	m.mu.Unlock()
@@ -141,7 +141,7 @@ func (m *MemFeed) Changes(_ context.Context, after int64, limit int) ([]store.Ch
 	}
 	var out []store.Change
 	for _, c := range m.changes {
-		if c.ResourceVersion > after && len(out) < limit {
+		if c.ResourceVersion > after && len(out) < limit && filter.Matches(&c) {
 			out = append(out, c)
 		}
 	}

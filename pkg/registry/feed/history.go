@@ -1,0 +1,155 @@
+package feed
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/example/platform-apiserver/pkg/registry/store"
+)
+
+// HistoryBatch is how many changes one history query reads.
+const HistoryBatch = 1000
+
+// historyReadTimeout bounds one history query.
+const historyReadTimeout = time.Minute
+
+// historyReader serves the history reads of watches resuming below the
+// window. Requests with the same filter queue together, and one query,
+// from the lowest position queued, answers every request it covers: a
+// query from v that read the changes up to reach serves each request from
+// a in [v, reach) with its changes after a. So resumes at many positions
+// share a few queries instead of making one each, and at most
+// cap(turns) queries run at once, whatever the number of filters.
+type historyReader struct {
+	feed  store.ChangeFeed
+	turns chan struct{}
+
+	mu sync.Mutex
+	// queues holds the requests waiting per filter; a filter is present
+	// while a goroutine serves it.
+	queues map[store.ChangeFilter][]*historyRequest
+}
+
+type historyRequest struct {
+	after int64
+	done  chan historyResult // buffered: serve never waits for the requester
+}
+
+type historyResult struct {
+	changes []store.Change
+	reach   int64
+	err     error
+}
+
+func newHistoryReader(feed store.ChangeFeed, concurrency int) *historyReader {
+	return &historyReader{feed: feed, turns: make(chan struct{}, concurrency), queues: map[store.ChangeFilter][]*historyRequest{}}
+}
+
+// read returns the changes filter matches after `after`, in order, and
+// reach: every such change up to reach has been returned (reach may be
+// below after when the feed has not reached after yet).
+func (h *historyReader) read(ctx context.Context, filter store.ChangeFilter, after int64) ([]store.Change, int64, error) {
+	req := &historyRequest{after: after, done: make(chan historyResult, 1)}
+	h.mu.Lock()
+	queue, serving := h.queues[filter]
+	h.queues[filter] = append(queue, req)
+	h.mu.Unlock()
+	if !serving {
+		go h.serve(filter)
+	}
+	select {
+	case r := <-req.done:
+		return r.changes, r.reach, r.err
+	case <-ctx.Done():
+		h.forget(filter, req)
+		return nil, 0, ctx.Err()
+	}
+}
+
+// forget removes a request whose caller gave up, so it drives no query.
+func (h *historyReader) forget(filter store.ChangeFilter, req *historyRequest) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if queue, ok := h.queues[filter]; ok {
+		h.queues[filter] = slices.DeleteFunc(queue, func(r *historyRequest) bool { return r == req })
+	}
+}
+
+// serve queries for filter's requests until none waits.
+func (h *historyReader) serve(filter store.ChangeFilter) {
+	for {
+		h.mu.Lock()
+		queue := h.queues[filter]
+		if len(queue) == 0 {
+			delete(h.queues, filter)
+			h.mu.Unlock()
+			return
+		}
+		from := queue[0].after
+		for _, r := range queue[1:] {
+			from = min(from, r.after)
+		}
+		h.mu.Unlock()
+
+		changes, readAt, err := h.query(filter, from)
+		reach := readAt
+		if err == nil && len(changes) == HistoryBatch {
+			reach = changes[len(changes)-1].ResourceVersion
+		}
+		h.answer(filter, from, historyResult{changes: changes, reach: reach, err: err})
+	}
+}
+
+// query reads one batch from `from`, in its turn among the history reads.
+func (h *historyReader) query(filter store.ChangeFilter, from int64) ([]store.Change, int64, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), historyReadTimeout)
+	defer cancel()
+	select {
+	case h.turns <- struct{}{}:
+		defer func() { <-h.turns }()
+	case <-ctx.Done():
+		return nil, 0, fmt.Errorf("waiting for a turn among %d history reads: %w", cap(h.turns), ctx.Err())
+	}
+	historyReads.WithLabelValues("database").Inc()
+	return h.feed.Changes(ctx, filter, from, HistoryBatch)
+}
+
+// answer hands the result of a query from `from` to every request it
+// covers, and keeps the others queued. A compacted `from` fails only the
+// requests from there: a later position may still be resumable.
+func (h *historyReader) answer(filter store.ChangeFilter, from int64, r historyResult) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var waiting []*historyRequest
+	answered := 0
+	for _, req := range h.queues[filter] {
+		switch {
+		case r.err != nil && (req.after == from || !errors.Is(r.err, store.ErrCompacted)):
+			req.done <- historyResult{err: r.err}
+		case r.err == nil && req.after >= from && (req.after < r.reach || len(r.changes) < HistoryBatch):
+			answered++
+			req.done <- historyResult{changes: changesAfter(r.changes, req.after), reach: r.reach}
+		default:
+			waiting = append(waiting, req)
+		}
+	}
+	if answered > 1 {
+		historyReads.WithLabelValues("shared").Add(float64(answered - 1))
+	}
+	h.queues[filter] = waiting
+}
+
+// changesAfter is the suffix of changes (in order) after version after.
+func changesAfter(changes []store.Change, after int64) []store.Change {
+	i, _ := slices.BinarySearchFunc(changes, after, func(c store.Change, v int64) int {
+		if c.ResourceVersion <= v {
+			return -1
+		}
+		return 1 // never 0: the search ends at the first change after v
+	})
+	return changes[i:]
+}
