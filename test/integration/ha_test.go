@@ -261,7 +261,7 @@ func TestRegistryFailover(t *testing.T) {
 // registryPresent is the registry's resourceVersion on the primary.
 func registryPresent(t *testing.T, e *env) int64 {
 	t.Helper()
-	_, rv, err := e.store.Changes(t.Context(), 1<<62, 0)
+	_, rv, err := e.store.Changes(t.Context(), store.ChangeFilter{}, 1<<62, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

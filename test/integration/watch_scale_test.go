@@ -27,7 +27,8 @@ import (
 // TestWatchAtScale: informers that fall behind resume instead of
 // relisting, a namespace-scoped watcher costs nothing for other
 // namespaces, and a thousand informers resume after a restart of their
-// replica without a list, served from its window of recent changes.
+// replica without a list, served from its window of recent changes;
+// resumes older than the window share a few kind-filtered history queries.
 func TestWatchAtScale(t *testing.T) {
 	e := setupWith(t, framework.Options{
 		PlatformAPIServerBinary: os.Getenv("PLATFORM_APISERVER_BINARY"),
@@ -38,6 +39,7 @@ func TestWatchAtScale(t *testing.T) {
 	})
 	t.Run("an informer that falls behind resumes without a list", e.testSlowInformer)
 	t.Run("a namespace-scoped watcher", e.testNamespaceScopedWatch)
+	t.Run("200 watches resume below the window", e.testResumesBelowTheWindow)
 	t.Run("a thousand informers resume after a restart", e.testResumeStorm)
 }
 

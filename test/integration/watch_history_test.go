@@ -1,0 +1,197 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/example/platform-apiserver/pkg/apis/platform"
+	"github.com/example/platform-apiserver/pkg/apis/platform/v1alpha1"
+	"github.com/example/platform-apiserver/pkg/generated/clientset/versioned"
+	"github.com/example/platform-apiserver/pkg/registry/store"
+)
+
+// historyReadLimit is the server's bound on history queries at once
+// (feed.DefaultHistoryReads).
+const historyReadLimit = 4
+
+// testResumesBelowTheWindow: 200 watches resume at distinct
+// resourceVersions older than the replica's window of recent changes, so
+// each needs history from the database. The queries are held at the
+// database (the change log locked) long enough to be seen: at most the
+// limit run at once, each the kind-filtered statement; together they are
+// a handful, not 200; every watch then receives exactly the changes after
+// its version.
+func (e *env) testResumesBelowTheWindow(t *testing.T) {
+	ctx := t.Context()
+	const watches = 200
+	const cluster = "resumes"
+	for i := range watches {
+		e.apply(t, store.Batch{ClusterID: cluster, Nodes: []store.Node{node(fmt.Sprintf("r%03d", i))}})
+	}
+	selector := platform.ClusterLabel + "=" + cluster
+	nodes, err := e.platform.PlatformV1alpha1().NodeCapacities().List(ctx, metav1.ListOptions{LabelSelector: selector})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(nodes.Items) != watches {
+		t.Fatalf("%d nodes of %s, want %d", len(nodes.Items), cluster, watches)
+	}
+	type version struct {
+		rv   int64
+		name string
+	}
+	var versions []version
+	for _, nc := range nodes.Items {
+		rv, err := strconv.ParseInt(nc.ResourceVersion, 10, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		versions = append(versions, version{rv, nc.Name})
+	}
+	slices.SortFunc(versions, func(a, b version) int { return int(a.rv - b.rv) })
+	// Push them out of the window (10,000 changes).
+	e.burstNodes(t, "window-filler", 0, 10500)
+	database := e.metric(t, e.cp.PlatformMetrics, "platform_watch_history_reads_total", `source="database"`)
+
+	// Hold every read of the change log while the watches start.
+	db := e.db(t)
+	lock, err := db.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = lock.Rollback(context.Background()) }()
+	if _, err := lock.Exec(ctx, `LOCK TABLE registry_change IN ACCESS EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+
+	cfg := e.cp.PlatformDirectConfig()
+	cfg.QPS, cfg.Burst = 1000, 1000
+	client := versioned.NewForConfigOrDie(cfg).PlatformV1alpha1().NodeCapacities()
+	started := make([]watch.Interface, watches)
+	errs := make([]error, watches)
+	var wg sync.WaitGroup
+	for i, v := range versions {
+		wg.Go(func() {
+			started[i], errs[i] = client.Watch(ctx, metav1.ListOptions{LabelSelector: selector, ResourceVersion: strconv.FormatInt(v.rv, 10)})
+		})
+	}
+
+	// The history statements waiting on the lock are every one running.
+	monitor := e.db(t)
+	most, seen := 0, 0
+	deadline := time.Now().Add(15 * time.Second)
+	for sample := 0; time.Now().Before(deadline) && (seen == 0 || sample < 20); sample++ {
+		rows, err := monitor.Query(ctx, `SELECT query FROM pg_stat_activity
+			WHERE application_name = 'platform-apiserver-feed' AND state = 'active' AND query LIKE '%registry_change%'`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		history := 0
+		for rows.Next() {
+			var query string
+			if err := rows.Scan(&query); err != nil {
+				t.Fatal(err)
+			}
+			switch {
+			case strings.Contains(query, "kind = $3 AND ($4 = '' OR cluster_id = $4)"):
+				history++ // the kind-filtered window: a history read
+			case strings.Contains(query, "c.kind = $3"):
+				history++ // a kind's entries, after its window
+			case strings.Contains(query, "ORDER BY resource_version LIMIT $2"):
+				// the follower's own read of every kind
+			default:
+				t.Errorf("a change-log query that is neither the follower's nor a kind-filtered history read:\n%s", query)
+			}
+		}
+		rows.Close()
+		most = max(most, history)
+		if history > 0 {
+			seen++
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if seen == 0 {
+		t.Fatal("no history query reached the database while 200 watches resumed below the window")
+	}
+	if most > historyReadLimit {
+		t.Errorf("%d history queries ran at once, want at most %d", most, historyReadLimit)
+	}
+	if err := lock.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("watch from %d: %v", versions[i].rv, err)
+		}
+		defer started[i].Stop()
+	}
+
+	// A change after the resumes: every watch ends with it.
+	e.apply(t, store.Batch{ClusterID: cluster, Nodes: []store.Node{node("r-last")}})
+	last := cluster + ".r-last"
+	var mu sync.Mutex
+	var problems []string
+	for i, v := range versions {
+		wg.Go(func() {
+			var want []string
+			for _, later := range versions[i+1:] {
+				want = append(want, later.name)
+			}
+			want = append(want, last)
+			got := receiveUntil(ctx, started[i], last, time.Minute)
+			if !slices.Equal(got, want) {
+				mu.Lock()
+				problems = append(problems, fmt.Sprintf("watch from %d (after %s): %d events %v..., want %d", v.rv, v.name, len(got), head(got, 3), len(want)))
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	for _, p := range problems[:min(len(problems), 5)] {
+		t.Error(p)
+	}
+	queries := e.metric(t, e.cp.PlatformMetrics, "platform_watch_history_reads_total", `source="database"`) - database
+	t.Logf("%d watches resumed below the window with %v history queries, at most %d at once", watches, queries, most)
+	if queries > watches/10 {
+		t.Errorf("%v history queries for %d resumes of one kind and member, want them shared (a handful)", queries, watches)
+	}
+}
+
+// receiveUntil returns the names of the ADDED events w delivers until the
+// one named last (included), or until timeout.
+func receiveUntil(ctx context.Context, w watch.Interface, last string, timeout time.Duration) []string {
+	var names []string
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	for {
+		select {
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				return append(names, "(closed)")
+			}
+			nc, isNode := ev.Object.(*v1alpha1.NodeCapacity)
+			if !isNode || ev.Type != watch.Added {
+				return append(names, fmt.Sprintf("(%s %T)", ev.Type, ev.Object))
+			}
+			if names = append(names, nc.Name); nc.Name == last {
+				return names
+			}
+		case <-timer.C:
+			return append(names, "(timeout)")
+		case <-ctx.Done():
+			return names
+		}
+	}
+}
+
+func head(s []string, n int) []string { return s[:min(len(s), n)] }
