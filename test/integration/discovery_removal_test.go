@@ -28,10 +28,13 @@ const removalGrace = 4 * time.Second
 // Secret, as two pods whose kubelets update their copies at different
 // times.
 //
-// A member's kubeconfig is removed, first from its Lease holder's copy,
-// then, later, from the other's: the registry removes it once, a grace after
-// no copy lists it, and watchers of its ClusterCapacity and NodeCapacity
-// see exactly one DELETED each (no replica claims it back in between).
+// A member's kubeconfig is removed while its namespaces change, first from
+// the copy of the replica that does not hold its Lease, later from its
+// holder's: the registry removes it once, a grace after no copy lists it,
+// and watchers of its ClusterCapacity and NodeCapacity see exactly one
+// DELETED each. (A replica deciding on its own copy deletes the objects
+// while the holder still mirrors; the holder's next write is fenced, it
+// claims the member back, and deletes it again a little later.)
 //
 // Then the Secret goes missing (a kubelet shows it as an empty directory)
 // for longer than the grace, and comes back: every member stays mirrored
@@ -105,25 +108,26 @@ func (r removalReplica) logged(line string) bool {
 	return strings.Contains(string(b), line)
 }
 
-// propagationLag is how much later the second replica's copy of the
-// Secret loses the member: longer than a Lease hand-over and a relist, so a
-// replica that decided on its own copy would claim the member back.
-const propagationLag = 3 * time.Second
+// propagationLag is how much later the holder's copy of the Secret loses
+// the member: longer than a fenced write, a new claim and a relist, so a
+// holder that decided on its own copy would claim the member back.
+const propagationLag = 4 * time.Second
 
 func (e *env) testMemberKubeconfigRemoved(t *testing.T, replicas []removalReplica, holders map[string]string) {
 	ctx := t.Context()
 	const gone = "member-1"
 	first, later := replicas[0], replicas[1]
-	if holders[gone] != identityOf(t, first.log) {
+	if holders[gone] == identityOf(t, first.log) {
 		first, later = later, first
 	}
+	e.changeNamespaces(t, "removal")
 	capacities := e.watchCapacities(t, "metadata.name="+gone)
 	nodes := e.watchNodes(t, "status.cluster="+gone)
 
 	if err := os.Remove(filepath.Join(first.dir, gone)); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(propagationLag) // the other kubelet's copy is behind
+	time.Sleep(propagationLag) // the holder's kubelet's copy is behind
 	if err := os.Remove(filepath.Join(later.dir, gone)); err != nil {
 		t.Fatal(err)
 	}
@@ -133,8 +137,8 @@ func (e *env) testMemberKubeconfigRemoved(t *testing.T, replicas []removalReplic
 		return c > 0 && n > 0, fmt.Sprintf("ClusterCapacity %v, NodeCapacities %v", capacities.types(), nodes.types())
 	})
 	t.Logf("deleted %s after the last copy of the Secret dropped the member (grace %s)", time.Since(removedFromAll).Round(10*time.Millisecond), removalGrace)
-	// Past the time at which a replica deciding on its own copy would have
-	// claimed the member back and deleted it again.
+	// Past the time at which a holder deciding on its own copy would have
+	// deleted the member again.
 	time.Sleep(time.Until(removedFromAll.Add(removalGrace + 2*time.Second)))
 	for what, w := range map[string]*eventLog{"ClusterCapacity": capacities, "NodeCapacity": nodes} {
 		if w.count(watch.Deleted) != 1 || w.count(watch.Added) != 0 {
@@ -204,6 +208,27 @@ func (e *env) testMembersSecretMissing(t *testing.T, replicas []removalReplica, 
 	if after := e.usageReports(t, kept); after != before {
 		t.Errorf("usage reports of %s after the Secret was missing and restored:\n%s\nwant as before:\n%s", kept, after, before)
 	}
+}
+
+// changeNamespaces creates a namespace in the (one) member cluster four
+// times a second until the test ends, so every member's holder writes.
+func (e *env) changeNamespaces(t *testing.T, prefix string) {
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; ctx.Err() == nil; i++ {
+			_, _, _ = e.cp.Kubectl(ctx, "create", "namespace", fmt.Sprintf("%s-%d", prefix, i))
+			select {
+			case <-ctx.Done():
+			case <-time.After(250 * time.Millisecond):
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
 }
 
 // recordUsageHistory records usage samples in the registry as the
