@@ -142,8 +142,8 @@ func TestMemberKubeconfigRefusedInDir(t *testing.T) {
 		return out
 	}
 
-	m.scan(ctx)
-	m.scan(ctx) // the same content again: logged and counted once
+	m.round(ctx)
+	m.round(ctx) // the same content again: logged and counted once
 	first := running()
 	if _, ok := first["bad"]; ok || len(first) != 1 {
 		t.Fatalf("running %v, want only good", first)
@@ -153,7 +153,7 @@ func TestMemberKubeconfigRefusedInDir(t *testing.T) {
 	}
 
 	write("good", tokenFile)
-	m.scan(ctx)
+	m.round(ctx)
 	if now := running(); now["good"] != first["good"] {
 		t.Errorf("good restarted with a refused kubeconfig: fingerprint %q, was %q", now["good"], first["good"])
 	}

@@ -4,7 +4,9 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -24,10 +26,10 @@ type membersParams struct {
 	Hosting     *Member
 	Dir         string
 	DirInterval time.Duration
-	// RemovalGrace is how long a member must stay absent from Dir (or, at
-	// start, from the configuration) before its worker stops and its rows
-	// are deleted: a Secret briefly missing or remounted empty removes
-	// nothing.
+	// RemovalGrace is how long no replica's configuration may list a
+	// member before the registry removes it (ReconcileMembers): a Secret
+	// briefly missing a key, or replicas that see an update at different
+	// times, remove nothing.
 	RemovalGrace time.Duration
 	Tuning       Tuning
 	Store        store.Writer
@@ -47,8 +49,8 @@ type membersParams struct {
 
 // members runs one worker per member cluster this replica mirrors, among
 // the configured ones: the hosting cluster, and one per kubeconfig file in
-// Dir, re-read every DirInterval. A file that disappears for RemovalGrace
-// stops its worker and deletes the member's rows; a file that changes
+// Dir, re-read every DirInterval. Each read is reported to the registry,
+// which decides removals for every replica at once; a file that changes
 // restarts its worker.
 type members struct {
 	membersParams
@@ -62,7 +64,9 @@ type members struct {
 	reconciling sync.Mutex
 
 	mu sync.Mutex
-	// configs are the configured members' last usable configurations.
+	// configs are the known members' last usable configurations: those
+	// configured, and those no longer configured until the registry
+	// removes them (they keep being mirrored meanwhile).
 	configs map[string]memberFile
 	// owned are the members this replica holds (shared mode).
 	owned map[string]bool
@@ -73,9 +77,21 @@ type members struct {
 	running map[string]*runningWorker
 	// rejected remembers files already logged as unusable, by name and content.
 	rejected map[string]string
-	// absent holds members no longer configured, since when they were
-	// first seen missing; they are removed once RemovalGrace has passed.
+
+	// Used by run's rounds only.
+	//
+	// listed are the members the last read listed, to tell those listed anew.
+	listed map[string]bool
+	// unreported are members listed anew that the registry has not been
+	// told of yet (a report failed).
+	unreported map[string]bool
+	// stale are members the registry held at start, but the hosting
+	// cluster, not listed since; nil until the registry could be asked.
+	stale map[string]bool
+	// absent are the members the registry last said no configuration lists.
 	absent map[string]time.Time
+	// unknown is why the last read could not tell the members ("" if it could).
+	unknown string
 }
 
 type runningWorker struct {
@@ -87,7 +103,7 @@ type runningWorker struct {
 
 func newMembers(p membersParams) *members {
 	m := &members{membersParams: p, ctx: context.Background(), configs: map[string]memberFile{}, owned: map[string]bool{}, fenced: map[string]string{},
-		running: map[string]*runningWorker{}, rejected: map[string]string{}, absent: map[string]time.Time{}}
+		running: map[string]*runningWorker{}, rejected: map[string]string{}, listed: map[string]bool{}, unreported: map[string]bool{}}
 	if p.Hosting != nil {
 		m.configs[p.Hosting.ID] = memberFile{config: p.Hosting.Config}
 	}
@@ -128,22 +144,8 @@ func (m *members) run(ctx context.Context) {
 	m.ctx = ctx
 	m.mu.Unlock()
 	defer m.stopAll()
-	m.reconcile()
-	staleFound := false
 	for {
-		// Without a directory the hosting cluster is the only member.
-		found, ok := map[string]memberFile(nil), true
-		if m.Dir != "" {
-			found, ok = m.scan(ctx)
-		}
-		if ok && !staleFound {
-			staleFound = m.findStale(ctx, found)
-		}
-		m.removeAbsent(ctx)
-		if m.Dir == "" && staleFound && len(m.absent) == 0 {
-			<-ctx.Done()
-			return
-		}
+		m.round(ctx)
 		select {
 		case <-ctx.Done():
 			return
@@ -152,31 +154,173 @@ func (m *members) run(ctx context.Context) {
 	}
 }
 
+// round reads the configuration, reports it to the registry, which
+// decides removals, and runs the workers of what is known: reported first,
+// so a member listed anew is no longer removed when its worker claims it.
+// A read that cannot tell the members changes none.
+func (m *members) round(ctx context.Context) {
+	defer m.reconcile()
+	logger := klog.FromContext(ctx)
+	if m.stale == nil {
+		m.stale = m.findStale(ctx)
+	}
+	found, ok := m.readConfig(logger)
+	if !ok {
+		return
+	}
+	m.report(ctx, found)
+	m.configure(logger, found)
+}
+
 // memberFile is a kubeconfig found in Dir; config is nil when it cannot be used.
 type memberFile struct {
 	config      *rest.Config
 	fingerprint string
 }
 
-// scan reads Dir into the configured members, reconciles the workers with
-// it and returns what it found; ok is false when the directory could not
-// be read.
-func (m *members) scan(ctx context.Context) (found map[string]memberFile, ok bool) {
-	logger := klog.FromContext(ctx).WithValues("dir", m.Dir)
+// readConfig returns the members Dir names, usable or not (none without
+// a directory); ok is false when the read cannot tell the members: the
+// directory is unreadable, or names no member while there are members to
+// lose (a kubelet shows a missing optional Secret and an emptied one alike,
+// as an empty directory).
+func (m *members) readConfig(logger klog.Logger) (found map[string]memberFile, ok bool) {
+	if m.Dir == "" {
+		return map[string]memberFile{}, true
+	}
+	logger = logger.WithValues("dir", m.Dir)
 	found, err := m.readDir(logger)
-	if err != nil {
-		// Never treat an unreadable directory as "every member removed".
-		logger.Error(err, "Cannot read the member kubeconfig directory; keeping the current members")
+	switch {
+	case err != nil:
+		m.cannotTell(logger, fmt.Errorf("cannot read the member kubeconfig directory: %w", err))
+		return nil, false
+	case len(found) == 0 && m.atStake():
+		m.cannotTell(logger, errors.New("the member kubeconfig directory names no member: the members Secret is missing or emptied"))
 		return nil, false
 	}
+	if m.unknown != "" {
+		logger.Info("The member kubeconfig directory names members again; reconciling them")
+		m.unknown = ""
+		membersUnknown.Set(0)
+	}
+	return found, true
+}
+
+// atStake reports whether there may be members besides the hosting
+// cluster: known ones, or the registry could not be asked yet.
+func (m *members) atStake() bool {
+	if m.stale == nil || len(m.stale) > 0 {
+		return true
+	}
 	m.mu.Lock()
-	for id, f := range found {
-		if _, ok := m.absent[id]; ok {
-			logger.Info("Member cluster configured again within the removal grace period; keeping it", "cluster", id)
-			delete(m.absent, id)
+	defer m.mu.Unlock()
+	for id := range m.configs {
+		if !m.isHosting(id) {
+			return true
 		}
+	}
+	return false
+}
+
+// cannotTell keeps every member as it is while the configuration cannot
+// tell them; it logs when the reason changes.
+func (m *members) cannotTell(logger klog.Logger, err error) {
+	membersUnknown.Set(1)
+	if m.unknown == err.Error() {
+		return
+	}
+	m.unknown = err.Error()
+	logger.Error(err, "Cannot tell the configured members; keeping every member as it is and removing none until the directory names members again")
+}
+
+func (m *members) isHosting(id string) bool { return m.Hosting != nil && id == m.Hosting.ID }
+
+// report tells the registry what this read lists and follows its answer.
+// Members listed anew are told until a report succeeds: only they bring
+// back a removed member, so a replica whose view still lists a member
+// every other one dropped cannot undo its removal.
+func (m *members) report(ctx context.Context, found map[string]memberFile) {
+	logger := klog.FromContext(ctx)
+	listed := map[string]bool{}
+	if m.Hosting != nil {
+		listed[m.Hosting.ID] = true
+	}
+	for id := range found {
+		listed[id] = true
+	}
+	for id := range listed {
+		if !m.listed[id] {
+			m.unreported[id] = true
+		}
+	}
+	for id := range m.unreported {
+		if !listed[id] {
+			delete(m.unreported, id)
+		}
+	}
+	m.listed = listed
+	unconfigured := map[string]bool{}
+	maps.Copy(unconfigured, m.stale)
+	m.mu.Lock()
+	for id := range m.configs {
+		unconfigured[id] = true
+	}
+	m.mu.Unlock()
+	maps.DeleteFunc(unconfigured, func(id string, _ bool) bool { return listed[id] })
+	v := store.MembersView{Configured: slices.Sorted(maps.Keys(listed)), Listed: slices.Sorted(maps.Keys(m.unreported)),
+		Unconfigured: slices.Sorted(maps.Keys(unconfigured)), Grace: m.RemovalGrace}
+	res, err := m.Store.ReconcileMembers(ctx, v)
+	if err != nil {
+		errorsTotal.WithLabelValues("", "", errorReason(storeError{err})).Inc()
+		logger.Error(err, "Cannot report the configured members to the registry; retrying at the next read")
+		return
+	}
+	clear(m.unreported)
+	maps.DeleteFunc(m.stale, func(id string, _ bool) bool { return listed[id] })
+	m.follow(logger, res, listed)
+}
+
+// follow logs what the registry says of the members this replica no
+// longer lists and stops those it removed.
+func (m *members) follow(logger klog.Logger, res store.MembersReconciled, listed map[string]bool) {
+	for id, since := range res.Absent {
+		if _, ok := m.absent[id]; !ok {
+			logger.Info("Member cluster no longer configured; it stays, mirrored, until no configuration has listed it for the removal grace period",
+				"cluster", id, "absentSince", since, "grace", m.RemovalGrace)
+		}
+	}
+	for id := range m.absent {
+		if listed[id] {
+			logger.Info("Member cluster configured again within the removal grace period; keeping it", "cluster", id)
+		}
+	}
+	m.absent = res.Absent
+	membersAbsent.Set(float64(len(res.Absent)))
+	for _, id := range res.RemovedNow {
+		memberRemovals.Inc()
+		logger.Info("Removed a member cluster from the registry: no configuration listed it for the removal grace period; its objects are deleted, its usage history stays for --metrics-retention",
+			"cluster", id, "grace", m.RemovalGrace)
+	}
+	m.mu.Lock()
+	for _, id := range res.Removed {
+		delete(m.configs, id)
+		delete(m.stale, id)
+	}
+	m.mu.Unlock()
+	for _, id := range res.Removed {
+		logger.Info("Member cluster removed from the registry; stopping its worker", "cluster", id)
+		forgetCluster(id)
+	}
+}
+
+// configure takes the usable configurations found. A member no longer
+// found keeps the one it runs with until the registry removes it; a file
+// unusable now keeps whatever configuration runs.
+func (m *members) configure(logger klog.Logger, found map[string]memberFile) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for id, f := range found {
 		if f.config == nil {
-			continue // unusable now: keep whatever config runs
+			continue
 		}
 		switch cur, ok := m.configs[id]; {
 		case !ok:
@@ -186,18 +330,6 @@ func (m *members) scan(ctx context.Context) (found map[string]memberFile, ok boo
 		}
 		m.configs[id] = f
 	}
-	var missing []string
-	for id := range m.configs {
-		if _, ok := found[id]; !ok && (m.Hosting == nil || id != m.Hosting.ID) {
-			missing = append(missing, id)
-		}
-	}
-	m.mu.Unlock()
-	for _, id := range missing {
-		m.markAbsent(logger, id, "its kubeconfig file is gone")
-	}
-	m.reconcile()
-	return found, true
 }
 
 // reconcile runs a worker for every configured member this replica
@@ -241,62 +373,22 @@ func (m *members) reconcile() {
 	}
 }
 
-// findStale marks the clusters the registry holds but that are no longer
-// configured (the hosting cluster and the files found, usable or not) as
-// absent: a member removed while discovery was not running. It reports
-// whether the registry could be asked.
-func (m *members) findStale(ctx context.Context, found map[string]memberFile) bool {
-	logger := klog.FromContext(ctx)
+// findStale returns the members the registry holds, but the hosting
+// cluster: those no read lists become absent (a member removed while
+// discovery was not running). Nil when the registry cannot be asked.
+func (m *members) findStale(ctx context.Context) map[string]bool {
 	ids, err := m.Store.Clusters(ctx)
 	if err != nil {
-		logger.Error(err, "Cannot list the registry's clusters to remove members no longer configured; retrying")
-		return false
+		klog.FromContext(ctx).Error(err, "Cannot list the registry's clusters to find members no longer configured; retrying")
+		return nil
 	}
+	stale := map[string]bool{}
 	for _, id := range ids {
-		_, inDir := found[id]
-		if inDir || (m.Hosting != nil && id == m.Hosting.ID) {
-			continue
-		}
-		m.markAbsent(logger, id, "the registry has rows of it but it is not configured")
-	}
-	return true
-}
-
-// markAbsent starts the removal grace period of a member, once.
-func (m *members) markAbsent(logger klog.Logger, id, why string) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if _, ok := m.absent[id]; ok {
-		return
-	}
-	m.absent[id] = m.Tuning.Clock.Now()
-	logger.Info("Member cluster no longer configured; its worker and rows stay for the removal grace period",
-		"cluster", id, "why", why, "grace", m.RemovalGrace)
-}
-
-// removeAbsent stops the workers and deletes the rows of members absent for
-// longer than the grace period.
-func (m *members) removeAbsent(ctx context.Context) {
-	logger := klog.FromContext(ctx)
-	now := m.Tuning.Clock.Now()
-	m.mu.Lock()
-	removed := map[string]time.Duration{}
-	for id, since := range m.absent {
-		if now.Sub(since) >= m.RemovalGrace {
-			removed[id] = now.Sub(since)
-			delete(m.absent, id)
-			delete(m.configs, id)
+		if !m.isHosting(id) {
+			stale[id] = true
 		}
 	}
-	m.mu.Unlock()
-	if len(removed) == 0 {
-		return
-	}
-	m.reconcile()
-	for id, absentFor := range removed {
-		logger.Info("Member cluster removed; stopped its worker, deleting its rows", "cluster", id, "absentFor", absentFor.Round(time.Second))
-		m.deleteCluster(ctx, id)
-	}
+	return stale
 }
 
 // readDir returns the members the directory names. Hidden entries (a mounted
@@ -437,30 +529,6 @@ func (m *members) stopAll() {
 	m.mu.Unlock()
 	for _, id := range ids {
 		m.stop(id)
-	}
-}
-
-// deleteCluster removes a removed member's rows, retrying until it succeeds or ctx ends.
-func (m *members) deleteCluster(ctx context.Context, id string) {
-	logger := klog.FromContext(ctx).WithValues("cluster", id)
-	backoff := m.Tuning.Backoff
-	for {
-		err := m.Store.DeleteCluster(ctx, id)
-		if err == nil {
-			logger.Info("Deleted the rows of a removed member cluster")
-			forgetCluster(id)
-			return
-		}
-		if ctx.Err() != nil {
-			return
-		}
-		errorsTotal.WithLabelValues(id, "", errorReason(storeError{err})).Inc()
-		logger.Error(err, "Deleting the rows of a removed member cluster failed; retrying with backoff")
-		select {
-		case <-ctx.Done():
-			return
-		case <-m.Tuning.Clock.After(backoff.Step()):
-		}
 	}
 }
 

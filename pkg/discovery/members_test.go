@@ -2,6 +2,8 @@ package discovery
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -9,32 +11,58 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/component-base/metrics/testutil"
 	"k8s.io/klog/v2"
 	testingclock "k8s.io/utils/clock/testing"
+
+	"github.com/example/platform-apiserver/pkg/registry/store"
 )
 
-// clusterStore is a store.Writer holding rows of some clusters; it records
-// which ones were deleted.
+// clusterStore is a store.Writer holding rows of some clusters. It records
+// the views of the members reported to it and answers as the registry
+// would for the members the test says are removed: the others of a view's
+// Unconfigured are absent.
 type clusterStore struct {
 	recordingStore
-	mu       sync.Mutex
 	clusters []string
-	deleted  []string
+
+	mu      sync.Mutex
+	views   []store.MembersView
+	removed map[string]bool
+	fail    error
 }
 
 func (s *clusterStore) Clusters(context.Context) ([]string, error) { return s.clusters, nil }
 
-func (s *clusterStore) DeleteCluster(_ context.Context, id string) error {
+func (s *clusterStore) ReconcileMembers(_ context.Context, v store.MembersView) (store.MembersReconciled, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.deleted = append(s.deleted, id)
-	return nil
+	s.views = append(s.views, v)
+	if s.fail != nil {
+		return store.MembersReconciled{}, s.fail
+	}
+	out := store.MembersReconciled{Absent: map[string]time.Time{}}
+	for _, id := range v.Unconfigured {
+		if s.removed[id] {
+			out.Removed = append(out.Removed, id)
+		} else {
+			out.Absent[id] = time.Now()
+		}
+	}
+	for _, id := range v.Listed {
+		delete(s.removed, id)
+	}
+	return out, nil
 }
 
-func (s *clusterStore) deletedClusters() []string {
+// lastView returns the last view reported and how many were.
+func (s *clusterStore) lastView() (store.MembersView, int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return slices.Sorted(slices.Values(s.deleted))
+	if len(s.views) == 0 {
+		return store.MembersView{}, 0
+	}
+	return s.views[len(s.views)-1], len(s.views)
 }
 
 // memberKubeconfig points at a port nothing listens on: the workers it
@@ -47,10 +75,14 @@ contexts: [{name: c, context: {cluster: c, user: u}}]
 current-context: c
 `
 
-// TestMemberRemovalGrace: an emptied member directory, or registry rows of
-// a cluster nobody configures, delete nothing until the grace period has
-// passed; a member back within it is kept.
-func TestMemberRemovalGrace(t *testing.T) {
+// TestMembersReportViews: each read of the directory is reported to the
+// registry, which decides removals: a member gone from the directory keeps
+// running until the registry says it is removed, then stops; only a member
+// listed anew (first read, or back after a read without it) may bring a
+// removed one back. A directory that is unreadable or names no member while
+// there are members reports nothing and removes nothing, and says so.
+func TestMembersReportViews(t *testing.T) {
+	RegisterMetrics()
 	const grace = 5 * time.Minute
 	dir := t.TempDir()
 	write := func(id string) {
@@ -58,62 +90,120 @@ func TestMemberRemovalGrace(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	remove := func(id string) {
-		if err := os.Remove(filepath.Join(dir, id)); err != nil {
-			t.Fatal(err)
+	remove := func(ids ...string) func() {
+		return func() {
+			for _, id := range ids {
+				if err := os.Remove(filepath.Join(dir, id)); err != nil {
+					t.Fatal(err)
+				}
+			}
 		}
 	}
 	write("a")
 	write("b")
-	clk := testingclock.NewFakeClock(time.Now())
 	tuning := DefaultTuning()
-	tuning.Clock = clk
-	st := &clusterStore{clusters: []string{"a", "b", "gone"}}
+	tuning.Clock = testingclock.NewFakeClock(time.Now())
+	st := &clusterStore{clusters: []string{"a", "b", "gone"}, removed: map[string]bool{}}
 	m := newMembers(membersParams{Dir: dir, DirInterval: time.Second, RemovalGrace: grace, Tuning: tuning, Store: st})
 	ctx := klog.NewContext(t.Context(), klog.Background())
 	defer m.stopAll()
 
-	round := func() {
-		found, ok := m.scan(ctx)
-		if !ok {
-			t.Fatal("scan failed")
-		}
-		m.findStale(ctx, found)
-		m.removeAbsent(ctx)
-	}
 	steps := []struct {
 		name        string
 		change      func()
-		advance     time.Duration
+		wantView    *store.MembersView // nil: no view reported
 		wantRunning []string
-		wantDeleted []string
+		wantUnknown float64
 	}{
-		{name: "start: rows of an unconfigured cluster are kept", wantRunning: []string{"a", "b"}},
-		{name: "directory emptied: nothing removed at once", change: func() { remove("a"); remove("b") }, advance: time.Minute,
+		{name: "start: every member listed anew, the registry's unconfigured one absent",
+			wantView:    &store.MembersView{Configured: []string{"a", "b"}, Listed: []string{"a", "b"}, Unconfigured: []string{"gone"}},
 			wantRunning: []string{"a", "b"}},
-		{name: "b comes back within the grace period", change: func() { write("b") }, advance: time.Minute,
+		{name: "a's file removed: a absent, still mirrored", change: remove("a"),
+			wantView:    &store.MembersView{Configured: []string{"b"}, Unconfigured: []string{"a", "gone"}},
 			wantRunning: []string{"a", "b"}},
-		{name: "grace passed for a and gone, not for b", advance: grace - time.Minute,
-			wantRunning: []string{"b"}, wantDeleted: []string{"a", "gone"}},
-		{name: "later rounds delete nothing more", advance: grace,
-			wantRunning: []string{"b"}, wantDeleted: []string{"a", "gone"}},
+		{name: "the registry removed a and gone: a stops", change: func() { st.removed["a"], st.removed["gone"] = true, true },
+			wantView:    &store.MembersView{Configured: []string{"b"}, Unconfigured: []string{"a", "gone"}},
+			wantRunning: []string{"b"}},
+		{name: "later reads no longer name them",
+			wantView:    &store.MembersView{Configured: []string{"b"}},
+			wantRunning: []string{"b"}},
+		{name: "a's file back: listed anew", change: func() { write("a") },
+			wantView:    &store.MembersView{Configured: []string{"a", "b"}, Listed: []string{"a"}},
+			wantRunning: []string{"a", "b"}},
+		{name: "directory emptied: nothing reported, every member kept", change: remove("a", "b"),
+			wantRunning: []string{"a", "b"}, wantUnknown: 1},
+		{name: "directory gone: the same", change: func() {
+			if err := os.Remove(dir); err != nil {
+				t.Fatal(err)
+			}
+		}, wantRunning: []string{"a", "b"}, wantUnknown: 1},
+		{name: "directory back: nothing listed anew, nothing lost", change: func() {
+			if err := os.Mkdir(dir, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			write("a")
+			write("b")
+		}, wantView: &store.MembersView{Configured: []string{"a", "b"}}, wantRunning: []string{"a", "b"}},
 	}
+	reported := 0
 	for _, step := range steps {
 		if step.change != nil {
 			step.change()
 		}
-		clk.Step(step.advance)
-		round()
-		var running []string
-		for _, w := range m.workers() {
-			running = append(running, w.clusterID)
+		m.round(ctx)
+		view, n := st.lastView()
+		switch {
+		case step.wantView == nil && n != reported:
+			t.Errorf("%s: reported %+v, want no view", step.name, view)
+		case step.wantView != nil:
+			step.wantView.Grace = grace
+			if n != reported+1 || fmt.Sprint(view) != fmt.Sprint(*step.wantView) {
+				t.Errorf("%s: reported %+v (%d views), want %+v", step.name, view, n-reported, *step.wantView)
+			}
 		}
-		slices.Sort(running)
-		if !slices.Equal(running, step.wantRunning) {
-			t.Errorf("%s: running %v, want %v", step.name, running, step.wantRunning)
+		reported = n
+		if got := runningIDs(m); !slices.Equal(got, step.wantRunning) {
+			t.Errorf("%s: running %v, want %v", step.name, got, step.wantRunning)
 		}
-		if got := st.deletedClusters(); !slices.Equal(got, step.wantDeleted) {
-			t.Errorf("%s: deleted %v, want %v", step.name, got, step.wantDeleted)
+		if got, _ := testutil.GetGaugeMetricValue(membersUnknown); got != step.wantUnknown {
+			t.Errorf("%s: members_config_unknown %v, want %v", step.name, got, step.wantUnknown)
 		}
 	}
+
+	// A member listed anew is told again until a report succeeds.
+	st.fail = errors.New("registry down")
+	write("c")
+	m.round(ctx)
+	st.fail = nil
+	m.round(ctx)
+	if view, _ := st.lastView(); !slices.Equal(view.Listed, []string{"c"}) {
+		t.Errorf("after a failed report: listed %v, want [c] again", view.Listed)
+	}
+}
+
+// TestMembersEmptyDirWithoutMembers: an empty directory of a server with
+// no member besides the hosting cluster (the optional Secret not created)
+// is a configuration like any other, reported, not an unknown one.
+func TestMembersEmptyDirWithoutMembers(t *testing.T) {
+	RegisterMetrics()
+	st := &clusterStore{clusters: []string{"local"}}
+	m := newMembers(membersParams{Hosting: &Member{ID: "local", Config: nil}, Dir: t.TempDir(), DirInterval: time.Second,
+		Tuning: DefaultTuning(), Store: st})
+	m.stale = m.findStale(t.Context())
+	found, ok := m.readConfig(klog.Background())
+	if !ok || len(found) != 0 {
+		t.Fatalf("readConfig = %v, %v; want an empty configuration", found, ok)
+	}
+	if got, _ := testutil.GetGaugeMetricValue(membersUnknown); got != 0 {
+		t.Errorf("members_config_unknown %v, want 0", got)
+	}
+}
+
+func runningIDs(m *members) []string {
+	var ids []string
+	for _, w := range m.workers() {
+		ids = append(ids, w.clusterID)
+	}
+	slices.Sort(ids)
+	return ids
 }

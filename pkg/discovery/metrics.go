@@ -159,6 +159,25 @@ var (
 			"kubeconfig, or a file name that is no cluster id).",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"reason"})
+	memberRemovals = metrics.NewCounter(&metrics.CounterOpts{
+		Subsystem:      metricsSubsystem,
+		Name:           "member_removals_total",
+		Help:           "Members this replica removed from the registry (each member is removed by one replica): no replica's configuration listed them for --member-removal-grace-period. Their usage history stays.",
+		StabilityLevel: metrics.ALPHA,
+	})
+	membersAbsent = metrics.NewGauge(&metrics.GaugeOpts{
+		Subsystem:      metricsSubsystem,
+		Name:           "members_absent",
+		Help:           "Members this replica knows that no configuration lists, kept until --member-removal-grace-period has passed.",
+		StabilityLevel: metrics.ALPHA,
+	})
+	membersUnknown = metrics.NewGauge(&metrics.GaugeOpts{
+		Subsystem: metricsSubsystem,
+		Name:      "members_config_unknown",
+		Help: "1 while --member-kubeconfig-dir cannot be read or names no member although there are members (the members Secret " +
+			"is missing or emptied): every member is kept as it is, none is removed; else 0.",
+		StabilityLevel: metrics.ALPHA,
+	})
 	stuck = metrics.NewGaugeVec(&metrics.GaugeOpts{
 		Subsystem:      metricsSubsystem,
 		Name:           "stuck",
@@ -177,7 +196,8 @@ func RegisterMetrics() {
 			relists, resumes, expired, errorsTotal, synced,
 			scrapeDuration, samplesStored, scrapeErrors, usageReports,
 			maintenanceDuration, maintenanceErrors, partitionsDropped, usageExpired,
-			quarantined, stuck, identityChanges, fencedWrites, rewinds, claims, kubeconfigsRefused)
+			quarantined, stuck, identityChanges, fencedWrites, rewinds, claims, kubeconfigsRefused,
+			memberRemovals, membersAbsent, membersUnknown)
 	})
 }
 

@@ -44,7 +44,9 @@ func (s *recordingStore) Apply(_ context.Context, b store.Batch) error {
 func (s *recordingStore) Cursor(context.Context, string, store.Resource) (string, error) {
 	return s.cursor, nil
 }
-func (s *recordingStore) DeleteCluster(context.Context, string) error { return nil }
+func (s *recordingStore) ReconcileMembers(context.Context, store.MembersView) (store.MembersReconciled, error) {
+	return store.MembersReconciled{}, nil
+}
 func (s *recordingStore) CheckMemberIdentity(context.Context, store.Fence, string) (bool, error) {
 	return false, nil
 }

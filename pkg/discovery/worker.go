@@ -175,11 +175,18 @@ func (w *worker) claim(ctx context.Context) (ok bool) {
 			claims.WithLabelValues(w.clusterID).Inc()
 			return true
 		}
-		if ctx.Err() != nil {
+		switch {
+		case ctx.Err() != nil:
 			return false
+		case errors.Is(err, store.ErrMemberRemoved):
+			// A view that still lists the member although every other
+			// replica's dropped it: only a configuration listing it anew
+			// brings it back.
+			klog.FromContext(ctx).Info("The registry removed this member cluster (no configuration listed it for the removal grace period); not mirroring it until a configuration lists it anew; retrying with backoff")
+		default:
+			errorsTotal.WithLabelValues(w.clusterID, "", errorReason(storeError{err})).Inc()
+			klog.FromContext(ctx).Error(err, "Cannot claim the member cluster in the registry; retrying with backoff")
 		}
-		errorsTotal.WithLabelValues(w.clusterID, "", errorReason(storeError{err})).Inc()
-		klog.FromContext(ctx).Error(err, "Cannot claim the member cluster in the registry; retrying with backoff")
 		select {
 		case <-ctx.Done():
 			return false

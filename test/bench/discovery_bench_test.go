@@ -98,7 +98,7 @@ func (d *discoveryEnv) benchInitialSync(b *testing.B) {
 		if err := d.cp.StopPlatformAPIServer(); err != nil {
 			b.Fatal(err)
 		}
-		if err := d.registry.DeleteCluster(ctx, discoveryClusterID); err != nil {
+		if err := d.removeMember(ctx); err != nil {
 			b.Fatal(err)
 		}
 		if c, err := d.registryCounts(ctx); err != nil || c.total() != 0 {

@@ -13,6 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/util/workqueue"
+
+	"github.com/example/platform-apiserver/pkg/registry/store"
 )
 
 const (
@@ -340,4 +342,19 @@ func (d *discoveryEnv) rowsWrittenSince(ctx context.Context, s registrySnapshot)
 		return 0, 0, fmt.Errorf("count rows written: %w", err)
 	}
 	return rows, rv - s.rv, nil
+}
+
+// removeMember removes the member from the registry at once (its rows and
+// cursors; the server is stopped), as the registry does once no
+// configuration has listed it for the grace period; the server's next
+// start lists it anew and syncs it from scratch.
+func (d *discoveryEnv) removeMember(ctx context.Context) error {
+	res, err := d.registry.ReconcileMembers(ctx, store.MembersView{Unconfigured: []string{discoveryClusterID}})
+	if err != nil {
+		return fmt.Errorf("remove member %s: %w", discoveryClusterID, err)
+	}
+	if len(res.Removed) != 1 {
+		return fmt.Errorf("remove member %s: the registry answered %+v", discoveryClusterID, res)
+	}
+	return nil
 }

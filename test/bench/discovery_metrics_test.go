@@ -369,7 +369,7 @@ func (d *discoveryEnv) ensureMirrored(ctx context.Context) error {
 	if err := d.cp.StopPlatformAPIServer(); err != nil {
 		return err
 	}
-	if err := d.registry.DeleteCluster(ctx, discoveryClusterID); err != nil {
+	if err := d.removeMember(ctx); err != nil {
 		return err
 	}
 	start, err := d.startAndWaitSynced(ctx)

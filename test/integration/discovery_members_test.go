@@ -23,7 +23,8 @@ import (
 // TestDiscoveryMembers mirrors a second control plane added through
 // --member-kubeconfig-dir, keyed by its file name, drops its rows when the
 // file stays removed for the grace period (and not before), and survives a
-// member that refuses access (403).
+// member that refuses access (403). TestDiscoveryMemberRemoval has the
+// removal with two replicas, and a members Secret gone missing.
 func TestDiscoveryMembers(t *testing.T) {
 	const memberGrace = 6 * time.Second
 	binary := os.Getenv("PLATFORM_APISERVER_BINARY")
@@ -87,8 +88,9 @@ func TestDiscoveryMembers(t *testing.T) {
 		t.Errorf("pool max connections = %v, %v; want the pool's limit", v, err)
 	}
 
-	// Emptying the directory (a Secret remounted empty) removes nothing
-	// within the grace period; then the members' rows go.
+	// Removing the members' files (the refused one stays, so the directory
+	// still names a member) removes nothing within the grace period; then
+	// the members' rows go.
 	for _, f := range []string{"second", "denied"} {
 		if err := os.Remove(filepath.Join(dir, f)); err != nil {
 			t.Fatal(err)

@@ -192,7 +192,10 @@ func TestCursors(t *testing.T) {
 	}
 }
 
-func TestDeleteCluster(t *testing.T) {
+// TestRemoveMember: a removal deletes the member's rows and cursors, not
+// another member's, and what comes back when it is listed anew starts
+// afresh.
+func TestRemoveMember(t *testing.T) {
 	t.Parallel()
 	s, b := setup(t, postgres.Options{})
 	ctx := b.ctx
@@ -206,26 +209,29 @@ func TestDeleteCluster(t *testing.T) {
 		})
 	}
 	before := registryRV(t, s, ctx)
-	if err := s.DeleteCluster(ctx, "c1"); err != nil {
-		t.Fatal(err)
-	}
+	removeMember(t, s, ctx, "c1")
 	if after := registryRV(t, s, ctx); after <= before {
-		t.Errorf("registry RV %d after DeleteCluster, want > %d", after, before)
+		t.Errorf("registry RV %d after the removal, want > %d", after, before)
 	}
 	if got := nodeKeys(listNodes(t, s, ctx, store.ListOptions{}).Items); got != "c2.n1" {
 		t.Errorf("nodes: %s", got)
 	}
 	if _, err := s.GetClusterNamespace(ctx, "a", "c1"); !errors.Is(err, store.ErrNotFound) {
-		t.Errorf("namespace of deleted cluster: %v", err)
+		t.Errorf("namespace of the removed member: %v", err)
 	}
 	if rv, _ := s.Cursor(ctx, "c1", store.ResourcePods); rv != "" {
-		t.Errorf("cursor of deleted cluster: %q", rv)
+		t.Errorf("cursor of the removed member: %q", rv)
 	}
 	if rv, _ := s.Cursor(ctx, "c2", store.ResourcePods); rv != "5" {
 		t.Errorf("cursor of kept cluster: %q", rv)
 	}
-	// A pod of the deleted cluster no longer counts if the cluster comes back.
-	mustApply(t, s, ctx, store.Batch{ClusterID: "c1", Nodes: []store.Node{node("n1", 1000, 1)}})
+	// A pod of the removed member no longer counts when it comes back.
+	relist(t, s, ctx, "c1")
+	f, err := s.ClaimMember(ctx, "c1", "replica-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustApply(t, s, ctx, store.Batch{ClusterID: "c1", Epoch: f.Epoch, Nodes: []store.Node{node("n1", 1000, 1)}})
 	if n := getNode(t, s, ctx, "c1", "n1"); n.Requested.Pods != 0 {
 		t.Errorf("re-added node counts old pods: %+v", n.Requested)
 	}

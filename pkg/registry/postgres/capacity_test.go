@@ -214,13 +214,11 @@ func TestClusterCapacity(t *testing.T) {
 		t.Errorf("checked %d ClusterCapacity changes, want one per changing step", checked)
 	}
 
-	if err := s.DeleteCluster(ctx, "a"); err != nil {
-		t.Fatal(err)
-	}
+	removeMember(t, s, ctx, "a")
 	if _, err := s.GetClusterCapacity(ctx, "a"); err == nil {
-		t.Error("ClusterCapacity a after DeleteCluster: want not found")
+		t.Error("ClusterCapacity a after its removal: want not found")
 	}
-	checkCapacity(t, s, b, "b", "member a deleted")
+	checkCapacity(t, s, b, "b", "member a removed")
 }
 
 func checkCapacity(t *testing.T, s *postgres.Store, b testBundle, cluster, step string) {

@@ -72,7 +72,10 @@ func TestChangeFeed(t *testing.T) {
 		{name: "relist (Replace) drops absent rows", write: func() error {
 			return s.Apply(ctx, store.Batch{ClusterID: c, Replace: []store.Resource{store.ResourceNodes}, Nodes: []store.Node{withLabel(node("n3", 1000, 1<<30), "x", "y")}})
 		}, want: []string{"DELETED node/prod-1/n2", "MODIFIED cc/prod-1/prod-1"}},
-		{name: "cluster deleted", write: func() error { return s.DeleteCluster(ctx, c) },
+		{name: "member removed", write: func() error {
+			_, err := s.ReconcileMembers(ctx, store.MembersView{Unconfigured: []string{c}})
+			return err
+		},
 			want: []string{"DELETED node/prod-1/n3", "DELETED ns/prod-1/a", "DELETED cc/prod-1/prod-1"}},
 	}
 
@@ -117,7 +120,7 @@ func TestChangeFeed(t *testing.T) {
 		after = readAt
 	}
 	if len(state) != 0 {
-		t.Errorf("replayed state after DeleteCluster: %v", state)
+		t.Errorf("replayed state after the removal: %v", state)
 	}
 
 	// The usage sample round-trips through the log exactly (sub-second time, fractional window).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -21,6 +22,8 @@ var (
 	sqlMemberIdentity          = statement("cluster_member_identity")
 	sqlDropCursors             = statement("cluster_drop_cursors")
 	sqlRecordIdentity          = statement("cluster_record_identity")
+	sqlReconcileMembers        = statement("member_reconcile")
+	sqlRemoveMember            = statement("member_remove")
 )
 
 // Cursor returns the persisted member resourceVersion for a resource, "" if none.
@@ -38,7 +41,8 @@ func (s *Store) Cursor(ctx context.Context, clusterID string, r store.Resource) 
 
 // ClaimMember gives the member a fresh epoch from discovery_member_epoch
 // under the member's lock, so it waits for a write in flight and every later
-// write carrying an older epoch fails with store.ErrFenced.
+// write carrying an older epoch fails with store.ErrFenced. A removed member
+// is refused (store.ErrMemberRemoved).
 func (s *Store) ClaimMember(ctx context.Context, clusterID, owner string) (store.Fence, error) {
 	var f store.Fence
 	err := pgx.BeginFunc(ctx, s.writes, func(tx pgx.Tx) error {
@@ -47,7 +51,11 @@ func (s *Store) ClaimMember(ctx context.Context, clusterID, owner string) (store
 		if f, err = w.lockMember(clusterID); err != nil {
 			return err
 		}
-		return tx.QueryRow(ctx, sqlClaimMember, clusterID, owner).Scan(&f.Epoch)
+		err = tx.QueryRow(ctx, sqlClaimMember, clusterID, owner).Scan(&f.Epoch)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return store.ErrMemberRemoved
+		}
+		return err
 	})
 	if err != nil {
 		return f, fmt.Errorf("claim member %s: %w", clusterID, interpretError(err))
@@ -55,15 +63,69 @@ func (s *Store) ClaimMember(ctx context.Context, clusterID, owner string) (store
 	return f, nil
 }
 
-// DeleteCluster removes every row of a member cluster in one transaction;
-// each removed view row takes a resourceVersion, its tombstone's. Its
-// discovery_member row goes too, which fences out its owner: epochs are
-// never reused, and a member without a row is at epoch 0.
-func (s *Store) DeleteCluster(ctx context.Context, clusterID string) error {
-	err := s.write(ctx, opDeleteCluster, sections{
+// ReconcileMembers records a replica's view of the members in one
+// statement, then removes each due one in a transaction of its own
+// (removeMember). Replicas that find the same member due race for its lock;
+// the first removes it, the others find it removed.
+func (s *Store) ReconcileMembers(ctx context.Context, v store.MembersView) (store.MembersReconciled, error) {
+	out := store.MembersReconciled{Absent: map[string]time.Time{}}
+	rows, err := s.pool.Query(ctx, sqlReconcileMembers, v.Configured, v.Listed, v.Unconfigured, v.Grace.Seconds())
+	if err != nil {
+		return out, fmt.Errorf("reconcile members: %w", interpretError(err))
+	}
+	var due []string
+	for rows.Next() {
+		var id string
+		var since *time.Time
+		var removed, isDue bool
+		if err := rows.Scan(&id, &since, &removed, &isDue); err != nil {
+			rows.Close()
+			return out, fmt.Errorf("reconcile members: %w", interpretError(err))
+		}
+		switch {
+		case removed:
+			out.Removed = append(out.Removed, id)
+		case isDue:
+			due = append(due, id)
+		case since != nil:
+			out.Absent[id] = *since
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return out, fmt.Errorf("reconcile members: %w", interpretError(err))
+	}
+	for _, id := range due {
+		removed, err := s.removeMember(ctx, id, v.Grace)
+		if err != nil {
+			return out, err
+		}
+		out.Removed = append(out.Removed, id)
+		if removed {
+			out.RemovedNow = append(out.RemovedNow, id)
+		}
+	}
+	return out, nil
+}
+
+// removeMember removes a member absent for the grace period, unless
+// another transaction did: under the member's lock (a claim waits, then is
+// refused) it records the removal and renews the epoch (the owner's writes
+// are fenced), deletes its pods, quotas and cursors, and then, under the
+// writer lock, its view rows, each with a tombstone version. It reports
+// whether it removed the member.
+func (s *Store) removeMember(ctx context.Context, clusterID string, grace time.Duration) (bool, error) {
+	var removed bool
+	err := s.write(ctx, opRemoveMember, sections{
 		member: func(w *writer) error {
 			if _, err := w.lockMember(clusterID); err != nil {
 				return err
+			}
+			tag, err := w.tx.Exec(ctx, sqlRemoveMember, clusterID, grace.Seconds())
+			if err != nil {
+				return fmt.Errorf("record the removal: %w", err)
+			}
+			if removed = tag.RowsAffected() == 1; !removed {
+				return nil
 			}
 			if _, err := w.tx.Exec(ctx, sqlDeleteMemberRows, clusterID); err != nil {
 				return fmt.Errorf("delete member rows: %w", err)
@@ -71,6 +133,9 @@ func (s *Store) DeleteCluster(ctx context.Context, clusterID string) error {
 			return nil
 		},
 		views: func(w *writer) error {
+			if !removed {
+				return nil
+			}
 			// The capacity first: its node and namespace triggers then find
 			// no row to update, and its tombstone is its last state.
 			if err := w.deleteViewRows("delete cluster_capacity", sqlDeleteClusterCapacity, clusterID); err != nil {
@@ -83,14 +148,14 @@ func (s *Store) DeleteCluster(ctx context.Context, clusterID string) error {
 		},
 	})
 	if err != nil {
-		return fmt.Errorf("delete cluster %s: %w", clusterID, err)
+		return false, fmt.Errorf("remove member %s: %w", clusterID, err)
 	}
-	return nil
+	return removed, nil
 }
 
-// Clusters returns the ids of every member cluster with rows in any table
-// but the metrics history, which holds samples of known nodes only, goes
-// with them, and would cost a scan of a day of samples.
+// Clusters returns the ids of every member cluster not removed with rows
+// in any table but the metrics history, which holds samples of known nodes
+// only, stays after a removal, and would cost a scan of a day of samples.
 func (s *Store) Clusters(ctx context.Context) ([]string, error) {
 	rows, err := s.writes.Query(ctx, sqlClusters)
 	if err != nil {

@@ -53,11 +53,14 @@ func TestCheckMemberIdentity(t *testing.T) {
 	if got, _ := s.Cursor(ctx, "other", store.ResourceNodes); got != "100" {
 		t.Errorf("another member's cursor = %q, want it kept", got)
 	}
-	if err := s.DeleteCluster(ctx, "m"); err != nil {
+	removeMember(t, s, ctx, "m")
+	relist(t, s, ctx, "m")
+	f, err := s.ClaimMember(ctx, "m", "replica-a")
+	if err != nil {
 		t.Fatal(err)
 	}
-	if changed, err := s.CheckMemberIdentity(ctx, store.Fence{ClusterID: "m"}, "uid-3"); err != nil || changed {
-		t.Errorf("identity after the member was deleted: changed %v, %v; want a fresh start", changed, err)
+	if changed, err := s.CheckMemberIdentity(ctx, f, "uid-3"); err != nil || changed {
+		t.Errorf("identity after the member was removed and listed anew: changed %v, %v; want a fresh start", changed, err)
 	}
 }
 

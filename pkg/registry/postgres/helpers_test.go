@@ -1,11 +1,34 @@
 package postgres_test
 
 import (
+	"context"
+	"slices"
 	"strings"
+	"testing"
 	"time"
 
+	"github.com/example/platform-apiserver/pkg/registry/postgres"
 	"github.com/example/platform-apiserver/pkg/registry/store"
 )
+
+// removeMember removes a member at once, as the registry does once no
+// configuration has listed it for the grace period.
+func removeMember(t *testing.T, s *postgres.Store, ctx context.Context, id string) {
+	t.Helper()
+	res, err := s.ReconcileMembers(ctx, store.MembersView{Unconfigured: []string{id}})
+	if err != nil || !slices.Equal(res.RemovedNow, []string{id}) {
+		t.Fatalf("remove member %s: %+v, %v", id, res, err)
+	}
+}
+
+// relist lists a removed member anew, as a configuration that names it
+// again does, so it may be claimed.
+func relist(t *testing.T, s *postgres.Store, ctx context.Context, id string) {
+	t.Helper()
+	if _, err := s.ReconcileMembers(ctx, store.MembersView{Configured: []string{id}, Listed: []string{id}}); err != nil {
+		t.Fatalf("list member %s anew: %v", id, err)
+	}
+}
 
 func nodeKeys(items []store.NodeCapacity) string {
 	keys := make([]string, len(items))

@@ -52,10 +52,10 @@ var (
 type op string
 
 const (
-	opApply         op = "apply"
-	opReportUsage   op = "report_usage"
-	opExpireUsage   op = "expire_usage"
-	opDeleteCluster op = "delete_cluster"
+	opApply        op = "apply"
+	opReportUsage  op = "report_usage"
+	opExpireUsage  op = "expire_usage"
+	opRemoveMember op = "remove_member"
 )
 
 var registerOnce sync.Once

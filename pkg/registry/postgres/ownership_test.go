@@ -14,8 +14,8 @@ import (
 
 // TestFencedWrites: a claim gives a member a new epoch; writes carrying an
 // older one fail with ErrFenced and change nothing, whatever they write;
-// deleting the member fences out its owner too, and a later claim never
-// reuses an epoch.
+// removing the member fences out its owner too and refuses claims until it
+// is listed anew, and a later claim never reuses an epoch.
 func TestFencedWrites(t *testing.T) {
 	t.Parallel()
 	s, b := setup(t, postgres.Options{})
@@ -67,15 +67,17 @@ func TestFencedWrites(t *testing.T) {
 	}
 	mustApply(t, s, ctx, store.Batch{ClusterID: "m", Epoch: second.Epoch, Nodes: []store.Node{node("n2", 4000, 8<<30)}})
 
-	if err := s.DeleteCluster(ctx, "m"); err != nil {
-		t.Fatal(err)
-	}
+	removeMember(t, s, ctx, "m")
 	if err := s.Apply(ctx, store.Batch{ClusterID: "m", Epoch: second.Epoch, Nodes: []store.Node{node("n3", 4000, 8<<30)}}); !errors.Is(err, store.ErrFenced) {
-		t.Errorf("Apply of the owner of a deleted member: %v; want ErrFenced", err)
+		t.Errorf("Apply of the owner of a removed member: %v; want ErrFenced", err)
 	}
+	if _, err := s.ClaimMember(ctx, "m", "replica-a"); !errors.Is(err, store.ErrMemberRemoved) {
+		t.Errorf("claim of a removed member: %v; want ErrMemberRemoved", err)
+	}
+	relist(t, s, ctx, "m")
 	third, err := s.ClaimMember(ctx, "m", "replica-a")
 	if err != nil || third.Epoch <= second.Epoch {
-		t.Errorf("claim after deletion = %+v, %v; want an epoch above %d (never reused)", third, err, second.Epoch)
+		t.Errorf("claim after the member was listed anew = %+v, %v; want an epoch above %d (never reused)", third, err, second.Epoch)
 	}
 }
 

@@ -54,6 +54,10 @@ var (
 	// writes; the write did not land and the writer must claim the member
 	// again and resume from the cursors the registry holds.
 	ErrRewound = errors.New("registry failed over since the member was claimed")
+	// ErrMemberRemoved: the registry removed the member (no replica's
+	// configuration listed it for the removal grace period); it is claimed
+	// again only once a configuration lists it anew (MembersView.Listed).
+	ErrMemberRemoved = errors.New("member removed from the registry")
 )
 
 // BusyError is an ErrBusy with a message and a retry delay.
@@ -447,11 +451,16 @@ type Writer interface {
 	// relists instead of resuming from versions another cluster issued; it
 	// reports whether that happened.
 	CheckMemberIdentity(ctx context.Context, f Fence, identity string) (changed bool, err error)
-	// DeleteCluster removes every row of a member cluster and fences out
-	// its owner.
-	DeleteCluster(ctx context.Context, clusterID string) error
-	// Clusters returns the ids of every member cluster with rows, so a
-	// member removed while discovery was not running can be cleaned up.
+	// ReconcileMembers records one replica's view of the configured
+	// members and removes, once, each member no view has listed for the
+	// grace period: in one transaction its objects are deleted (one
+	// DELETED each), its owner is fenced out and the removal is recorded,
+	// so no replica claims it again until a view lists it anew. Its usage
+	// history stays, to expire with the retention.
+	ReconcileMembers(ctx context.Context, v MembersView) (MembersReconciled, error)
+	// Clusters returns the ids of every member cluster with rows and not
+	// removed, so a member removed while discovery was not running can be
+	// cleaned up.
 	Clusters(ctx context.Context) ([]string, error)
 	// RecordNodeMetrics stores the samples of nodes the registry knows in
 	// the metrics history, ignoring duplicates of (cluster, node,
@@ -475,6 +484,33 @@ type Writer interface {
 	// partitions), and makes usage reported before UnknownBefore unknown.
 	// Every replica calls it; one round per Interval runs.
 	MaintainNodeMetrics(ctx context.Context, m MetricsMaintenance) (MetricsMaintained, error)
+}
+
+// MembersView is what one replica's configuration says of the members.
+type MembersView struct {
+	// Configured are the members it lists.
+	Configured []string
+	// Listed are those of Configured it lists anew (its first view, or
+	// back after a view without them): a removed one is removed no more.
+	Listed []string
+	// Unconfigured are members it knows (mirrored earlier, or found in the
+	// registry) but no longer lists: they are absent from the first view
+	// that missed them, until a view lists them again.
+	Unconfigured []string
+	// Grace is how long a member stays absent before it is removed.
+	Grace time.Duration
+}
+
+// MembersReconciled is the registry's answer about a view's Unconfigured
+// members.
+type MembersReconciled struct {
+	// Absent are those not removed (yet), with the time since which no
+	// view has listed them.
+	Absent map[string]time.Time
+	// Removed are those removed, by this call or earlier.
+	Removed []string
+	// RemovedNow are those of Removed this call removed.
+	RemovedNow []string
 }
 
 // UsageReporting decides when a node's reported usage changes, as a

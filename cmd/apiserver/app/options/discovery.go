@@ -67,8 +67,8 @@ func (o *DiscoveryOptions) AddFlags(fs *pflag.FlagSet) {
 	_ = fs.MarkDeprecated("member-kubeconfig", "use --kubeconfig instead")
 	fs.StringVar(&o.Config.MemberDir, "member-kubeconfig-dir", o.Config.MemberDir, ""+
 		"Directory of kubeconfig files of further member clusters, each named by its cluster id. "+
-		"Files added or removed are picked up; a member whose file stays gone for --member-removal-grace-period is "+
-		"stopped and its rows are deleted.")
+		"Files added or removed are picked up; a member whose file stays gone from every replica's directory for "+
+		"--member-removal-grace-period is removed (its objects deleted, its usage history kept).")
 	fs.BoolVar(&o.Config.MemberAllowFilesAndPlugins, "member-kubeconfig-allow-files-and-plugins", o.Config.MemberAllowFilesAndPlugins, ""+
 		"Let the kubeconfigs of --member-kubeconfig-dir use exec and auth-provider plugins and name files (tokenFile, "+
 		"client-certificate, client-key, certificate-authority). Off, such a kubeconfig is refused (logged with the "+
@@ -79,9 +79,11 @@ func (o *DiscoveryOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.Config.MemberDirInterval, "member-kubeconfig-dir-interval", o.Config.MemberDirInterval,
 		"How often --member-kubeconfig-dir is read for added, changed and removed members.")
 	fs.DurationVar(&o.Config.MemberRemovalGrace, "member-removal-grace-period", o.Config.MemberRemovalGrace, ""+
-		"How long a member must stay unconfigured (its file gone from --member-kubeconfig-dir, or, at start, rows of a "+
-		"cluster nobody configures) before it is stopped and its rows are deleted. Until then it keeps being mirrored, so "+
-		"a Secret that is briefly missing or remounted empty deletes nothing. 0 removes at once.")
+		"How long no replica's configuration may list a member (its file gone from --member-kubeconfig-dir, or rows of a "+
+		"cluster nobody configures) before the registry removes it, once for every replica: its objects are deleted and "+
+		"its usage history stays for --metrics-retention, so listing it again within that brings it back with its history. "+
+		"Until then it keeps being mirrored. A directory that is unreadable or names no member (a members Secret missing or "+
+		"emptied) removes nothing. 0 removes at once.")
 	fs.IntVar(&o.Config.Tuning.BatchSize, "discovery-batch-size", o.Config.Tuning.BatchSize,
 		"Member events committed to the registry in one transaction at most.")
 	fs.DurationVar(&o.Config.Tuning.BatchDelay, "discovery-batch-delay", o.Config.Tuning.BatchDelay,
