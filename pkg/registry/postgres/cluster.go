@@ -69,7 +69,7 @@ func (s *Store) ClaimMember(ctx context.Context, clusterID, owner string) (store
 // the first removes it, the others find it removed.
 func (s *Store) ReconcileMembers(ctx context.Context, v store.MembersView) (store.MembersReconciled, error) {
 	out := store.MembersReconciled{Absent: map[string]time.Time{}}
-	rows, err := s.pool.Query(ctx, sqlReconcileMembers, v.Configured, v.Listed, v.Unconfigured, v.Grace.Seconds())
+	rows, err := s.writes.Query(ctx, sqlReconcileMembers, v.Configured, v.Listed, v.Unconfigured, v.Grace.Seconds())
 	if err != nil {
 		return out, fmt.Errorf("reconcile members: %w", interpretError(err))
 	}

@@ -91,7 +91,7 @@ func TestMemberRemovalDecidedOnce(t *testing.T) {
 		!slices.Equal(results[0].Removed, []string{"m"}) || !slices.Equal(results[1].Removed, []string{"m"}) {
 		t.Fatalf("concurrent views: %+v; want m removed by exactly one", results)
 	}
-	changes, _, err := s.Changes(ctx, before, 100)
+	changes, _, err := s.Changes(ctx, store.ChangeFilter{}, before, 100)
 	if err != nil {
 		t.Fatal(err)
 	}
