@@ -152,18 +152,29 @@ func (m *Manager) Run(ctx context.Context) {
 	wait.JitterUntilWithContext(ctx, m.sync, m.cfg.RetryPeriod, 0.1, false)
 }
 
-// sync is one round: look at the Leases, renew presence, and acquire,
-// renew or hand over member Leases as the assignment says.
+// sync is one round: observe the Leases and renew presence, decide (a
+// pure function, decide.go), then act: acquire, renew or hand over member
+// Leases as the assignment says.
 func (m *Manager) sync(ctx context.Context) {
-	logger := klog.FromContext(ctx)
 	ctx, cancel := context.WithTimeout(ctx, m.cfg.RoundTimeout)
 	defer cancel()
+	r, ok := m.observe(ctx)
+	if !ok {
+		return
+	}
+	m.act(ctx, decide(r))
+}
+
+// observe lists the Leases, notes which changed, and renews presence. It
+// reports false when the round should take no step: the Leases could not
+// be listed, or this replica just joined.
+func (m *Manager) observe(ctx context.Context) (round, bool) {
 	list, err := m.cfg.Leases.Leases(m.cfg.Namespace).List(ctx, metav1.ListOptions{LabelSelector: LabelSet + "=" + m.cfg.Name})
 	if err != nil {
 		// Keep mirroring what is held: nobody else can take it over
 		// without the Leases either, and the registry fences if they do.
-		logger.Error(err, "Cannot list the discovery Leases; keeping the members this replica mirrors")
-		return
+		klog.FromContext(ctx).Error(err, "Cannot list the discovery Leases; keeping the members this replica mirrors")
+		return round{}, false
 	}
 	now := m.cfg.Clock.Now()
 	leases := map[string]*coordinationv1.Lease{}
@@ -196,106 +207,59 @@ func (m *Manager) sync(ctx context.Context) {
 	if joined {
 		// Let the other replicas see this one before taking members, so
 		// replicas that start together do not all grab everything first.
-		return
-	}
-
-	replicas := []string{m.cfg.Identity}
-	for _, l := range leases {
-		if l.Labels[LabelRole] == RoleReplica && !m.expired(l, now) && l.Spec.HolderIdentity != nil {
-			replicas = append(replicas, *l.Spec.HolderIdentity)
-		}
-	}
-	alive := map[string]bool{}
-	for _, r := range replicas {
-		alive[r] = true
+		return round{}, false
 	}
 	m.mu.Lock()
 	lost := m.lost
 	m.lost = map[string]bool{}
 	m.mu.Unlock()
-	for id := range lost {
-		if m.held[id] != nil {
-			logger.Info("Mirroring of a held member stopped: another writer claimed it; giving up its Lease", "cluster", id)
-			m.release(ctx, id)
-		}
+	held := make(map[string]bool, len(m.held))
+	for id := range m.held {
+		held[id] = true
 	}
-	members := m.target.Members()
-	configured := map[string]bool{}
-	for _, id := range members {
-		configured[id] = true
-	}
-	assigned := Assign(members, replicas, m.holders(members, leases, alive, now))
-	var due []string // held Leases to renew
+	return round{self: m.cfg.Identity, set: m.cfg.Name, now: now, leaseDuration: m.cfg.LeaseDuration, mayTakeOver: m.mayTakeOver(now),
+		members: m.target.Members(), leases: leases, observed: m.observed, held: held, lost: lost}, true
+}
 
-	for _, id := range members {
-		l := leases[MemberLeaseName(m.cfg.Name, id)]
-		mine := assigned[id] == m.cfg.Identity
-		switch {
-		case m.held[id] != nil && l != nil && holder(l) != m.cfg.Identity:
-			logger.Info("Another replica holds the Lease of a member this replica mirrored; stopping it", "cluster", id, "holder", holder(l))
-			m.drop(id)
-		case m.held[id] != nil && !mine:
-			logger.Info("Handing a member over to the replica it is assigned to", "cluster", id, "to", assigned[id])
-			m.release(ctx, id)
-		case m.held[id] != nil:
-			if l != nil {
+// act takes a round's steps; renewals go out together.
+func (m *Manager) act(ctx context.Context, steps []step) {
+	logger := klog.FromContext(ctx)
+	var due []string // held Leases to renew
+	for _, s := range steps {
+		switch s.verb {
+		case giveUp:
+			switch s.reason {
+			case reasonLost:
+				logger.Info("Mirroring of a held member stopped: another writer claimed it; giving up its Lease", "cluster", s.id)
+			case reasonHandedOver:
+				logger.Info("Handing a member over to the replica it is assigned to", "cluster", s.id, "to", s.assignee)
+			case reasonUnconfigured:
+				logger.Info("Member no longer configured; giving up its Lease", "cluster", s.id)
+			}
+			m.release(ctx, s.id)
+		case stop:
+			logger.Info("Another replica holds the Lease of a member this replica mirrored; stopping it", "cluster", s.id, "holder", holder(s.lease))
+			m.drop(s.id)
+		case renew:
+			if s.lease != nil {
 				// The listed copy is the current one: a renewal whose answer
 				// was lost left ours stale, and every renewal from a stale
 				// copy would conflict until the Lease expired.
-				m.held[id] = l
+				m.held[s.id] = s.lease
 			}
-			due = append(due, id)
-		case l == nil && mine:
-			m.create(ctx, id)
-		case l != nil && holder(l) == m.cfg.Identity:
-			// Ours from before (a renewal whose answer was lost): take it back.
-			m.acquire(ctx, id, l)
-		case l != nil && (mine || m.expiredLong(l, now)) && (holder(l) == "" || m.expired(l, now) && m.mayTakeOver(now)):
-			// Free or expired: ours by assignment, or, long expired, anyone's
-			// (replicas that disagree on the assignment never leave a member
-			// unmirrored).
-			m.acquire(ctx, id, l)
+			due = append(due, s.id)
+		case create:
+			m.create(ctx, s.id)
+		case acquire:
+			m.acquire(ctx, s.id, s.lease)
+		case collect:
+			m.collect(ctx, s.lease)
 		}
 	}
 	m.renewAll(ctx, due)
-	for id := range m.held {
-		if !configured[id] {
-			logger.Info("Member no longer configured; giving up its Lease", "cluster", id)
-			m.release(ctx, id)
-		}
-	}
-	m.collectGarbage(ctx, leases, configured, now)
 }
 
 func holder(l *coordinationv1.Lease) string { return ptr.Deref(l.Spec.HolderIdentity, "") }
-
-// holders says who holds each member, as Assign takes it: this replica
-// what it holds, a live replica what its Lease says, unless that Lease has
-// been left unrenewed for long (its holder is alive but stuck on it).
-func (m *Manager) holders(members []string, leases map[string]*coordinationv1.Lease, alive map[string]bool, now time.Time) map[string]string {
-	out := make(map[string]string, len(members))
-	for _, id := range members {
-		l := leases[MemberLeaseName(m.cfg.Name, id)]
-		switch {
-		case m.held[id] != nil && (l == nil || holder(l) == m.cfg.Identity):
-			out[id] = m.cfg.Identity
-		case l != nil && alive[holder(l)] && !m.expiredLong(l, now):
-			out[id] = holder(l)
-		}
-	}
-	return out
-}
-
-// expired: the Lease has not changed for its duration, as observed here.
-func (m *Manager) expired(l *coordinationv1.Lease, now time.Time) bool {
-	return now.Sub(m.observed[l.Name].at) > leaseDuration(l, m.cfg.LeaseDuration)
-}
-
-// expiredLong: unchanged for two of this manager's lease durations (a
-// released Lease says 1s; its assignee must get the time to take it).
-func (m *Manager) expiredLong(l *coordinationv1.Lease, now time.Time) bool {
-	return now.Sub(m.observed[l.Name].at) > 2*max(leaseDuration(l, m.cfg.LeaseDuration), m.cfg.LeaseDuration)
-}
 
 func leaseDuration(l *coordinationv1.Lease, def time.Duration) time.Duration {
 	if l.Spec.LeaseDurationSeconds != nil {
@@ -467,22 +431,13 @@ func (m *Manager) giveUp(ctx context.Context, l *coordinationv1.Lease) {
 	}
 }
 
-// collectGarbage deletes Leases of members nobody configures and of
-// replicas that are gone, once expired for ten durations.
-func (m *Manager) collectGarbage(ctx context.Context, leases map[string]*coordinationv1.Lease, configured map[string]bool, now time.Time) {
-	for _, l := range leases {
-		if now.Sub(m.observed[l.Name].at) <= 10*leaseDuration(l, m.cfg.LeaseDuration) {
-			continue
-		}
-		if l.Labels[LabelRole] == RoleMember && configured[l.Labels[LabelCluster]] {
-			continue
-		}
-		err := m.cfg.Leases.Leases(m.cfg.Namespace).Delete(ctx, l.Name, metav1.DeleteOptions{
-			Preconditions: &metav1.Preconditions{ResourceVersion: new(l.ResourceVersion)},
-		})
-		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-			klog.FromContext(ctx).Error(err, "Cannot delete a stale discovery Lease", "lease", l.Name)
-		}
+// collect deletes a stale Lease, unless it changed since it was listed.
+func (m *Manager) collect(ctx context.Context, l *coordinationv1.Lease) {
+	err := m.cfg.Leases.Leases(m.cfg.Namespace).Delete(ctx, l.Name, metav1.DeleteOptions{
+		Preconditions: &metav1.Preconditions{ResourceVersion: new(l.ResourceVersion)},
+	})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		klog.FromContext(ctx).Error(err, "Cannot delete a stale discovery Lease", "lease", l.Name)
 	}
 }
 
