@@ -1,0 +1,145 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/example/platform-apiserver/test/framework"
+)
+
+const (
+	// slowWatchers is how many slow clients BenchmarkSlowWatchers opens,
+	// each reading at slowWatcherRate bytes per second.
+	slowWatchers    = 100
+	slowWatcherRate = 1024
+	// slowWatchPath is a watch with initial events of every NodeCapacity.
+	slowWatchPath = "/apis/platform.example.io/v1alpha1/nodecapacities?watch=1"
+)
+
+// BenchmarkSlowWatchers lists and gets NodeCapacities through the
+// aggregator without, then with, 100 watchers that read their initial
+// events (nodeCount objects) at 1 KB/s from the platform-apiserver's own
+// port, each over its own connection with a small receive buffer, and
+// start again when the server ends their stream, as client-go relists.
+// Run `benchstat -col /watchers` for the ratio: a slow client should cost
+// the others no more than its share of the server's CPU. Each
+// sub-benchmark also reports the most database sessions seen held for a
+// client (ClientWrite, or idle in a transaction) and the slow watchers'
+// restarts, ERROR events and 429s (counted since they started).
+func BenchmarkSlowWatchers(b *testing.B) {
+	e := setup(b)
+	for _, watchers := range []int{0, slowWatchers} {
+		func() {
+			ctx, cancel := context.WithCancel(b.Context())
+			defer cancel()
+			var slow *slowClients
+			if watchers > 0 {
+				slow = e.startSlowWatchers(ctx, b, watchers)
+			}
+			held := e.sampleHeldSessions(ctx, b)
+			for _, op := range []struct {
+				name string
+				want int
+				run  func(context.Context) (int, error)
+			}{
+				{"list", nodeCount, listNodeCapacities(e.platform)},
+				{"get", 1, getNodeCapacity(e.platform)},
+			} {
+				b.Run(fmt.Sprintf("op=%s/watchers=%d", op.name, watchers), func(b *testing.B) {
+					held.most.Store(0)
+					benchClient(b, e, op.want, op.run)
+					b.ReportMetric(float64(held.most.Load()), "db-sessions-held-max")
+					if slow != nil {
+						b.ReportMetric(float64(slow.restarts.Load()), "slow-restarts")
+						b.ReportMetric(float64(slow.errors.Load()), "slow-error-events")
+						b.ReportMetric(float64(slow.busy.Load()), "slow-429s")
+					}
+				})
+			}
+		}()
+	}
+}
+
+// slowClients are the slow watchers of BenchmarkSlowWatchers.
+type slowClients struct {
+	restarts, errors, busy atomic.Int64
+}
+
+// startSlowWatchers opens n slow watchers until ctx ends; it returns once
+// each has received its first bytes or been refused.
+func (e *env) startSlowWatchers(ctx context.Context, b *testing.B, n int) *slowClients {
+	cfg := e.cp.PlatformDirectConfig()
+	s := &slowClients{}
+	var started sync.WaitGroup
+	started.Add(n)
+	for range n {
+		go func() {
+			first := sync.OnceFunc(started.Done)
+			defer first()
+			for ctx.Err() == nil {
+				w, err := framework.StartSlowWatch(ctx, cfg, slowWatchPath, slowWatcherRate)
+				switch {
+				case errors.Is(err, framework.ErrTooManyRequests):
+					// Retry-After: 1, as client-go honours it.
+					s.busy.Add(1)
+					first()
+					time.Sleep(time.Second)
+					continue
+				case err != nil:
+					if ctx.Err() == nil {
+						b.Errorf("slow watch: %v", err)
+					}
+					return
+				}
+				for w.Bytes.Load() == 0 && ctx.Err() == nil {
+					time.Sleep(50 * time.Millisecond)
+				}
+				first()
+				_ = w.Wait()
+				s.errors.Add(w.Errors.Load())
+				if ctx.Err() == nil {
+					s.restarts.Add(1)
+				}
+			}
+		}()
+	}
+	started.Wait()
+	return s
+}
+
+// heldSessions is the most sessions sampleHeldSessions saw held for a client.
+type heldSessions struct{ most atomic.Int64 }
+
+// sampleHeldSessions samples, every 100 ms until ctx ends, the registry
+// database's sessions that wait on a client (ClientWrite) or sit idle in
+// a transaction.
+func (e *env) sampleHeldSessions(ctx context.Context, b *testing.B) *heldSessions {
+	conn, err := pgx.Connect(ctx, e.cp.DatabaseURL())
+	if err != nil {
+		b.Fatal(err)
+	}
+	h := &heldSessions{}
+	go func() {
+		defer conn.Close(context.Background())
+		for ctx.Err() == nil {
+			var n int64
+			if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+				WHERE datname = current_database() AND (wait_event = 'ClientWrite' OR state LIKE 'idle in transaction%')`).Scan(&n); err == nil {
+				for m := h.most.Load(); n > m && !h.most.CompareAndSwap(m, n); m = h.most.Load() {
+				}
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}()
+	return h
+}
