@@ -191,14 +191,10 @@ func (sb *standby) waitReplayed(ctx context.Context, need int64, wait time.Durat
 	}
 }
 
-// errPassedOn marks a read error after the read passed results on: it
-// cannot start over on another server.
-var errPassedOn = errors.New("results already passed on")
-
 // readTx runs fn in a REPEATABLE READ READ ONLY transaction (one snapshot)
 // on the pool readPool picks for f. If that is a standby and it does not
 // answer (down, restarting, promoted away), reads skip it for a while and
-// fn runs again on the primary, unless its error wraps errPassedOn.
+// fn runs again on the primary.
 func (s *Store) readTx(ctx context.Context, f store.Freshness, fn func(pgx.Tx) error) error {
 	pool, err := s.readPool(ctx, f)
 	if err != nil {
@@ -206,8 +202,7 @@ func (s *Store) readTx(ctx context.Context, f store.Freshness, fn func(pgx.Tx) e
 	}
 	opts := pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}
 	err = pgx.BeginTxFunc(ctx, pool, opts, fn)
-	if err == nil || pool == s.pool || ctx.Err() != nil || errors.Is(err, errPassedOn) ||
-		!errors.Is(interpretError(err), store.ErrUnavailable) {
+	if err == nil || pool == s.pool || ctx.Err() != nil || !errors.Is(interpretError(err), store.ErrUnavailable) {
 		return err
 	}
 	for _, sb := range s.standbys.list {
