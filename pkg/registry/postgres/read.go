@@ -130,8 +130,9 @@ type pageRead struct {
 }
 
 // readPage reads one keyset page of the rows matching sel and the
-// registry's resourceVersion from one REPEATABLE READ READ ONLY snapshot;
-// more tells that rows follow (limit+1 were found).
+// registry's resourceVersion from one REPEATABLE READ READ ONLY snapshot,
+// and decodes the rows once the transaction has ended; more tells that
+// rows follow (limit+1 were found).
 func readPage[T any](ctx context.Context, s *Store, spec listSpec[T], sel filter, r pageRead) (page *store.Page[T], more bool, err error) {
 	conds, args := sel.conds, slices.Clone(sel.args)
 	if r.after != nil {
@@ -143,8 +144,8 @@ func readPage[T any](ctx context.Context, s *Store, spec listSpec[T], sel filter
 		query += " LIMIT " + strconv.FormatInt(min(r.limit, math.MaxInt64-1)+1, 10)
 	}
 	page = &store.Page[T]{Items: []T{}}
+	var raw *rawRows
 	err = s.readTx(ctx, r.fresh, func(tx pgx.Tx) error {
-		page.Items = page.Items[:0] // a retry on the primary starts over
 		if err := tx.QueryRow(ctx, sqlRegistryVersion).Scan(&page.ResourceVersion); err != nil {
 			return err
 		}
@@ -163,18 +164,18 @@ func readPage[T any](ctx context.Context, s *Store, spec listSpec[T], sel filter
 		if err != nil {
 			return err
 		}
-		defer rows.Close()
-		for rows.Next() {
-			item, err := spec.scan(rows)
-			if err != nil {
-				return err
-			}
-			page.Items = append(page.Items, item)
-		}
-		return rows.Err()
+		raw, err = readRaw(rows)
+		return err
 	})
 	if err != nil {
 		return nil, false, fmt.Errorf("list %s: %w", spec.kind.name, interpretError(err))
+	}
+	for i := range raw.values {
+		item, err := spec.scan(raw.row(i))
+		if err != nil {
+			return nil, false, fmt.Errorf("list %s: %w", spec.kind.name, interpretError(err))
+		}
+		page.Items = append(page.Items, item)
 	}
 	if r.limit > 0 && int64(len(page.Items)) > r.limit {
 		page.Items, more = page.Items[:r.limit], true
