@@ -96,6 +96,7 @@ func widgetStack(t *testing.T) (*feedtest.MemFeed, *widgets, *[]store.ListOption
 			return mem.ListNodeCapacities(ctx, opts)
 		},
 		Stream: mem.StreamNodeCapacities,
+		Key:    mem.NodeCapacities().Key,
 	}
 	return mem, registry.NewREST[store.NodeCapacity, Widget, *Widget](widgetKind, src, registry.WatchConfig{Follower: f}), &asked
 }

@@ -58,7 +58,7 @@ func NewREST[R, O any, P APIObject[O]](k *Kind[R, O], src store.Source[R], w Wat
 		Resource:  k.GroupResource(),
 		Fields:    r.fields,
 		Convert:   ConvertChange[R, O, P](k.Change, k.ToObject),
-		Stream:    StreamObjects[R, O, P](src.Stream, k.ToObject),
+		Stream:    StreamObjects[R, O, P](src.Stream, src.Key, k.ToObject),
 		NewObject: r.New,
 		Attrs: func(obj runtime.Object) (labels.Set, fields.Set) {
 			o := obj.(P)
@@ -67,6 +67,10 @@ func NewREST[R, O any, P APIObject[O]](k *Kind[R, O], src store.Source[R], w Wat
 		Key: func(c *store.Change) ChangeKey {
 			cur, _ := k.Change(c)
 			return k.Key(cur)
+		},
+		ListKey: func(c *store.Change) store.ListKey {
+			cur, _ := k.Change(c)
+			return src.Key(cur)
 		},
 	}
 	return r

@@ -32,10 +32,12 @@ type WatchSpec struct {
 	// Convert builds the internal API object of a change and, when the
 	// change has one, of the state before it.
 	Convert func(c *store.Change) (obj, prev runtime.Object)
-	// Stream reads the current objects matching opts (no limit) from one
-	// snapshot, calling yield with its resourceVersion and each page of up
-	// to pageSize objects (see store.Reader).
-	Stream func(ctx context.Context, opts store.ListOptions, pageSize int, yield func(rv int64, objs []runtime.Object) error) error
+	// Stream reads the current objects matching opts (no limit) in keyset
+	// pages of up to pageSize objects, each from a snapshot of its own
+	// (see store.StreamPage).
+	Stream func(ctx context.Context, opts store.ListOptions, pageSize int, yield func(ObjectPage) error) error
+	// ListKey returns the list key (Stream's order) of a change's object.
+	ListKey func(c *store.Change) store.ListKey
 	// NewObject returns an empty object of the kind, for bookmarks.
 	NewObject func() runtime.Object
 	// Attrs returns the labels and field-selector values of an object.
@@ -242,6 +244,11 @@ type watcher struct {
 	bookmarks          bool
 	// pages delivers the initial state (nil without initial events).
 	pages <-chan initialPage
+	// snaps are the initial pages read, until the watch has considered
+	// every change up to initialEnd, the last page's version: only then is
+	// what it sent consistent (at its cursor), so bookmarks wait for it.
+	snaps      snapshots
+	initialEnd int64
 	// done is closed when run ends.
 	done chan struct{}
 	// cursor: every change up to it has been considered for this watch.
@@ -288,6 +295,9 @@ func (w *watcher) run(ctx context.Context, stop <-chan struct{}) {
 		case <-ctx.Done():
 			return
 		case <-tick:
+			if w.snaps != nil {
+				continue // not consistent at the cursor yet
+			}
 			if !w.emit(stop, w.bookmark(false)) {
 				return
 			}
@@ -306,20 +316,46 @@ func (w *watcher) run(ctx context.Context, stop <-chan struct{}) {
 	}
 }
 
-// handle considers one item of the subscription.
+// handle considers one item of the subscription: a change the initial
+// pages already reflect is skipped.
 func (w *watcher) handle(stop <-chan struct{}, it feed.Item) bool {
 	if it.ResourceVersion <= w.cursor {
 		return true
 	}
 	w.cursor = it.ResourceVersion
-	return it.Change == nil || w.consider(stop, it.Change, it.Memo)
+	if c := it.Change; c != nil && !w.reflected(c) && !w.consider(stop, c, it.Memo) {
+		return false
+	}
+	return w.endInitial(stop)
+}
+
+// reflected reports whether the initial pages already show change c.
+func (w *watcher) reflected(c *store.Change) bool {
+	return w.snaps != nil && w.snaps.reflects(w.spec.ListKey(c), c.ResourceVersion)
+}
+
+// endInitial ends the initial state once every change up to the last
+// initial page's version has been considered: each object is then at its
+// state at the cursor (its page's, plus the later changes sent), so the
+// initial-events-end bookmark, when asked for, goes out now.
+func (w *watcher) endInitial(stop <-chan struct{}) bool {
+	if w.snaps == nil || w.cursor < w.initialEnd {
+		return true
+	}
+	w.snaps = nil
+	if w.initialEndBookmark && w.bookmarks {
+		return w.emit(stop, w.bookmark(true))
+	}
+	return true
 }
 
 // sendInitial sends the initial state as ADDED events, page by page, while
-// a pump keeps draining the subscription; then the initial-events-end
-// bookmark, and what the pump drained. ok is false when the watch must
-// end; subClosed tells that the subscription was dropped meanwhile (the
-// client then resumes from what it got).
+// a pump keeps draining the subscription; then what the pump drained that
+// the pages do not reflect, and the initial-events-end bookmark once the
+// watch has considered every change up to the last page's version (see
+// endInitial). ok is false when the watch must end; subClosed tells that
+// the subscription was dropped meanwhile (the client then resumes from
+// what it got).
 func (w *watcher) sendInitial(ctx context.Context, stop <-chan struct{}) (ok, subClosed bool) {
 	p := startPump(w.sub.C, initialPumpLimit)
 	stopped := false
@@ -344,9 +380,12 @@ func (w *watcher) sendInitial(ctx context.Context, stop <-chan struct{}) (ok, su
 			return false, false
 		}
 		if first {
-			w.cursor, first = pg.rv, false
+			// Every change up to the first page's version is in every page.
+			w.cursor, first = pg.ResourceVersion, false
 		}
-		for _, obj := range pg.objs {
+		w.snaps = append(w.snaps, snapshot{last: pg.Last, open: pg.Final, rv: pg.ResourceVersion})
+		w.initialEnd = pg.ResourceVersion
+		for _, obj := range pg.Objects {
 			if !w.emit(stop, watch.Event{Type: watch.Added, Object: obj}) {
 				return false, false
 			}
@@ -355,10 +394,8 @@ func (w *watcher) sendInitial(ctx context.Context, stop <-chan struct{}) (ok, su
 	if ctx.Err() != nil {
 		return false, false
 	}
-	if w.initialEndBookmark && w.bookmarks {
-		if !w.emit(stop, w.bookmark(true)) {
-			return false, false
-		}
+	if !w.endInitial(stop) {
+		return false, false
 	}
 	pending, closed := stopPump()
 	for _, it := range pending {

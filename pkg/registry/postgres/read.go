@@ -2,9 +2,9 @@ package postgres
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -25,7 +25,7 @@ type listSpec[T any] struct {
 	// order is the keyset: two key columns, bytewise (COLLATE "C") order.
 	order [2]string
 	scan  func(pgx.Row) (T, error)
-	key   func(T) [2]string
+	key   func(T) store.ListKey
 }
 
 // list reads one page in a REPEATABLE READ READ ONLY transaction, so the
@@ -33,69 +33,29 @@ type listSpec[T any] struct {
 // the continue token carries the last key, and limit+1 rows tell whether
 // more follow.
 func list[T any](ctx context.Context, s *Store, spec listSpec[T], opts store.ListOptions) (*store.Page[T], error) {
-	var args sqlArgs
-	conds, err := selectorSQL(&args, opts.Labels, opts.Fields)
+	sel, err := selectorConds(opts)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", store.ErrInvalidSelector, err)
+		return nil, err
 	}
+	read := pageRead{limit: opts.Limit, fresh: opts.Freshness}
 	var tok *continuetoken.Token
 	if opts.Continue != "" {
 		if tok, err = s.decodeContinue(ctx, spec.kind, opts.Continue); err != nil {
 			return nil, err
 		}
-		conds = append(conds, fmt.Sprintf("(%s, %s) > (%s, %s)", spec.order[0], spec.order[1], args.add(tok.Key[0]), args.add(tok.Key[1])))
+		read.after = &store.ListKey{tok.Key[0], tok.Key[1]}
+		read.began = tok.ResourceVersion
+		read.fresh.AtLeast = max(read.fresh.AtLeast, tok.ResourceVersion)
 	}
-	query := spec.query(conds)
-	if opts.Limit > 0 {
-		// limit+1 rows tell whether more follow; a limit that large reads everything anyway.
-		query += " LIMIT " + strconv.FormatInt(min(opts.Limit, math.MaxInt64-1)+1, 10)
-	}
-
-	fresh := opts.Freshness
-	if tok != nil {
-		fresh.AtLeast = max(fresh.AtLeast, tok.ResourceVersion)
-	}
-	page := &store.Page[T]{Items: []T{}}
-	err = s.readTx(ctx, fresh, func(tx pgx.Tx) error {
-		page.Items = page.Items[:0] // a retry on the primary starts over
-		if err := tx.QueryRow(ctx, sqlRegistryVersion).Scan(&page.ResourceVersion); err != nil {
-			return err
-		}
-		if tok != nil {
-			// A list begun before a failover at a version the new primary
-			// lacks cannot be continued consistently: 410, relist.
-			var ep epoch
-			if err := tx.QueryRow(ctx, sqlEpoch).Scan(&ep.lostAfter, &ep.floor); err != nil {
-				return err
-			}
-			if ep.lost(tok.ResourceVersion) {
-				return fmt.Errorf("%w: the list began at resourceVersion %d, which a failover of the registry database lost", store.ErrExpiredContinue, tok.ResourceVersion)
-			}
-		}
-		rows, err := tx.Query(ctx, query, args...)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			item, err := spec.scan(rows)
-			if err != nil {
-				return err
-			}
-			page.Items = append(page.Items, item)
-		}
-		return rows.Err()
-	})
+	page, more, err := readPage(ctx, s, spec, sel, read)
 	if err != nil {
-		return nil, fmt.Errorf("list %s: %w", spec.kind.name, interpretError(err))
+		return nil, err
 	}
-
 	if tok != nil {
 		// Like Kubernetes, every page of a list reports the first page's version.
 		page.ResourceVersion = tok.ResourceVersion
 	}
-	if opts.Limit > 0 && int64(len(page.Items)) > opts.Limit {
-		page.Items = page.Items[:opts.Limit]
+	if more {
 		next := continuetoken.Token{Kind: spec.kind.name, ResourceVersion: page.ResourceVersion, IssuedAt: s.opts.Now()}
 		if tok != nil {
 			next.IssuedAt = tok.IssuedAt // the TTL bounds the whole list
@@ -113,6 +73,116 @@ func list[T any](ctx context.Context, s *Store, spec listSpec[T], opts store.Lis
 	return page, nil
 }
 
+// stream reads every row matching opts (Limit and Continue ignored) in
+// keyset pages of pageSize, each with readPage in a short transaction of
+// its own at least as fresh as the page before, and calls yield with each
+// page once its transaction has ended: the database never waits on yield
+// (a slow client).
+func stream[T any](ctx context.Context, s *Store, spec listSpec[T], opts store.ListOptions, pageSize int, yield func(store.StreamPage[T]) error) error {
+	sel, err := selectorConds(opts)
+	if err != nil {
+		return err
+	}
+	read := pageRead{limit: int64(pageSize), fresh: opts.Freshness}
+	for {
+		page, more, err := readPage(ctx, s, spec, sel, read)
+		if err != nil {
+			return err
+		}
+		if err := yield(store.StreamPage[T]{Items: page.Items, ResourceVersion: page.ResourceVersion, Final: !more}); err != nil {
+			return err
+		}
+		if !more {
+			return nil
+		}
+		last := spec.key(page.Items[len(page.Items)-1])
+		read.after, read.began = &last, page.ResourceVersion
+		read.fresh = store.Freshness{AtLeast: page.ResourceVersion}
+	}
+}
+
+// filter is a list's selector conditions and their arguments.
+type filter struct {
+	conds []string
+	args  sqlArgs
+}
+
+func selectorConds(opts store.ListOptions) (filter, error) {
+	var sel filter
+	conds, err := selectorSQL(&sel.args, opts.Labels, opts.Fields)
+	if err != nil {
+		return sel, fmt.Errorf("%w: %w", store.ErrInvalidSelector, err)
+	}
+	sel.conds = conds
+	return sel, nil
+}
+
+// pageRead is which page readPage reads.
+type pageRead struct {
+	// after is the key the page starts after (nil: from the first).
+	after *store.ListKey
+	// limit caps the page; 0 reads everything.
+	limit int64
+	fresh store.Freshness
+	// began is the version an earlier page of the same list was read at
+	// (0: none), which a failover must not have lost.
+	began int64
+}
+
+// readPage reads one keyset page of the rows matching sel and the
+// registry's resourceVersion from one REPEATABLE READ READ ONLY snapshot,
+// and decodes the rows once the transaction has ended; more tells that
+// rows follow (limit+1 were found).
+func readPage[T any](ctx context.Context, s *Store, spec listSpec[T], sel filter, r pageRead) (page *store.Page[T], more bool, err error) {
+	conds, args := sel.conds, slices.Clone(sel.args)
+	if r.after != nil {
+		conds = append(slices.Clip(conds), fmt.Sprintf("(%s, %s) > (%s, %s)", spec.order[0], spec.order[1], args.add(r.after[0]), args.add(r.after[1])))
+	}
+	query := spec.query(conds)
+	if r.limit > 0 {
+		// limit+1 rows tell whether more follow; a limit that large reads everything anyway.
+		query += " LIMIT " + strconv.FormatInt(min(r.limit, math.MaxInt64-1)+1, 10)
+	}
+	page = &store.Page[T]{Items: []T{}}
+	var raw *rawRows
+	err = s.readTx(ctx, r.fresh, func(tx pgx.Tx) error {
+		if err := tx.QueryRow(ctx, sqlRegistryVersion).Scan(&page.ResourceVersion); err != nil {
+			return err
+		}
+		if r.began > 0 {
+			// A list begun before a failover at a version the new primary
+			// lacks cannot be continued consistently: 410, relist.
+			var ep epoch
+			if err := tx.QueryRow(ctx, sqlEpoch).Scan(&ep.lostAfter, &ep.floor); err != nil {
+				return err
+			}
+			if ep.lost(r.began) {
+				return fmt.Errorf("%w: the list began at resourceVersion %d, which a failover of the registry database lost", store.ErrExpiredContinue, r.began)
+			}
+		}
+		rows, err := tx.Query(ctx, query, args...)
+		if err != nil {
+			return err
+		}
+		raw, err = readRaw(rows)
+		return err
+	})
+	if err != nil {
+		return nil, false, fmt.Errorf("list %s: %w", spec.kind.name, interpretError(err))
+	}
+	for i := range raw.values {
+		item, err := spec.scan(raw.row(i))
+		if err != nil {
+			return nil, false, fmt.Errorf("list %s: %w", spec.kind.name, interpretError(err))
+		}
+		page.Items = append(page.Items, item)
+	}
+	if r.limit > 0 && int64(len(page.Items)) > r.limit {
+		page.Items, more = page.Items[:r.limit], true
+	}
+	return page, more, nil
+}
+
 // query is the ordered SELECT of the spec's rows matching conds: assembled
 // at run time from the selectors, so it stays in Go.
 func (spec listSpec[T]) query(conds []string) string {
@@ -121,71 +191,6 @@ func (spec listSpec[T]) query(conds []string) string {
 		query += " WHERE " + strings.Join(conds, " AND ")
 	}
 	return query + " ORDER BY " + spec.order[0] + ", " + spec.order[1]
-}
-
-// stream reads every row matching opts (Limit and Continue are ignored) from
-// one REPEATABLE READ snapshot, as the rows arrive: it calls yield with the
-// snapshot's resourceVersion and each page of up to pageSize items, so
-// memory follows the page, not the table. yield may block (a slow client):
-// the query then waits on its connection, which stays busy, not idle.
-func stream[T any](ctx context.Context, s *Store, spec listSpec[T], opts store.ListOptions, pageSize int, yield func(rv int64, page []T) error) error {
-	var args sqlArgs
-	conds, err := selectorSQL(&args, opts.Labels, opts.Fields)
-	if err != nil {
-		return fmt.Errorf("%w: %w", store.ErrInvalidSelector, err)
-	}
-	var yieldErr error
-	yielded := false
-	err = s.readTx(ctx, opts.Freshness, func(tx pgx.Tx) error {
-		err := streamRows(ctx, tx, spec.query(conds), args, spec.scan, pageSize, func(rv int64, page []T) error {
-			yielded = true
-			yieldErr = yield(rv, page)
-			return yieldErr
-		})
-		if err != nil && yielded {
-			return fmt.Errorf("%w: %w", errPassedOn, err)
-		}
-		return err
-	})
-	if yieldErr != nil && errors.Is(err, yieldErr) {
-		return yieldErr
-	}
-	if err != nil {
-		return fmt.Errorf("list %s: %w", spec.kind.name, interpretError(err))
-	}
-	return nil
-}
-
-// streamRows runs query in tx and calls yield with the snapshot's
-// resourceVersion and each page of up to pageSize rows, the last page
-// (maybe empty) too: it carries the version.
-func streamRows[T any](ctx context.Context, tx pgx.Tx, query string, args []any, scan func(pgx.Row) (T, error), pageSize int, yield func(rv int64, page []T) error) error {
-	var rv int64
-	if err := tx.QueryRow(ctx, sqlRegistryVersion).Scan(&rv); err != nil {
-		return err
-	}
-	rows, err := tx.Query(ctx, query, args...)
-	if err != nil {
-		return err
-	}
-	defer rows.Close()
-	page := make([]T, 0, pageSize)
-	for rows.Next() {
-		item, err := scan(rows)
-		if err != nil {
-			return err
-		}
-		if page = append(page, item); len(page) == pageSize {
-			if err := yield(rv, page); err != nil {
-				return err
-			}
-			page = make([]T, 0, pageSize)
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return err
-	}
-	return yield(rv, page)
 }
 
 func (s *Store) decodeContinue(ctx context.Context, k kind, token string) (*continuetoken.Token, error) {

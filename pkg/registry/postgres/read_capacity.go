@@ -26,7 +26,7 @@ var clusterCapacityList = listSpec[store.ClusterCapacity]{
 	columns: capacityColumns,
 	order:   [2]string{"cluster_id", "name"},
 	scan:    scanClusterCapacity,
-	key:     func(c store.ClusterCapacity) [2]string { return [2]string{c.ClusterID, c.ClusterID} },
+	key:     func(c store.ClusterCapacity) store.ListKey { return store.ListKey{c.ClusterID, c.ClusterID} },
 }
 
 var clusterCapacityFeed = feedKind[store.ClusterCapacity]{
@@ -55,8 +55,8 @@ func (s *Store) ListClusterCapacities(ctx context.Context, opts store.ListOption
 	return list(ctx, s, clusterCapacityList, opts)
 }
 
-// StreamClusterCapacities streams the ClusterCapacities matching opts from one snapshot (see stream).
-func (s *Store) StreamClusterCapacities(ctx context.Context, opts store.ListOptions, pageSize int, yield func(rv int64, page []store.ClusterCapacity) error) error {
+// StreamClusterCapacities streams the ClusterCapacities matching opts in keyset pages (see stream).
+func (s *Store) StreamClusterCapacities(ctx context.Context, opts store.ListOptions, pageSize int, yield func(store.StreamPage[store.ClusterCapacity]) error) error {
 	return stream(ctx, s, clusterCapacityList, opts, pageSize, yield)
 }
 
@@ -68,6 +68,7 @@ func (s *Store) ClusterCapacities() store.Source[store.ClusterCapacity] {
 		},
 		List:   s.ListClusterCapacities,
 		Stream: s.StreamClusterCapacities,
+		Key:    keyOf(clusterCapacityList),
 	}
 }
 

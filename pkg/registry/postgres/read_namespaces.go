@@ -24,7 +24,7 @@ var clusterNamespaceList = listSpec[store.ClusterNamespace]{
 	columns: namespaceColumns,
 	order:   [2]string{"name", "cluster_id"},
 	scan:    scanClusterNamespace,
-	key:     func(n store.ClusterNamespace) [2]string { return [2]string{n.Namespace.Name, n.ClusterID} },
+	key:     func(n store.ClusterNamespace) store.ListKey { return store.ListKey{n.Namespace.Name, n.ClusterID} },
 }
 
 // GetClusterNamespace returns the view of namespace in cluster clusterID.
@@ -36,12 +36,12 @@ func (s *Store) GetClusterNamespace(ctx context.Context, namespace, clusterID st
 	return &n, nil
 }
 
-// ListClusterNamespaces lists namespace views ordered by (namespace, cluster).
-// StreamClusterNamespaces streams the ClusterNamespaces matching opts from one snapshot (see stream).
-func (s *Store) StreamClusterNamespaces(ctx context.Context, opts store.ListOptions, pageSize int, yield func(rv int64, page []store.ClusterNamespace) error) error {
+// StreamClusterNamespaces streams the ClusterNamespaces matching opts in keyset pages (see stream).
+func (s *Store) StreamClusterNamespaces(ctx context.Context, opts store.ListOptions, pageSize int, yield func(store.StreamPage[store.ClusterNamespace]) error) error {
 	return stream(ctx, s, clusterNamespaceList, opts, pageSize, yield)
 }
 
+// ListClusterNamespaces lists namespace views ordered by (namespace, cluster).
 func (s *Store) ListClusterNamespaces(ctx context.Context, opts store.ListOptions) (*store.Page[store.ClusterNamespace], error) {
 	return list(ctx, s, clusterNamespaceList, opts)
 }

@@ -22,7 +22,7 @@ var nodeCapacityList = listSpec[store.NodeCapacity]{
 	columns: nodeColumns,
 	order:   [2]string{"cluster_id", "name"},
 	scan:    scanNodeCapacity,
-	key:     func(n store.NodeCapacity) [2]string { return [2]string{n.ClusterID, n.Node.Name} },
+	key:     func(n store.NodeCapacity) store.ListKey { return store.ListKey{n.ClusterID, n.Node.Name} },
 }
 
 // GetNodeCapacity returns one node's view.
@@ -34,8 +34,8 @@ func (s *Store) GetNodeCapacity(ctx context.Context, clusterID, node string) (*s
 	return &n, nil
 }
 
-// StreamNodeCapacities streams the NodeCapacitys matching opts from one snapshot (see stream).
-func (s *Store) StreamNodeCapacities(ctx context.Context, opts store.ListOptions, pageSize int, yield func(rv int64, page []store.NodeCapacity) error) error {
+// StreamNodeCapacities streams the NodeCapacities matching opts in keyset pages (see stream).
+func (s *Store) StreamNodeCapacities(ctx context.Context, opts store.ListOptions, pageSize int, yield func(store.StreamPage[store.NodeCapacity]) error) error {
 	return stream(ctx, s, nodeCapacityList, opts, pageSize, yield)
 }
 

@@ -20,11 +20,18 @@ func (s *Store) NodeCapacities() store.Source[store.NodeCapacity] {
 		},
 		List:   s.ListNodeCapacities,
 		Stream: s.StreamNodeCapacities,
+		Key:    keyOf(nodeCapacityList),
 	}
 }
 
 // ClusterNamespaces reads ClusterNamespace records by namespace and object
 // name (the cluster id).
 func (s *Store) ClusterNamespaces() store.Source[store.ClusterNamespace] {
-	return store.Source[store.ClusterNamespace]{Get: s.GetClusterNamespace, List: s.ListClusterNamespaces, Stream: s.StreamClusterNamespaces}
+	return store.Source[store.ClusterNamespace]{Get: s.GetClusterNamespace, List: s.ListClusterNamespaces, Stream: s.StreamClusterNamespaces,
+		Key: keyOf(clusterNamespaceList)}
+}
+
+// keyOf is a Source's Key: the list's keyset.
+func keyOf[T any](spec listSpec[T]) func(*T) store.ListKey {
+	return func(r *T) store.ListKey { return spec.key(*r) }
 }

@@ -191,10 +191,6 @@ func (sb *standby) waitReplayed(ctx context.Context, need int64, wait time.Durat
 	}
 }
 
-// errPassedOn marks a read error after the read passed results on: it
-// cannot start over on another server.
-var errPassedOn = errors.New("results already passed on")
-
 // readTx runs fn in a REPEATABLE READ READ ONLY transaction (one snapshot)
 // for an API read: on a standby, or the primary's reads pool.
 func (s *Store) readTx(ctx context.Context, f store.Freshness, fn func(pgx.Tx) error) error {
@@ -204,9 +200,9 @@ func (s *Store) readTx(ctx context.Context, f store.Freshness, fn func(pgx.Tx) e
 // readTxOn runs fn in a REPEATABLE READ READ ONLY transaction on the pool
 // readPool picks for f, with primary the primary's pool for the read. If
 // that is a standby and it does not answer (down, restarting, promoted
-// away), reads skip it for a while and fn runs again on the primary,
-// unless its error wraps errPassedOn; a standby whose connections are all
-// in use passes the read to the primary too.
+// away), reads skip it for a while and fn runs again on the primary; a
+// standby whose connections are all in use passes the read to the primary
+// too.
 func (s *Store) readTxOn(ctx context.Context, primary *connPool, f store.Freshness, fn func(pgx.Tx) error) error {
 	pool, err := s.readPool(ctx, primary, f)
 	if err != nil {
@@ -214,7 +210,7 @@ func (s *Store) readTxOn(ctx context.Context, primary *connPool, f store.Freshne
 	}
 	opts := pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}
 	err = pool.beginTx(ctx, opts, fn)
-	if err == nil || pool == primary || ctx.Err() != nil || errors.Is(err, errPassedOn) {
+	if err == nil || pool == primary || ctx.Err() != nil {
 		return err
 	}
 	busy := errors.Is(err, store.ErrBusy)

@@ -358,11 +358,37 @@ type ListOptions struct {
 
 // Source reads one kind's records by the kind's API names: one record by
 // the request namespace ("" for cluster-scoped kinds) and object name, a
-// page, or a stream of pages from one snapshot (see Reader).
+// page, or a stream of keyset pages (see Reader); Key places a record in
+// the order of both.
 type Source[R any] struct {
 	Get    func(ctx context.Context, namespace, name string) (*R, error)
 	List   func(ctx context.Context, opts ListOptions) (*Page[R], error)
-	Stream func(ctx context.Context, opts ListOptions, pageSize int, yield func(rv int64, page []R) error) error
+	Stream func(ctx context.Context, opts ListOptions, pageSize int, yield func(StreamPage[R]) error) error
+	Key    func(*R) ListKey
+}
+
+// ListKey is a record's place in its kind's list order: the two key
+// columns, compared bytewise (COLLATE "C", as Go compares strings), the
+// first one first.
+type ListKey [2]string
+
+// Compare orders keys as lists do: -1, 0 or +1.
+func (k ListKey) Compare(o ListKey) int {
+	if c := strings.Compare(k[0], o[0]); c != 0 {
+		return c
+	}
+	return strings.Compare(k[1], o[1])
+}
+
+// StreamPage is one page of a stream, read in a short transaction of its
+// own at ResourceVersion: the matching records after the previous page's
+// last key up to and including its own last one, or, on the Final page
+// (maybe empty), every matching record after the previous page. Pages come
+// in key order and their versions never decrease.
+type StreamPage[R any] struct {
+	Items           []R
+	ResourceVersion int64
+	Final           bool
 }
 
 // Freshness is how recent a read must be.
@@ -394,12 +420,12 @@ type Reader interface {
 	GetClusterNamespace(ctx context.Context, namespace, clusterID string) (*ClusterNamespace, error)
 	ListClusterNamespaces(ctx context.Context, opts ListOptions) (*Page[ClusterNamespace], error)
 	// StreamNodeCapacities and StreamClusterNamespaces read every object
-	// matching opts (Limit and Continue ignored) from one snapshot, calling
-	// yield with its resourceVersion and each page of up to pageSize objects
-	// as they are read (the last page may be empty); an error from yield
-	// ends the stream and is returned.
-	StreamNodeCapacities(ctx context.Context, opts ListOptions, pageSize int, yield func(rv int64, page []NodeCapacity) error) error
-	StreamClusterNamespaces(ctx context.Context, opts ListOptions, pageSize int, yield func(rv int64, page []ClusterNamespace) error) error
+	// matching opts (Limit and Continue ignored) in keyset pages of up to
+	// pageSize objects, each in a transaction of its own that ends before
+	// yield is called, so a slow yield holds no transaction or connection
+	// (see StreamPage); an error from yield ends the stream and is returned.
+	StreamNodeCapacities(ctx context.Context, opts ListOptions, pageSize int, yield func(StreamPage[NodeCapacity]) error) error
+	StreamClusterNamespaces(ctx context.Context, opts ListOptions, pageSize int, yield func(StreamPage[ClusterNamespace]) error) error
 }
 
 // Batch is a set of changes to one member cluster committed atomically,

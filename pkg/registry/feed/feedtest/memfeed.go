@@ -168,6 +168,7 @@ func (m *MemFeed) NodeCapacities() store.Source[store.NodeCapacity] {
 		},
 		List:   m.ListNodeCapacities,
 		Stream: m.StreamNodeCapacities,
+		Key:    nodeKey,
 	}
 }
 
@@ -189,27 +190,50 @@ func (m *MemFeed) ListNodeCapacities(_ context.Context, _ store.ListOptions) (*s
 	return &store.Page[store.NodeCapacity]{Items: m.sorted(), ResourceVersion: m.rv}, nil
 }
 
-// StreamNodeCapacities streams everything in pages.
-func (m *MemFeed) StreamNodeCapacities(_ context.Context, _ store.ListOptions, pageSize int, yield func(int64, []store.NodeCapacity) error) error {
+// StreamNodeCapacities streams everything in keyset pages, as the
+// registry does: each page holds the records after the previous one's
+// last key as they are when it is read, at the feed's version then.
+func (m *MemFeed) StreamNodeCapacities(_ context.Context, _ store.ListOptions, pageSize int, yield func(store.StreamPage[store.NodeCapacity]) error) error {
+	var after *store.ListKey
+	for {
+		page := m.page(after, pageSize)
+		if err := yield(page); err != nil {
+			return err
+		}
+		if page.Final {
+			return nil
+		}
+		last := nodeKey(&page.Items[len(page.Items)-1])
+		after = &last
+	}
+}
+
+// page reads up to size records after the key after (nil: from the first).
+func (m *MemFeed) page(after *store.ListKey, size int) store.StreamPage[store.NodeCapacity] {
 	m.mu.Lock()
 	items, rv := m.sorted(), m.rv
 	m.mu.Unlock()
-	for len(items) > pageSize {
-		if err := yield(rv, items[:pageSize]); err != nil {
-			return err
+	if after != nil {
+		i, found := slices.BinarySearchFunc(items, *after, func(nc store.NodeCapacity, k store.ListKey) int { return nodeKey(&nc).Compare(k) })
+		if found {
+			i++
 		}
-		items = items[pageSize:]
+		items = items[i:]
 	}
-	return yield(rv, items)
+	if len(items) > size {
+		return store.StreamPage[store.NodeCapacity]{Items: items[:size], ResourceVersion: rv}
+	}
+	return store.StreamPage[store.NodeCapacity]{Items: items, ResourceVersion: rv, Final: true}
 }
+
+// nodeKey is a NodeCapacity's list key.
+func nodeKey(nc *store.NodeCapacity) store.ListKey { return store.ListKey{nc.ClusterID, nc.Node.Name} }
 
 func (m *MemFeed) sorted() []store.NodeCapacity {
 	out := make([]store.NodeCapacity, 0, len(m.nodes))
 	for _, nc := range m.nodes {
 		out = append(out, nc)
 	}
-	slices.SortFunc(out, func(a, b store.NodeCapacity) int {
-		return strings.Compare(key(a.ClusterID, a.Node.Name), key(b.ClusterID, b.Node.Name))
-	})
+	slices.SortFunc(out, func(a, b store.NodeCapacity) int { return nodeKey(&a).Compare(nodeKey(&b)) })
 	return out
 }
