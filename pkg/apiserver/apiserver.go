@@ -120,9 +120,9 @@ type CompletedConfig struct {
 func (c *Config) Complete() CompletedConfig {
 	generic := *c.Generic
 	chain := generic.BuildHandlerChainFunc
-	auth := &generic.Authentication
+	auth, serving := &generic.Authentication, generic.SecureServing
 	generic.BuildHandlerChainFunc = func(h http.Handler, gc *genericapiserver.Config) http.Handler {
-		return retryUntilAuthenticationLoaded(chain(h, gc), auth)
+		return retryUntilAuthenticationLoaded(chain(h, gc), auth, serving)
 	}
 	generic.OpenAPIConfig, generic.OpenAPIV3Config = withCreateOnlyFieldValidation(generic.OpenAPIConfig, generic.OpenAPIV3Config)
 	var disc *discovery.Config
@@ -195,7 +195,7 @@ func (c CompletedConfig) newServer(reg *postgres.Store) (*Server, error) {
 
 	if err := generic.AddReadyzChecks(
 		cachedCheck("registry", checkCacheTTL, checkTimeout, reg.Ready),
-		authenticationLoaded(&c.generic.Authentication),
+		authenticationLoaded(&c.generic.Authentication, c.generic.SecureServing),
 	); err != nil {
 		return nil, err
 	}
