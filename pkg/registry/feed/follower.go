@@ -215,10 +215,10 @@ func (f *Follower) catchUp(ctx context.Context) error {
 		changes, readAt, err := f.read(ctx, from, f.opts.BatchSize)
 		if errors.Is(err, store.ErrCompacted) {
 			// Compaction overtook a follower that fell behind (e.g. while
-			// the database was down): its subscribers can no longer be
-			// served gap-free, so drop them; they re-watch and resume or
-			// get 410.
-			klog.FromContext(ctx).Info("Change feed compacted past the follower; dropping watchers", "resourceVersion", from)
+			// the database was down), or a failover lost versions it had
+			// passed on: its subscribers can no longer be served gap-free,
+			// so drop them; they re-watch and resume or get 410.
+			klog.FromContext(ctx).Info("The change feed no longer holds the follower's position; dropping watchers", "resourceVersion", from, "reason", err)
 			f.reset()
 			continue
 		}

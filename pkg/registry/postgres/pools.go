@@ -80,13 +80,17 @@ func newConnPool(ctx context.Context, name string, cfg *pgxpool.Config, size int
 	return &connPool{Pool: p, name: name, acquireTimeout: acquireTimeout}, nil
 }
 
-// acquire takes a connection, waiting at most the pool's acquire timeout:
-// a pool whose connections are all in use past it answers store.ErrBusy,
-// so a request gets 429 with Retry-After instead of queueing without limit.
-// A wait that ran out while connections were still being made is the
-// database not answering: store.ErrUnavailable.
+// acquire takes a connection. From a pool whose connections are all in
+// use it waits at most the pool's acquire timeout, then answers
+// store.ErrBusy, so a request gets 429 with Retry-After instead of queueing
+// without limit. A wait that ran out while connections were being made
+// (freed ones replaced) is the database not answering: store.ErrUnavailable.
 func (p *connPool) acquire(ctx context.Context) (*pgxpool.Conn, error) {
-	if p.acquireTimeout <= 0 {
+	if st := p.Stat(); p.acquireTimeout <= 0 || st.AcquiredConns() < st.MaxConns() {
+		// A connection is idle or may be made: making one takes what
+		// connecting takes (after a failover that left the old primary's
+		// sockets open, its connect timeout first), not the wait for a
+		// busy pool.
 		conn, err := p.Acquire(ctx)
 		return conn, interpretError(err)
 	}
