@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -47,15 +48,15 @@ const (
 // opened before a fault and kept open through it, that notes when each
 // value of faultLabel first arrives. When the stream ends it watches again
 // from the last version it saw, and from the present after a 410, as
-// reflectors do; reopens counts those.
+// reflectors do; ends says why each stream ended or could not be opened.
 type markerWatch struct {
 	transport http.RoundTripper
 	cancel    context.CancelFunc
 	done      chan struct{}
 
-	mu      sync.Mutex
-	seen    map[string]time.Time
-	reopens int
+	mu   sync.Mutex
+	seen map[string]time.Time
+	ends []string
 }
 
 // openMarkerWatch lists NodeCapacities on the server at serverURL for a
@@ -86,14 +87,13 @@ func (e *env) openMarkerWatch(ctx context.Context, serverURL string) (*markerWat
 func (w *markerWatch) follow(ctx context.Context, c versioned.Interface, rv string) {
 	defer close(w.done)
 	ncs := c.PlatformV1alpha1().NodeCapacities()
-	for first := true; ctx.Err() == nil; first = false {
-		if !first {
-			w.mu.Lock()
-			w.reopens++
-			w.mu.Unlock()
-		}
+	for ctx.Err() == nil {
 		wi, err := ncs.Watch(ctx, metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true})
 		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			w.ended(fmt.Sprintf("open from %q: %v", rv, err))
 			if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
 				rv = ""
 			}
@@ -114,7 +114,9 @@ func (w *markerWatch) read(wi watch.Interface, rv string) string {
 	for ev := range wi.ResultChan() {
 		at := time.Now()
 		if ev.Type == watch.Error {
-			if err := apierrors.FromObject(ev.Object); apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
+			err := apierrors.FromObject(ev.Object)
+			w.ended(fmt.Sprintf("error event after %s: %v", rv, err))
+			if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
 				return "" // a watch from "" starts at the present
 			}
 			return rv
@@ -132,7 +134,14 @@ func (w *markerWatch) read(wi watch.Interface, rv string) string {
 			w.mu.Unlock()
 		}
 	}
+	w.ended("stream ended after " + rv)
 	return rv
+}
+
+func (w *markerWatch) ended(why string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.ends = append(w.ends, why)
 }
 
 // await returns when change value first arrived, waiting up to freshTimeout.
@@ -151,11 +160,18 @@ func (w *markerWatch) await(ctx context.Context, value string) (time.Time, error
 	return at, nil
 }
 
-// reopened is how often the watch had to be opened again so far.
-func (w *markerWatch) reopened() int {
+// mark is how many streams have ended so far, for endingsSince.
+func (w *markerWatch) mark() int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.reopens
+	return len(w.ends)
+}
+
+// endingsSince says why each stream that ended after mark did.
+func (w *markerWatch) endingsSince(after int) []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.ends[after:])
 }
 
 func (w *markerWatch) close() {
@@ -240,6 +256,18 @@ func (r *faultRegistry) commit(ctx context.Context, w *registrypostgres.Store, v
 		return time.Time{}, fmt.Errorf("commit change %s: %w (last attempt: %w)", v, err, last)
 	}
 	return time.Now(), nil
+}
+
+// beforeFault waits until the replica is ready and the standby has
+// replayed everything the primary wrote. The test servers run with
+// synchronous_commit=off, so a commit can return before its WAL is written;
+// waiting for the standby makes every commit made so far durable on both,
+// as synchronous_commit=on would, so a fault loses none.
+func (r *faultRegistry) beforeFault(ctx context.Context) error {
+	if err := waitReady(ctx, r.replica); err != nil {
+		return err
+	}
+	return r.standby.CatchUp(ctx)
 }
 
 // waitReady waits until the replica answers /readyz, so each run starts

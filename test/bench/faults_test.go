@@ -51,7 +51,8 @@ func BenchmarkFaultRecovery(b *testing.B) {
 		}
 	})
 	b.Run("fault=primary-hung-then-back", func(b *testing.B) { benchPrimaryHungThenBack(b, e) })
-	b.Run("fault=primary-hung-standby-promoted", func(b *testing.B) { benchPrimaryHungPromoted(b, e) })
+	b.Run("fault=primary-hung-standby-promoted", func(b *testing.B) { benchPrimaryHungPromoted(b, e, false) })
+	b.Run("fault=primary-hung-standby-promoted-lost-commits", func(b *testing.B) { benchPrimaryHungPromoted(b, e, true) })
 	b.Run("fault=primary-killed-restarted", func(b *testing.B) { benchPrimaryKilledRestarted(b, e) })
 	b.Run("fault=primary-stopped-standby-promoted", func(b *testing.B) { benchPrimaryStoppedPromoted(b, e) })
 	b.Run("fault=replica-hung-past-lease", func(b *testing.B) { benchReplicaHung(b, e) })
@@ -67,10 +68,10 @@ func benchPrimaryHungThenBack(b *testing.B, e *env) {
 	r := startFaultRegistry(b, e, "platform-apiserver-primary-hung")
 	rec := recovery{}
 	for run := 1; b.Loop(); run++ {
-		if err := waitReady(ctx, r.replica); err != nil {
+		if err := r.beforeFault(ctx); err != nil {
 			b.Fatal(err)
 		}
-		reopens := r.watch.reopened()
+		mark := r.watch.mark()
 		if err := r.primary.Freeze(); err != nil {
 			b.Fatal(err)
 		}
@@ -105,11 +106,10 @@ func benchPrimaryHungThenBack(b *testing.B, e *env) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		fresh := later(seenDuring, seenAfter).Sub(back)
-		rec.add("s-to-fresh", fresh)
+		rec.add("s-to-fresh", later(seenDuring, seenAfter).Sub(back))
 		rec.add("s-to-commit", committed.Sub(back))
-		b.Logf("run %d: after SIGCONT: change made during the hang watched at %s, change made after at %s (committed at %s); watch reopened %d times",
-			run, seconds(seenDuring.Sub(back)), seconds(seenAfter.Sub(back)), seconds(committed.Sub(back)), r.watch.reopened()-reopens)
+		b.Logf("run %d: after SIGCONT: the change made during the hang watched at %s, the one made after at %s (committed at %s); watch streams ended: %q",
+			run, seconds(seenDuring.Sub(back)), seconds(seenAfter.Sub(back)), seconds(committed.Sub(back)), r.watch.endingsSince(mark))
 	}
 	rec.report(b)
 }
@@ -120,18 +120,44 @@ func benchPrimaryHungThenBack(b *testing.B, e *env) {
 // written by a store opened after the promotion, as discovery's next commit
 // is made on a new connection once the feed has dropped the hung server's
 // (a commit caught on the hung server waits out its minute; not measured).
-// Each run has a registry of its own.
-func benchPrimaryHungPromoted(b *testing.B, e *env) {
+// With loseCommits the standby is stopped before the last change and
+// started again after the hang began, so the promotion loses a change the
+// watch has seen. Each run has a registry of its own.
+func benchPrimaryHungPromoted(b *testing.B, e *env, loseCommits bool) {
 	ctx := b.Context()
+	name := "platform-apiserver-hung-promoted"
+	if loseCommits {
+		name += "-lost-commits"
+	}
 	rec := recovery{}
 	for run := 1; b.Loop(); run++ {
 		func() {
-			r := startFaultRegistry(b, e, fmt.Sprintf("platform-apiserver-hung-promoted-%d", run))
+			r := startFaultRegistry(b, e, fmt.Sprintf("%s-%d", name, run))
 			defer stopFaultRegistry(b, r)
-			reopens := r.watch.reopened()
+			if err := r.beforeFault(ctx); err != nil {
+				b.Fatal(err)
+			}
+			if loseCommits {
+				if err := r.standby.Pause(); err != nil {
+					b.Fatal(err)
+				}
+				lost := r.next()
+				if _, err := r.commit(ctx, r.writer, lost); err != nil {
+					b.Fatal(err)
+				}
+				if _, err := r.watch.await(ctx, lost); err != nil {
+					b.Fatal(err)
+				}
+			}
+			mark := r.watch.mark()
 			hung := time.Now()
 			if err := r.primary.Freeze(); err != nil {
 				b.Fatal(err)
+			}
+			if loseCommits {
+				if err := r.standby.Resume(ctx); err != nil {
+					b.Fatal(err)
+				}
 			}
 			if err := r.standby.Promote(ctx); err != nil {
 				b.Fatal(err)
@@ -153,8 +179,8 @@ func benchPrimaryHungPromoted(b *testing.B, e *env) {
 			}
 			rec.add("s-to-fresh", seen.Sub(promoted))
 			rec.add("s-to-commit", committed.Sub(promoted))
-			b.Logf("run %d: promotion took %s after the hang began; after it: committed at %s, watched at %s; watch reopened %d times",
-				run, seconds(promoted.Sub(hung)), seconds(committed.Sub(promoted)), seconds(seen.Sub(promoted)), r.watch.reopened()-reopens)
+			b.Logf("run %d: promoted %s after the hang began; after the promotion: committed at %s, watched at %s; watch streams ended: %q",
+				run, seconds(promoted.Sub(hung)), seconds(committed.Sub(promoted)), seconds(seen.Sub(promoted)), r.watch.endingsSince(mark))
 		}()
 	}
 	rec.report(b)
@@ -169,10 +195,10 @@ func benchPrimaryKilledRestarted(b *testing.B, e *env) {
 	r := startFaultRegistry(b, e, "platform-apiserver-primary-killed")
 	rec := recovery{}
 	for run := 1; b.Loop(); run++ {
-		if err := waitReady(ctx, r.replica); err != nil {
+		if err := r.beforeFault(ctx); err != nil {
 			b.Fatal(err)
 		}
-		reopens := r.watch.reopened()
+		mark := r.watch.mark()
 		killed := time.Now()
 		if err := r.primary.Kill(); err != nil {
 			b.Fatal(err)
@@ -192,8 +218,8 @@ func benchPrimaryKilledRestarted(b *testing.B, e *env) {
 		}
 		rec.add("s-to-fresh", seen.Sub(back))
 		rec.add("s-to-restart", back.Sub(killed))
-		b.Logf("run %d: restarted %s after the kill; after the restart: committed at %s, watched at %s; watch reopened %d times",
-			run, seconds(back.Sub(killed)), seconds(committed.Sub(back)), seconds(seen.Sub(back)), r.watch.reopened()-reopens)
+		b.Logf("run %d: restarted %s after the kill; after the restart: committed at %s, watched at %s; watch streams ended: %q",
+			run, seconds(back.Sub(killed)), seconds(committed.Sub(back)), seconds(seen.Sub(back)), r.watch.endingsSince(mark))
 	}
 	rec.report(b)
 }
@@ -211,7 +237,10 @@ func benchPrimaryStoppedPromoted(b *testing.B, e *env) {
 		func() {
 			r := startFaultRegistry(b, e, fmt.Sprintf("platform-apiserver-stopped-promoted-%d", run))
 			defer stopFaultRegistry(b, r)
-			reopens := r.watch.reopened()
+			if err := r.beforeFault(ctx); err != nil {
+				b.Fatal(err)
+			}
+			mark := r.watch.mark()
 			if err := r.primary.Pause(); err != nil {
 				b.Fatal(err)
 			}
@@ -231,8 +260,8 @@ func benchPrimaryStoppedPromoted(b *testing.B, e *env) {
 			}
 			rec.add("s-to-fresh", seen.Sub(promoted))
 			rec.add("s-to-commit", committed.Sub(promoted))
-			b.Logf("run %d: promotion took %s after the stop; after it: committed at %s, watched at %s; watch reopened %d times",
-				run, seconds(promoted.Sub(stopped)), seconds(committed.Sub(promoted)), seconds(seen.Sub(promoted)), r.watch.reopened()-reopens)
+			b.Logf("run %d: promoted %s after the stop; after the promotion: committed at %s, watched at %s; watch streams ended: %q",
+				run, seconds(promoted.Sub(stopped)), seconds(committed.Sub(promoted)), seconds(seen.Sub(promoted)), r.watch.endingsSince(mark))
 		}()
 	}
 	rec.report(b)
@@ -257,7 +286,7 @@ func benchReplicaHung(b *testing.B, e *env) {
 func (rec recovery) replicaHung(b *testing.B, m *faultMember, run int) {
 	ctx := b.Context()
 	victim, survivor := m.beforeFault(b)
-	reopens := victim.watch.reopened()
+	mark := victim.watch.mark()
 	pid := victim.PID()
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 		b.Fatal(err)
@@ -296,8 +325,8 @@ func (rec recovery) replicaHung(b *testing.B, m *faultMember, run int) {
 	}
 	rec.add("s-to-fresh", takenOver.Sub(stopped))
 	rec.add("woken-s-to-fresh", seen.Sub(woke))
-	b.Logf("run %d: %s stopped %s; the change after the SIGSTOP watched on %s at %s; after SIGCONT a change watched on the woken replica at %s; its watch reopened %d times",
-		run, victim.Name(), seconds(woke.Sub(stopped)), survivor.Name(), seconds(takenOver.Sub(stopped)), seconds(seen.Sub(woke)), victim.watch.reopened()-reopens)
+	b.Logf("run %d: %s stopped %s; the change after the SIGSTOP watched on %s at %s; after SIGCONT a change watched on the woken replica at %s; its watch streams ended: %q",
+		run, victim.Name(), seconds(woke.Sub(stopped)), survivor.Name(), seconds(takenOver.Sub(stopped)), seconds(seen.Sub(woke)), victim.watch.endingsSince(mark))
 }
 
 // benchReplicaKilled: the replica holding the member's Lease SIGKILLed;
@@ -310,10 +339,10 @@ func benchReplicaKilled(b *testing.B, e *env) {
 	rec := recovery{}
 	for run := 1; b.Loop(); run++ {
 		victim, survivor := m.beforeFault(b)
+		killed := time.Now()
 		if err := victim.Kill(); err != nil {
 			b.Fatal(err)
 		}
-		killed := time.Now()
 		v, err := m.change(ctx)
 		if err != nil {
 			b.Fatal(err)
