@@ -12,8 +12,9 @@ import (
 
 const (
 	// primaryHang is how long the hung primary stays SIGSTOPped before
-	// SIGCONT: past the change feed's read timeout (10 s) and the time
-	// readiness takes to fail (15–25 s), short of the request timeout (60 s).
+	// SIGCONT: long enough for the change feed's read to time out (10 s)
+	// and readiness to fail (measured 17.6–17.8 s), short of the request
+	// timeout (60 s).
 	primaryHang = 20 * time.Second
 	// replicaHang is how long a hung replica stays SIGSTOPped at least:
 	// twice discovery's lease duration (15 s). It stays stopped longer if
@@ -288,6 +289,9 @@ func (rec recovery) replicaHung(b *testing.B, m *faultMember, run int) {
 	victim, survivor := m.beforeFault(b)
 	mark := victim.watch.mark()
 	pid := victim.PID()
+	if pid == 0 { // kill(0) would stop this process group
+		b.Fatalf("%s has exited", victim.Name())
+	}
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 		b.Fatal(err)
 	}
