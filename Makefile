@@ -82,7 +82,7 @@ generate:
 fuzz:
 	hack/fuzz.sh $(FUZZTIME)
 
-## bench: every benchmark (list/get and watch side by side with kube-apiserver, discovery, the 20-member fleet, reads from a standby and failover), see docs/benchmarks.md; over an hour
+## bench: every benchmark (list/get and watch side by side with kube-apiserver, discovery, the 20-member fleet, reads from a standby and failover, time to fresh after faults), see docs/benchmarks.md; over an hour
 bench: deps tools
 	$(GO) test -count=1 -timeout 150m -run '^$$' -bench . -benchtime $(BENCHTIME) ./test/bench/
 
