@@ -85,26 +85,25 @@ func (e *env) startSlowWatchers(ctx context.Context, b *testing.B, n int) *slowC
 			first := sync.OnceFunc(started.Done)
 			defer first()
 			for ctx.Err() == nil {
-				w, err := framework.StartSlowWatch(ctx, cfg, slowWatchPath, slowWatcherRate)
-				switch {
-				case errors.Is(err, framework.ErrTooManyRequests):
-					// Retry-After: 1, as client-go honours it.
-					s.busy.Add(1)
-					first()
-					time.Sleep(time.Second)
-					continue
-				case err != nil:
-					if ctx.Err() == nil {
-						b.Errorf("slow watch: %v", err)
-					}
-					return
-				}
-				for w.Bytes.Load() == 0 && ctx.Err() == nil {
+				w := framework.StartSlowWatch(ctx, cfg, slowWatchPath, slowWatcherRate)
+				for w.Bytes.Load() == 0 && !w.Finished() && ctx.Err() == nil {
 					time.Sleep(50 * time.Millisecond)
 				}
 				first()
-				_ = w.Wait()
-				s.errors.Add(w.Errors.Load())
+				<-w.Done()
+				switch err := w.Err(); {
+				case errors.Is(err, framework.ErrTooManyRequests):
+					// Retry-After: 1, as client-go honours it.
+					s.busy.Add(1)
+					time.Sleep(time.Second)
+					continue
+				case err != nil && ctx.Err() == nil:
+					b.Errorf("slow watch: %v", err)
+					return
+				}
+				if w.ErrorEvent() != "" {
+					s.errors.Add(1)
+				}
 				if ctx.Err() == nil {
 					s.restarts.Add(1)
 				}

@@ -2,23 +2,16 @@ package integration
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
-	"net"
 	"net/http"
 	"os"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/rest"
 
 	"github.com/example/platform-apiserver/pkg/registry/store"
 	"github.com/example/platform-apiserver/test/framework"
@@ -53,7 +46,7 @@ func TestSlowWatchClients(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	var stuck []*slowWatch
+	var stuck []*framework.SlowWatch
 	for range stuckWatchers {
 		stuck = append(stuck, startSlowWatch(ctx, e.cp, "stuck", stuckReadRate))
 	}
@@ -73,28 +66,28 @@ func TestSlowWatchClients(t *testing.T) {
 		samples++
 		worst = worst.max(s)
 		series = append(series, fmt.Sprintf("%d/%s", s.pinned, s.oldest.Round(time.Millisecond)))
-		return slow.added.Load() >= slowNodes || slow.finished(), nil
+		return slow.Added.Load() >= slowNodes || slow.Finished(), nil
 	})
 	if err != nil {
-		t.Fatalf("the 15 KB/s reader got %d of %d ADDED events: %v", slow.added.Load(), slowNodes, err)
+		t.Fatalf("the 15 KB/s reader got %d of %d ADDED events: %v", slow.Added.Load(), slowNodes, err)
 	}
 	elapsed := time.Since(began)
-	if ev := slow.errorEvent(); ev != "" {
+	if ev := slow.ErrorEvent(); ev != "" {
 		t.Errorf("the 15 KB/s reader got an ERROR event: %s", ev)
 	}
-	if got := slow.added.Load(); got != slowNodes {
-		t.Errorf("the 15 KB/s reader got %d initial ADDED events, want %d (%v)", got, slowNodes, slow.err())
+	if got := slow.Added.Load(); got != slowNodes {
+		t.Errorf("the 15 KB/s reader got %d initial ADDED events, want %d (%v)", got, slowNodes, slow.Err())
 	}
 	for i, w := range stuck {
-		if ev := w.errorEvent(); ev != "" {
+		if ev := w.ErrorEvent(); ev != "" {
 			t.Errorf("1 KB/s reader %d got an ERROR event: %s", i, ev)
 		}
-		if w.finished() {
-			t.Errorf("1 KB/s reader %d ended after %d events: %v", i, w.added.Load(), w.err())
+		if w.Finished() {
+			t.Errorf("1 KB/s reader %d ended after %d events: %v", i, w.Added.Load(), w.Err())
 		}
 	}
 	t.Logf("the 15 KB/s reader got %d ADDED events (%d KB) in %s; over %d samples meanwhile: list %s, get %s (best of 3), %d sessions in ClientWrite or idle in transaction at most, /readyz %d",
-		slow.added.Load(), slow.bytes.Load()>>10, elapsed.Round(100*time.Millisecond), samples,
+		slow.Added.Load(), slow.Bytes.Load()>>10, elapsed.Round(100*time.Millisecond), samples,
 		worst.list.Round(time.Millisecond), worst.get.Round(time.Millisecond), worst.pinned, worst.readyz)
 	t.Logf("sessions in ClientWrite or idle in transaction / the oldest one's transaction, per sample: %s", strings.Join(series, " "))
 	if worst.list >= time.Second || worst.get >= time.Second {
@@ -112,14 +105,14 @@ func TestSlowWatchClients(t *testing.T) {
 // server sends them no faster than they read: it sends fast until it has
 // filled what kube-apiserver (a 4 MiB HTTP/2 stream window per proxied
 // watch) and the sockets buffer.
-func (e *env) waitBackedUp(t *testing.T, ws []*slowWatch) {
+func (e *env) waitBackedUp(t *testing.T, ws []*framework.SlowWatch) {
 	t.Helper()
 	start := time.Now()
 	last, seen := -1.0, ""
 	err := wait.PollUntilContextTimeout(t.Context(), time.Second, time.Minute, true, func(ctx context.Context) (bool, error) {
 		for i, w := range ws {
-			if !w.open.Load() {
-				seen = fmt.Sprintf("1 KB/s reader %d has no answer yet (%v)", i, w.err())
+			if !w.Open.Load() {
+				seen = fmt.Sprintf("1 KB/s reader %d has no answer yet (%v)", i, w.Err())
 				return false, nil
 			}
 		}
@@ -218,127 +211,11 @@ func bestOf3(f func() error) (time.Duration, error) {
 	return best, nil
 }
 
-// slowWatch is a NodeCapacity watch of one member through the aggregator,
-// without resourceVersion, read by a raw HTTP/1.1 client at a fixed rate
-// through a small TCP receive buffer, so the servers upstream feel it.
-type slowWatch struct {
-	open  atomic.Bool // answered 200
-	added atomic.Int64
-	bytes atomic.Int64
-	done  chan struct{}
-
-	mu       sync.Mutex
-	errEvent string
-	readErr  error
-}
-
-func startSlowWatch(ctx context.Context, cp *framework.ControlPlane, cluster string, rate int) *slowWatch {
-	w := &slowWatch{done: make(chan struct{})}
-	go func() {
-		defer close(w.done)
-		err := w.read(ctx, cp, cluster, rate)
-		w.mu.Lock()
-		w.readErr = err
-		w.mu.Unlock()
-	}()
-	return w
-}
-
-func (w *slowWatch) read(ctx context.Context, cp *framework.ControlPlane, cluster string, rate int) error {
-	tlsConfig, err := rest.TLSConfigFor(cp.AdminConfig())
-	if err != nil {
-		return err
-	}
-	tlsConfig.NextProtos = []string{"http/1.1"}
-	dialer := &net.Dialer{}
-	client := &http.Client{Transport: &http.Transport{
-		TLSClientConfig: tlsConfig,
-		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			conn, err := dialer.DialContext(ctx, network, addr)
-			if tcp, ok := conn.(*net.TCPConn); ok {
-				err = errors.Join(err, tcp.SetReadBuffer(4<<10))
-			}
-			return conn, err
-		},
-	}}
-	url := cp.KubeAPIServerURL() + "/apis/platform.example.io/v1alpha1/nodecapacities?watch=true&labelSelector=platform.example.io%2Fcluster%3D" + cluster
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		body, _ := io.ReadAll(resp.Body)
-		return fmt.Errorf("watch: %s: %s", resp.Status, body)
-	}
-	w.open.Store(true)
-	dec := json.NewDecoder(&throttled{ctx: ctx, r: resp.Body, rate: rate, n: &w.bytes})
-	for {
-		var ev struct {
-			Type   string          `json:"type"`
-			Object json.RawMessage `json:"object"`
-		}
-		if err := dec.Decode(&ev); err != nil {
-			return err
-		}
-		switch ev.Type {
-		case "ADDED":
-			w.added.Add(1)
-		case "ERROR":
-			w.mu.Lock()
-			w.errEvent = string(ev.Object)
-			w.mu.Unlock()
-		}
-	}
-}
-
-func (w *slowWatch) finished() bool {
-	select {
-	case <-w.done:
-		return true
-	default:
-		return false
-	}
-}
-
-func (w *slowWatch) errorEvent() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.errEvent
-}
-
-func (w *slowWatch) err() error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.readErr
-}
-
-// throttled reads r at about rate bytes per second, at most a tenth of
-// a second's worth at a time.
-type throttled struct {
-	ctx   context.Context //nolint:containedctx // the reader's lifetime
-	r     io.Reader
-	rate  int
-	n     *atomic.Int64
-	start time.Time
-}
-
-func (t *throttled) Read(p []byte) (int, error) {
-	if t.start.IsZero() {
-		t.start = time.Now()
-	}
-	// Wait until what was read so far is within the rate.
-	due := t.start.Add(time.Duration(t.n.Load()) * time.Second / time.Duration(t.rate))
-	select {
-	case <-time.After(time.Until(due)):
-	case <-t.ctx.Done():
-		return 0, t.ctx.Err()
-	}
-	n, err := t.r.Read(p[:min(len(p), t.rate/10)])
-	t.n.Add(int64(n))
-	return n, err
+// startSlowWatch is a NodeCapacity watch of one member through the
+// aggregator, without resourceVersion, read by a raw HTTP/1.1 client at a
+// fixed rate through a small TCP receive buffer, so the servers upstream
+// feel it.
+func startSlowWatch(ctx context.Context, cp *framework.ControlPlane, cluster string, rate int) *framework.SlowWatch {
+	return framework.StartSlowWatch(ctx, cp.AdminConfig(),
+		"/apis/platform.example.io/v1alpha1/nodecapacities?watch=true&labelSelector=platform.example.io%2Fcluster%3D"+cluster, rate)
 }
