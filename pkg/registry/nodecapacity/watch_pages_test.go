@@ -2,6 +2,7 @@ package nodecapacity_test
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 
 	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
@@ -34,7 +35,7 @@ func TestInitialPagesEachAtTheirVersion(t *testing.T) {
 	gone := s.mem.Delete("c", "n240")
 
 	rest := next(t, w, 250, true)
-	events := append(first, rest...)
+	events := slices.Concat(first, rest)
 	byName := map[string]event{}
 	for _, e := range events[:249] {
 		if e.typ != watch.Added {
