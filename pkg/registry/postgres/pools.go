@@ -109,23 +109,39 @@ func (p *connPool) acquire(ctx context.Context) (*pgxpool.Conn, error) {
 }
 
 // getRow runs a one-row query on a connection p.acquire gives and scans
-// the row with scan.
+// the row with scan (see read for a connection that died idle).
 func getRow[T any](ctx context.Context, p *connPool, scan func(pgx.Row) (T, error), sql string, args ...any) (T, error) {
-	conn, err := p.acquire(ctx)
-	if err != nil {
-		var zero T
-		return zero, err
-	}
-	defer conn.Release()
-	return scan(conn.QueryRow(ctx, sql, args...))
+	var v T
+	err := p.read(ctx, func(conn *pgxpool.Conn) error {
+		var err error
+		v, err = scan(conn.QueryRow(ctx, sql, args...))
+		return err
+	})
+	return v, err
 }
 
-// beginTx runs fn in a transaction on a connection acquire gives.
+// beginTx runs fn in a read-only transaction on a connection acquire gives
+// (see read); fn may run twice.
 func (p *connPool) beginTx(ctx context.Context, opts pgx.TxOptions, fn func(pgx.Tx) error) error {
-	conn, err := p.acquire(ctx)
-	if err != nil {
-		return err
+	return p.read(ctx, func(conn *pgxpool.Conn) error { return pgx.BeginTxFunc(ctx, conn, opts, fn) })
+}
+
+// read runs a read on a connection acquire gives. A pooled connection
+// whose server crashed or failed over while it sat idle fails its next
+// statement (the pool pings only those idle for over a second); that is
+// not the database's answer, so a read that lost its connection runs once
+// more on another. Reads only: running one twice is harmless.
+func (p *connPool) read(ctx context.Context, fn func(*pgxpool.Conn) error) error {
+	for attempt := 0; ; attempt++ {
+		conn, err := p.acquire(ctx)
+		if err != nil {
+			return err
+		}
+		err = fn(conn)
+		lost := err != nil && conn.Conn().IsClosed() && ctx.Err() == nil
+		conn.Release() // a closed connection is destroyed, not pooled
+		if !lost || attempt > 0 {
+			return err
+		}
 	}
-	defer conn.Release()
-	return pgx.BeginTxFunc(ctx, conn, opts, fn)
 }
