@@ -258,6 +258,17 @@ func (r *faultRegistry) commit(ctx context.Context, w *registrypostgres.Store, v
 	return time.Now(), nil
 }
 
+// commitAndAwait commits the next change through w and waits until it is
+// on the watch; it returns when the commit returned and when the watch had it.
+func (r *faultRegistry) commitAndAwait(ctx context.Context, w *registrypostgres.Store) (committed, seen time.Time, err error) {
+	v := r.next()
+	if committed, err = r.commit(ctx, w, v); err != nil {
+		return committed, seen, err
+	}
+	seen, err = r.watch.await(ctx, v)
+	return committed, seen, err
+}
+
 // beforeFault waits until the replica is ready and the standby has
 // replayed everything the primary wrote. The test servers run with
 // synchronous_commit=off, so a commit can return before its WAL is written;

@@ -169,12 +169,7 @@ func benchPrimaryHungPromoted(b *testing.B, e *env, loseCommits bool) {
 				b.Fatal(err)
 			}
 			defer w.Close()
-			v := r.next()
-			committed, err := r.commit(ctx, w, v)
-			if err != nil {
-				b.Fatal(err)
-			}
-			seen, err := r.watch.await(ctx, v)
+			committed, seen, err := r.commitAndAwait(ctx, w)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -208,12 +203,7 @@ func benchPrimaryKilledRestarted(b *testing.B, e *env) {
 			b.Fatal(err)
 		}
 		back := time.Now()
-		v := r.next()
-		committed, err := r.commit(ctx, r.writer, v)
-		if err != nil {
-			b.Fatal(err)
-		}
-		seen, err := r.watch.await(ctx, v)
+		committed, seen, err := r.commitAndAwait(ctx, r.writer)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -250,12 +240,7 @@ func benchPrimaryStoppedPromoted(b *testing.B, e *env) {
 				b.Fatal(err)
 			}
 			promoted := time.Now()
-			v := r.next()
-			committed, err := r.commit(ctx, r.writer, v)
-			if err != nil {
-				b.Fatal(err)
-			}
-			seen, err := r.watch.await(ctx, v)
+			committed, seen, err := r.commitAndAwait(ctx, r.writer)
 			if err != nil {
 				b.Fatal(err)
 			}
