@@ -325,27 +325,27 @@ func (l *eventLog) count(typ watch.EventType) int {
 // watchCapacities and watchNodes watch ClusterCapacities and NodeCapacities
 // from now, with a field selector, and collect the events until the test ends.
 func (e *env) watchCapacities(t *testing.T, fieldSelector string) *eventLog {
-	t.Helper()
-	c := e.platform.PlatformV1alpha1().ClusterCapacities()
-	list, err := c.List(t.Context(), metav1.ListOptions{FieldSelector: fieldSelector})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := c.Watch(t.Context(), metav1.ListOptions{FieldSelector: fieldSelector, ResourceVersion: list.ResourceVersion})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return collectEvents(t, w)
+	return watchFromNow(t, e.platform.PlatformV1alpha1().ClusterCapacities(), fieldSelector)
 }
 
 func (e *env) watchNodes(t *testing.T, fieldSelector string) *eventLog {
+	return watchFromNow(t, e.platform.PlatformV1alpha1().NodeCapacities(), fieldSelector)
+}
+
+// listWatcher is the part of a typed client watchFromNow uses.
+type listWatcher[L interface{ GetResourceVersion() string }] interface {
+	List(ctx context.Context, opts metav1.ListOptions) (L, error)
+	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
+}
+
+// watchFromNow lists for a resourceVersion and watches c from it.
+func watchFromNow[L interface{ GetResourceVersion() string }](t *testing.T, c listWatcher[L], fieldSelector string) *eventLog {
 	t.Helper()
-	c := e.platform.PlatformV1alpha1().NodeCapacities()
 	list, err := c.List(t.Context(), metav1.ListOptions{FieldSelector: fieldSelector})
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := c.Watch(t.Context(), metav1.ListOptions{FieldSelector: fieldSelector, ResourceVersion: list.ResourceVersion})
+	w, err := c.Watch(t.Context(), metav1.ListOptions{FieldSelector: fieldSelector, ResourceVersion: list.GetResourceVersion()})
 	if err != nil {
 		t.Fatal(err)
 	}
