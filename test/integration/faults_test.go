@@ -24,7 +24,7 @@ import (
 // every second and a watch and an informer are open (docs/faults.md).
 //
 // First it comes back (SIGCONT): meanwhile readiness fails naming the change
-// feed, a list answers with an error instead of hanging, and afterwards
+// feed, a list answers with an error well before its request timeout, and afterwards
 // everything made meanwhile arrives. Then it hangs again and its streaming
 // standby is promoted (the server's multi-host DSN with
 // target_session_attrs=read-write reaches it): the watch and the informer
@@ -71,8 +71,10 @@ func TestRegistryHungPrimary(t *testing.T) {
 			t.Errorf("a list while the only primary hangs succeeded")
 		}
 		t.Logf("the list answered %s after the primary hung: %v", time.Since(frozen).Round(100*time.Millisecond), err)
-	case <-time.After(65*time.Second - time.Since(frozen)):
-		t.Errorf("a list was still waiting 65 s after the primary hung")
+	case <-time.After(40*time.Second - time.Since(frozen)):
+		// Well before the request timeout (60 s): the change feed's read
+		// timeout (10 s) cuts the connections stuck on the hung server.
+		t.Errorf("a list was still waiting 40 s after the primary hung")
 	}
 	if err := primary.Thaw(); err != nil {
 		t.Fatal(err)

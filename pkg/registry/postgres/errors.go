@@ -19,6 +19,11 @@ func interpretError(err error) error {
 	if err == nil {
 		return nil
 	}
+	for _, mapped := range []error{store.ErrNotFound, store.ErrUnavailable, store.ErrTimeout, store.ErrRejected, store.ErrTooComplex, store.ErrBusy} {
+		if errors.Is(err, mapped) {
+			return err // mapped already, deeper down
+		}
+	}
 	if errors.Is(err, pgx.ErrNoRows) {
 		return fmt.Errorf("%w: %w", store.ErrNotFound, err)
 	}
@@ -42,12 +47,17 @@ func interpretError(err error) error {
 		}
 		return err
 	}
+	if _, ok := errors.AsType[*pgconn.ConnectError](err); ok {
+		// Before the deadline check: a connect that timed out (a hung or
+		// unreachable host) is the database unavailable, not a slow answer
+		// for the client to retry (a 504's Retry-After made client-go
+		// retry a list against a hung primary ten times over).
+		return fmt.Errorf("%w: %w", store.ErrUnavailable, err)
+	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return err // the caller gave up; the database may be fine
 	}
-	var connectErr *pgconn.ConnectError
-	var netErr net.Error
-	if errors.As(err, &connectErr) || errors.As(err, &netErr) {
+	if _, ok := errors.AsType[net.Error](err); ok {
 		return fmt.Errorf("%w: %w", store.ErrUnavailable, err)
 	}
 	return err

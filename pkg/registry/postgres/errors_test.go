@@ -1,11 +1,14 @@
 package postgres
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -13,6 +16,7 @@ import (
 
 	"github.com/example/platform-apiserver/pkg/apis/platform"
 	"github.com/example/platform-apiserver/pkg/registry"
+	"github.com/example/platform-apiserver/pkg/registry/store"
 )
 
 // TestRequestRejectionsAreBadRequests: what PostgreSQL refuses because of
@@ -55,5 +59,34 @@ func TestRequestRejectionsAreBadRequests(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestConnectTimeoutIsUnavailable: a connect that timed out (a hung or
+// unreachable host) is a 503 without Retry-After, not a 504 whose
+// Retry-After makes client-go retry the request against the hung host.
+func TestConnectTimeoutIsUnavailable(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	defer cancel()
+	// A listener that accepts and never answers: a SIGSTOPped server.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	_, err = pgconn.Connect(ctx, "postgres://u@"+l.Addr().String()+"/db?sslmode=disable")
+	if err == nil {
+		t.Fatal("connect to a listener that never answers succeeded")
+	}
+	if err = interpretError(err); !errors.Is(err, store.ErrUnavailable) {
+		t.Fatalf("interpretError(connect timeout) = %v, want ErrUnavailable", err)
+	}
+	status, ok := registry.APIError(err, platform.Resource("nodecapacities"), "").(apierrors.APIStatus)
+	if !ok || status.Status().Code != http.StatusServiceUnavailable {
+		t.Fatalf("APIError = %v, want 503", status)
+	}
+	if d := status.Status().Details; d != nil && d.RetryAfterSeconds > 0 {
+		t.Errorf("Retry-After %d s on an unreachable registry, want none", d.RetryAfterSeconds)
 	}
 }

@@ -159,9 +159,10 @@ func (s *Store) waitForNotification(ctx context.Context, conn *pgx.Conn) (*pgcon
 
 // abandonConnections is called when a read ran out of time: the server
 // may have hung or been failed over from while keeping its sockets open,
-// so the pool's connections and the listener's are replaced by new ones, to
-// whichever server the DSN reaches now. Connections in use are closed when
-// they are returned.
+// so the pools' connections and the listener's are replaced by new ones, to
+// whichever server the DSN reaches now. Connections in use are cut too: a
+// list or a discovery commit waiting on the hung server fails now (a read
+// runs once more on a new connection) instead of at its deadline.
 func (s *Store) abandonConnections() {
 	// Once per abandonInterval: the reads that time out next are most
 	// likely still connecting (to the first host of a multi-host DSN,
@@ -171,7 +172,9 @@ func (s *Store) abandonConnections() {
 	if now-last < int64(abandonInterval) || !s.listener.abandonedAt.CompareAndSwap(last, now) {
 		return
 	}
-	s.resetPools()
+	for _, p := range s.primaryPools() {
+		p.cutAll()
+	}
 	s.listener.abandoned.Store(true)
 	if cancel := s.listener.cancelWait.Load(); cancel != nil {
 		(*cancel)()

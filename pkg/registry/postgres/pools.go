@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/example/platform-apiserver/pkg/registry/store"
@@ -60,6 +62,8 @@ type connPool struct {
 	acquireTimeout time.Duration
 	// busy counts acquires refused after acquireTimeout.
 	busy atomic.Int64
+	// conns are the pool's connections, to cut in use or not (cutAll).
+	conns connSet
 }
 
 // newConnPool creates a pool of size connections (0: cfg's own size).
@@ -69,6 +73,17 @@ func newConnPool(ctx context.Context, name string, cfg *pgxpool.Config, size int
 		cfg.MaxConns = size
 	}
 	cfg.MinConns = min(cfg.MinConns, cfg.MaxConns)
+	cp := &connPool{name: name, acquireTimeout: acquireTimeout}
+	afterConnect := cfg.AfterConnect
+	cfg.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
+		if afterConnect != nil {
+			if err := afterConnect(ctx, conn); err != nil {
+				return err
+			}
+		}
+		cp.conns.add(conn.PgConn())
+		return nil
+	}
 	if _, set := cfg.ConnConfig.RuntimeParams["application_name"]; !set {
 		// pg_stat_activity tells the pools' sessions apart.
 		cfg.ConnConfig.RuntimeParams["application_name"] = "platform-apiserver-" + strings.Fields(name)[0]
@@ -77,7 +92,52 @@ func newConnPool(ctx context.Context, name string, cfg *pgxpool.Config, size int
 	if err != nil {
 		return nil, fmt.Errorf("create postgres %s pool: %w", name, interpretError(err))
 	}
-	return &connPool{Pool: p, name: name, acquireTimeout: acquireTimeout}, nil
+	cp.Pool = p
+	return cp, nil
+}
+
+// cutAll closes every connection of the pool, idle or in use: a statement
+// waiting on an unresponsive server fails now instead of at its deadline,
+// and the pool makes new connections, to whichever server the DSN reaches
+// now. (pgxpool's Reset closes connections in use only once returned.)
+func (p *connPool) cutAll() {
+	p.Reset()
+	p.conns.cut()
+}
+
+// connSet holds a pool's open connections. Connections are added when made
+// and dropped once closed: the pool has no hook for a destroyed one.
+type connSet struct {
+	mu    sync.Mutex
+	conns map[*pgconn.PgConn]struct{}
+}
+
+func (c *connSet) add(conn *pgconn.PgConn) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.conns == nil {
+		c.conns = map[*pgconn.PgConn]struct{}{}
+	}
+	for k := range c.conns {
+		if k.IsClosed() {
+			delete(c.conns, k)
+		}
+	}
+	c.conns[conn] = struct{}{}
+}
+
+// cut closes the sockets of the set's connections. Closing a socket is
+// safe while another goroutine reads from it: that read fails, and pgconn
+// closes the connection, which its pool then destroys.
+func (c *connSet) cut() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k := range c.conns {
+		if !k.IsClosed() {
+			_ = k.Conn().Close()
+		}
+		delete(c.conns, k)
+	}
 }
 
 // acquire takes a connection. From a pool whose connections are all in

@@ -77,3 +77,43 @@ func TestReadsPoolBusy(t *testing.T) {
 		t.Errorf("list after the readers let go: %v", err)
 	}
 }
+
+// TestCutAllInterruptsStatements: cutting a pool's connections fails a
+// statement in flight at once (on a hung server it would wait for its
+// deadline) and the pool's next read gets a new connection.
+func TestCutAllInterruptsStatements(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s := openStore(t, pgtest.NewTestDatabase(t), Options{})
+	var before int32
+	if err := s.reads.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&before); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.reads.Exec(ctx, `SELECT pg_sleep(60)`)
+		done <- err
+	}()
+	for s.reads.Stat().AcquiredConns() == 0 {
+		time.Sleep(10 * time.Millisecond) // until the sleep has its connection
+	}
+	time.Sleep(100 * time.Millisecond) // and has sent the statement
+	start := time.Now()
+	s.reads.cutAll()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("a statement whose connection was cut succeeded")
+		}
+		t.Logf("cut after %s: %v", time.Since(start).Round(time.Millisecond), err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("a statement whose connection was cut still ran 10 s later")
+	}
+	var after int32
+	if err := s.reads.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&after); err != nil {
+		t.Fatalf("a read after the cut: %v", err)
+	}
+	if after == before {
+		t.Errorf("the read after the cut reused backend %d", before)
+	}
+}
