@@ -36,9 +36,6 @@ type Kind[R, O any] struct {
 	ToObject func(*R) O
 	// NewList wraps items in the kind's list type (ListMeta is set after).
 	NewList func(items []O) runtime.Object
-	// Change picks the kind's records, current and previous (nil when
-	// there is none), out of a change of this kind.
-	Change func(*store.Change) (cur, prev *R)
 	// Key names a record's object, for routing watch events.
 	Key func(*R) ChangeKey
 	// Columns print the kind as kubectl tables.
@@ -103,8 +100,8 @@ func (k *Kind[R, O]) Validate() error {
 	if k.Kind == "" || k.Resource == "" || k.Singular == "" || k.StoreKind == "" {
 		errs = append(errs, "Kind, Resource, Singular and StoreKind are required")
 	}
-	if k.ToObject == nil || k.NewList == nil || k.Change == nil || k.Key == nil || len(k.Columns) == 0 {
-		errs = append(errs, "ToObject, NewList, Change, Key and Columns are required")
+	if k.ToObject == nil || k.NewList == nil || k.Key == nil || len(k.Columns) == 0 {
+		errs = append(errs, "ToObject, NewList, Key and Columns are required")
 	}
 	for _, c := range k.Columns {
 		if c.Name == "" || c.Type == "" || c.Cell == nil {

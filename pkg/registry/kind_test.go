@@ -63,7 +63,6 @@ var widgetKind = &registry.Kind[store.NodeCapacity, Widget]{
 			ResourceVersion: strconv.FormatInt(nc.ResourceVersion, 10)}, Cluster: nc.ClusterID, Ready: nc.Node.Ready}
 	},
 	NewList: func(items []Widget) runtime.Object { return &WidgetList{Items: items} },
-	Change:  func(c *store.Change) (cur, prev *store.NodeCapacity) { return c.NodeCapacity, c.PrevNodeCapacity },
 	Key: func(nc *store.NodeCapacity) registry.ChangeKey {
 		return registry.ChangeKey{Name: nc.ClusterID + "." + nc.Node.Name, Cluster: nc.ClusterID}
 	},
@@ -93,7 +92,7 @@ func widgetStack(t *testing.T) (*feedtest.MemFeed, *widgets, *[]store.ListOption
 		},
 		List: func(ctx context.Context, opts store.ListOptions) (*store.Page[store.NodeCapacity], error) {
 			asked = append(asked, opts)
-			return mem.ListNodeCapacities(ctx, opts)
+			return mem.NodeCapacities().List(ctx, opts)
 		},
 		Stream: mem.StreamNodeCapacities,
 		Key:    mem.NodeCapacities().Key,

@@ -57,7 +57,7 @@ func NewREST[R, O any, P APIObject[O]](k *Kind[R, O], src store.Source[R], w Wat
 		Kind:      k.StoreKind,
 		Resource:  k.GroupResource(),
 		Fields:    r.fields,
-		Convert:   ConvertChange[R, O, P](k.Change, k.ToObject),
+		Convert:   ConvertChange[R, O, P](k.ToObject),
 		Stream:    StreamObjects[R, O, P](src.Stream, src.Key, k.ToObject),
 		NewObject: r.New,
 		Attrs: func(obj runtime.Object) (labels.Set, fields.Set) {
@@ -65,11 +65,11 @@ func NewREST[R, O any, P APIObject[O]](k *Kind[R, O], src store.Source[R], w Wat
 			return o.GetLabels(), k.FieldValues(o)
 		},
 		Key: func(c *store.Change) ChangeKey {
-			cur, _ := k.Change(c)
+			cur, _ := store.Records[R](c)
 			return k.Key(cur)
 		},
 		ListKey: func(c *store.Change) store.ListKey {
-			cur, _ := k.Change(c)
+			cur, _ := store.Records[R](c)
 			return src.Key(cur)
 		},
 	}

@@ -582,11 +582,11 @@ func (w *watcher) emit(stop <-chan struct{}, ev watch.Event) bool {
 	}
 }
 
-// ConvertChange adapts a change's record pair (current, previous; either
-// picked by records) to WatchSpec.Convert.
-func ConvertChange[R, O any, P APIObject[O]](records func(*store.Change) (cur, prev *R), toObject func(*R) O) func(*store.Change) (runtime.Object, runtime.Object) {
+// ConvertChange adapts a change's records (current and previous, as Rs) to
+// WatchSpec.Convert.
+func ConvertChange[R, O any, P APIObject[O]](toObject func(*R) O) func(*store.Change) (runtime.Object, runtime.Object) {
 	return func(c *store.Change) (runtime.Object, runtime.Object) {
-		cur, prev := records(c)
+		cur, prev := store.Records[R](c)
 		obj := toObject(cur)
 		if prev == nil {
 			return P(&obj), nil

@@ -145,7 +145,7 @@ func BenchmarkStandby(b *testing.B) {
 	})
 	storeList := func(st *registrypostgres.Store) func(context.Context) (int, error) {
 		return func(ctx context.Context) (int, error) {
-			page, err := st.ListNodeCapacities(ctx, store.ListOptions{Freshness: store.Freshness{Latest: true}})
+			page, err := st.NodeCapacities().List(ctx, store.ListOptions{Freshness: store.Freshness{Latest: true}})
 			if err != nil {
 				return 0, err
 			}

@@ -96,7 +96,7 @@ func (e *env) testPagination(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer old.Close()
-		page, err := old.ListNodeCapacities(ctx, store.ListOptions{Limit: 2})
+		page, err := old.NodeCapacities().List(ctx, store.ListOptions{Limit: 2})
 		if err != nil || page.Continue == "" {
 			t.Fatalf("list with old clock: %v (continue %q)", err, page.Continue)
 		}
@@ -122,7 +122,7 @@ func (e *env) testPagination(t *testing.T) {
 			{Name: "a", UID: "a", Phase: "Active"}, {Name: "b", UID: "b", Phase: "Active"}}}); err != nil {
 			t.Fatal(err)
 		}
-		page, err := other.ListClusterNamespaces(ctx, store.ListOptions{Limit: 1})
+		page, err := other.ClusterNamespaces().List(ctx, store.ListOptions{Limit: 1})
 		if err != nil || page.Continue == "" {
 			t.Fatalf("list of the other registry: %v (continue %q)", err, page.Continue)
 		}

@@ -417,7 +417,7 @@ func (e *env) testInformer(t *testing.T) {
 	if _, err := e.platform.PlatformV1alpha1().NodeCapacities().Watch(ctx, metav1.ListOptions{ResourceVersion: "1"}); !apierrors.IsResourceExpired(err) && !apierrors.IsGone(err) {
 		t.Errorf("watch from a compacted resourceVersion: %v, want 410", err)
 	}
-	page, err := e.store.ListNodeCapacities(ctx, store.ListOptions{})
+	page, err := e.store.NodeCapacities().List(ctx, store.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,9 +28,6 @@ var Kind = &registry.Kind[store.ClusterCapacity, platform.ClusterCapacity]{
 	NewList: func(items []platform.ClusterCapacity) runtime.Object {
 		return &platform.ClusterCapacityList{Items: items}
 	},
-	Change: func(c *store.Change) (cur, prev *store.ClusterCapacity) {
-		return c.ClusterCapacity, c.PrevClusterCapacity
-	},
 	Key: func(cc *store.ClusterCapacity) registry.ChangeKey {
 		return registry.ChangeKey{Name: cc.ClusterID, Cluster: cc.ClusterID}
 	},

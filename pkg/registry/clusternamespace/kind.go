@@ -29,9 +29,6 @@ var Kind = &registry.Kind[store.ClusterNamespace, platform.ClusterNamespace]{
 	NewList: func(items []platform.ClusterNamespace) runtime.Object {
 		return &platform.ClusterNamespaceList{Items: items}
 	},
-	Change: func(c *store.Change) (cur, prev *store.ClusterNamespace) {
-		return c.ClusterNamespace, c.PrevClusterNamespace
-	},
 	Key: func(cn *store.ClusterNamespace) registry.ChangeKey {
 		return registry.ChangeKey{Namespace: cn.Namespace.Name, Name: cn.ClusterID, Cluster: cn.ClusterID}
 	},

@@ -62,7 +62,7 @@ type Options struct {
 	// subscribers with full buffers before dropping them.
 	DispatchBudget time.Duration
 	// WindowChanges and WindowBytes bound the window of recent changes
-	// kept in memory (bytes as estimated by changeSize).
+	// kept in memory (bytes as store.Change's Size estimates them).
 	WindowChanges int
 	WindowBytes   int
 	// ReadTimeout bounds each read of the feed, so a database that stops

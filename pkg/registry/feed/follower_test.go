@@ -190,7 +190,7 @@ func TestResumeWithinWindow(t *testing.T) {
 func TestRouteSkipsChangesBeforeDelivery(t *testing.T) {
 	m := feedtest.New()
 	f := startFollower(t, m, 100)
-	onlyA := func(c *store.Change) bool { return c.NodeCapacity.ClusterID == "a" }
+	onlyA := func(c *store.Change) bool { return c.ClusterID == "a" }
 	s, err := f.Subscribe(store.KindNodeCapacity, -1, onlyA)
 	if err != nil {
 		t.Fatal(err)

@@ -2,13 +2,11 @@ package feed
 
 import (
 	"sort"
-
-	"github.com/example/platform-apiserver/pkg/registry/store"
 )
 
 // window holds the most recent changes, oldest first: every change with a
-// version in (floor, newest] — bounded by count and estimated bytes, the
-// oldest going first.
+// version in (floor, newest] — bounded by count and bytes (store.Change's
+// Size), the oldest going first.
 type window struct {
 	items    []Item
 	bytes    int
@@ -24,10 +22,10 @@ func (w *window) reset(floor int64) {
 // add appends the newest change and evicts the oldest beyond the bounds.
 func (w *window) add(it Item) {
 	w.items = append(w.items, it)
-	w.bytes += changeSize(it.Change)
+	w.bytes += it.Change.Size
 	drop := 0
 	for len(w.items)-drop > w.maxItems || (w.bytes > w.maxBytes && len(w.items)-drop > 1) {
-		w.bytes -= changeSize(w.items[drop].Change)
+		w.bytes -= w.items[drop].Change.Size
 		w.floor = w.items[drop].ResourceVersion
 		drop++
 	}
@@ -49,44 +47,3 @@ func (w *window) since(rv int64) []Item {
 	return w.items[i:]
 }
 
-// changeSize estimates the memory a change holds: its records' strings
-// and maps, plus a fixed overhead per record.
-func changeSize(c *store.Change) int {
-	const record = 512
-	n := 64
-	for _, nc := range []*store.NodeCapacity{c.NodeCapacity, c.PrevNodeCapacity} {
-		if nc == nil {
-			continue
-		}
-		n += record + len(nc.ClusterID) + len(nc.Node.Name) + len(nc.Node.UID) + mapSize(nc.Node.Labels)
-		for _, cond := range nc.Node.Conditions {
-			n += 64 + len(cond.Type) + len(cond.Status) + len(cond.Reason) + len(cond.Message)
-		}
-		for _, t := range nc.Node.Taints {
-			n += 48 + len(t.Key) + len(t.Value) + len(t.Effect)
-		}
-	}
-	for _, cn := range []*store.ClusterNamespace{c.ClusterNamespace, c.PrevClusterNamespace} {
-		if cn == nil {
-			continue
-		}
-		n += record + len(cn.ClusterID) + len(cn.Namespace.Name) + len(cn.Namespace.UID) + mapSize(cn.Namespace.Labels)
-		for _, q := range cn.Quotas {
-			n += 64 + len(q.Name) + mapSize(q.Hard) + mapSize(q.Used)
-		}
-	}
-	for _, cc := range []*store.ClusterCapacity{c.ClusterCapacity, c.PrevClusterCapacity} {
-		if cc != nil {
-			n += record + len(cc.ClusterID) + mapSize(cc.Labels)
-		}
-	}
-	return n
-}
-
-func mapSize(m map[string]string) int {
-	n := 48 * len(m)
-	for k, v := range m {
-		n += len(k) + len(v)
-	}
-	return n
-}

@@ -30,9 +30,6 @@ var Kind = &registry.Kind[store.NodeCapacity, platform.NodeCapacity]{
 	},
 	ToObject: ToObject,
 	NewList:  func(items []platform.NodeCapacity) runtime.Object { return &platform.NodeCapacityList{Items: items} },
-	Change: func(c *store.Change) (cur, prev *store.NodeCapacity) {
-		return c.NodeCapacity, c.PrevNodeCapacity
-	},
 	Key: func(nc *store.NodeCapacity) registry.ChangeKey {
 		return registry.ChangeKey{Name: Name(nc.ClusterID, nc.Node.Name), Cluster: nc.ClusterID}
 	},

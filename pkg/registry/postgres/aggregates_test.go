@@ -140,7 +140,7 @@ func TestReplace(t *testing.T) {
 	if got := nodeKeys(nodes.Items); got != "other.n9,prod-1.n1" {
 		t.Errorf("nodes after replace: %s", got)
 	}
-	nss, err := s.ListClusterNamespaces(ctx, store.ListOptions{})
+	nss, err := s.ClusterNamespaces().List(ctx, store.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

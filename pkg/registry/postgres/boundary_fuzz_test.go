@@ -59,7 +59,7 @@ func FuzzHTTPBoundary(f *testing.F) {
 		Namespaces: []store.Namespace{namespace("team-a"), namespace("team-b")}}); err != nil {
 		f.Fatal(err)
 	}
-	first, err := s.ListNodeCapacities(ctx, store.ListOptions{Limit: 1})
+	first, err := s.NodeCapacities().List(ctx, store.ListOptions{Limit: 1})
 	if err != nil {
 		f.Fatal(err)
 	}

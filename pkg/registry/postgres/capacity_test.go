@@ -154,7 +154,7 @@ func TestClusterCapacity(t *testing.T) {
 		}
 		changed := false
 		for _, c := range changes {
-			changed = changed || c.Kind == store.KindClusterCapacity && c.ClusterCapacity.ClusterID == "a"
+			changed = changed || c.Kind == store.KindClusterCapacity && asCapacity(c.Object).ClusterID == "a"
 		}
 		if changed != step.cc {
 			t.Errorf("%s: ClusterCapacity a changed = %t, want %t", step.name, changed, step.cc)
@@ -176,7 +176,7 @@ func TestClusterCapacity(t *testing.T) {
 	for _, c := range changes {
 		switch c.Kind {
 		case store.KindNodeCapacity:
-			n := c.NodeCapacity
+			n := asNode(c.Object)
 			if nodes[n.ClusterID] == nil {
 				nodes[n.ClusterID] = map[string]store.NodeCapacity{}
 			}
@@ -186,7 +186,7 @@ func TestClusterCapacity(t *testing.T) {
 				nodes[n.ClusterID][n.Node.Name] = *n
 			}
 		case store.KindClusterNamespace:
-			n := c.ClusterNamespace
+			n := asNamespace(c.Object)
 			if nss[n.ClusterID] == nil {
 				nss[n.ClusterID] = map[string]store.ClusterNamespace{}
 			}
@@ -198,15 +198,15 @@ func TestClusterCapacity(t *testing.T) {
 		case store.KindClusterCapacity:
 			checked++
 			var nl []store.NodeCapacity
-			for _, n := range nodes[c.ClusterCapacity.ClusterID] {
+			for _, n := range nodes[asCapacity(c.Object).ClusterID] {
 				nl = append(nl, n)
 			}
 			var cl []store.ClusterNamespace
-			for _, n := range nss[c.ClusterCapacity.ClusterID] {
+			for _, n := range nss[asCapacity(c.Object).ClusterID] {
 				cl = append(cl, n)
 			}
-			if want, got := sumCapacity(nl, cl), capacityValues(*c.ClusterCapacity); !reflect.DeepEqual(got, want) {
-				t.Errorf("feed at %d: ClusterCapacity %s\n%+v\nsum of what the feed showed so far\n%+v", c.ResourceVersion, c.ClusterCapacity.ClusterID, got, want)
+			if want, got := sumCapacity(nl, cl), capacityValues(*asCapacity(c.Object)); !reflect.DeepEqual(got, want) {
+				t.Errorf("feed at %d: ClusterCapacity %s\n%+v\nsum of what the feed showed so far\n%+v", c.ResourceVersion, asCapacity(c.Object).ClusterID, got, want)
 			}
 		}
 	}
@@ -225,7 +225,7 @@ func checkCapacity(t *testing.T, s *postgres.Store, b testBundle, cluster, step 
 	t.Helper()
 	sel := []store.FieldRequirement{{Field: store.Field{Path: "status.cluster", Columns: []string{"cluster_id"}}, Op: "=", Value: cluster}}
 	nodes := listNodes(t, s, b.ctx, store.ListOptions{Fields: sel}).Items
-	nss, err := s.ListClusterNamespaces(b.ctx, store.ListOptions{Fields: sel})
+	nss, err := s.ClusterNamespaces().List(b.ctx, store.ListOptions{Fields: sel})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -284,7 +284,7 @@ func TestRecordMemberState(t *testing.T) {
 		t.Fatalf("after an Unreachable report: %+v, %v", c, err)
 	}
 	changes, _, err := s.Changes(ctx, store.ChangeFilter{}, before, 10)
-	if err != nil || len(changes) != 1 || changes[0].Type != store.ChangeAdded || changes[0].ClusterCapacity.Mirroring != store.MemberUnreachable {
+	if err != nil || len(changes) != 1 || changes[0].Type != store.ChangeAdded || asCapacity(changes[0].Object).Mirroring != store.MemberUnreachable {
 		t.Errorf("changes %+v, %v; want the ClusterCapacity ADDED", changes, err)
 	}
 	rv := registryRV(t, s, ctx)

@@ -61,9 +61,9 @@ func (s *Store) Changes(ctx context.Context, filter store.ChangeFilter, after in
 			return nil
 		}
 		byRV := map[int64]*store.Change{}
-		for _, k := range feedKinds {
-			if filter.Kind == "" || filter.Kind == k.feedKind() {
-				if err := k.read(ctx, tx, filter.ClusterID, after, upTo, byRV); err != nil {
+		for _, v := range views {
+			if filter.Kind == "" || filter.Kind == v.feedKind() {
+				if err := v.readChanges(ctx, tx, filter.ClusterID, after, upTo, byRV); err != nil {
 					return err
 				}
 			}
@@ -86,88 +86,6 @@ func (s *Store) Changes(ctx context.Context, filter store.ChangeFilter, after in
 	}
 	s.saw(readAt)
 	return changes, readAt, nil
-}
-
-// feedKinds are the kinds the change feed carries.
-var feedKinds = []interface {
-	feedKind() store.Kind
-	read(ctx context.Context, tx pgx.Tx, clusterID string, after, upTo int64, byRV map[int64]*store.Change) error
-}{nodeCapacityFeed, clusterNamespaceFeed, clusterCapacityFeed}
-
-// feedKind decodes one view kind's log entries. An entry's object and
-// prev_object are to_jsonb of a view row; jsonb_populate_record turns them
-// back into the view table's row type, from which the kind's list columns
-// are selected and scanned by the list's own scanner, so an entry decodes
-// exactly as Get and List decode the row it was taken from.
-type feedKind[T any] struct {
-	kind store.Kind
-	list listSpec[T]
-	set  func(c *store.Change, v *T, prev bool)
-}
-
-var nodeCapacityFeed = feedKind[store.NodeCapacity]{
-	kind: store.KindNodeCapacity,
-	list: nodeCapacityList,
-	set: func(c *store.Change, v *store.NodeCapacity, prev bool) {
-		if prev {
-			c.PrevNodeCapacity = v
-		} else {
-			c.NodeCapacity = v
-		}
-	},
-}
-
-var clusterNamespaceFeed = feedKind[store.ClusterNamespace]{
-	kind: store.KindClusterNamespace,
-	list: clusterNamespaceList,
-	set: func(c *store.Change, v *store.ClusterNamespace, prev bool) {
-		if prev {
-			c.PrevClusterNamespace = v
-		} else {
-			c.ClusterNamespace = v
-		}
-	},
-}
-
-func (k feedKind[T]) feedKind() store.Kind { return k.kind }
-
-// read adds this kind's entries with after < resource_version <= upTo to
-// byRV, only clusterID's unless that is empty. The statement is assembled
-// from the kind's table and list columns.
-func (k feedKind[T]) read(ctx context.Context, tx pgx.Tx, clusterID string, after, upTo int64, byRV map[int64]*store.Change) error {
-	rows, err := tx.Query(ctx, `
-		SELECT c.resource_version, c.type, v.is_prev, `+prefixed("r", k.list.columns)+`
-		FROM registry_change c
-		CROSS JOIN LATERAL (VALUES (false, c.object), (true, c.prev_object)) AS v(is_prev, obj)
-		CROSS JOIN LATERAL jsonb_populate_record(NULL::`+k.list.table+`, v.obj) AS r
-		WHERE c.resource_version > $1 AND c.resource_version <= $2 AND c.kind = $3 AND v.obj IS NOT NULL
-			AND ($4 = '' OR c.cluster_id = $4)`,
-		after, upTo, string(k.kind), clusterID)
-	if err != nil {
-		return fmt.Errorf("read %s changes: %w", k.kind, err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var (
-			rv     int64
-			typ    string
-			isPrev bool
-		)
-		v, err := k.list.scan(headRow{Row: rows, head: []any{&rv, &typ, &isPrev}})
-		if err != nil {
-			return fmt.Errorf("decode %s change %d: %w", k.kind, rv, err)
-		}
-		c := byRV[rv]
-		if c == nil {
-			c = &store.Change{ResourceVersion: rv, Type: store.ChangeType(typ), Kind: k.kind}
-			byRV[rv] = c
-		}
-		k.set(c, &v, isPrev)
-	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("read %s changes: %w", k.kind, err)
-	}
-	return nil
 }
 
 // headRow scans a row's leading columns into head and the rest into the

@@ -105,7 +105,7 @@ func TestChangeFeedHistoryStartsAtMigration(t *testing.T) {
 	}
 	changes, readAt, err := s.Changes(ctx, store.ChangeFilter{}, at002, 10)
 	if err != nil || len(changes) != 1 || changes[0].Type != store.ChangeAdded || changes[0].Kind != store.KindClusterCapacity ||
-		changes[0].ClusterCapacity.Nodes != 2 || readAt != rv {
+		asCapacity(changes[0].Object).Nodes != 2 || readAt != rv {
 		t.Errorf("Changes at the migration's version = %+v at %d (registry %d), %v; want member c's ClusterCapacity ADDED with 2 nodes", changes, readAt, rv, err)
 	}
 }

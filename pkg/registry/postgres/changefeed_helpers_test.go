@@ -16,11 +16,11 @@ import (
 func changeKey(c store.Change) string {
 	switch c.Kind {
 	case store.KindNodeCapacity:
-		return "node/" + c.NodeCapacity.ClusterID + "/" + c.NodeCapacity.Node.Name
+		return "node/" + asNode(c.Object).ClusterID + "/" + asNode(c.Object).Node.Name
 	case store.KindClusterCapacity:
-		return "cc/" + c.ClusterCapacity.ClusterID + "/" + c.ClusterCapacity.ClusterID
+		return "cc/" + asCapacity(c.Object).ClusterID + "/" + asCapacity(c.Object).ClusterID
 	default:
-		return "ns/" + c.ClusterNamespace.ClusterID + "/" + c.ClusterNamespace.Namespace.Name
+		return "ns/" + asNamespace(c.Object).ClusterID + "/" + asNamespace(c.Object).Namespace.Name
 	}
 }
 
@@ -30,21 +30,21 @@ func changeKey(c store.Change) string {
 func changeObject(c store.Change) any {
 	switch c.Kind {
 	case store.KindNodeCapacity:
-		return c.NodeCapacity
+		return asNode(c.Object)
 	case store.KindClusterCapacity:
-		return c.ClusterCapacity
+		return asCapacity(c.Object)
 	}
-	return c.ClusterNamespace
+	return asNamespace(c.Object)
 }
 
 func changePrev(c store.Change) any {
 	switch {
-	case c.Kind == store.KindNodeCapacity && c.PrevNodeCapacity != nil:
-		return c.PrevNodeCapacity
-	case c.Kind == store.KindClusterNamespace && c.PrevClusterNamespace != nil:
-		return c.PrevClusterNamespace
-	case c.Kind == store.KindClusterCapacity && c.PrevClusterCapacity != nil:
-		return c.PrevClusterCapacity
+	case c.Kind == store.KindNodeCapacity && asNode(c.Prev) != nil:
+		return asNode(c.Prev)
+	case c.Kind == store.KindClusterNamespace && asNamespace(c.Prev) != nil:
+		return asNamespace(c.Prev)
+	case c.Kind == store.KindClusterCapacity && asCapacity(c.Prev) != nil:
+		return asCapacity(c.Prev)
 	}
 	return nil
 }
@@ -87,14 +87,14 @@ func viewState(t *testing.T, s *postgres.Store, ctx context.Context) map[string]
 	for _, n := range listNodes(t, s, ctx, store.ListOptions{}).Items {
 		out["node/"+n.ClusterID+"/"+n.Node.Name] = &n
 	}
-	nss, err := s.ListClusterNamespaces(ctx, store.ListOptions{})
+	nss, err := s.ClusterNamespaces().List(ctx, store.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, n := range nss.Items {
 		out["ns/"+n.ClusterID+"/"+n.Namespace.Name] = &n
 	}
-	ccs, err := s.ListClusterCapacities(ctx, store.ListOptions{})
+	ccs, err := s.ClusterCapacities().List(ctx, store.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,3 +162,9 @@ func replay(t *testing.T, state map[string]any, changes []store.Change) {
 		}
 	}
 }
+
+// asNode, asNamespace and asCapacity are a change's record of that kind,
+// nil for none.
+func asNode(o any) *store.NodeCapacity          { n, _ := o.(*store.NodeCapacity); return n }
+func asNamespace(o any) *store.ClusterNamespace { n, _ := o.(*store.ClusterNamespace); return n }
+func asCapacity(o any) *store.ClusterCapacity   { c, _ := o.(*store.ClusterCapacity); return c }

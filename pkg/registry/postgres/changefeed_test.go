@@ -129,8 +129,8 @@ func TestChangeFeed(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, ch := range changes {
-		if ch.Type == store.ChangeDeleted && ch.Kind == store.KindNodeCapacity && ch.NodeCapacity.Node.Name == "n1" {
-			u := ch.NodeCapacity.Usage
+		if ch.Type == store.ChangeDeleted && ch.Kind == store.KindNodeCapacity && asNode(ch.Object).Node.Name == "n1" {
+			u := asNode(ch.Object).Usage
 			if u == nil || u.CPUNanoCores != 12345 || !u.Timestamp.Equal(sample.ObservedAt) || u.Window != sample.Window {
 				t.Errorf("n1 tombstone usage %+v, want the sample %+v", u, sample)
 			}
@@ -208,7 +208,7 @@ func TestChangesFiltered(t *testing.T) {
 	keys := func(changes []store.Change) []string {
 		var out []string
 		for _, c := range changes {
-			out = append(out, string(c.Kind)+"/"+c.ClusterID())
+			out = append(out, string(c.Kind)+"/"+c.ClusterID)
 		}
 		return out
 	}

@@ -51,14 +51,14 @@ func TestStandbyReads(t *testing.T) {
 	for i := range 20 {
 		mustApply(t, s, ctx, store.Batch{ClusterID: "c1", Nodes: []store.Node{node("n"+string(rune('a'+i)), 1000, 1<<30)}})
 		written := presentRV(t, s, ctx)
-		page, err := s.ListNodeCapacities(ctx, store.ListOptions{Freshness: store.Freshness{Latest: true}})
+		page, err := s.NodeCapacities().List(ctx, store.ListOptions{Freshness: store.Freshness{Latest: true}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if page.ResourceVersion < written || len(page.Items) != i+1 {
 			t.Fatalf("write %d: latest list at %d with %d items, want at least %d with %d", i, page.ResourceVersion, len(page.Items), written, i+1)
 		}
-		page, err = s.ListNodeCapacities(ctx, store.ListOptions{Freshness: store.Freshness{AtLeast: written}})
+		page, err = s.NodeCapacities().List(ctx, store.ListOptions{Freshness: store.Freshness{AtLeast: written}})
 		if err != nil || page.ResourceVersion < written {
 			t.Fatalf("write %d: list at least %d answered %+v, %v", i, written, page, err)
 		}
@@ -70,11 +70,11 @@ func TestStandbyReads(t *testing.T) {
 	if err := primary.Pause(); err != nil {
 		t.Fatal(err)
 	}
-	page, err := s.ListNodeCapacities(ctx, store.ListOptions{Freshness: store.Freshness{AtLeast: written}})
+	page, err := s.NodeCapacities().List(ctx, store.ListOptions{Freshness: store.Freshness{AtLeast: written}})
 	if err != nil || page.ResourceVersion < written || len(page.Items) != 20 {
 		t.Fatalf("primary down: list at least %d from the standby answered %+v, %v", written, page, err)
 	}
-	if _, err := s.ListNodeCapacities(ctx, store.ListOptions{Freshness: store.Freshness{Latest: true}}); !errors.Is(err, store.ErrUnavailable) {
+	if _, err := s.NodeCapacities().List(ctx, store.ListOptions{Freshness: store.Freshness{Latest: true}}); !errors.Is(err, store.ErrUnavailable) {
 		t.Errorf("primary down: a latest list needs the primary's present; got %v, want unavailable", err)
 	}
 	if err := primary.Resume(ctx); err != nil {
@@ -110,7 +110,7 @@ func TestFailoverDoesNotReuseResourceVersions(t *testing.T) {
 		mustApply(t, s, ctx, store.Batch{ClusterID: "c1", Nodes: []store.Node{node(name, 1000, 1<<30)}})
 	}
 	lost := presentRV(t, s, ctx)
-	firstPage, err := s.ListNodeCapacities(ctx, store.ListOptions{Limit: 1})
+	firstPage, err := s.NodeCapacities().List(ctx, store.ListOptions{Limit: 1})
 	if err != nil || firstPage.Continue == "" || firstPage.ResourceVersion != lost {
 		t.Fatalf("first page before the failover: %+v, %v", firstPage, err)
 	}
@@ -149,7 +149,7 @@ func TestFailoverDoesNotReuseResourceVersions(t *testing.T) {
 	}
 
 	// A list begun before the failover at a lost version cannot continue.
-	if _, err := s.ListNodeCapacities(ctx, store.ListOptions{Limit: 1, Continue: firstPage.Continue}); !errors.Is(err, store.ErrExpiredContinue) {
+	if _, err := s.NodeCapacities().List(ctx, store.ListOptions{Limit: 1, Continue: firstPage.Continue}); !errors.Is(err, store.ErrExpiredContinue) {
 		t.Errorf("continue a list begun at lost version %d: %v, want expired (410)", firstPage.ResourceVersion, err)
 	}
 
@@ -164,8 +164,8 @@ func TestFailoverDoesNotReuseResourceVersions(t *testing.T) {
 	}
 	var names []string
 	for _, c := range changes {
-		if c.NodeCapacity != nil {
-			names = append(names, c.NodeCapacity.Node.Name)
+		if asNode(c.Object) != nil {
+			names = append(names, asNode(c.Object).Node.Name)
 		}
 	}
 	if !slices.Equal(names, []string{"after", "fenced-2"}) {

@@ -84,7 +84,7 @@ func TestReady(t *testing.T) {
 	if err != nil || len(pending) != 14 {
 		t.Fatalf("PendingMigrations: %v, %v", pending, err)
 	}
-	if _, err := s.ListNodeCapacities(b.ctx, store.ListOptions{}); !errors.Is(err, store.ErrUnavailable) {
+	if _, err := s.NodeCapacities().List(b.ctx, store.ListOptions{}); !errors.Is(err, store.ErrUnavailable) {
 		t.Fatalf("list before Migrate: got %v, want ErrUnavailable", err)
 	}
 	if err := s.Migrate(b.ctx); err != nil {

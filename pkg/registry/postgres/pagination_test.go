@@ -69,7 +69,7 @@ func TestPagination(t *testing.T) {
 	var nsGot []string
 	nsOpts := store.ListOptions{Limit: 4, Labels: mustRequirements(t, "team")}
 	for {
-		p, err := s.ListClusterNamespaces(ctx, nsOpts)
+		p, err := s.ClusterNamespaces().List(ctx, nsOpts)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -130,7 +130,7 @@ func TestContinueTokens(t *testing.T) {
 		{name: "tampered", token: string(tampered), list: listNodesErr(s, b), want: store.ErrInvalidContinue},
 		{name: "garbage", token: "not a token", list: listNodesErr(s, b), want: store.ErrInvalidContinue},
 		{name: "other kind", token: first.Continue, list: func(o store.ListOptions) error {
-			_, err := s.ListClusterNamespaces(ctx, o)
+			_, err := s.ClusterNamespaces().List(ctx, o)
 			return err
 		}, want: store.ErrInvalidContinue},
 		{name: "expired", token: first.Continue, later: 2 * time.Minute, list: listNodesErr(s, b), want: store.ErrExpiredContinue},
@@ -150,7 +150,7 @@ func TestContinueTokens(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer other.Close()
-	if _, err := other.ListNodeCapacities(ctx, store.ListOptions{Limit: 1, Continue: first.Continue}); err != nil {
+	if _, err := other.NodeCapacities().List(ctx, store.ListOptions{Limit: 1, Continue: first.Continue}); err != nil {
 		t.Errorf("token from another replica: %v", err)
 	}
 
@@ -159,14 +159,14 @@ func TestContinueTokens(t *testing.T) {
 	recreated, rb := setup(t, postgres.Options{Now: clock})
 	mustApply(t, recreated, rb.ctx, store.Batch{ClusterID: "c", Nodes: []store.Node{node("a", 1, 1), node("b", 1, 1)}})
 	foreign := listNodes(t, recreated, rb.ctx, store.ListOptions{Limit: 1})
-	if _, err := s.ListNodeCapacities(ctx, store.ListOptions{Limit: 1, Continue: foreign.Continue}); !errors.Is(err, store.ErrExpiredContinue) {
+	if _, err := s.NodeCapacities().List(ctx, store.ListOptions{Limit: 1, Continue: foreign.Continue}); !errors.Is(err, store.ErrExpiredContinue) {
 		t.Errorf("token from another registry: got %v, want %v", err, store.ErrExpiredContinue)
 	}
 }
 
 func listNodesErr(s *postgres.Store, b testBundle) func(store.ListOptions) error {
 	return func(o store.ListOptions) error {
-		_, err := s.ListNodeCapacities(b.ctx, o)
+		_, err := s.NodeCapacities().List(b.ctx, o)
 		return err
 	}
 }

@@ -37,7 +37,7 @@ func TestReadsPoolBusy(t *testing.T) {
 	}
 
 	start := time.Now()
-	_, err := s.ListNodeCapacities(ctx, store.ListOptions{})
+	_, err := s.NodeCapacities().List(ctx, store.ListOptions{})
 	if waited := time.Since(start); waited > 5*time.Second {
 		t.Errorf("the list waited %s for a connection; the acquire timeout is 300ms", waited)
 	}
@@ -73,7 +73,7 @@ func TestReadsPoolBusy(t *testing.T) {
 	for _, c := range held {
 		c.Release()
 	}
-	if _, err := s.ListNodeCapacities(ctx, store.ListOptions{}); err != nil {
+	if _, err := s.NodeCapacities().List(ctx, store.ListOptions{}); err != nil {
 		t.Errorf("list after the readers let go: %v", err)
 	}
 }

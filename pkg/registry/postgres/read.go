@@ -6,7 +6,6 @@ import (
 	"math"
 	"slices"
 	"strconv"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
 
@@ -17,22 +16,11 @@ import (
 // sqlRegistryVersion reads the registry resourceVersion in a list's snapshot.
 var sqlRegistryVersion = statement("read_registry_version")
 
-// listSpec describes how to list one view table.
-type listSpec[T any] struct {
-	kind    kind
-	table   string
-	columns string
-	// order is the keyset: two key columns, bytewise (COLLATE "C") order.
-	order [2]string
-	scan  func(pgx.Row) (T, error)
-	key   func(T) store.ListKey
-}
-
 // list reads one page in a REPEATABLE READ READ ONLY transaction, so the
 // page and its resourceVersion come from one snapshot. Paging is keyset:
 // the continue token carries the last key, and limit+1 rows tell whether
 // more follow.
-func list[T any](ctx context.Context, s *Store, spec listSpec[T], opts store.ListOptions) (*store.Page[T], error) {
+func list[T any](ctx context.Context, s *Store, spec *view[T], opts store.ListOptions) (*store.Page[T], error) {
 	sel, err := selectorConds(opts)
 	if err != nil {
 		return nil, err
@@ -40,7 +28,7 @@ func list[T any](ctx context.Context, s *Store, spec listSpec[T], opts store.Lis
 	read := pageRead{limit: opts.Limit, fresh: opts.Freshness}
 	var tok *continuetoken.Token
 	if opts.Continue != "" {
-		if tok, err = s.decodeContinue(ctx, spec.kind, opts.Continue); err != nil {
+		if tok, err = s.decodeContinue(ctx, spec.resource, opts.Continue); err != nil {
 			return nil, err
 		}
 		read.after = &store.ListKey{tok.Key[0], tok.Key[1]}
@@ -56,11 +44,11 @@ func list[T any](ctx context.Context, s *Store, spec listSpec[T], opts store.Lis
 		page.ResourceVersion = tok.ResourceVersion
 	}
 	if more {
-		next := continuetoken.Token{Kind: spec.kind.name, ResourceVersion: page.ResourceVersion, IssuedAt: s.opts.Now()}
+		next := continuetoken.Token{Kind: spec.resource, ResourceVersion: page.ResourceVersion, IssuedAt: s.opts.Now()}
 		if tok != nil {
 			next.IssuedAt = tok.IssuedAt // the TTL bounds the whole list
 		}
-		last := spec.key(page.Items[len(page.Items)-1])
+		last := spec.key(&page.Items[len(page.Items)-1])
 		next.Key = last[:]
 		codec, err := s.continueCodec(ctx)
 		if err != nil {
@@ -78,7 +66,7 @@ func list[T any](ctx context.Context, s *Store, spec listSpec[T], opts store.Lis
 // its own at least as fresh as the page before, and calls yield with each
 // page once its transaction has ended: the database never waits on yield
 // (a slow client).
-func stream[T any](ctx context.Context, s *Store, spec listSpec[T], opts store.ListOptions, pageSize int, yield func(store.StreamPage[T]) error) error {
+func stream[T any](ctx context.Context, s *Store, spec *view[T], opts store.ListOptions, pageSize int, yield func(store.StreamPage[T]) error) error {
 	sel, err := selectorConds(opts)
 	if err != nil {
 		return err
@@ -95,7 +83,7 @@ func stream[T any](ctx context.Context, s *Store, spec listSpec[T], opts store.L
 		if !more {
 			return nil
 		}
-		last := spec.key(page.Items[len(page.Items)-1])
+		last := spec.key(&page.Items[len(page.Items)-1])
 		read.after, read.began = &last, page.ResourceVersion
 		read.fresh = store.Freshness{AtLeast: page.ResourceVersion}
 	}
@@ -133,7 +121,7 @@ type pageRead struct {
 // registry's resourceVersion from one REPEATABLE READ READ ONLY snapshot,
 // and decodes the rows once the transaction has ended; more tells that
 // rows follow (limit+1 were found).
-func readPage[T any](ctx context.Context, s *Store, spec listSpec[T], sel filter, r pageRead) (page *store.Page[T], more bool, err error) {
+func readPage[T any](ctx context.Context, s *Store, spec *view[T], sel filter, r pageRead) (page *store.Page[T], more bool, err error) {
 	conds, args := sel.conds, slices.Clone(sel.args)
 	if r.after != nil {
 		conds = append(slices.Clip(conds), fmt.Sprintf("(%s, %s) > (%s, %s)", spec.order[0], spec.order[1], args.add(r.after[0]), args.add(r.after[1])))
@@ -168,12 +156,12 @@ func readPage[T any](ctx context.Context, s *Store, spec listSpec[T], sel filter
 		return err
 	})
 	if err != nil {
-		return nil, false, fmt.Errorf("list %s: %w", spec.kind.name, interpretError(err))
+		return nil, false, fmt.Errorf("list %s: %w", spec.resource, interpretError(err))
 	}
 	for i := range raw.values {
 		item, err := spec.scan(raw.row(i))
 		if err != nil {
-			return nil, false, fmt.Errorf("list %s: %w", spec.kind.name, interpretError(err))
+			return nil, false, fmt.Errorf("list %s: %w", spec.resource, interpretError(err))
 		}
 		page.Items = append(page.Items, item)
 	}
@@ -183,22 +171,12 @@ func readPage[T any](ctx context.Context, s *Store, spec listSpec[T], sel filter
 	return page, more, nil
 }
 
-// query is the ordered SELECT of the spec's rows matching conds: assembled
-// at run time from the selectors, so it stays in Go.
-func (spec listSpec[T]) query(conds []string) string {
-	query := "SELECT " + spec.columns + " FROM " + spec.table
-	if len(conds) > 0 {
-		query += " WHERE " + strings.Join(conds, " AND ")
-	}
-	return query + " ORDER BY " + spec.order[0] + ", " + spec.order[1]
-}
-
-func (s *Store) decodeContinue(ctx context.Context, k kind, token string) (*continuetoken.Token, error) {
+func (s *Store) decodeContinue(ctx context.Context, resource, token string) (*continuetoken.Token, error) {
 	codec, err := s.continueCodec(ctx)
 	if err != nil {
 		return nil, err
 	}
-	tok, err := codec.Decode(token, k.name)
+	tok, err := codec.Decode(token, resource)
 	if err != nil {
 		return nil, err
 	}

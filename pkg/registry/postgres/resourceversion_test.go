@@ -105,7 +105,7 @@ func snapshotRVs(t *testing.T, s *postgres.Store, ctx context.Context) map[strin
 	for _, n := range listNodes(t, s, ctx, store.ListOptions{}).Items {
 		out["node/"+n.Node.Name] = n.ResourceVersion
 	}
-	nss, err := s.ListClusterNamespaces(ctx, store.ListOptions{})
+	nss, err := s.ClusterNamespaces().List(ctx, store.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +123,7 @@ func assertListRVCoversItems(t *testing.T, s *postgres.Store, ctx context.Contex
 			t.Errorf("node %s RV %d > list RV %d", n.Node.Name, n.ResourceVersion, nodes.ResourceVersion)
 		}
 	}
-	nss, err := s.ListClusterNamespaces(ctx, store.ListOptions{})
+	nss, err := s.ClusterNamespaces().List(ctx, store.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +159,7 @@ func TestConcurrentApply(t *testing.T) {
 				return
 			default:
 			}
-			p, err := s.ListNodeCapacities(ctx, store.ListOptions{})
+			p, err := s.NodeCapacities().List(ctx, store.ListOptions{})
 			if err != nil {
 				readerErr <- err
 				return

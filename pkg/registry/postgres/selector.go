@@ -25,17 +25,6 @@ func (a *sqlArgs) add(v any) string {
 	return "$" + strconv.Itoa(len(*a))
 }
 
-// kind names one view table's resource, in continue tokens and errors.
-type kind struct {
-	name string
-}
-
-var (
-	nodeCapacityKind     = kind{name: "nodecapacities"}
-	clusterNamespaceKind = kind{name: "clusternamespaces"}
-	clusterCapacityKind  = kind{name: "clustercapacities"}
-)
-
 // selectorSQL turns label and field requirements into SQL conditions (to be
 // ANDed) over a view table with labels and cluster_id columns; a field
 // requirement names its own columns (see store.Field).

@@ -135,7 +135,7 @@ func TestFieldSelectors(t *testing.T) {
 	}
 	for _, tc := range nsTests {
 		t.Run("namespaces/"+tc.name, func(t *testing.T) {
-			p, err := s.ListClusterNamespaces(ctx, store.ListOptions{Fields: tc.fields})
+			p, err := s.ClusterNamespaces().List(ctx, store.ListOptions{Fields: tc.fields})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -150,7 +150,7 @@ func TestFieldSelectors(t *testing.T) {
 		{Field: nodecapacity.Kind.MustField("status.schedulable"), Op: eq, Value: "yes"},
 		{Field: nodecapacity.Kind.MustField("status.cluster"), Op: selection.In, Value: "x"},
 	} {
-		if _, err := s.ListNodeCapacities(ctx, store.ListOptions{Fields: []store.FieldRequirement{bad}}); err == nil {
+		if _, err := s.NodeCapacities().List(ctx, store.ListOptions{Fields: []store.FieldRequirement{bad}}); err == nil {
 			t.Errorf("field %+v: want an error", bad)
 		}
 	}

@@ -67,7 +67,7 @@ func TestSelectorValuesArrayParameter(t *testing.T) {
 		if len(args) > 2*len(reqs) {
 			t.Errorf("%.40s...: %d bind parameters for %d requirements", tc.selector, len(args), len(reqs))
 		}
-		page, err := s.ListNodeCapacities(ctx, store.ListOptions{Labels: reqs})
+		page, err := s.NodeCapacities().List(ctx, store.ListOptions{Labels: reqs})
 		if err != nil {
 			t.Fatalf("%.40s...: %v", tc.selector, err)
 		}

@@ -92,7 +92,7 @@ func getNamespace(t *testing.T, s *postgres.Store, ctx context.Context, cluster,
 
 func listNodes(t *testing.T, s *postgres.Store, ctx context.Context, opts store.ListOptions) *store.Page[store.NodeCapacity] {
 	t.Helper()
-	p, err := s.ListNodeCapacities(ctx, opts)
+	p, err := s.NodeCapacities().List(ctx, opts)
 	if err != nil {
 		t.Fatalf("ListNodeCapacities: %v", err)
 	}

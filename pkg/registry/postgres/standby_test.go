@@ -24,8 +24,8 @@ func changedNodes(t *testing.T, s *postgres.Store, ctx context.Context, after in
 	}
 	var names []string
 	for _, c := range changes {
-		if c.NodeCapacity != nil {
-			names = append(names, c.NodeCapacity.Node.Name)
+		if asNode(c.Object) != nil {
+			names = append(names, asNode(c.Object).Node.Name)
 		}
 	}
 	return names
@@ -158,7 +158,7 @@ func TestStandbyOnTheOldTimelineServesNothing(t *testing.T) {
 	}
 
 	after, ctx := haStore(t, promoted.DSN(), postgres.Options{ReadDSNs: []string{stale.DSN()}, NoPrimaryReads: true})
-	page, err := after.ListNodeCapacities(ctx, store.ListOptions{Freshness: store.Freshness{AtLeast: kept}})
+	page, err := after.NodeCapacities().List(ctx, store.ListOptions{Freshness: store.Freshness{AtLeast: kept}})
 	if err != nil {
 		t.Fatal(err)
 	}

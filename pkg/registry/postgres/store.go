@@ -1,5 +1,5 @@
-// Package postgres implements the registry's store.Reader and store.Writer on
-// PostgreSQL with pgx. See docs/registry.md for the schema and the
+// Package postgres implements the registry's views (store.Source), its
+// change feed and store.Writer on PostgreSQL with pgx. See docs/registry.md for the schema and the
 // resourceVersion design.
 package postgres
 
@@ -18,7 +18,6 @@ import (
 )
 
 var (
-	_ store.Reader     = &Store{}
 	_ store.Writer     = &Store{}
 	_ store.ChangeFeed = &Store{}
 )

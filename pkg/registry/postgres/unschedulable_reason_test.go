@@ -75,8 +75,8 @@ func TestUnschedulableReason(t *testing.T) {
 			changes = append(changes, c)
 		}
 	}
-	if len(changes) != 1 || changes[0].PrevNodeCapacity == nil ||
-		changes[0].PrevNodeCapacity.UnschedulableReason != "" || changes[0].NodeCapacity.UnschedulableReason != store.ReasonCordoned {
+	if len(changes) != 1 || asNode(changes[0].Prev) == nil ||
+		asNode(changes[0].Prev).UnschedulableReason != "" || asNode(changes[0].Object).UnschedulableReason != store.ReasonCordoned {
 		t.Errorf("cordon: changes %+v, want one from \"\" to Cordoned", changes)
 	}
 }

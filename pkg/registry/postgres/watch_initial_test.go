@@ -300,7 +300,7 @@ func replayNodes(t *testing.T, s *postgres.Store, at int64, sel labels.Selector)
 			if c.Kind != store.KindNodeCapacity {
 				continue
 			}
-			n := c.NodeCapacity
+			n := asNode(c.Object)
 			name := n.ClusterID + "." + n.Node.Name
 			if c.Type == store.ChangeDeleted || !sel.Matches(labels.Set(n.Node.Labels)) {
 				delete(state, name)

@@ -413,21 +413,6 @@ type Page[T any] struct {
 	RemainingItemCount *int64
 }
 
-// Reader is what the API serves from.
-type Reader interface {
-	GetNodeCapacity(ctx context.Context, clusterID, node string) (*NodeCapacity, error)
-	ListNodeCapacities(ctx context.Context, opts ListOptions) (*Page[NodeCapacity], error)
-	GetClusterNamespace(ctx context.Context, namespace, clusterID string) (*ClusterNamespace, error)
-	ListClusterNamespaces(ctx context.Context, opts ListOptions) (*Page[ClusterNamespace], error)
-	// StreamNodeCapacities and StreamClusterNamespaces read every object
-	// matching opts (Limit and Continue ignored) in keyset pages of up to
-	// pageSize objects, each in a transaction of its own that ends before
-	// yield is called, so a slow yield holds no transaction or connection
-	// (see StreamPage); an error from yield ends the stream and is returned.
-	StreamNodeCapacities(ctx context.Context, opts ListOptions, pageSize int, yield func(StreamPage[NodeCapacity]) error) error
-	StreamClusterNamespaces(ctx context.Context, opts ListOptions, pageSize int, yield func(StreamPage[ClusterNamespace]) error) error
-}
-
 // Batch is a set of changes to one member cluster committed atomically,
 // together with the discovery cursors they reach.
 type Batch struct {
@@ -614,27 +599,25 @@ type Change struct {
 	ResourceVersion int64
 	Type            ChangeType
 	Kind            Kind
+	// ClusterID is the member the changed object belongs to.
+	ClusterID string
 
-	// Exactly one pair is set, by Kind.
-	NodeCapacity         *NodeCapacity
-	PrevNodeCapacity     *NodeCapacity
-	ClusterNamespace     *ClusterNamespace
-	PrevClusterNamespace *ClusterNamespace
-	ClusterCapacity      *ClusterCapacity
-	PrevClusterCapacity  *ClusterCapacity
+	// Object is the record after the change (for a deletion: the last
+	// one, at the deletion's version) and Prev the one before it (nil for
+	// an addition): pointers to the Kind's record type (*NodeCapacity,
+	// *ClusterNamespace, *ClusterCapacity, ...).
+	Object, Prev any
+	// Size approximates the memory the change holds, in bytes: the
+	// change feed's window is bounded by it.
+	Size int
 }
 
-// ClusterID is the member the changed object belongs to.
-func (c *Change) ClusterID() string {
-	switch {
-	case c.NodeCapacity != nil:
-		return c.NodeCapacity.ClusterID
-	case c.ClusterNamespace != nil:
-		return c.ClusterNamespace.ClusterID
-	case c.ClusterCapacity != nil:
-		return c.ClusterCapacity.ClusterID
-	}
-	return ""
+// Records returns a change's records as the kind's record type R; nil
+// where the change has none or they are not Rs.
+func Records[R any](c *Change) (cur, prev *R) {
+	cur, _ = c.Object.(*R)
+	prev, _ = c.Prev.(*R)
+	return cur, prev
 }
 
 // ChangeFilter narrows a read of the change feed to the changes a watch
@@ -647,7 +630,7 @@ type ChangeFilter struct {
 
 // Matches reports whether c passes the filter.
 func (f ChangeFilter) Matches(c *Change) bool {
-	return (f.Kind == "" || c.Kind == f.Kind) && (f.ClusterID == "" || c.ClusterID() == f.ClusterID)
+	return (f.Kind == "" || c.Kind == f.Kind) && (f.ClusterID == "" || c.ClusterID == f.ClusterID)
 }
 
 // ChangeFeed reads the registry's changes in resourceVersion order. Writers

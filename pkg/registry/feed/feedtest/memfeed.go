@@ -36,6 +36,10 @@ func New() *MemFeed {
 
 func key(cluster, node string) string { return cluster + "/" + node }
 
+// recordSize is the Size a change counts per record, about what the
+// registry's estimate gives a small node.
+const recordSize = 1024
+
 // Put adds or replaces a NodeCapacity (ADDED or MODIFIED) and returns its
 // new resourceVersion.
 func (m *MemFeed) Put(nc store.NodeCapacity) int64 {
@@ -43,9 +47,10 @@ func (m *MemFeed) Put(nc store.NodeCapacity) int64 {
 	defer m.mu.Unlock()
 	m.rv++
 	nc.ResourceVersion = m.rv
-	c := store.Change{ResourceVersion: m.rv, Type: store.ChangeAdded, Kind: store.KindNodeCapacity, NodeCapacity: new(nc)}
+	c := store.Change{ResourceVersion: m.rv, Type: store.ChangeAdded, Kind: store.KindNodeCapacity, ClusterID: nc.ClusterID,
+		Object: new(nc), Size: recordSize}
 	if prev, ok := m.nodes[key(nc.ClusterID, nc.Node.Name)]; ok {
-		c.Type, c.PrevNodeCapacity = store.ChangeModified, new(prev)
+		c.Type, c.Prev, c.Size = store.ChangeModified, new(prev), 2*recordSize
 	}
 	m.nodes[key(nc.ClusterID, nc.Node.Name)] = nc
 	m.changes = append(m.changes, c)
@@ -66,7 +71,7 @@ func (m *MemFeed) Delete(cluster, node string) int64 {
 	last.ResourceVersion = m.rv
 	delete(m.nodes, key(cluster, node))
 	m.changes = append(m.changes, store.Change{ResourceVersion: m.rv, Type: store.ChangeDeleted, Kind: store.KindNodeCapacity,
-		NodeCapacity: new(last), PrevNodeCapacity: new(prev)})
+		ClusterID: cluster, Object: new(last), Prev: new(prev), Size: 2 * recordSize})
 	m.notify()
 	return m.rv
 }
@@ -78,12 +83,12 @@ func (m *MemFeed) AddN(cluster string, kind store.Kind, n int) {
 	defer m.mu.Unlock()
 	for range n {
 		m.rv++
-		c := store.Change{ResourceVersion: m.rv, Type: store.ChangeAdded, Kind: kind}
+		c := store.Change{ResourceVersion: m.rv, Type: store.ChangeAdded, Kind: kind, ClusterID: cluster, Size: recordSize}
 		switch kind {
 		case store.KindClusterNamespace:
-			c.ClusterNamespace = &store.ClusterNamespace{ClusterID: cluster, Namespace: store.Namespace{Name: fmt.Sprint("ns", m.rv)}, ResourceVersion: m.rv}
+			c.Object = &store.ClusterNamespace{ClusterID: cluster, Namespace: store.Namespace{Name: fmt.Sprint("ns", m.rv)}, ResourceVersion: m.rv}
 		default:
-			c.NodeCapacity = &store.NodeCapacity{ClusterID: cluster, Node: store.Node{Name: fmt.Sprint("n", m.rv)}, ResourceVersion: m.rv}
+			c.Object = &store.NodeCapacity{ClusterID: cluster, Node: store.Node{Name: fmt.Sprint("n", m.rv)}, ResourceVersion: m.rv}
 		}
 		m.changes = append(m.changes, c)
 	}

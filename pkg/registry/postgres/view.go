@@ -1,0 +1,191 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/example/platform-apiserver/pkg/registry/store"
+)
+
+// view declares one view table once: its kind, its keyset, its columns and
+// how a row becomes a record. Everything the store reads of it is built
+// from the declaration: the column list, the scan, the get, the list and
+// stream pages, the change feed's decoding and the API's Source. A view
+// declared with newView is in the change feed (views).
+type view[R any] struct {
+	// kind is the change feed's kind of the table's rows.
+	kind store.Kind
+	// resource names the view in continue tokens and errors.
+	resource string
+	table    string
+	// order is the keyset: two key columns, bytewise (COLLATE "C") order.
+	order [2]string
+	// columns are read in this order.
+	columns []column[R]
+	// key is a record's keyset key (its two order columns).
+	key func(*R) store.ListKey
+	// name maps an object's namespace and name to its key; false: the
+	// name cannot be one of the view's objects (a get answers not found).
+	name func(namespace, name string) (store.ListKey, bool)
+	// finish, if set, completes a scanned record: fields derived from
+	// others, groups of columns that are NULL together.
+	finish func(*R)
+
+	// Built by newView.
+	columnList string // "a, b, c"
+	getSQL     string
+}
+
+// column is one column of a view table.
+type column[R any] struct {
+	name string
+	// target returns where a scan stores the column in a record: a pointer
+	// to a field, or a scanner that converts (NULL, sums, ...).
+	target func(*R) any
+}
+
+// col declares a column scanned straight into the field target points to.
+func col[R, F any](name string, target func(*R) *F) column[R] {
+	return column[R]{name: name, target: func(r *R) any { return target(r) }}
+}
+
+// views are the declared views, which the change feed decodes.
+var views []feedView
+
+// feedView is a view as the change feed sees it.
+type feedView interface {
+	feedKind() store.Kind
+	readChanges(ctx context.Context, tx pgx.Tx, clusterID string, after, upTo int64, byRV map[int64]*store.Change) error
+}
+
+// newView completes v's statements and adds it to the change feed.
+func newView[R any](v view[R]) *view[R] {
+	names := make([]string, len(v.columns))
+	for i, c := range v.columns {
+		names[i] = c.name
+	}
+	v.columnList = strings.Join(names, ", ")
+	v.getSQL = fmt.Sprintf("SELECT %s FROM %s WHERE %s = $1 AND %s = $2", v.columnList, v.table, v.order[0], v.order[1])
+	views = append(views, &v)
+	return &v
+}
+
+// scan reads a row of the view's columns into a record.
+func (v *view[R]) scan(row pgx.Row) (R, error) {
+	var r R
+	targets := make([]any, len(v.columns))
+	for i, c := range v.columns {
+		targets[i] = c.target(&r)
+	}
+	if err := row.Scan(targets...); err != nil {
+		return r, err
+	}
+	if v.finish != nil {
+		v.finish(&r)
+	}
+	return r, nil
+}
+
+// get reads the record with key k.
+func (v *view[R]) get(ctx context.Context, s *Store, k store.ListKey) (*R, error) {
+	r, err := getRow(ctx, s.reads, v.scan, v.getSQL, k[0], k[1])
+	if err != nil {
+		return nil, fmt.Errorf("get %s %s: %w", v.resource, strings.Join(k[:], "/"), interpretError(err))
+	}
+	return &r, nil
+}
+
+// source is what the API serves the view from.
+func (v *view[R]) source(s *Store) store.Source[R] {
+	return store.Source[R]{
+		Get: func(ctx context.Context, namespace, name string) (*R, error) {
+			k, ok := v.name(namespace, name)
+			if !ok {
+				return nil, store.ErrNotFound
+			}
+			return v.get(ctx, s, k)
+		},
+		List: func(ctx context.Context, opts store.ListOptions) (*store.Page[R], error) {
+			return list(ctx, s, v, opts)
+		},
+		Stream: func(ctx context.Context, opts store.ListOptions, pageSize int, yield func(store.StreamPage[R]) error) error {
+			return stream(ctx, s, v, opts, pageSize, yield)
+		},
+		Key: v.key,
+	}
+}
+
+// query is the ordered SELECT of the view's rows matching conds: assembled
+// at run time from the selectors.
+func (v *view[R]) query(conds []string) string {
+	query := "SELECT " + v.columnList + " FROM " + v.table
+	if len(conds) > 0 {
+		query += " WHERE " + strings.Join(conds, " AND ")
+	}
+	return query + " ORDER BY " + v.order[0] + ", " + v.order[1]
+}
+
+func (v *view[R]) feedKind() store.Kind { return v.kind }
+
+// readChanges adds this view's change-log entries with after <
+// resource_version <= upTo to byRV, only clusterID's unless that is empty.
+// An entry's object and prev_object are to_jsonb of a view row;
+// jsonb_populate_record turns them back into the table's row type, from
+// which the view's columns are selected and scanned by its own scan, so an
+// entry decodes exactly as a get or a list decodes the row it was taken
+// from.
+func (v *view[R]) readChanges(ctx context.Context, tx pgx.Tx, clusterID string, after, upTo int64, byRV map[int64]*store.Change) error {
+	cols := make([]string, len(v.columns))
+	for i, c := range v.columns {
+		cols[i] = "r." + c.name
+	}
+	rows, err := tx.Query(ctx, `
+		SELECT c.resource_version, c.type, c.cluster_id, v.is_prev, `+strings.Join(cols, ", ")+`
+		FROM registry_change c
+		CROSS JOIN LATERAL (VALUES (false, c.object), (true, c.prev_object)) AS v(is_prev, obj)
+		CROSS JOIN LATERAL jsonb_populate_record(NULL::`+v.table+`, v.obj) AS r
+		WHERE c.resource_version > $1 AND c.resource_version <= $2 AND c.kind = $3 AND v.obj IS NOT NULL
+			AND ($4 = '' OR c.cluster_id = $4)`,
+		after, upTo, string(v.kind), clusterID)
+	if err != nil {
+		return fmt.Errorf("read %s changes: %w", v.kind, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			rv            int64
+			typ, cluster  string
+			isPrev        bool
+			size          = changeOverhead
+		)
+		for _, raw := range rows.RawValues() {
+			size += len(raw)
+		}
+		r, err := v.scan(headRow{Row: rows, head: []any{&rv, &typ, &cluster, &isPrev}})
+		if err != nil {
+			return fmt.Errorf("decode %s change %d: %w", v.kind, rv, err)
+		}
+		c := byRV[rv]
+		if c == nil {
+			c = &store.Change{ResourceVersion: rv, Type: store.ChangeType(typ), Kind: v.kind, ClusterID: cluster}
+			byRV[rv] = c
+		}
+		if isPrev {
+			c.Prev = &r
+		} else {
+			c.Object = &r
+		}
+		c.Size += size
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("read %s changes: %w", v.kind, err)
+	}
+	return nil
+}
+
+// changeOverhead approximates what a decoded record holds beyond its
+// columns' bytes as the server sent them (headers, maps, slices).
+const changeOverhead = 512

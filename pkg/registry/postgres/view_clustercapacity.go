@@ -1,0 +1,153 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/example/platform-apiserver/pkg/registry/store"
+)
+
+// clusterCapacityView is cluster_capacity, whose rows the node and
+// namespace triggers of migration 009 keep; name is the cluster id again.
+var clusterCapacityView = newView(view[store.ClusterCapacity]{
+	kind: store.KindClusterCapacity, resource: "clustercapacities", table: "cluster_capacity",
+	order: [2]string{"cluster_id", "name"},
+	key:   func(c *store.ClusterCapacity) store.ListKey { return store.ListKey{c.ClusterID, c.ClusterID} },
+	name:  func(_, name string) (store.ListKey, bool) { return store.ListKey{name, name}, name != "" },
+	columns: clusterCapacityColumns(),
+})
+
+// clusterCapacityColumns are cluster_capacity's columns: counts, the sums
+// of All and of Schedulable (the same columns each), then the rest.
+func clusterCapacityColumns() []column[store.ClusterCapacity] {
+	cols := []column[store.ClusterCapacity]{
+		col("cluster_id", func(c *store.ClusterCapacity) *string { return &c.ClusterID }),
+		col("labels", func(c *store.ClusterCapacity) *map[string]string { return &c.Labels }),
+		col("nodes", func(c *store.ClusterCapacity) *int64 { return &c.Nodes }),
+		col("nodes_ready", func(c *store.ClusterCapacity) *int64 { return &c.NodesReady }),
+		col("nodes_schedulable", func(c *store.ClusterCapacity) *int64 { return &c.NodesSchedulable }),
+		col("nodes_cordoned", func(c *store.ClusterCapacity) *int64 { return &c.NodesCordoned }),
+		col("nodes_tainted", func(c *store.ClusterCapacity) *int64 { return &c.NodesTainted }),
+	}
+	for _, group := range []struct {
+		prefix string
+		sums   func(*store.ClusterCapacity) *store.CapacitySums
+	}{{"all_", func(c *store.ClusterCapacity) *store.CapacitySums { return &c.All }}, {"sched_", func(c *store.ClusterCapacity) *store.CapacitySums { return &c.Schedulable }}} {
+		sum := func(name string, field func(*store.CapacitySums) *int64) column[store.ClusterCapacity] {
+			return column[store.ClusterCapacity]{name: group.prefix + name, target: func(c *store.ClusterCapacity) any { return sat(field(group.sums(c))) }}
+		}
+		cols = append(cols,
+			sum("allocatable_cpu_millis", func(s *store.CapacitySums) *int64 { return &s.Allocatable.CPUMillis }),
+			sum("allocatable_memory_bytes", func(s *store.CapacitySums) *int64 { return &s.Allocatable.MemoryBytes }),
+			sum("allocatable_pods", func(s *store.CapacitySums) *int64 { return &s.Allocatable.Pods }),
+			sum("requested_cpu_millis", func(s *store.CapacitySums) *int64 { return &s.Requested.CPUMillis }),
+			sum("requested_memory_bytes", func(s *store.CapacitySums) *int64 { return &s.Requested.MemoryBytes }),
+			sum("requested_pods", func(s *store.CapacitySums) *int64 { return &s.Requested.Pods }),
+			sum("usage_cpu_nanocores", func(s *store.CapacitySums) *int64 { return &s.UsageCPUNanoCores }),
+			sum("usage_memory_bytes", func(s *store.CapacitySums) *int64 { return &s.UsageMemoryBytes }),
+			col(group.prefix+"usage_nodes", func(c *store.ClusterCapacity) *int64 { return &group.sums(c).UsageNodes }),
+		)
+	}
+	return append(cols,
+		column[store.ClusterCapacity]{name: "max_free_cpu_millis", target: func(c *store.ClusterCapacity) any { return maxFree{c, func(r *store.Resources) *int64 { return &r.CPUMillis }} }},
+		column[store.ClusterCapacity]{name: "max_free_memory_bytes", target: func(c *store.ClusterCapacity) any { return maxFree{c, func(r *store.Resources) *int64 { return &r.MemoryBytes }} }},
+		col("has_room", func(c *store.ClusterCapacity) *bool { return &c.HasRoom }),
+		col("has_room_since", func(c *store.ClusterCapacity) *time.Time { return &c.HasRoomSince }),
+		col("mirroring", func(c *store.ClusterCapacity) *store.MemberState { return &c.Mirroring }),
+		column[store.ClusterCapacity]{name: "mirroring_since", target: func(c *store.ClusterCapacity) any { return nullable(&c.MirroringSince) }},
+		col("namespaces", func(c *store.ClusterCapacity) *int64 { return &c.Namespaces }),
+		col("pods", func(c *store.ClusterCapacity) *int64 { return &c.Pods }),
+		col("first_seen", func(c *store.ClusterCapacity) *time.Time { return &c.FirstSeen }),
+		col("resource_version", func(c *store.ClusterCapacity) *int64 { return &c.ResourceVersion }),
+		column[store.ClusterCapacity]{name: "last_change_at", target: func(c *store.ClusterCapacity) any { return nullable(&c.LastChange) }},
+	)
+}
+
+// maxFree scans one of the largest free resources of a schedulable node,
+// NULL (no schedulable node) in both columns together, into MaxFree.
+type maxFree struct {
+	c     *store.ClusterCapacity
+	field func(*store.Resources) *int64
+}
+
+// ScanNumeric implements pgtype.NumericScanner.
+func (m maxFree) ScanNumeric(n pgtype.Numeric) error {
+	if !n.Valid {
+		m.c.MaxFree = nil
+		return nil
+	}
+	if m.c.MaxFree == nil {
+		m.c.MaxFree = &store.Resources{}
+	}
+	return sat(m.field(m.c.MaxFree)).ScanNumeric(n)
+}
+
+// ClusterCapacities serves ClusterCapacity records by object name, the cluster id.
+func (s *Store) ClusterCapacities() store.Source[store.ClusterCapacity] {
+	return clusterCapacityView.source(s)
+}
+
+// GetClusterCapacity returns one member's capacity view.
+func (s *Store) GetClusterCapacity(ctx context.Context, clusterID string) (*store.ClusterCapacity, error) {
+	return clusterCapacityView.get(ctx, s, store.ListKey{clusterID, clusterID})
+}
+
+// saturated scans a numeric sum of int64 quantities, which may exceed
+// int64, into an int64 that stops at its bounds; valid is false for NULL.
+type saturated struct {
+	v     int64
+	valid bool
+	into  *int64
+}
+
+func sat(into *int64) *saturated { return &saturated{into: into} }
+
+// ScanNumeric implements pgtype.NumericScanner.
+func (s *saturated) ScanNumeric(n pgtype.Numeric) error {
+	s.v, s.valid = 0, n.Valid
+	if n.Valid {
+		v, err := n.Int64Value()
+		switch {
+		case err == nil:
+			s.v = v.Int64
+		case n.Int.Sign() < 0:
+			s.v = math.MinInt64
+		default:
+			s.v = math.MaxInt64
+		}
+	}
+	if s.into != nil {
+		*s.into = s.v
+	}
+	return nil
+}
+
+var sqlMemberState = statement("member_state")
+
+// opMemberState labels the writer-lock metrics of RecordMemberState.
+const opMemberState op = "member_state"
+
+// RecordMemberState records a member's mirroring state, and the time of
+// the last change mirrored, on its ClusterCapacity when either moved,
+// creating the row of a member that has none yet, fenced like every
+// discovery write.
+func (s *Store) RecordMemberState(ctx context.Context, f store.Fence, st store.MemberStatus) error {
+	var lastChange *time.Time
+	if !st.LastChange.IsZero() {
+		lastChange = &st.LastChange
+	}
+	err := s.write(ctx, opMemberState, sections{
+		member: func(w *writer) error { return w.fence(f) },
+		views: func(w *writer) error {
+			return w.stamp("record member state", sqlMemberState, f.ClusterID, string(st.State), lastChange)
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("record state of member %s: %w", f.ClusterID, err)
+	}
+	return nil
+}
