@@ -23,23 +23,8 @@ import (
 	"github.com/example/platform-apiserver/pkg/registry"
 	"github.com/example/platform-apiserver/pkg/registry/feed"
 	"github.com/example/platform-apiserver/pkg/registry/postgres"
-	"github.com/example/platform-apiserver/pkg/registry/store"
 	"github.com/example/platform-apiserver/pkg/registry/usagereport"
 )
-
-// Registry is what the server reads from and checks readiness against.
-type Registry interface {
-	NodeCapacities() store.Source[store.NodeCapacity]
-	ClusterNamespaces() store.Source[store.ClusterNamespace]
-	store.ChangeFeed
-	// Migrate applies pending schema migrations.
-	Migrate(ctx context.Context) error
-	// Ready fails while the database is unreachable or migrations are pending.
-	Ready(ctx context.Context) error
-	// CheckStandbys fails while a standby reads may go to lags or is down.
-	CheckStandbys(ctx context.Context) error
-	usagereport.History
-}
 
 // Config is the server's configuration, each component's whole.
 type Config struct {

@@ -13,7 +13,7 @@ import (
 // migrate applies the registry's migrations once the server runs, retrying
 // while the database is unreachable (serving starts regardless; /readyz fails
 // until they are in), and closes done when they are applied.
-func migrate(ctx context.Context, reg Registry, done chan<- struct{}) {
+func migrate(ctx context.Context, reg interface{ Migrate(context.Context) error }, done chan<- struct{}) {
 	logger := klog.FromContext(ctx)
 	retry := backoff.New(500 * time.Millisecond)
 	err := wait.ExponentialBackoffWithContext(ctx, retry, func(ctx context.Context) (bool, error) {

@@ -46,4 +46,3 @@ func (w *window) since(rv int64) []Item {
 	i := sort.Search(len(w.items), func(i int) bool { return w.items[i].ResourceVersion > rv })
 	return w.items[i:]
 }
-

@@ -156,10 +156,10 @@ func (v *view[R]) readChanges(ctx context.Context, tx pgx.Tx, clusterID string, 
 	defer rows.Close()
 	for rows.Next() {
 		var (
-			rv            int64
-			typ, cluster  string
-			isPrev        bool
-			size          = changeOverhead
+			rv           int64
+			typ, cluster string
+			isPrev       bool
+			size         = changeOverhead
 		)
 		for _, raw := range rows.RawValues() {
 			size += len(raw)

@@ -15,9 +15,9 @@ import (
 // namespace triggers of migration 009 keep; name is the cluster id again.
 var clusterCapacityView = newView(view[store.ClusterCapacity]{
 	kind: store.KindClusterCapacity, resource: "clustercapacities", table: "cluster_capacity",
-	order: [2]string{"cluster_id", "name"},
-	key:   func(c *store.ClusterCapacity) store.ListKey { return store.ListKey{c.ClusterID, c.ClusterID} },
-	name:  func(_, name string) (store.ListKey, bool) { return store.ListKey{name, name}, name != "" },
+	order:   [2]string{"cluster_id", "name"},
+	key:     func(c *store.ClusterCapacity) store.ListKey { return store.ListKey{c.ClusterID, c.ClusterID} },
+	name:    func(_, name string) (store.ListKey, bool) { return store.ListKey{name, name}, name != "" },
 	columns: clusterCapacityColumns(),
 })
 
@@ -53,8 +53,12 @@ func clusterCapacityColumns() []column[store.ClusterCapacity] {
 		)
 	}
 	return append(cols,
-		column[store.ClusterCapacity]{name: "max_free_cpu_millis", target: func(c *store.ClusterCapacity) any { return maxFree{c, func(r *store.Resources) *int64 { return &r.CPUMillis }} }},
-		column[store.ClusterCapacity]{name: "max_free_memory_bytes", target: func(c *store.ClusterCapacity) any { return maxFree{c, func(r *store.Resources) *int64 { return &r.MemoryBytes }} }},
+		column[store.ClusterCapacity]{name: "max_free_cpu_millis", target: func(c *store.ClusterCapacity) any {
+			return maxFree{c, func(r *store.Resources) *int64 { return &r.CPUMillis }}
+		}},
+		column[store.ClusterCapacity]{name: "max_free_memory_bytes", target: func(c *store.ClusterCapacity) any {
+			return maxFree{c, func(r *store.Resources) *int64 { return &r.MemoryBytes }}
+		}},
 		col("has_room", func(c *store.ClusterCapacity) *bool { return &c.HasRoom }),
 		col("has_room_since", func(c *store.ClusterCapacity) *time.Time { return &c.HasRoomSince }),
 		col("mirroring", func(c *store.ClusterCapacity) *store.MemberState { return &c.Mirroring }),
