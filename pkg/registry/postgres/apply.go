@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -136,8 +135,6 @@ var (
 	sqlDeleteNodes       = statement("apply_delete_nodes")
 	sqlDeletePods        = statement("apply_delete_pods")
 	sqlDeleteQuotas      = statement("apply_delete_quotas")
-	sqlUpsertNamespaces  = statement("apply_upsert_namespaces")
-	sqlUpsertNodes       = statement("apply_upsert_nodes")
 	sqlUpsertPods        = statement("apply_upsert_pods")
 	sqlUpsertQuotas      = statement("apply_upsert_quotas")
 	sqlSaveCursors       = statement("apply_save_cursors")
@@ -255,51 +252,24 @@ func (a *applier) queryKeys(sql string, keys []store.ObjectKey) (pgx.Rows, error
 	return a.tx.Query(a.ctx, sql, a.cluster, param)
 }
 
-// namespaceRow is one row of apply_upsert_namespaces' jsonb parameter.
-type namespaceRow struct {
-	Name      string          `json:"name"`
-	UID       string          `json:"uid"`
-	Labels    json.RawMessage `json:"labels"`
-	Phase     string          `json:"phase"`
-	CreatedAt *time.Time      `json:"created_at"`
-}
-
 func (a *applier) upsertNamespaces() error {
 	nss := lastByKey(a.b.Namespaces, func(n store.Namespace) string { return n.Name })
 	if len(nss) == 0 {
 		return nil
 	}
-	rows := make([]namespaceRow, len(nss))
+	rows := make([]store.ClusterNamespace, len(nss))
 	for i, n := range nss {
 		if err := checkText("namespace", n.Name, n.UID, n.Phase); err != nil {
 			return fmt.Errorf("upsert namespaces: %w", err)
 		}
-		rows[i] = namespaceRow{Name: n.Name, UID: n.UID, Labels: rawJSON(n.Labels, "{}"), Phase: n.Phase, CreatedAt: timeOrNil(n.CreatedAt)}
+		rows[i] = store.ClusterNamespace{Namespace: n}
 		a.namespaces.add(a.cluster, n.Name)
 	}
-	param, err := jsonRows(rows)
+	param, err := clusterNamespaceView.batchRows(rows)
 	if err != nil {
 		return fmt.Errorf("upsert namespaces: %w", err)
 	}
-	return a.stamp("upsert namespaces", sqlUpsertNamespaces, a.cluster, param)
-}
-
-// nodeRow is one row of apply_upsert_nodes' jsonb parameter.
-type nodeRow struct {
-	Name                   string          `json:"name"`
-	UID                    string          `json:"uid"`
-	Labels                 json.RawMessage `json:"labels"`
-	CreatedAt              *time.Time      `json:"created_at"`
-	CapacityCPUMillis      int64           `json:"capacity_cpu_millis"`
-	CapacityMemoryBytes    int64           `json:"capacity_memory_bytes"`
-	CapacityPods           int64           `json:"capacity_pods"`
-	AllocatableCPUMillis   int64           `json:"allocatable_cpu_millis"`
-	AllocatableMemoryBytes int64           `json:"allocatable_memory_bytes"`
-	AllocatablePods        int64           `json:"allocatable_pods"`
-	Unschedulable          bool            `json:"unschedulable"`
-	Ready                  bool            `json:"ready"`
-	Conditions             json.RawMessage `json:"conditions"`
-	Taints                 json.RawMessage `json:"taints"`
+	return a.stamp("upsert namespaces", clusterNamespaceView.upsertSQL, a.cluster, param)
 }
 
 func (a *applier) upsertNodes() error {
@@ -307,25 +277,19 @@ func (a *applier) upsertNodes() error {
 	if len(nodes) == 0 {
 		return nil
 	}
-	rows := make([]nodeRow, len(nodes))
+	rows := make([]store.NodeCapacity, len(nodes))
 	for i, nd := range nodes {
 		if err := checkText("node", nd.Name, nd.UID); err != nil {
 			return fmt.Errorf("upsert nodes: %w", err)
 		}
-		rows[i] = nodeRow{
-			Name: nd.Name, UID: nd.UID, Labels: rawJSON(nd.Labels, "{}"), CreatedAt: timeOrNil(nd.CreatedAt),
-			CapacityCPUMillis: nd.Capacity.CPUMillis, CapacityMemoryBytes: nd.Capacity.MemoryBytes, CapacityPods: nd.Capacity.Pods,
-			AllocatableCPUMillis: nd.Allocatable.CPUMillis, AllocatableMemoryBytes: nd.Allocatable.MemoryBytes, AllocatablePods: nd.Allocatable.Pods,
-			Unschedulable: nd.Unschedulable, Ready: nd.Ready,
-			Conditions: rawJSON(nd.Conditions, "[]"), Taints: rawJSON(nd.Taints, "[]"),
-		}
+		rows[i] = store.NodeCapacity{Node: nd}
 		a.nodes.add(a.cluster, nd.Name)
 	}
-	param, err := jsonRows(rows)
+	param, err := nodeCapacityView.batchRows(rows)
 	if err != nil {
 		return fmt.Errorf("upsert nodes: %w", err)
 	}
-	return a.stamp("upsert nodes", sqlUpsertNodes, a.cluster, param)
+	return a.stamp("upsert nodes", nodeCapacityView.upsertSQL, a.cluster, param)
 }
 
 // podRow is one row of apply_upsert_pods' jsonb parameter.

@@ -37,6 +37,7 @@ type view[R any] struct {
 	// Built by newView.
 	columnList string // "a, b, c"
 	getSQL     string
+	upsertSQL  string // with input columns only
 }
 
 // column is one column of a view table.
@@ -45,9 +46,15 @@ type column[R any] struct {
 	// target returns where a scan stores the column in a record: a pointer
 	// to a field, or a scanner that converts (NULL, sums, ...).
 	target func(*R) any
+	// sqlType and value are set for an input column, one discovery's
+	// batches write (view_write.go): its type in a batch row and its
+	// value there, encoded as JSON.
+	sqlType string
+	value   func(*R) any
 }
 
-// col declares a column scanned straight into the field target points to.
+// col declares a column the registry derives, scanned straight into the
+// field target points to.
 func col[R, F any](name string, target func(*R) *F) column[R] {
 	return column[R]{name: name, target: func(r *R) any { return target(r) }}
 }
@@ -69,6 +76,9 @@ func newView[R any](v view[R]) *view[R] {
 	}
 	v.columnList = strings.Join(names, ", ")
 	v.getSQL = fmt.Sprintf("SELECT %s FROM %s WHERE %s = $1 AND %s = $2", v.columnList, v.table, v.order[0], v.order[1])
+	if len(v.inputs()) > 0 {
+		v.upsertSQL = v.upsertStatement()
+	}
 	views = append(views, &v)
 	return &v
 }

@@ -1,0 +1,100 @@
+package postgres
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/example/platform-apiserver/pkg/registry/store"
+)
+
+// A view's input columns (column.sqlType set) are what discovery's batches
+// write; the others the registry derives (aggregates, usage). The upsert of
+// a batch's rows is built from them.
+
+// field declares an input column holding the field target points to.
+func field[R, F any](name, sqlType string, target func(*R) *F) column[R] {
+	return column[R]{name: name, sqlType: sqlType, target: func(r *R) any { return target(r) }, value: func(r *R) any { return *target(r) }}
+}
+
+// inputs are the view's input columns.
+func (v *view[R]) inputs() []column[R] {
+	var in []column[R]
+	for _, c := range v.columns {
+		if c.sqlType != "" {
+			in = append(in, c)
+		}
+	}
+	return in
+}
+
+// upsertStatement upserts member $1's rows of the view from $2, a JSON
+// array of batchRows' objects, and returns the highest resourceVersion it
+// stamped (0 if none). Rows whose input columns do not change are left
+// alone: the input is filtered against the current row first, so no
+// sequence value is spent on a no-op, and the ON CONFLICT update is
+// guarded the same way. The rows' key is (cluster_id, name).
+func (v *view[R]) upsertStatement() string {
+	var decl, names, compared []string
+	for _, c := range v.inputs() {
+		decl = append(decl, c.name+" "+c.sqlType)
+		names = append(names, c.name)
+		if c.name != "name" {
+			compared = append(compared, c.name)
+		}
+	}
+	qualified := func(prefix string, cols []string) string {
+		out := make([]string, len(cols))
+		for i, c := range cols {
+			out[i] = prefix + c
+		}
+		return strings.Join(out, ", ")
+	}
+	sets := make([]string, len(compared))
+	for i, c := range compared {
+		sets[i] = c + " = EXCLUDED." + c
+	}
+	return fmt.Sprintf(`WITH i AS (
+	SELECT * FROM jsonb_to_recordset($2::jsonb) AS i(%[2]s)
+), changed AS (
+	INSERT INTO %[1]s AS c (cluster_id, %[3]s, resource_version)
+	SELECT $1::text, %[4]s, nextval('registry_resource_version')
+	FROM i LEFT JOIN %[1]s cur ON cur.cluster_id = $1::text AND cur.name = i.name
+	WHERE cur.name IS NULL OR (%[5]s) IS DISTINCT FROM (%[6]s)
+	ON CONFLICT (cluster_id, name) DO UPDATE SET %[7]s, resource_version = EXCLUDED.resource_version
+	WHERE (%[8]s) IS DISTINCT FROM (%[9]s)
+	RETURNING c.resource_version)
+SELECT coalesce(max(resource_version), 0) FROM changed`,
+		v.table, strings.Join(decl, ", "), strings.Join(names, ", "), qualified("i.", names),
+		qualified("cur.", compared), qualified("i.", compared), strings.Join(sets, ", "),
+		qualified("c.", compared), qualified("EXCLUDED.", compared))
+}
+
+// batchRows encodes records as the JSON array of objects the upsert
+// statement reads: one member per input column.
+func (v *view[R]) batchRows(records []R) ([]byte, error) {
+	in := v.inputs()
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	buf.WriteByte('[')
+	for i := range records {
+		if i > 0 {
+			buf.WriteByte(',')
+		}
+		buf.WriteByte('{')
+		for j, c := range in {
+			if j > 0 {
+				buf.WriteByte(',')
+			}
+			buf.WriteString(`"` + c.name + `":`)
+			if err := enc.Encode(c.value(&records[i])); err != nil {
+				return nil, fmt.Errorf("%w: encode %s %s: %w", store.ErrRejected, v.resource, c.name, err)
+			}
+		}
+		buf.WriteByte('}')
+	}
+	buf.WriteByte(']')
+	return buf.Bytes(), nil
+}
