@@ -61,7 +61,7 @@ func (s *Store) Changes(ctx context.Context, filter store.ChangeFilter, after in
 			return nil
 		}
 		byRV := map[int64]*store.Change{}
-		for _, v := range views {
+		for _, v := range s.views {
 			if filter.Kind == "" || filter.Kind == v.feedKind() {
 				if err := v.readChanges(ctx, tx, filter.ClusterID, after, upTo, byRV); err != nil {
 					return err

@@ -78,6 +78,8 @@ type Store struct {
 	standbys standbys
 	listener listener
 	opts     Options
+	// views are those the change feed decodes (view.go).
+	views []feedView
 
 	codecMu sync.Mutex
 	codec   *continuetoken.Codec // loaded from registry_secret on first use
@@ -105,7 +107,7 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 		cfg.ConnConfig.RuntimeParams[idleInTransactionParam] = idleInTransactionTimeout
 	}
 	configureConnections(cfg, dsn, opts) // connect.go: timeouts, TLS errors, the DSN file's credentials
-	s := &Store{opts: opts, standbys: standbys{wait: opts.StandbyWait, maxLag: opts.StandbyMaxLag}}
+	s := &Store{opts: opts, views: views, standbys: standbys{wait: opts.StandbyWait, maxLag: opts.StandbyMaxLag}}
 	if s.standbys.wait <= 0 {
 		s.standbys.wait = DefaultStandbyWait
 	}

@@ -59,7 +59,8 @@ func col[R, F any](name string, target func(*R) *F) column[R] {
 	return column[R]{name: name, target: func(r *R) any { return target(r) }}
 }
 
-// views are the declared views, which the change feed decodes.
+// views are the views newView declared: those every Store's change feed
+// decodes (Store.views).
 var views []feedView
 
 // feedView is a view as the change feed sees it.
@@ -68,8 +69,15 @@ type feedView interface {
 	readChanges(ctx context.Context, tx pgx.Tx, clusterID string, after, upTo int64, byRV map[int64]*store.Change) error
 }
 
-// newView completes v's statements and adds it to the change feed.
+// newView completes v's statements and adds it to every Store's change feed.
 func newView[R any](v view[R]) *view[R] {
+	d := declareView(v)
+	views = append(views, d)
+	return d
+}
+
+// declareView completes v's statements.
+func declareView[R any](v view[R]) *view[R] {
 	names := make([]string, len(v.columns))
 	for i, c := range v.columns {
 		names[i] = c.name
@@ -79,7 +87,6 @@ func newView[R any](v view[R]) *view[R] {
 	if len(v.inputs()) > 0 {
 		v.upsertSQL = v.upsertStatement()
 	}
-	views = append(views, &v)
 	return &v
 }
 

@@ -98,3 +98,9 @@ func (v *view[R]) batchRows(records []R) ([]byte, error) {
 	buf.WriteByte(']')
 	return buf.Bytes(), nil
 }
+
+// jsonField declares a jsonb input column holding a map or a slice; nil is
+// written as empty ("{}" or "[]"), so the column is never JSON null.
+func jsonField[R, F any](name string, target func(*R) *F, empty string) column[R] {
+	return column[R]{name: name, sqlType: "jsonb", target: func(r *R) any { return target(r) }, value: func(r *R) any { return rawJSON(*target(r), empty) }}
+}
