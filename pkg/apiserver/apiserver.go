@@ -30,7 +30,7 @@ import (
 type Config struct {
 	Generic  *genericapiserver.RecommendedConfig
 	Registry RegistryConfig
-	Watch    WatchConfig
+	Watch    FeedConfig
 	// Limits bound what one request may ask of the registry.
 	Limits registry.Limits
 	// Discovery mirrors member clusters into the registry; nil serves the
@@ -47,8 +47,8 @@ type RegistryConfig struct {
 	UsageRetention time.Duration
 }
 
-// WatchConfig tunes how watches follow the registry's change feed.
-type WatchConfig struct {
+// FeedConfig tunes how watches follow the registry's change feed.
+type FeedConfig struct {
 	// PollInterval bounds how late a change is seen when a notification is lost.
 	PollInterval time.Duration
 	// BookmarkInterval is how often watches that allow bookmarks get one.
@@ -72,9 +72,9 @@ type WatchConfig struct {
 	FeedMaxStaleness time.Duration
 }
 
-// DefaultWatchConfig returns the watch defaults.
-func DefaultWatchConfig() WatchConfig {
-	return WatchConfig{
+// DefaultFeedConfig returns the change feed defaults.
+func DefaultFeedConfig() FeedConfig {
+	return FeedConfig{
 		PollInterval:       time.Second,
 		BookmarkInterval:   time.Minute,
 		HistoryRetention:   time.Hour,
@@ -90,7 +90,7 @@ func DefaultWatchConfig() WatchConfig {
 type completedConfig struct {
 	generic   genericapiserver.CompletedConfig
 	registry  RegistryConfig
-	watch     WatchConfig
+	watch     FeedConfig
 	limits    registry.Limits
 	discovery *discovery.Config
 }

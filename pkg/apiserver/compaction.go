@@ -16,7 +16,7 @@ const compactionMinTimeout = time.Minute
 
 // compactHistory drops change history older than the retention on every
 // interval. Every replica runs it; compaction is idempotent.
-func compactHistory(ctx context.Context, feed store.ChangeFeed, cfg WatchConfig) {
+func compactHistory(ctx context.Context, feed store.ChangeFeed, cfg FeedConfig) {
 	if cfg.HistoryRetention <= 0 || cfg.CompactionInterval <= 0 {
 		return
 	}

@@ -62,7 +62,7 @@ func (s *Store) Changes(ctx context.Context, filter store.ChangeFilter, after in
 		}
 		byRV := map[int64]*store.Change{}
 		for _, v := range s.views {
-			if filter.Kind == "" || filter.Kind == v.feedKind() {
+			if filter.Kind == "" || filter.Kind == v.storeKind() {
 				if err := v.readChanges(ctx, tx, filter.ClusterID, after, upTo, byRV); err != nil {
 					return err
 				}

@@ -65,7 +65,7 @@ var views []feedView
 
 // feedView is a view as the change feed sees it.
 type feedView interface {
-	feedKind() store.Kind
+	storeKind() store.Kind
 	readChanges(ctx context.Context, tx pgx.Tx, clusterID string, after, upTo int64, byRV map[int64]*store.Change) error
 }
 
@@ -145,7 +145,7 @@ func (v *view[R]) query(conds []string) string {
 	return query + " ORDER BY " + v.order[0] + ", " + v.order[1]
 }
 
-func (v *view[R]) feedKind() store.Kind { return v.kind }
+func (v *view[R]) storeKind() store.Kind { return v.kind }
 
 // readChanges adds this view's change-log entries with after <
 // resource_version <= upTo to byRV, only clusterID's unless that is empty.

@@ -10,14 +10,14 @@ import (
 )
 
 // WatchOptions tune how watches follow the registry's change feed; the
-// flags set the server's WatchConfig.
+// flags set the server's FeedConfig.
 type WatchOptions struct {
-	apiserver.WatchConfig
+	apiserver.FeedConfig
 }
 
-// NewWatchOptions returns the defaults (apiserver.DefaultWatchConfig).
+// NewWatchOptions returns the defaults (apiserver.DefaultFeedConfig).
 func NewWatchOptions() *WatchOptions {
-	return &WatchOptions{WatchConfig: apiserver.DefaultWatchConfig()}
+	return &WatchOptions{FeedConfig: apiserver.DefaultFeedConfig()}
 }
 
 // AddFlags adds the watch flags.
@@ -77,6 +77,6 @@ func (o *WatchOptions) Validate() []error {
 }
 
 // ApplyTo sets the server's watch configuration.
-func (o *WatchOptions) ApplyTo(c *apiserver.WatchConfig) {
-	*c = o.WatchConfig
+func (o *WatchOptions) ApplyTo(c *apiserver.FeedConfig) {
+	*c = o.FeedConfig
 }
