@@ -52,13 +52,13 @@ func (r *readiness) check(ctx context.Context) error {
 	if r.done.Load() || r.clusterID == "" {
 		return nil
 	}
-	for _, res := range allResources {
-		cursor, err := r.store.Cursor(ctx, r.clusterID, res)
+	for _, res := range memberResources {
+		cursor, err := r.store.Cursor(ctx, r.clusterID, res.name)
 		if err != nil {
 			return fmt.Errorf("reading discovery cursors: %w", err)
 		}
 		if cursor == "" {
-			return fmt.Errorf("member cluster %s: %s not synced yet", r.clusterID, res)
+			return fmt.Errorf("member cluster %s: %s not synced yet", r.clusterID, res.name)
 		}
 	}
 	r.done.Store(true)

@@ -203,9 +203,9 @@ func RegisterMetrics() {
 
 // forgetCluster drops the series of a member that was removed.
 func forgetCluster(cluster string) {
-	for _, r := range allResources {
-		synced.DeleteLabelValues(cluster, string(r))
-		stuck.DeleteLabelValues(cluster, string(r))
+	for _, r := range memberResources {
+		synced.DeleteLabelValues(cluster, string(r.name))
+		stuck.DeleteLabelValues(cluster, string(r.name))
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
@@ -32,8 +33,10 @@ const shortWatch = time.Second
 
 // syncerParams configure the mirror of one member resource.
 type syncerParams struct {
-	Cluster    string
-	Source     source
+	Cluster  string
+	Resource *memberResource
+	// Client is the member's.
+	Client     kubernetes.Interface
 	Store      batchStore
 	BatchSize  int
 	BatchDelay time.Duration
@@ -72,7 +75,7 @@ func newSyncer(p syncerParams) *syncer {
 	return &syncer{syncerParams: p, lastBeat: p.Clock.Now()}
 }
 
-func (s *syncer) resource() string { return string(s.Source.resource) }
+func (s *syncer) resource() string { return string(s.Resource.name) }
 
 // run mirrors the resource until ctx ends.
 func (s *syncer) run(ctx context.Context) {
@@ -141,7 +144,7 @@ func (s *syncer) run(ctx context.Context) {
 func (s *syncer) loadCursor(ctx context.Context) (string, bool) {
 	backoff := s.Backoff
 	for {
-		cursor, err := s.Store.Cursor(ctx, s.Cluster, s.Source.resource)
+		cursor, err := s.Store.Cursor(ctx, s.Cluster, s.Resource.name)
 		if err == nil {
 			s.setCommitted(cursor)
 			return cursor, true
@@ -173,18 +176,18 @@ func (s *syncer) loadCursor(ctx context.Context) (string, bool) {
 func (s *syncer) relist(ctx context.Context, reason string) (string, error) {
 	s.logger.Info("Listing member resource", "reason", reason)
 	start := s.Clock.Now()
-	p := newPending(s.Source.resource, "")
+	p := newPending(s.Resource, "")
 	p.replace = true
 	var listed int
 	opts := metav1.ListOptions{Limit: listPageSize}
 	listRV := ""
 	fetchFirst := false
 	for {
-		list, err := s.Source.list(ctx, opts)
+		list, err := s.Resource.list(ctx, s.Client, opts)
 		if err != nil {
 			if opts.Continue != "" && isExpired(err) {
 				s.logger.Info("List continue token expired; listing again from the start, fetching every page before committing")
-				p = newPending(s.Source.resource, "")
+				p = newPending(s.Resource, "")
 				p.replace, opts.Continue, listRV, listed, fetchFirst = true, "", "", 0, true
 				continue
 			}
@@ -236,7 +239,7 @@ func (s *syncer) relist(ctx context.Context, reason string) (string, error) {
 // arrived, and why the watch ended (nil when the server closed it).
 func (s *syncer) watch(ctx context.Context, cursor string) (string, bool, error) {
 	timeout := int64(s.WatchTimeout.Seconds() * (1 + rand.Float64()))
-	w, err := s.Source.watch(ctx, metav1.ListOptions{
+	w, err := s.Resource.watch(ctx, s.Client, metav1.ListOptions{
 		ResourceVersion:     cursor,
 		AllowWatchBookmarks: true,
 		TimeoutSeconds:      &timeout,
@@ -247,7 +250,7 @@ func (s *syncer) watch(ctx context.Context, cursor string) (string, bool, error)
 	s.reached()
 	defer w.Stop()
 
-	p := newPending(s.Source.resource, cursor)
+	p := newPending(s.Resource, cursor)
 	received := false
 	var flush <-chan time.Time
 	// A watch that stays open for a batch delay without an error is in sync.
@@ -257,7 +260,7 @@ func (s *syncer) watch(ctx context.Context, cursor string) (string, bool, error)
 		if err := s.commit(ctx, p); err != nil {
 			return err
 		}
-		p = newPending(s.Source.resource, p.cursor)
+		p = newPending(s.Resource, p.cursor)
 		return nil
 	}
 	for {
@@ -315,7 +318,7 @@ func (s *syncer) absorb(p *pending, t watch.EventType, obj runtime.Object, now t
 	case watch.Deleted:
 		p.add(string(t), change{key: key}, now)
 	default:
-		rec, issues, err := s.Source.convert(obj)
+		rec, issues, err := s.Resource.convert(obj)
 		if err != nil {
 			s.failed("convert", decodeError{fmt.Errorf("%s %s: %w", t, key, err)})
 			return

@@ -132,7 +132,7 @@ func runSyncer(t *testing.T, m *fakeMember, st batchStore, tune func(*syncerPara
 	t.Helper()
 	RegisterMetrics()
 	p := syncerParams{
-		Cluster: "c1", Source: sourceFor(m.client, store.ResourceNamespaces), Store: st,
+		Cluster: "c1", Resource: mustResource(t, store.ResourceNamespaces), Client: m.client, Store: st,
 		BatchSize: 1000, BatchDelay: 20 * time.Millisecond, Clock: clock.RealClock{},
 		Backoff:      wait.Backoff{Duration: 10 * time.Millisecond, Factor: 1, Steps: 1 << 30},
 		ApplyTimeout: time.Second, WatchTimeout: time.Minute,
@@ -145,6 +145,17 @@ func runSyncer(t *testing.T, m *fakeMember, st batchStore, tune func(*syncerPara
 	done := make(chan struct{})
 	go func() { defer close(done); s.run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
+}
+
+func mustResource(t *testing.T, name store.Resource) *memberResource {
+	t.Helper()
+	for i := range memberResources {
+		if memberResources[i].name == name {
+			return &memberResources[i]
+		}
+	}
+	t.Fatalf("no member resource %q", name)
+	return nil
 }
 
 func waitFor(t *testing.T, what string, cond func() bool) {
@@ -207,8 +218,8 @@ func TestSyncerListThenBatchedWatch(t *testing.T) {
 			}
 			final[ns.Name] = ns.Labels["rv"]
 		}
-		for _, name := range b.DeletedNamespaces {
-			deleted = deleted || name == "a"
+		for _, k := range b.Deleted[store.ResourceNamespaces] {
+			deleted = deleted || k.Name == "a"
 		}
 		if len(b.Replace) != 0 {
 			t.Errorf("a watch batch carries Replace %v", b.Replace)

@@ -73,10 +73,11 @@ func newWorker(p workerParams) (*worker, error) {
 		Retention:    p.Tuning.MetricsRetention,
 		Clock:        p.Tuning.Clock,
 	})
-	for _, r := range allResources {
+	for i := range memberResources {
 		w.syncers = append(w.syncers, newSyncer(syncerParams{
 			Cluster:      p.ClusterID,
-			Source:       sourceFor(client, r),
+			Resource:     &memberResources[i],
+			Client:       client,
 			Store:        w.store,
 			BatchSize:    p.Tuning.BatchSize,
 			BatchDelay:   p.Tuning.BatchDelay,
