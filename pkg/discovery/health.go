@@ -13,15 +13,15 @@ import (
 )
 
 // LivezCheck fails while a worker is wedged: events pending and no sign of
-// life (no event received, no commit attempt finished) for Tuning.WedgeTimeout.
+// life (no event received, no commit attempt finished) for Sync.WedgeTimeout.
 // A registry outage does not fail it (commit attempts keep finishing, and a
 // restart would not bring the database back); readyz reports that.
 func (d *Discovery) LivezCheck() healthz.HealthChecker {
 	return healthz.NamedCheck("discovery", func(*http.Request) error {
-		now := d.cfg.Tuning.Clock.Now()
+		now := d.cfg.Clock.Now()
 		var errs []error
 		for _, w := range d.members.workers() {
-			if err := w.wedged(now, d.cfg.Tuning.WedgeTimeout); err != nil {
+			if err := w.wedged(now, d.cfg.Sync.WedgeTimeout); err != nil {
 				errs = append(errs, err)
 			}
 		}

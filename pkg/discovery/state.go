@@ -59,7 +59,7 @@ func (w *worker) reportStates(ctx context.Context) {
 			st.LastChange = c
 		}
 		if st != reported {
-			rctx, cancel := context.WithTimeout(ctx, w.tuning.ApplyTimeout)
+			rctx, cancel := context.WithTimeout(ctx, w.cfg.Sync.ApplyTimeout)
 			err := w.store.RecordMemberState(rctx, st)
 			cancel()
 			switch {
@@ -75,7 +75,7 @@ func (w *worker) reportStates(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-w.tuning.Clock.After(stateReportInterval):
+		case <-w.cfg.Clock.After(stateReportInterval):
 		}
 	}
 }

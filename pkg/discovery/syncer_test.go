@@ -123,7 +123,7 @@ func startSyncer(t *testing.T, m *fakeMember, st *recordingStore) {
 
 func startSyncerWith(t *testing.T, m *fakeMember, st *recordingStore, backoff wait.Backoff) {
 	t.Helper()
-	runSyncer(t, m, st, func(p *syncerParams) { p.Backoff = backoff })
+	runSyncer(t, m, st, func(p *syncerParams) { p.Sync.Backoff = backoff })
 }
 
 // runSyncer runs a namespaces syncer of member m into st until the test
@@ -133,9 +133,12 @@ func runSyncer(t *testing.T, m *fakeMember, st batchStore, tune func(*syncerPara
 	RegisterMetrics()
 	p := syncerParams{
 		Cluster: "c1", Resource: mustResource(t, store.ResourceNamespaces), Client: m.client, Store: st,
-		BatchSize: 1000, BatchDelay: 20 * time.Millisecond, Clock: clock.RealClock{},
-		Backoff:      wait.Backoff{Duration: 10 * time.Millisecond, Factor: 1, Steps: 1 << 30},
-		ApplyTimeout: time.Second, WatchTimeout: time.Minute,
+		Sync: SyncConfig{
+			BatchSize: 1000, BatchDelay: 20 * time.Millisecond,
+			Backoff:      wait.Backoff{Duration: 10 * time.Millisecond, Factor: 1, Steps: 1 << 30},
+			ApplyTimeout: time.Second, WatchTimeout: time.Minute,
+		},
+		Clock: clock.RealClock{},
 	}
 	if tune != nil {
 		tune(&p)
@@ -473,7 +476,7 @@ func TestSyncerRelistOutlastingItsContinueToken(t *testing.T) {
 		return true, w, nil
 	})
 	st := &recordingStore{}
-	runSyncer(t, m, st, func(p *syncerParams) { p.BatchSize = 1 })
+	runSyncer(t, m, st, func(p *syncerParams) { p.Sync.BatchSize = 1 })
 	nextWatcher(t, m)
 
 	batches := st.snapshot()
