@@ -5,6 +5,8 @@ import (
 
 	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/legacyregistry"
+
+	"github.com/example/platform-apiserver/pkg/registry/store"
 )
 
 const metricsSubsystem = "platform_discovery"
@@ -214,6 +216,19 @@ var membersDesc = metrics.NewDesc(metricsSubsystem+"_members",
 		"unreachable (the member does not answer or refuses access).",
 	[]string{"state"}, nil, metrics.ALPHA, "")
 
+// memberStateLabels are the members gauge's values of its state label,
+// one per member state, as the gauge named them before the registry
+// recorded the state (Lagging is "stuck").
+var memberStateLabels = []struct {
+	state store.MemberState
+	label string
+}{
+	{store.MemberSyncing, "syncing"},
+	{store.MemberSynced, "synced"},
+	{store.MemberLagging, "stuck"},
+	{store.MemberUnreachable, "unreachable"},
+}
+
 // membersCollector reports how many members are in each state at scrape time.
 type membersCollector struct {
 	metrics.BaseStableCollector
@@ -223,12 +238,12 @@ type membersCollector struct {
 func (c *membersCollector) DescribeWithStability(ch chan<- *metrics.Desc) { ch <- membersDesc }
 
 func (c *membersCollector) CollectWithStability(ch chan<- metrics.Metric) {
-	counts := map[memberState]int{}
+	counts := map[store.MemberState]int{}
 	for _, w := range c.members.workers() {
 		counts[w.state()]++
 	}
-	for _, st := range memberStates {
-		ch <- metrics.NewLazyConstMetric(membersDesc, metrics.GaugeValue, float64(counts[st]), string(st))
+	for _, st := range memberStateLabels {
+		ch <- metrics.NewLazyConstMetric(membersDesc, metrics.GaugeValue, float64(counts[st.state]), st.label)
 	}
 }
 

@@ -248,39 +248,27 @@ func (w *worker) watchIdentity(ctx context.Context, identity string) bool {
 	}
 }
 
-// memberState is a member's state for the members gauge.
-type memberState string
-
-const (
-	memberSyncing     memberState = "syncing"
-	memberSynced      memberState = "synced"
-	memberStuck       memberState = "stuck"
-	memberUnreachable memberState = "unreachable"
-)
-
-var memberStates = []memberState{memberSyncing, memberSynced, memberStuck, memberUnreachable}
-
-// state sums up the worker's resources: stuck if any cannot commit,
+// state sums up the worker's resources: lagging if any cannot commit,
 // unreachable if any cannot reach the member, synced once all are, else
 // syncing.
-func (w *worker) state() memberState {
+func (w *worker) state() store.MemberState {
 	w.mu.Lock()
 	unreachable := w.unreachable
 	w.mu.Unlock()
 	for _, s := range w.syncers {
 		st := s.status()
 		if st.stuck {
-			return memberStuck
+			return store.MemberLagging
 		}
 		unreachable = unreachable || st.unreachable
 	}
 	switch {
 	case unreachable:
-		return memberUnreachable
+		return store.MemberUnreachable
 	case w.synced():
-		return memberSynced
+		return store.MemberSynced
 	default:
-		return memberSyncing
+		return store.MemberSyncing
 	}
 }
 
