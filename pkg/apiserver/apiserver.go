@@ -42,8 +42,9 @@ type Config struct {
 type RegistryConfig struct {
 	DSN   string
 	Store postgres.Options
-	// UsageRetention is how long the usage history is kept (discovery's
-	// --metrics-retention): UsageReports ask for a window up to it.
+	// UsageRetention is how long the usage history is kept, discovery's
+	// Metrics.Retention (--metrics-retention, which discovery may not run
+	// to read): UsageReports ask for a window up to it.
 	UsageRetention time.Duration
 }
 
@@ -115,13 +116,9 @@ func (c *Config) Complete() CompletedConfig {
 		d := *c.Discovery
 		disc = &d
 	}
-	reg := c.Registry
-	if reg.UsageRetention <= 0 {
-		reg.UsageRetention = discovery.DefaultConfig().Tuning.MetricsRetention
-	}
 	return CompletedConfig{&completedConfig{
 		generic:   generic.Complete(),
-		registry:  reg,
+		registry:  c.Registry,
 		watch:     c.Watch,
 		limits:    c.Limits,
 		discovery: disc,

@@ -10,15 +10,15 @@ import (
 
 // change is one object's latest fate in a pending batch.
 type change struct {
-	key store.ObjectKey // Namespace empty for cluster-scoped kinds
-	rec any             // store.Namespace, store.Node, store.Pod or store.Quota; nil deletes
+	key store.ObjectKey // Namespace empty for cluster-scoped resources
+	rec any             // the resource's record (memberResource.convert); nil deletes
 }
 
 // pending accumulates the changes of one resource until they are committed.
 // Only each object's latest state is kept, so a burst of events on few
 // objects stays small, and no object appears twice in a batch (Apply's rule).
 type pending struct {
-	resource store.Resource
+	resource *memberResource
 	changes  map[store.ObjectKey]change
 	// events counts what was absorbed (events, or objects of a relist).
 	events int
@@ -35,7 +35,7 @@ type pending struct {
 	present []store.ObjectKey
 }
 
-func newPending(r store.Resource, cursor string) *pending {
+func newPending(r *memberResource, cursor string) *pending {
 	return &pending{resource: r, changes: map[store.ObjectKey]change{}, byType: map[string]int{}, cursor: cursor}
 }
 
@@ -82,36 +82,24 @@ func (p *pending) keys() []store.ObjectKey {
 
 // batch builds the store batch for cluster.
 func (p *pending) batch(cluster string) store.Batch {
+	r := p.resource.name
 	b := store.Batch{ClusterID: cluster, Cursors: map[store.Resource]string{}}
 	if p.cursor != "" {
-		b.Cursors[p.resource] = p.cursor
+		b.Cursors[r] = p.cursor
 	}
 	if p.replace {
-		b.Replace = []store.Resource{p.resource}
+		b.Replace = []store.Resource{r}
 		b.Present = p.present
 	}
 	for _, c := range p.changes {
-		switch rec := c.rec.(type) {
-		case store.Namespace:
-			b.Namespaces = append(b.Namespaces, rec)
-		case store.Node:
-			b.Nodes = append(b.Nodes, rec)
-		case store.Pod:
-			b.Pods = append(b.Pods, rec)
-		case store.Quota:
-			b.Quotas = append(b.Quotas, rec)
-		case nil:
-			switch p.resource {
-			case store.ResourceNamespaces:
-				b.DeletedNamespaces = append(b.DeletedNamespaces, c.key.Name)
-			case store.ResourceNodes:
-				b.DeletedNodes = append(b.DeletedNodes, c.key.Name)
-			case store.ResourcePods:
-				b.DeletedPods = append(b.DeletedPods, c.key)
-			case store.ResourceResourceQuotas:
-				b.DeletedQuotas = append(b.DeletedQuotas, c.key)
+		if c.rec == nil {
+			if b.Deleted == nil {
+				b.Deleted = store.Keys{}
 			}
+			b.Deleted[r] = append(b.Deleted[r], c.key)
+			continue
 		}
+		p.resource.put(&b, c.rec)
 	}
 	return b
 }

@@ -13,15 +13,15 @@ import (
 )
 
 // LivezCheck fails while a worker is wedged: events pending and no sign of
-// life (no event received, no commit attempt finished) for Tuning.WedgeTimeout.
+// life (no event received, no commit attempt finished) for Sync.WedgeTimeout.
 // A registry outage does not fail it (commit attempts keep finishing, and a
 // restart would not bring the database back); readyz reports that.
 func (d *Discovery) LivezCheck() healthz.HealthChecker {
 	return healthz.NamedCheck("discovery", func(*http.Request) error {
-		now := d.cfg.Tuning.Clock.Now()
+		now := d.cfg.Clock.Now()
 		var errs []error
 		for _, w := range d.members.workers() {
-			if err := w.wedged(now, d.cfg.Tuning.WedgeTimeout); err != nil {
+			if err := w.wedged(now, d.cfg.Sync.WedgeTimeout); err != nil {
 				errs = append(errs, err)
 			}
 		}
@@ -52,13 +52,13 @@ func (r *readiness) check(ctx context.Context) error {
 	if r.done.Load() || r.clusterID == "" {
 		return nil
 	}
-	for _, res := range allResources {
-		cursor, err := r.store.Cursor(ctx, r.clusterID, res)
+	for _, res := range memberResources {
+		cursor, err := r.store.Cursor(ctx, r.clusterID, res.name)
 		if err != nil {
 			return fmt.Errorf("reading discovery cursors: %w", err)
 		}
 		if cursor == "" {
-			return fmt.Errorf("member cluster %s: %s not synced yet", r.clusterID, res)
+			return fmt.Errorf("member cluster %s: %s not synced yet", r.clusterID, res.name)
 		}
 	}
 	r.done.Store(true)

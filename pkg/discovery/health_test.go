@@ -21,7 +21,7 @@ func TestWorkerWedged(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := &syncer{syncerParams: syncerParams{Source: source{resource: "pods"}}, pending: tt.pending, lastBeat: tt.lastBeat}
+			s := &syncer{syncerParams: syncerParams{Resource: &memberResource{name: "pods"}}, pending: tt.pending, lastBeat: tt.lastBeat}
 			w := &worker{clusterID: "c1", syncers: []*syncer{s}}
 			err := w.wedged(now, timeout)
 			if (err != nil) != tt.wedged {

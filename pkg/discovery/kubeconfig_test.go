@@ -10,7 +10,6 @@ import (
 
 	"k8s.io/component-base/metrics/testutil"
 	"k8s.io/klog/v2"
-	testingclock "k8s.io/utils/clock/testing"
 )
 
 // kubeconfigWith is a member kubeconfig whose cluster and user entries
@@ -127,9 +126,7 @@ func TestMemberKubeconfigRefusedInDir(t *testing.T) {
 	tokenFile := kubeconfigWith("", "tokenFile: /var/run/secrets/kubernetes.io/serviceaccount/token")
 	write("good", memberKubeconfig)
 	write("bad", tokenFile)
-	tuning := DefaultTuning()
-	tuning.Clock = testingclock.NewFakeClock(time.Now())
-	m := newMembers(membersParams{Dir: dir, DirInterval: time.Second, RemovalGrace: time.Minute, Tuning: tuning, Store: &clusterStore{}})
+	m := newMembers(testMembersConfig(dir, time.Minute, &clusterStore{}), "")
 	ctx := klog.NewContext(t.Context(), klog.Background())
 	defer m.stopAll()
 	running := func() map[string]string {

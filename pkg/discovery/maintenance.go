@@ -5,14 +5,16 @@ import (
 	"time"
 
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 
 	"github.com/example/platform-apiserver/pkg/registry/store"
 )
 
 // maintenanceParams configure the metrics history housekeeping.
 type maintenanceParams struct {
-	Store  store.Writer
-	Tuning Tuning
+	Store   store.Writer
+	Metrics MetricsConfig
+	Clock   clock.Clock
 }
 
 // runMetricsMaintenance keeps the metrics history of the whole registry once
@@ -22,42 +24,41 @@ type maintenanceParams struct {
 // it; the registry lets one round per interval through (the others are
 // skipped), and every step is idempotent.
 func runMetricsMaintenance(ctx context.Context, p maintenanceParams) {
-	t := p.Tuning
 	for {
 		maintainMetricsOnce(ctx, p)
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.Clock.After(t.MetricsInterval):
+		case <-p.Clock.After(p.Metrics.Interval):
 		}
 	}
 }
 
 // maintainMetricsOnce runs one round, bounded by MaintenanceTimeout.
 func maintainMetricsOnce(ctx context.Context, p maintenanceParams) store.MetricsMaintained {
-	t := p.Tuning
+	m := p.Metrics
 	logger := klog.FromContext(ctx)
-	ctx, cancel := context.WithTimeout(ctx, t.MaintenanceTimeout)
+	ctx, cancel := context.WithTimeout(ctx, m.MaintenanceTimeout)
 	defer cancel()
-	now := t.Clock.Now()
+	now := p.Clock.Now()
 	start := now
 	done, err := p.Store.MaintainNodeMetrics(ctx, store.MetricsMaintenance{
 		Now:           now,
-		RetainAfter:   now.Add(-t.MetricsRetention),
-		UnknownBefore: now.Add(-usageStaleAfter(t)),
-		Interval:      t.MetricsInterval,
+		RetainAfter:   now.Add(-m.Retention),
+		UnknownBefore: now.Add(-usageStaleAfter(m)),
+		Interval:      m.Interval,
 	})
 	partitionsDropped.Add(float64(done.DroppedPartitions))
 	usageExpired.Add(float64(done.Unknown))
 	if err != nil {
 		maintenanceErrors.Inc()
-		logger.Error(err, "Maintaining the node metrics history failed; retrying at the next interval", "retention", t.MetricsRetention)
+		logger.Error(err, "Maintaining the node metrics history failed; retrying at the next interval", "retention", m.Retention)
 		return done
 	}
 	if done.Skipped {
 		return done
 	}
-	maintenanceDuration.Observe(t.Clock.Since(start).Seconds())
+	maintenanceDuration.Observe(p.Clock.Since(start).Seconds())
 	if done.DroppedPartitions > 0 || done.Unknown > 0 {
 		logger.V(2).Info("Maintained the node metrics history", "droppedPartitions", done.DroppedPartitions, "usageBecameUnknown", done.Unknown)
 	}
@@ -70,6 +71,6 @@ func maintainMetricsOnce(ctx context.Context, p maintenanceParams) store.Metrics
 // sample resolution of metrics-server (60s by default) plus a scrape
 // interval later. Two periods plus an interval leave room for both, as the
 // node lifecycle controller's grace period does for missed heartbeats.
-func usageStaleAfter(t Tuning) time.Duration {
-	return 2*t.UsageReportPeriod + t.MetricsInterval
+func usageStaleAfter(m MetricsConfig) time.Duration {
+	return 2*m.UsageReporting.Period + m.Interval
 }

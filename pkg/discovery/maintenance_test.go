@@ -25,10 +25,8 @@ func (s *maintenanceStore) MaintainNodeMetrics(_ context.Context, m store.Metric
 // shown for two report periods plus one scrape interval after its sample.
 func TestMaintenanceHorizons(t *testing.T) {
 	now := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
-	tuning := DefaultTuning()
-	tuning.Clock = testingclock.NewFakeClock(now)
 	st := &maintenanceStore{}
-	maintainMetricsOnce(t.Context(), maintenanceParams{Store: st, Tuning: tuning})
+	maintainMetricsOnce(t.Context(), maintenanceParams{Store: st, Metrics: DefaultConfig().Metrics, Clock: testingclock.NewFakeClock(now)})
 	want := store.MetricsMaintenance{
 		Now:           now,
 		RetainAfter:   now.Add(-24 * time.Hour),

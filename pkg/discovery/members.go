@@ -21,39 +21,18 @@ import (
 	"github.com/example/platform-apiserver/pkg/registry/store"
 )
 
-// membersParams configure the member set.
-type membersParams struct {
-	Hosting     *Member
-	Dir         string
-	DirInterval time.Duration
-	// RemovalGrace is how long no replica's configuration may list a
-	// member before the registry removes it (ReconcileMembers): a Secret
-	// briefly missing a key, or replicas that see an update at different
-	// times, remove nothing.
-	RemovalGrace time.Duration
-	Tuning       Tuning
-	Store        store.Writer
-	// AllowFilesAndPlugins lets member kubeconfigs run exec and
-	// auth-provider plugins and read files (kubeconfig.go).
-	AllowFilesAndPlugins bool
-	// Owner names this replica in its claims of members.
-	Owner string
-	// Shared: members run only while this replica holds them (Own and
-	// Disown, called by the shard manager); else every configured member
-	// runs, and one another replica claims stays stopped.
-	Shared bool
+// members runs one worker per member cluster this replica mirrors, among
+// the configured ones: the hosting cluster, and one per kubeconfig file in
+// Members.Dir, re-read every Members.DirInterval. Each read is reported to
+// the registry, which decides removals for every replica at once; a file
+// that changes restarts its worker.
+type members struct {
+	cfg *Config
+	// owner names this replica in its claims of members.
+	owner string
 	// Lost is told about a member whose worker stopped because another
 	// writer claimed it (shared mode), so its Lease is given up.
 	Lost func(id string)
-}
-
-// members runs one worker per member cluster this replica mirrors, among
-// the configured ones: the hosting cluster, and one per kubeconfig file in
-// Dir, re-read every DirInterval. Each read is reported to the registry,
-// which decides removals for every replica at once; a file that changes
-// restarts its worker.
-type members struct {
-	membersParams
 
 	// ctx is run's context, which workers run under: reconcile starts them
 	// from Own and Disown too, which the shard manager calls with no
@@ -101,11 +80,11 @@ type runningWorker struct {
 	done        chan struct{}
 }
 
-func newMembers(p membersParams) *members {
-	m := &members{membersParams: p, ctx: context.Background(), configs: map[string]memberFile{}, owned: map[string]bool{}, fenced: map[string]string{},
+func newMembers(cfg *Config, owner string) *members {
+	m := &members{cfg: cfg, owner: owner, ctx: context.Background(), configs: map[string]memberFile{}, owned: map[string]bool{}, fenced: map[string]string{},
 		running: map[string]*runningWorker{}, rejected: map[string]string{}, listed: map[string]bool{}, unreported: map[string]bool{}}
-	if p.Hosting != nil {
-		m.configs[p.Hosting.ID] = memberFile{config: p.Hosting.Config}
+	if cfg.Hosting != nil {
+		m.configs[cfg.Hosting.ID] = memberFile{config: cfg.Hosting.Config}
 	}
 	return m
 }
@@ -149,7 +128,7 @@ func (m *members) run(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-m.Tuning.Clock.After(m.DirInterval):
+		case <-m.cfg.Clock.After(m.cfg.Members.DirInterval):
 		}
 	}
 }
@@ -184,10 +163,10 @@ type memberFile struct {
 // lose (a kubelet shows a missing optional Secret and an emptied one alike,
 // as an empty directory).
 func (m *members) readConfig(logger klog.Logger) (found map[string]memberFile, ok bool) {
-	if m.Dir == "" {
+	if m.cfg.Members.Dir == "" {
 		return map[string]memberFile{}, true
 	}
-	logger = logger.WithValues("dir", m.Dir)
+	logger = logger.WithValues("dir", m.cfg.Members.Dir)
 	found, err := m.readDir(logger)
 	switch {
 	case err != nil:
@@ -232,7 +211,12 @@ func (m *members) cannotTell(logger klog.Logger, err error) {
 	logger.Error(err, "Cannot tell the configured members; keeping every member as it is and removing none until the directory names members again")
 }
 
-func (m *members) isHosting(id string) bool { return m.Hosting != nil && id == m.Hosting.ID }
+// shared: members run only while this replica holds them (Own and Disown,
+// called by the shard manager); else every configured member runs, and one
+// another replica claims stays stopped.
+func (m *members) shared() bool { return m.cfg.LeaderElection.LeaderElect }
+
+func (m *members) isHosting(id string) bool { return m.cfg.Hosting != nil && id == m.cfg.Hosting.ID }
 
 // report tells the registry what this read lists and follows its answer.
 // Members listed anew are told until a report succeeds: only they bring
@@ -241,8 +225,8 @@ func (m *members) isHosting(id string) bool { return m.Hosting != nil && id == m
 func (m *members) report(ctx context.Context, found map[string]memberFile) {
 	logger := klog.FromContext(ctx)
 	listed := map[string]bool{}
-	if m.Hosting != nil {
-		listed[m.Hosting.ID] = true
+	if m.cfg.Hosting != nil {
+		listed[m.cfg.Hosting.ID] = true
 	}
 	for id := range found {
 		listed[id] = true
@@ -267,8 +251,8 @@ func (m *members) report(ctx context.Context, found map[string]memberFile) {
 	m.mu.Unlock()
 	maps.DeleteFunc(unconfigured, func(id string, _ bool) bool { return listed[id] })
 	v := store.MembersView{Configured: slices.Sorted(maps.Keys(listed)), Listed: slices.Sorted(maps.Keys(m.unreported)),
-		Unconfigured: slices.Sorted(maps.Keys(unconfigured)), Grace: m.RemovalGrace}
-	res, err := m.Store.ReconcileMembers(ctx, v)
+		Unconfigured: slices.Sorted(maps.Keys(unconfigured)), Grace: m.cfg.Members.RemovalGrace}
+	res, err := m.cfg.Store.ReconcileMembers(ctx, v)
 	if err != nil {
 		errorsTotal.WithLabelValues("", "", errorReason(storeError{err})).Inc()
 		logger.Error(err, "Cannot report the configured members to the registry; retrying at the next read")
@@ -285,7 +269,7 @@ func (m *members) follow(logger klog.Logger, res store.MembersReconciled, listed
 	for id, since := range res.Absent {
 		if _, ok := m.absent[id]; !ok {
 			logger.Info("Member cluster no longer configured; it stays, mirrored, until no configuration has listed it for the removal grace period",
-				"cluster", id, "absentSince", since, "grace", m.RemovalGrace)
+				"cluster", id, "absentSince", since, "grace", m.cfg.Members.RemovalGrace)
 		}
 	}
 	for id := range m.absent {
@@ -298,7 +282,7 @@ func (m *members) follow(logger klog.Logger, res store.MembersReconciled, listed
 	for _, id := range res.RemovedNow {
 		memberRemovals.Inc()
 		logger.Info("Removed a member cluster from the registry: no configuration listed it for the removal grace period; its objects are deleted, its usage history stays for --metrics-retention",
-			"cluster", id, "grace", m.RemovalGrace)
+			"cluster", id, "grace", m.cfg.Members.RemovalGrace)
 	}
 	m.mu.Lock()
 	for _, id := range res.Removed {
@@ -345,7 +329,7 @@ func (m *members) reconcile() {
 			continue
 		}
 		delete(m.fenced, id)
-		if !m.Shared || m.owned[id] {
+		if !m.shared() || m.owned[id] {
 			want[id] = f
 		}
 	}
@@ -377,7 +361,7 @@ func (m *members) reconcile() {
 // cluster: those no read lists become absent (a member removed while
 // discovery was not running). Nil when the registry cannot be asked.
 func (m *members) findStale(ctx context.Context) map[string]bool {
-	ids, err := m.Store.Clusters(ctx)
+	ids, err := m.cfg.Store.Clusters(ctx)
 	if err != nil {
 		klog.FromContext(ctx).Error(err, "Cannot list the registry's clusters to find members no longer configured; retrying")
 		return nil
@@ -395,7 +379,7 @@ func (m *members) findStale(ctx context.Context) map[string]bool {
 // Secret's ..data links) are skipped; files that are not usable kubeconfigs
 // are returned with a nil config and logged once per content.
 func (m *members) readDir(logger klog.Logger) (map[string]memberFile, error) {
-	entries, err := os.ReadDir(m.Dir)
+	entries, err := os.ReadDir(m.cfg.Members.Dir)
 	if err != nil {
 		return nil, err
 	}
@@ -405,7 +389,7 @@ func (m *members) readDir(logger klog.Logger) (map[string]memberFile, error) {
 		if strings.HasPrefix(id, ".") {
 			continue
 		}
-		path := filepath.Join(m.Dir, id)
+		path := filepath.Join(m.cfg.Members.Dir, id)
 		if st, err := os.Stat(path); err != nil || !st.Mode().IsRegular() {
 			continue
 		}
@@ -421,11 +405,11 @@ func (m *members) readDir(logger klog.Logger) (map[string]memberFile, error) {
 			m.reject(logger, id, fp, fmt.Errorf("file name is not a cluster id (a DNS label): %s", strings.Join(msgs, "; ")))
 			continue
 		}
-		if m.Hosting != nil && id == m.Hosting.ID {
+		if m.cfg.Hosting != nil && id == m.cfg.Hosting.ID {
 			m.reject(logger, id, fp, fmt.Errorf("cluster id %q is the hosting cluster's (--cluster-id)", id))
 			continue
 		}
-		cfg, refused, err := memberRESTConfig(path, data, m.AllowFilesAndPlugins)
+		cfg, refused, err := memberRESTConfig(path, data, m.cfg.Members.AllowFilesAndPlugins)
 		if len(refused) > 0 {
 			m.refuse(logger, id, fp, refused, err)
 			found[id] = memberFile{}
@@ -468,7 +452,7 @@ func (m *members) refuse(logger klog.Logger, id, fingerprint string, refused []r
 }
 
 func (m *members) start(ctx context.Context, mem Member, fingerprint string) {
-	w, err := newWorker(workerParams{ClusterID: mem.ID, Config: mem.Config, Tuning: m.Tuning, Store: m.Store, Owner: m.Owner})
+	w, err := newWorker(mem, m.cfg, m.owner)
 	if err != nil {
 		klog.FromContext(ctx).Error(err, "Cannot start member worker", "cluster", mem.ID)
 		return
@@ -494,7 +478,7 @@ func (m *members) lost(id string, rw *runningWorker) {
 	if m.running[id] == rw {
 		delete(m.running, id)
 	}
-	if m.Shared {
+	if m.shared() {
 		delete(m.owned, id)
 	} else {
 		m.fenced[id] = rw.fingerprint
@@ -502,7 +486,7 @@ func (m *members) lost(id string, rw *runningWorker) {
 			"cluster", id)
 	}
 	m.mu.Unlock()
-	if m.Shared && m.Lost != nil {
+	if m.shared() && m.Lost != nil {
 		m.Lost(id)
 	}
 }

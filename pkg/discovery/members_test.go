@@ -13,6 +13,7 @@ import (
 
 	"k8s.io/component-base/metrics/testutil"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/example/platform-apiserver/pkg/registry/store"
@@ -101,10 +102,8 @@ func TestMembersReportViews(t *testing.T) {
 	}
 	write("a")
 	write("b")
-	tuning := DefaultTuning()
-	tuning.Clock = testingclock.NewFakeClock(time.Now())
 	st := &clusterStore{clusters: []string{"a", "b", "gone"}, removed: map[string]bool{}}
-	m := newMembers(membersParams{Dir: dir, DirInterval: time.Second, RemovalGrace: grace, Tuning: tuning, Store: st})
+	m := newMembers(testMembersConfig(dir, grace, st), "")
 	ctx := klog.NewContext(t.Context(), klog.Background())
 	defer m.stopAll()
 
@@ -187,8 +186,10 @@ func TestMembersReportViews(t *testing.T) {
 func TestMembersEmptyDirWithoutMembers(t *testing.T) {
 	RegisterMetrics()
 	st := &clusterStore{clusters: []string{"local"}}
-	m := newMembers(membersParams{Hosting: &Member{ID: "local", Config: nil}, Dir: t.TempDir(), DirInterval: time.Second,
-		Tuning: DefaultTuning(), Store: st})
+	cfg := testMembersConfig(t.TempDir(), 0, st)
+	cfg.Clock = clock.RealClock{}
+	cfg.Hosting = &Member{ID: "local", Config: nil}
+	m := newMembers(cfg, "")
 	m.stale = m.findStale(t.Context())
 	found, ok := m.readConfig(klog.Background())
 	if !ok || len(found) != 0 {
@@ -206,4 +207,15 @@ func runningIDs(m *members) []string {
 	}
 	slices.Sort(ids)
 	return ids
+}
+
+// testMembersConfig is discovery's default configuration, unshared, for a
+// member directory read every second on a fake clock.
+func testMembersConfig(dir string, grace time.Duration, st store.Writer) *Config {
+	cfg := DefaultConfig()
+	cfg.LeaderElection.LeaderElect = false
+	cfg.Members = MembersConfig{Dir: dir, DirInterval: time.Second, RemovalGrace: grace}
+	cfg.Clock = testingclock.NewFakeClock(time.Now())
+	cfg.Store = st
+	return &cfg
 }

@@ -5,6 +5,8 @@ import (
 
 	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/legacyregistry"
+
+	"github.com/example/platform-apiserver/pkg/registry/store"
 )
 
 const metricsSubsystem = "platform_discovery"
@@ -203,9 +205,9 @@ func RegisterMetrics() {
 
 // forgetCluster drops the series of a member that was removed.
 func forgetCluster(cluster string) {
-	for _, r := range allResources {
-		synced.DeleteLabelValues(cluster, string(r))
-		stuck.DeleteLabelValues(cluster, string(r))
+	for _, r := range memberResources {
+		synced.DeleteLabelValues(cluster, string(r.name))
+		stuck.DeleteLabelValues(cluster, string(r.name))
 	}
 }
 
@@ -213,6 +215,19 @@ var membersDesc = metrics.NewDesc(metricsSubsystem+"_members",
 	"Member clusters this replica mirrors, by state: syncing (first sync running), synced, stuck (a commit keeps failing), "+
 		"unreachable (the member does not answer or refuses access).",
 	[]string{"state"}, nil, metrics.ALPHA, "")
+
+// memberStateLabels are the members gauge's values of its state label,
+// one per member state, as the gauge named them before the registry
+// recorded the state (Lagging is "stuck").
+var memberStateLabels = []struct {
+	state store.MemberState
+	label string
+}{
+	{store.MemberSyncing, "syncing"},
+	{store.MemberSynced, "synced"},
+	{store.MemberLagging, "stuck"},
+	{store.MemberUnreachable, "unreachable"},
+}
 
 // membersCollector reports how many members are in each state at scrape time.
 type membersCollector struct {
@@ -223,12 +238,12 @@ type membersCollector struct {
 func (c *membersCollector) DescribeWithStability(ch chan<- *metrics.Desc) { ch <- membersDesc }
 
 func (c *membersCollector) CollectWithStability(ch chan<- metrics.Metric) {
-	counts := map[memberState]int{}
+	counts := map[store.MemberState]int{}
 	for _, w := range c.members.workers() {
 		counts[w.state()]++
 	}
-	for _, st := range memberStates {
-		ch <- metrics.NewLazyConstMetric(membersDesc, metrics.GaugeValue, float64(counts[st]), string(st))
+	for _, st := range memberStateLabels {
+		ch <- metrics.NewLazyConstMetric(membersDesc, metrics.GaugeValue, float64(counts[st.state]), st.label)
 	}
 }
 

@@ -20,7 +20,7 @@ import (
 // node metrics but not pod metrics keeps its node usage.
 func (s *scraper) scrapeNamespaces(ctx context.Context) (reported int64) {
 	logger := klog.FromContext(ctx).WithValues("cluster", s.p.ClusterID, "resource", "podmetrics")
-	listCtx, cancel := context.WithTimeout(ctx, s.p.ListTimeout)
+	listCtx, cancel := context.WithTimeout(ctx, s.p.Metrics.ListTimeout)
 	list, err := s.p.Client.MetricsV1beta1().PodMetricses(metav1.NamespaceAll).List(listCtx, metav1.ListOptions{})
 	cancel()
 	if err != nil {
@@ -30,8 +30,8 @@ func (s *scraper) scrapeNamespaces(ctx context.Context) (reported int64) {
 		return 0
 	}
 	samples := namespaceSamples(s.p.ClusterID, list.Items, s.p.Clock.Now())
-	writeCtx, cancel := context.WithTimeout(ctx, s.p.WriteTimeout)
-	reported, err = s.p.Store.RecordNamespaceMetrics(writeCtx, samples, s.p.Reporting)
+	writeCtx, cancel := context.WithTimeout(ctx, s.p.Metrics.WriteTimeout)
+	reported, err = s.p.Store.RecordNamespaceMetrics(writeCtx, samples, s.p.Metrics.UsageReporting)
 	cancel()
 	if err != nil {
 		reason := "store"

@@ -13,87 +13,91 @@ import (
 	"github.com/example/platform-apiserver/pkg/registry/store"
 )
 
-// allResources are the member resources every worker mirrors.
-var allResources = []store.Resource{
-	store.ResourceNamespaces, store.ResourceNodes, store.ResourcePods, store.ResourceResourceQuotas,
-}
-
-// source lists, watches and records one kind of member object with the typed
-// client directly: no informer cache, each object is dropped once converted.
-type source struct {
-	resource store.Resource
-	list     func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error)
-	watch    func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
-	// convert turns an existing object into its store record; a nil record
-	// means the object's row must go (a terminal pod).
+// A resource, in this package, is a member resource discovery mirrors;
+// store.Resource is its name. memberResource declares one: how its objects
+// are listed and watched (in every namespace, with the typed client, no
+// informer cache: each object is dropped once converted), how one becomes
+// its store record, and the store.Batch slot its records go to.
+type memberResource struct {
+	name  store.Resource
+	list  func(ctx context.Context, c kubernetes.Interface, opts metav1.ListOptions) (runtime.Object, error)
+	watch func(ctx context.Context, c kubernetes.Interface, opts metav1.ListOptions) (watch.Interface, error)
+	// convert turns an existing object into its store record; a nil
+	// record means the object's row must go (a terminal pod).
 	convert func(obj runtime.Object) (rec any, issues []issue, err error)
+	// put adds a record convert returned to a batch.
+	put func(b *store.Batch, rec any)
 }
 
-func sourceFor(client kubernetes.Interface, r store.Resource) source {
-	core := client.CoreV1()
-	switch r {
-	case store.ResourceNamespaces:
-		return source{
-			resource: r,
-			list: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-				return core.Namespaces().List(ctx, o)
-			},
-			watch: core.Namespaces().Watch,
-			convert: typed(func(ns *corev1.Namespace) (any, []issue) {
-				rec, issues := convertNamespace(ns)
-				return rec, issues
-			}),
-		}
-	case store.ResourceNodes:
-		return source{
-			resource: r,
-			list: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-				return core.Nodes().List(ctx, o)
-			},
-			watch: core.Nodes().Watch,
-			convert: typed(func(n *corev1.Node) (any, []issue) {
-				rec, issues := convertNode(n)
-				return rec, issues
-			}),
-		}
-	case store.ResourcePods:
-		return source{
-			resource: r,
-			list: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-				return core.Pods(metav1.NamespaceAll).List(ctx, o)
-			},
-			watch: core.Pods(metav1.NamespaceAll).Watch,
-			convert: typed(func(p *corev1.Pod) (any, []issue) {
-				rec, ok, issues := convertPod(p)
-				if !ok {
-					return nil, issues
-				}
-				return rec, issues
-			}),
-		}
-	case store.ResourceResourceQuotas:
-		return source{
-			resource: r,
-			list: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-				return core.ResourceQuotas(metav1.NamespaceAll).List(ctx, o)
-			},
-			watch: core.ResourceQuotas(metav1.NamespaceAll).Watch,
-			convert: typed(func(q *corev1.ResourceQuota) (any, []issue) {
-				return convertQuota(q), nil
-			}),
-		}
+// memberResources are the resources every worker mirrors. Adding one is an
+// entry here, its converter, its slot in store.Batch and the registry's
+// apply of it (postgres memberTables).
+var memberResources = []memberResource{
+	declare(store.ResourceNamespaces,
+		func(c kubernetes.Interface) listWatcher[*corev1.NamespaceList] { return c.CoreV1().Namespaces() },
+		always(convertNamespace),
+		func(b *store.Batch) *[]store.Namespace { return &b.Namespaces }),
+	declare(store.ResourceNodes,
+		func(c kubernetes.Interface) listWatcher[*corev1.NodeList] { return c.CoreV1().Nodes() },
+		always(convertNode),
+		func(b *store.Batch) *[]store.Node { return &b.Nodes }),
+	declare(store.ResourcePods,
+		func(c kubernetes.Interface) listWatcher[*corev1.PodList] { return c.CoreV1().Pods(metav1.NamespaceAll) },
+		convertPod,
+		func(b *store.Batch) *[]store.Pod { return &b.Pods }),
+	declare(store.ResourceResourceQuotas,
+		func(c kubernetes.Interface) listWatcher[*corev1.ResourceQuotaList] {
+			return c.CoreV1().ResourceQuotas(metav1.NamespaceAll)
+		},
+		func(q *corev1.ResourceQuota) (store.Quota, bool, []issue) { return convertQuota(q), true, nil },
+		func(b *store.Batch) *[]store.Quota { return &b.Quotas }),
+}
+
+// listWatcher is the part of a typed client of one resource discovery uses.
+type listWatcher[L runtime.Object] interface {
+	List(ctx context.Context, opts metav1.ListOptions) (L, error)
+	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
+}
+
+// declare declares the member resource name: client picks its typed client,
+// convert turns an object of type T into its record R (ok false: the row
+// must go) and slot is the batch's slice of Rs.
+func declare[T, L runtime.Object, R any](
+	name store.Resource,
+	client func(kubernetes.Interface) listWatcher[L],
+	convert func(T) (rec R, ok bool, issues []issue),
+	slot func(*store.Batch) *[]R,
+) memberResource {
+	return memberResource{
+		name: name,
+		list: func(ctx context.Context, c kubernetes.Interface, opts metav1.ListOptions) (runtime.Object, error) {
+			return client(c).List(ctx, opts)
+		},
+		watch: func(ctx context.Context, c kubernetes.Interface, opts metav1.ListOptions) (watch.Interface, error) {
+			return client(c).Watch(ctx, opts)
+		},
+		convert: func(obj runtime.Object) (any, []issue, error) {
+			t, ok := obj.(T)
+			if !ok {
+				return nil, nil, fmt.Errorf("unexpected object type %T", obj)
+			}
+			rec, ok, issues := convert(t)
+			if !ok {
+				return nil, issues, nil
+			}
+			return rec, issues, nil
+		},
+		put: func(b *store.Batch, rec any) {
+			s := slot(b)
+			*s = append(*s, rec.(R))
+		},
 	}
-	panic(fmt.Sprintf("discovery: no source for resource %q", r)) // allResources is fixed
 }
 
-// typed adapts a converter of one object type to runtime.Object.
-func typed[T runtime.Object](fn func(T) (any, []issue)) func(runtime.Object) (any, []issue, error) {
-	return func(obj runtime.Object) (any, []issue, error) {
-		t, ok := obj.(T)
-		if !ok {
-			return nil, nil, fmt.Errorf("unexpected object type %T", obj)
-		}
-		rec, issues := fn(t)
-		return rec, issues, nil
+// always adapts a converter whose objects always have a row.
+func always[T, R any](convert func(T) (R, []issue)) func(T) (R, bool, []issue) {
+	return func(obj T) (R, bool, []issue) {
+		rec, issues := convert(obj)
+		return rec, true, issues
 	}
 }

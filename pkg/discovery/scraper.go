@@ -22,20 +22,11 @@ type scraperParams struct {
 	ClusterID string
 	Client    metricsclient.Interface
 	Store     samplesStore
-	// Interval between scrapes.
-	Interval time.Duration
+	Metrics   MetricsConfig
 	// FirstDelay postpones the first scrape, so members that start together
 	// (at process start, after a takeover) do not scrape in step.
 	FirstDelay time.Duration
-	// ListTimeout and WriteTimeout bound the list from the member and the
-	// write to the registry of one scrape.
-	ListTimeout  time.Duration
-	WriteTimeout time.Duration
-	// Reporting says when a node's reported usage changes.
-	Reporting store.UsageReporting
-	// Retention is how long history is kept: older samples are not recorded.
-	Retention time.Duration
-	Clock     clock.Clock
+	Clock      clock.Clock
 }
 
 // scraper lists metrics.k8s.io NodeMetrics of one member on an interval and
@@ -58,7 +49,7 @@ func (s *scraper) run(ctx context.Context) {
 		case <-s.p.Clock.After(delay):
 		}
 		s.scrapeOnce(ctx)
-		delay = s.p.Interval
+		delay = s.p.Metrics.Interval
 	}
 }
 
@@ -67,7 +58,7 @@ func (s *scraper) scrapeOnce(ctx context.Context) store.MetricsRecorded {
 	logger := klog.FromContext(ctx).WithValues("cluster", s.p.ClusterID, "resource", "nodemetrics")
 	defer s.scrapeNamespaces(ctx) // whatever became of the nodes'
 	start := s.p.Clock.Now()
-	listCtx, cancel := context.WithTimeout(ctx, s.p.ListTimeout)
+	listCtx, cancel := context.WithTimeout(ctx, s.p.Metrics.ListTimeout)
 	list, err := s.p.Client.MetricsV1beta1().NodeMetricses().List(listCtx, metav1.ListOptions{})
 	cancel()
 	if err != nil {
@@ -78,8 +69,8 @@ func (s *scraper) scrapeOnce(ctx context.Context) store.MetricsRecorded {
 		return store.MetricsRecorded{}
 	}
 	samples := s.samples(logger, list.Items, s.p.Clock.Now())
-	writeCtx, cancel := context.WithTimeout(ctx, s.p.WriteTimeout)
-	recorded, err := s.p.Store.RecordNodeMetrics(writeCtx, samples, s.p.Reporting)
+	writeCtx, cancel := context.WithTimeout(ctx, s.p.Metrics.WriteTimeout)
+	recorded, err := s.p.Store.RecordNodeMetrics(writeCtx, samples, s.p.Metrics.UsageReporting)
 	cancel()
 	if err != nil {
 		reason := "store"
@@ -134,9 +125,9 @@ func (s *scraper) samples(logger klog.Logger, items []metricsv1beta1.NodeMetrics
 	for i := range items {
 		m := &items[i]
 		sample, err := nodeMetricsSample(s.p.ClusterID, m)
-		if err == nil && (sample.ObservedAt.Before(now.Add(-s.p.Retention)) || sample.ObservedAt.After(now.Add(maxSampleSkew))) {
+		if err == nil && (sample.ObservedAt.Before(now.Add(-s.p.Metrics.Retention)) || sample.ObservedAt.After(now.Add(maxSampleSkew))) {
 			err = fmt.Errorf("timestamp %s is outside the retained window [%s, %s]; is the member's clock right?",
-				sample.ObservedAt.Format(time.RFC3339), now.Add(-s.p.Retention).Format(time.RFC3339), now.Add(maxSampleSkew).Format(time.RFC3339))
+				sample.ObservedAt.Format(time.RFC3339), now.Add(-s.p.Metrics.Retention).Format(time.RFC3339), now.Add(maxSampleSkew).Format(time.RFC3339))
 		}
 		if err != nil {
 			scrapeErrors.WithLabelValues(s.p.ClusterID, "conversion").Inc()

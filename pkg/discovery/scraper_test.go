@@ -228,11 +228,13 @@ func TestScraperStartsWithJitter(t *testing.T) {
 
 func testScraperParams(client *metricsfake.Clientset, st store.Writer) scraperParams {
 	return scraperParams{
-		ClusterID: "m", Client: client, Store: newMemberStore(st, "m", func(error) {}), Interval: time.Minute,
-		ListTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second,
-		Reporting: store.UsageReporting{Threshold: 0.05, Period: 5 * time.Minute},
-		Retention: 24 * time.Hour,
-		Clock:     clock.RealClock{},
+		ClusterID: "m", Client: client, Store: newMemberStore(st, "m", func(error) {}),
+		Metrics: MetricsConfig{
+			Interval: time.Minute, ListTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second,
+			UsageReporting: store.UsageReporting{Threshold: 0.05, Period: 5 * time.Minute},
+			Retention:      24 * time.Hour,
+		},
+		Clock: clock.RealClock{},
 	}
 }
 

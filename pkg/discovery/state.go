@@ -30,20 +30,6 @@ func (w *worker) lastChange() time.Time {
 	return last
 }
 
-// registryState is the worker's state as the registry records it.
-func (s memberState) registryState() store.MemberState {
-	switch s {
-	case memberSynced:
-		return store.MemberSynced
-	case memberStuck:
-		return store.MemberLagging
-	case memberUnreachable:
-		return store.MemberUnreachable
-	default:
-		return store.MemberSyncing
-	}
-}
-
 // reportStates records the worker's mirroring state in the registry while
 // it holds the member, at once and whenever the state changes, and the time
 // of its last committed change when it is lastChangeResolution past the one
@@ -54,12 +40,12 @@ func (w *worker) reportStates(ctx context.Context) {
 	var reported store.MemberStatus
 	failing := false
 	for {
-		st := store.MemberStatus{State: w.state().registryState(), LastChange: reported.LastChange}
+		st := store.MemberStatus{State: w.state(), LastChange: reported.LastChange}
 		if c := w.lastChange(); c.Sub(reported.LastChange) >= lastChangeResolution {
 			st.LastChange = c
 		}
 		if st != reported {
-			rctx, cancel := context.WithTimeout(ctx, w.tuning.ApplyTimeout)
+			rctx, cancel := context.WithTimeout(ctx, w.cfg.Sync.ApplyTimeout)
 			err := w.store.RecordMemberState(rctx, st)
 			cancel()
 			switch {
@@ -75,7 +61,7 @@ func (w *worker) reportStates(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-w.tuning.Clock.After(stateReportInterval):
+		case <-w.cfg.Clock.After(stateReportInterval):
 		}
 	}
 }

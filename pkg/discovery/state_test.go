@@ -19,7 +19,7 @@ func TestReportStates(t *testing.T) {
 	clk := testingclock.NewFakeClock(time.Now())
 	rec := &recordingStore{}
 	a, b := newSyncer(syncerParams{Clock: clock.RealClock{}}), newSyncer(syncerParams{Clock: clock.RealClock{}})
-	w := &worker{clusterID: "c", syncers: []*syncer{a, b}, tuning: Tuning{Clock: clk, ApplyTimeout: time.Minute}}
+	w := &worker{clusterID: "c", syncers: []*syncer{a, b}, cfg: &Config{Clock: clk, Sync: SyncConfig{ApplyTimeout: time.Minute}}}
 	w.store = newMemberStore(rec, "c", func(error) {})
 	stop := w.startReporting(t.Context())
 	defer stop()
@@ -76,7 +76,7 @@ func TestReportLastChange(t *testing.T) {
 	rec := &recordingStore{}
 	a := newSyncer(syncerParams{Clock: clock.RealClock{}})
 	a.synced = true
-	w := &worker{clusterID: "c", syncers: []*syncer{a}, tuning: Tuning{Clock: clk, ApplyTimeout: time.Minute}}
+	w := &worker{clusterID: "c", syncers: []*syncer{a}, cfg: &Config{Clock: clk, Sync: SyncConfig{ApplyTimeout: time.Minute}}}
 	w.store = newMemberStore(rec, "c", func(error) {})
 	reports := func() []store.MemberStatus {
 		rec.mu.Lock()

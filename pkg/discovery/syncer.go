@@ -11,8 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
@@ -32,19 +32,13 @@ const shortWatch = time.Second
 
 // syncerParams configure the mirror of one member resource.
 type syncerParams struct {
-	Cluster    string
-	Source     source
-	Store      batchStore
-	BatchSize  int
-	BatchDelay time.Duration
-	Clock      clock.Clock
-	// Backoff paces retries after member or registry failures.
-	Backoff wait.Backoff
-	// ApplyTimeout bounds one commit attempt.
-	ApplyTimeout time.Duration
-	// WatchTimeout is the shortest server-side watch timeout; each watch
-	// picks a random one between it and twice it, as client-go's reflector does.
-	WatchTimeout time.Duration
+	Cluster  string
+	Resource *memberResource
+	// Client is the member's.
+	Client kubernetes.Interface
+	Store  batchStore
+	Sync   SyncConfig
+	Clock  clock.Clock
 }
 
 // syncer mirrors one member resource into the registry: list (or resume from
@@ -72,7 +66,7 @@ func newSyncer(p syncerParams) *syncer {
 	return &syncer{syncerParams: p, lastBeat: p.Clock.Now()}
 }
 
-func (s *syncer) resource() string { return string(s.Source.resource) }
+func (s *syncer) resource() string { return string(s.Resource.name) }
 
 // run mirrors the resource until ctx ends.
 func (s *syncer) run(ctx context.Context) {
@@ -89,7 +83,7 @@ func (s *syncer) run(ctx context.Context) {
 		s.logger.Info("Resuming member watch from the persisted cursor, without listing", "resourceVersion", cursor)
 		resumes.WithLabelValues(s.Cluster, s.resource()).Inc()
 	}
-	backoff := s.Backoff
+	backoff := s.Sync.Backoff
 	for ctx.Err() == nil {
 		if cursor == "" {
 			rv, err := s.relist(ctx, reason)
@@ -99,14 +93,14 @@ func (s *syncer) run(ctx context.Context) {
 				s.sleep(ctx, backoff.Step())
 				continue
 			}
-			cursor, backoff = rv, s.Backoff
+			cursor, backoff = rv, s.Sync.Backoff
 		}
 		watchStart := s.Clock.Now()
 		next, received, err := s.watch(ctx, cursor)
 		s.setPending(0) // what was not committed will be received again
 		cursor = next
 		if received {
-			backoff = s.Backoff
+			backoff = s.Sync.Backoff
 		}
 		switch {
 		case ctx.Err() != nil:
@@ -139,9 +133,9 @@ func (s *syncer) run(ctx context.Context) {
 // loadCursor reads the persisted cursor, retrying while the registry is
 // unavailable; ok is false when ctx ended first.
 func (s *syncer) loadCursor(ctx context.Context) (string, bool) {
-	backoff := s.Backoff
+	backoff := s.Sync.Backoff
 	for {
-		cursor, err := s.Store.Cursor(ctx, s.Cluster, s.Source.resource)
+		cursor, err := s.Store.Cursor(ctx, s.Cluster, s.Resource.name)
 		if err == nil {
 			s.setCommitted(cursor)
 			return cursor, true
@@ -173,18 +167,18 @@ func (s *syncer) loadCursor(ctx context.Context) (string, bool) {
 func (s *syncer) relist(ctx context.Context, reason string) (string, error) {
 	s.logger.Info("Listing member resource", "reason", reason)
 	start := s.Clock.Now()
-	p := newPending(s.Source.resource, "")
+	p := newPending(s.Resource, "")
 	p.replace = true
 	var listed int
 	opts := metav1.ListOptions{Limit: listPageSize}
 	listRV := ""
 	fetchFirst := false
 	for {
-		list, err := s.Source.list(ctx, opts)
+		list, err := s.Resource.list(ctx, s.Client, opts)
 		if err != nil {
 			if opts.Continue != "" && isExpired(err) {
 				s.logger.Info("List continue token expired; listing again from the start, fetching every page before committing")
-				p = newPending(s.Source.resource, "")
+				p = newPending(s.Resource, "")
 				p.replace, opts.Continue, listRV, listed, fetchFirst = true, "", "", 0, true
 				continue
 			}
@@ -210,7 +204,7 @@ func (s *syncer) relist(ctx context.Context, reason string) (string, error) {
 			break
 		}
 		opts.Continue = lm.GetContinue()
-		if !fetchFirst && len(p.changes) >= s.BatchSize {
+		if !fetchFirst && len(p.changes) >= s.Sync.BatchSize {
 			chunk := p.takeChunk()
 			if err := s.commit(ctx, chunk); err != nil {
 				return "", err
@@ -235,8 +229,8 @@ func (s *syncer) relist(ctx context.Context, reason string) (string, error) {
 // or age. It returns the cursor of the last commit, whether any event
 // arrived, and why the watch ended (nil when the server closed it).
 func (s *syncer) watch(ctx context.Context, cursor string) (string, bool, error) {
-	timeout := int64(s.WatchTimeout.Seconds() * (1 + rand.Float64()))
-	w, err := s.Source.watch(ctx, metav1.ListOptions{
+	timeout := int64(s.Sync.WatchTimeout.Seconds() * (1 + rand.Float64()))
+	w, err := s.Resource.watch(ctx, s.Client, metav1.ListOptions{
 		ResourceVersion:     cursor,
 		AllowWatchBookmarks: true,
 		TimeoutSeconds:      &timeout,
@@ -247,17 +241,17 @@ func (s *syncer) watch(ctx context.Context, cursor string) (string, bool, error)
 	s.reached()
 	defer w.Stop()
 
-	p := newPending(s.Source.resource, cursor)
+	p := newPending(s.Resource, cursor)
 	received := false
 	var flush <-chan time.Time
 	// A watch that stays open for a batch delay without an error is in sync.
-	settled := s.Clock.After(s.BatchDelay)
+	settled := s.Clock.After(s.Sync.BatchDelay)
 	commit := func() error {
 		flush = nil
 		if err := s.commit(ctx, p); err != nil {
 			return err
 		}
-		p = newPending(s.Source.resource, p.cursor)
+		p = newPending(s.Resource, p.cursor)
 		return nil
 	}
 	for {
@@ -286,12 +280,12 @@ func (s *syncer) watch(ctx context.Context, cursor string) (string, bool, error)
 			s.absorb(p, ev.Type, ev.Object, s.Clock.Now())
 			s.setPending(p.events)
 			switch {
-			case p.events >= s.BatchSize:
+			case p.events >= s.Sync.BatchSize:
 				if err := commit(); err != nil {
 					return s.committedCursor(), received, err
 				}
 			case flush == nil:
-				flush = s.Clock.After(s.BatchDelay)
+				flush = s.Clock.After(s.Sync.BatchDelay)
 			}
 		}
 	}
@@ -315,7 +309,7 @@ func (s *syncer) absorb(p *pending, t watch.EventType, obj runtime.Object, now t
 	case watch.Deleted:
 		p.add(string(t), change{key: key}, now)
 	default:
-		rec, issues, err := s.Source.convert(obj)
+		rec, issues, err := s.Resource.convert(obj)
 		if err != nil {
 			s.failed("convert", decodeError{fmt.Errorf("%s %s: %w", t, key, err)})
 			return
@@ -339,7 +333,7 @@ func (s *syncer) commit(ctx context.Context, p *pending) error {
 		return nil
 	}
 	b := p.batch(s.Cluster)
-	backoff := s.Backoff
+	backoff := s.Sync.Backoff
 	defer s.setStuck(false)
 	for {
 		start := s.Clock.Now()
@@ -373,7 +367,7 @@ func (s *syncer) commit(ctx context.Context, p *pending) error {
 }
 
 func (s *syncer) apply(ctx context.Context, b store.Batch) error {
-	actx, cancel := context.WithTimeout(ctx, s.ApplyTimeout)
+	actx, cancel := context.WithTimeout(ctx, s.Sync.ApplyTimeout)
 	defer cancel()
 	return s.Store.Apply(actx, b)
 }

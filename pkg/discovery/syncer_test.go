@@ -123,7 +123,7 @@ func startSyncer(t *testing.T, m *fakeMember, st *recordingStore) {
 
 func startSyncerWith(t *testing.T, m *fakeMember, st *recordingStore, backoff wait.Backoff) {
 	t.Helper()
-	runSyncer(t, m, st, func(p *syncerParams) { p.Backoff = backoff })
+	runSyncer(t, m, st, func(p *syncerParams) { p.Sync.Backoff = backoff })
 }
 
 // runSyncer runs a namespaces syncer of member m into st until the test
@@ -132,10 +132,13 @@ func runSyncer(t *testing.T, m *fakeMember, st batchStore, tune func(*syncerPara
 	t.Helper()
 	RegisterMetrics()
 	p := syncerParams{
-		Cluster: "c1", Source: sourceFor(m.client, store.ResourceNamespaces), Store: st,
-		BatchSize: 1000, BatchDelay: 20 * time.Millisecond, Clock: clock.RealClock{},
-		Backoff:      wait.Backoff{Duration: 10 * time.Millisecond, Factor: 1, Steps: 1 << 30},
-		ApplyTimeout: time.Second, WatchTimeout: time.Minute,
+		Cluster: "c1", Resource: mustResource(t, store.ResourceNamespaces), Client: m.client, Store: st,
+		Sync: SyncConfig{
+			BatchSize: 1000, BatchDelay: 20 * time.Millisecond,
+			Backoff:      wait.Backoff{Duration: 10 * time.Millisecond, Factor: 1, Steps: 1 << 30},
+			ApplyTimeout: time.Second, WatchTimeout: time.Minute,
+		},
+		Clock: clock.RealClock{},
 	}
 	if tune != nil {
 		tune(&p)
@@ -145,6 +148,17 @@ func runSyncer(t *testing.T, m *fakeMember, st batchStore, tune func(*syncerPara
 	done := make(chan struct{})
 	go func() { defer close(done); s.run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
+}
+
+func mustResource(t *testing.T, name store.Resource) *memberResource {
+	t.Helper()
+	for i := range memberResources {
+		if memberResources[i].name == name {
+			return &memberResources[i]
+		}
+	}
+	t.Fatalf("no member resource %q", name)
+	return nil
 }
 
 func waitFor(t *testing.T, what string, cond func() bool) {
@@ -207,8 +221,8 @@ func TestSyncerListThenBatchedWatch(t *testing.T) {
 			}
 			final[ns.Name] = ns.Labels["rv"]
 		}
-		for _, name := range b.DeletedNamespaces {
-			deleted = deleted || name == "a"
+		for _, k := range b.Deleted[store.ResourceNamespaces] {
+			deleted = deleted || k.Name == "a"
 		}
 		if len(b.Replace) != 0 {
 			t.Errorf("a watch batch carries Replace %v", b.Replace)
@@ -462,7 +476,7 @@ func TestSyncerRelistOutlastingItsContinueToken(t *testing.T) {
 		return true, w, nil
 	})
 	st := &recordingStore{}
-	runSyncer(t, m, st, func(p *syncerParams) { p.BatchSize = 1 })
+	runSyncer(t, m, st, func(p *syncerParams) { p.Sync.BatchSize = 1 })
 	nextWatcher(t, m)
 
 	batches := st.snapshot()

@@ -17,23 +17,13 @@ import (
 	"github.com/example/platform-apiserver/pkg/registry/store"
 )
 
-// workerParams configure the worker of one member cluster.
-type workerParams struct {
-	ClusterID string
-	Config    *rest.Config
-	Tuning    Tuning
-	Store     store.Writer
-	// Owner names this replica in the member's claim.
-	Owner string
-}
-
 // worker mirrors one member cluster: one syncer per resource.
 type worker struct {
 	clusterID string
 	owner     string
 	client    kubernetes.Interface
 	store     *memberStore
-	tuning    Tuning
+	cfg       *Config
 	syncers   []*syncer
 	scraper   *scraper
 
@@ -45,45 +35,38 @@ type worker struct {
 	stop context.CancelCauseFunc
 }
 
-func newWorker(p workerParams) (*worker, error) {
-	cfg := rest.CopyConfig(p.Config)
-	cfg.UserAgent = "platform-apiserver-discovery"
-	if cfg.QPS == 0 {
-		cfg.QPS, cfg.Burst = 20, 40
+func newWorker(mem Member, cfg *Config, owner string) (*worker, error) {
+	rc := rest.CopyConfig(mem.Config)
+	rc.UserAgent = "platform-apiserver-discovery"
+	if rc.QPS == 0 {
+		rc.QPS, rc.Burst = 20, 40
 	}
-	client, err := kubernetes.NewForConfig(cfg)
+	client, err := kubernetes.NewForConfig(rc)
 	if err != nil {
-		return nil, fmt.Errorf("member cluster %s: client: %w", p.ClusterID, err)
+		return nil, fmt.Errorf("member cluster %s: client: %w", mem.ID, err)
 	}
-	metrics, err := metricsclient.NewForConfig(cfg)
+	metrics, err := metricsclient.NewForConfig(rc)
 	if err != nil {
-		return nil, fmt.Errorf("member cluster %s: metrics client: %w", p.ClusterID, err)
+		return nil, fmt.Errorf("member cluster %s: metrics client: %w", mem.ID, err)
 	}
-	w := &worker{clusterID: p.ClusterID, owner: p.Owner, client: client, tuning: p.Tuning}
-	w.store = newMemberStore(p.Store, p.ClusterID, w.onLost)
+	w := &worker{clusterID: mem.ID, owner: owner, client: client, cfg: cfg}
+	w.store = newMemberStore(cfg.Store, mem.ID, w.onLost)
 	w.scraper = newScraper(scraperParams{
-		ClusterID:    p.ClusterID,
-		Client:       metrics,
-		Store:        w.store,
-		Interval:     p.Tuning.MetricsInterval,
-		FirstDelay:   time.Duration(rand.Int64N(int64(p.Tuning.MetricsInterval))),
-		ListTimeout:  p.Tuning.MetricsListTimeout,
-		WriteTimeout: p.Tuning.MetricsWriteTimeout,
-		Reporting:    p.Tuning.usageReporting(),
-		Retention:    p.Tuning.MetricsRetention,
-		Clock:        p.Tuning.Clock,
+		ClusterID:  mem.ID,
+		Client:     metrics,
+		Store:      w.store,
+		Metrics:    cfg.Metrics,
+		FirstDelay: time.Duration(rand.Int64N(int64(cfg.Metrics.Interval))),
+		Clock:      cfg.Clock,
 	})
-	for _, r := range allResources {
+	for i := range memberResources {
 		w.syncers = append(w.syncers, newSyncer(syncerParams{
-			Cluster:      p.ClusterID,
-			Source:       sourceFor(client, r),
-			Store:        w.store,
-			BatchSize:    p.Tuning.BatchSize,
-			BatchDelay:   p.Tuning.BatchDelay,
-			Clock:        p.Tuning.Clock,
-			Backoff:      p.Tuning.Backoff,
-			ApplyTimeout: p.Tuning.ApplyTimeout,
-			WatchTimeout: p.Tuning.WatchTimeout,
+			Cluster:  mem.ID,
+			Resource: &memberResources[i],
+			Client:   client,
+			Store:    w.store,
+			Sync:     cfg.Sync,
+			Clock:    cfg.Clock,
 		}))
 	}
 	return w, nil
@@ -168,7 +151,7 @@ func (w *worker) onLost(err error) {
 // claim claims the member for this replica, retrying while the registry
 // is unavailable; ok is false when ctx ended first.
 func (w *worker) claim(ctx context.Context) (ok bool) {
-	backoff := w.tuning.Backoff
+	backoff := w.cfg.Sync.Backoff
 	for {
 		_, err := w.store.claim(ctx, w.owner)
 		if err == nil {
@@ -190,7 +173,7 @@ func (w *worker) claim(ctx context.Context) (ok bool) {
 		select {
 		case <-ctx.Done():
 			return false
-		case <-w.tuning.Clock.After(backoff.Step()):
+		case <-w.cfg.Clock.After(backoff.Step()):
 		}
 	}
 }
@@ -199,7 +182,7 @@ func (w *worker) claim(ctx context.Context) (ok bool) {
 // API server: the uid of its kube-system namespace, which a rebuilt cluster
 // or a fresh etcd does not keep.
 func (w *worker) memberIdentity(ctx context.Context) (string, error) {
-	ctx, cancel := context.WithTimeout(ctx, w.tuning.ApplyTimeout)
+	ctx, cancel := context.WithTimeout(ctx, w.cfg.Sync.ApplyTimeout)
 	defer cancel()
 	ns, err := w.client.CoreV1().Namespaces().Get(ctx, metav1.NamespaceSystem, metav1.GetOptions{})
 	if err != nil {
@@ -214,7 +197,7 @@ func (w *worker) memberIdentity(ctx context.Context) (string, error) {
 // backoff until it can tell; ok is false when ctx ended first.
 func (w *worker) checkIdentity(ctx context.Context) (identity string, ok bool) {
 	logger := klog.FromContext(ctx)
-	backoff := w.tuning.Backoff
+	backoff := w.cfg.Sync.Backoff
 	for {
 		identity, err := w.memberIdentity(ctx)
 		var changed bool
@@ -243,7 +226,7 @@ func (w *worker) checkIdentity(ctx context.Context) (identity string, ok bool) {
 		select {
 		case <-ctx.Done():
 			return "", false
-		case <-w.tuning.Clock.After(backoff.Step()):
+		case <-w.cfg.Clock.After(backoff.Step()):
 		}
 	}
 }
@@ -256,7 +239,7 @@ func (w *worker) watchIdentity(ctx context.Context, identity string) bool {
 		select {
 		case <-ctx.Done():
 			return false
-		case <-w.tuning.Clock.After(w.tuning.IdentityInterval):
+		case <-w.cfg.Clock.After(w.cfg.Sync.IdentityInterval):
 		}
 		now, err := w.memberIdentity(ctx)
 		if err == nil && now != identity {
@@ -265,39 +248,27 @@ func (w *worker) watchIdentity(ctx context.Context, identity string) bool {
 	}
 }
 
-// memberState is a member's state for the members gauge.
-type memberState string
-
-const (
-	memberSyncing     memberState = "syncing"
-	memberSynced      memberState = "synced"
-	memberStuck       memberState = "stuck"
-	memberUnreachable memberState = "unreachable"
-)
-
-var memberStates = []memberState{memberSyncing, memberSynced, memberStuck, memberUnreachable}
-
-// state sums up the worker's resources: stuck if any cannot commit,
+// state sums up the worker's resources: lagging if any cannot commit,
 // unreachable if any cannot reach the member, synced once all are, else
 // syncing.
-func (w *worker) state() memberState {
+func (w *worker) state() store.MemberState {
 	w.mu.Lock()
 	unreachable := w.unreachable
 	w.mu.Unlock()
 	for _, s := range w.syncers {
 		st := s.status()
 		if st.stuck {
-			return memberStuck
+			return store.MemberLagging
 		}
 		unreachable = unreachable || st.unreachable
 	}
 	switch {
 	case unreachable:
-		return memberUnreachable
+		return store.MemberUnreachable
 	case w.synced():
-		return memberSynced
+		return store.MemberSynced
 	default:
-		return memberSyncing
+		return store.MemberSyncing
 	}
 }
 

@@ -4,18 +4,20 @@ import (
 	"testing"
 
 	"k8s.io/utils/clock"
+
+	"github.com/example/platform-apiserver/pkg/registry/store"
 )
 
 func TestWorkerState(t *testing.T) {
 	tests := []struct {
 		name string
 		set  func(a, b *syncer)
-		want memberState
+		want store.MemberState
 	}{
-		{name: "first sync running", set: func(a, b *syncer) { a.synced = true }, want: memberSyncing},
-		{name: "all synced", set: func(a, b *syncer) { a.synced, b.synced = true, true }, want: memberSynced},
-		{name: "one unreachable", set: func(a, b *syncer) { a.synced, b.synced, b.unreachable = true, true, true }, want: memberUnreachable},
-		{name: "stuck beats unreachable", set: func(a, b *syncer) { a.unreachable, b.stuck = true, true }, want: memberStuck},
+		{name: "first sync running", set: func(a, b *syncer) { a.synced = true }, want: store.MemberSyncing},
+		{name: "all synced", set: func(a, b *syncer) { a.synced, b.synced = true, true }, want: store.MemberSynced},
+		{name: "one unreachable", set: func(a, b *syncer) { a.synced, b.synced, b.unreachable = true, true, true }, want: store.MemberUnreachable},
+		{name: "stuck beats unreachable", set: func(a, b *syncer) { a.unreachable, b.stuck = true, true }, want: store.MemberLagging},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

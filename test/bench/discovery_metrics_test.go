@@ -87,10 +87,7 @@ const (
 
 // usageReporting is the policy the scraper uses by default
 // (--usage-report-threshold, --usage-report-period).
-var usageReporting = func() store.UsageReporting {
-	t := discovery.DefaultTuning()
-	return store.UsageReporting{Threshold: t.UsageReportThreshold, Period: t.UsageReportPeriod}
-}()
+var usageReporting = discovery.DefaultConfig().Metrics.UsageReporting
 
 // benchMetricsQuietFleet measures a quiet fleet's metrics in three parts,
 // each scrape a sample of every one of the member's nodeCount nodes, observed

@@ -124,7 +124,7 @@ func (e *env) testKubectlWatch(t *testing.T) {
 	expectLine(t, nodes, "MODIFIED", "watch.w1", "1/110")
 	expectLine(t, namespaces, "MODIFIED", "team-w", "watch")
 
-	e.apply(t, store.Batch{ClusterID: "watch", DeletedNodes: []string{"w1"}, DeletedNamespaces: []string{"team-w"}})
+	e.apply(t, store.Batch{ClusterID: "watch", Deleted: store.Keys{store.ResourceNodes: {{Name: "w1"}}, store.ResourceNamespaces: {{Name: "team-w"}}}})
 	expectLine(t, nodes, "DELETED", "watch.w1")
 	expectLine(t, namespaces, "DELETED", "team-w", "watch")
 }
@@ -174,7 +174,7 @@ func (e *env) testWatchSelectors(t *testing.T) {
 	red.Labels["team"] = "blue" // starts matching
 	e.apply(t, store.Batch{ClusterID: "sel", Nodes: []store.Node{red}})
 	e.apply(t, store.Batch{ClusterID: "other", Nodes: []store.Node{node("s3")}}) // never matches
-	e.apply(t, store.Batch{ClusterID: "sel", DeletedNodes: []string{"s2"}})
+	e.apply(t, store.Batch{ClusterID: "sel", Deleted: store.Keys{store.ResourceNodes: {{Name: "s2"}}}})
 
 	want := []struct {
 		typ  watch.EventType
@@ -395,7 +395,7 @@ func (e *env) testInformer(t *testing.T) {
 		}
 	}
 	t.Cleanup(func() { _ = replica.Stop() })
-	e.apply(t, store.Batch{ClusterID: "inf", DeletedNodes: []string{"i1"}, Nodes: []store.Node{node("i2")}})
+	e.apply(t, store.Batch{ClusterID: "inf", Deleted: store.Keys{store.ResourceNodes: {{Name: "i1"}}}, Nodes: []store.Node{node("i2")}})
 	restartBoth("platform-apiserver-3")
 	eventually("delete", func() bool { return count(deletes, "inf.i1") == 1 })
 	eventually("add", func() bool { return count(adds, "inf.i2") == 1 })

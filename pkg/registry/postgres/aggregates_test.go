@@ -68,7 +68,7 @@ func TestAggregates(t *testing.T) {
 	checkNS("moved", "a", want{750, 1<<30 + 1<<20, 2})
 
 	// p3 deleted.
-	mustApply(t, s, ctx, store.Batch{ClusterID: c, DeletedPods: []store.ObjectKey{{Namespace: "b", Name: "p3"}}})
+	mustApply(t, s, ctx, store.Batch{ClusterID: c, Deleted: store.Keys{store.ResourcePods: {{Namespace: "b", Name: "p3"}}}})
 	checkNode("pod deleted", "n2", want{510, 1<<30 + 10, 2})
 	checkNS("pod deleted", "b", want{110, 1<<20 + 10, 2})
 
@@ -78,20 +78,20 @@ func TestAggregates(t *testing.T) {
 	checkNS("scheduled", "b", want{110, 1<<20 + 10, 2})
 
 	// Quota deleted.
-	mustApply(t, s, ctx, store.Batch{ClusterID: c, DeletedQuotas: []store.ObjectKey{{Namespace: "a", Name: "compute"}}})
+	mustApply(t, s, ctx, store.Batch{ClusterID: c, Deleted: store.Keys{store.ResourceResourceQuotas: {{Namespace: "a", Name: "compute"}}}})
 	if q := getNamespace(t, s, ctx, c, "a").Quotas; len(q) != 0 {
 		t.Errorf("quotas after delete = %+v", q)
 	}
 
 	// Namespace b deleted: its view row goes; its pods stay until their own
 	// deletions arrive (Kubernetes deletes them first), then n1 and n2 drop them.
-	mustApply(t, s, ctx, store.Batch{ClusterID: c, DeletedNamespaces: []string{"b"}})
+	mustApply(t, s, ctx, store.Batch{ClusterID: c, Deleted: store.Keys{store.ResourceNamespaces: {{Name: "b"}}}})
 	if _, err := s.GetClusterNamespace(ctx, "b", c); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("deleted namespace: got %v, want ErrNotFound", err)
 	}
 	checkNode("namespace deleted, pods not yet", "n1", want{350, 2 << 20, 2})
 	checkNode("namespace deleted, pods not yet", "n2", want{510, 1<<30 + 10, 2})
-	mustApply(t, s, ctx, store.Batch{ClusterID: c, DeletedPods: []store.ObjectKey{{Namespace: "b", Name: "pending"}, {Namespace: "b", Name: "p6"}}})
+	mustApply(t, s, ctx, store.Batch{ClusterID: c, Deleted: store.Keys{store.ResourcePods: {{Namespace: "b", Name: "pending"}, {Namespace: "b", Name: "p6"}}}})
 	checkNode("pods of the deleted namespace deleted", "n1", want{250, 1 << 20, 1})
 	checkNode("pods of the deleted namespace deleted", "n2", want{500, 1 << 30, 1})
 

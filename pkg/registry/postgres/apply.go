@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 
 	"github.com/jackc/pgx/v5"
 
@@ -12,41 +13,36 @@ import (
 )
 
 // Apply commits a batch in one transaction, fenced by the batch's epoch.
-// Under the member's lock: the rows of a relist that are gone, pods and
-// quotas (deletes, then upserts that skip unchanged rows) and the cursors.
-// Under the writer lock: namespaces and nodes, then the aggregates of every
-// node and namespace the batch touched. Each object should appear at most
-// once in a batch; one listed both as present and as deleted ends up present.
+// Under the member's lock: the rows of a relist that are gone, the member
+// rows (pods and quotas: deletes, then upserts that skip unchanged rows) and
+// the cursors. Under the writer lock: the view rows (namespaces and nodes),
+// then the aggregates of every node and namespace the batch touched (see
+// memberTables). Each object should appear at most once in a batch; one
+// listed both as present and as deleted ends up present.
 func (s *Store) Apply(ctx context.Context, b store.Batch) error {
 	if b.ClusterID == "" {
 		return errors.New("apply: batch has no cluster id")
 	}
+	b.Deleted = maps.Clone(b.Deleted) // replace adds to it, not to the caller's
 	a := &applier{b: b, cluster: b.ClusterID, nodes: pairs{}, namespaces: pairs{}}
 	return s.write(ctx, opApply, sections{
 		member: func(w *writer) error {
 			a.writer = w
-			return a.run(
+			steps := []func() error{
 				func() error {
 					return w.fence(store.Fence{ClusterID: b.ClusterID, Epoch: b.Epoch, Failovers: b.Failovers})
 				},
 				a.replace,
-				a.deletePods,
-				a.deleteQuotas,
-				a.upsertPods,
-				a.upsertQuotas,
-				a.saveCursors,
-			)
+			}
+			steps = append(steps, a.writes(false)...)
+			return a.run(append(steps, a.saveCursors)...)
 		},
 		views: func(w *writer) error {
 			a.writer = w
-			return a.run(
-				a.deleteNamespaces,
-				a.deleteNodes,
-				a.upsertNamespaces,
-				a.upsertNodes,
+			return a.run(append(a.writes(true),
 				func() error { return a.recomputeNodes(a.nodes) },
 				func() error { return a.recomputeNamespaces(a.namespaces) },
-			)
+			)...)
 		},
 	})
 }
@@ -71,58 +67,23 @@ func (a *applier) run(steps ...func() error) error {
 }
 
 // replace turns a relist into deletions: rows of a replaced resource that the
-// batch does not carry join the batch's deleted lists.
+// batch does not carry join the batch's deleted keys.
 func (a *applier) replace() error {
 	for _, r := range a.b.Replace {
-		switch r {
-		case store.ResourceNamespaces:
-			names, err := a.absentNames("cluster_namespace", sqlAbsentNamespaces, append(namespaceNames(a.b.Namespaces), presentNames(a.b.Present)...))
-			if err != nil {
-				return err
-			}
-			a.b.DeletedNamespaces = append(a.b.DeletedNamespaces, names...)
-		case store.ResourceNodes:
-			names, err := a.absentNames("cluster_node", sqlAbsentNodes, append(nodeNames(a.b.Nodes), presentNames(a.b.Present)...))
-			if err != nil {
-				return err
-			}
-			a.b.DeletedNodes = append(a.b.DeletedNodes, names...)
-		case store.ResourcePods:
-			keys := make([]store.ObjectKey, len(a.b.Pods), len(a.b.Pods)+len(a.b.Present))
-			for i, p := range a.b.Pods {
-				keys[i] = store.ObjectKey{Namespace: p.Namespace, Name: p.Name}
-			}
-			keys = append(keys, a.b.Present...)
-			absent, err := a.absentKeys("cluster_pod", sqlAbsentPods, keys)
-			if err != nil {
-				return err
-			}
-			a.b.DeletedPods = append(a.b.DeletedPods, absent...)
-		case store.ResourceResourceQuotas:
-			keys := make([]store.ObjectKey, len(a.b.Quotas), len(a.b.Quotas)+len(a.b.Present))
-			for i, q := range a.b.Quotas {
-				keys[i] = store.ObjectKey{Namespace: q.Namespace, Name: q.Name}
-			}
-			keys = append(keys, a.b.Present...)
-			absent, err := a.absentKeys("cluster_resource_quota", sqlAbsentQuotas, keys)
-			if err != nil {
-				return err
-			}
-			a.b.DeletedQuotas = append(a.b.DeletedQuotas, absent...)
-		default:
+		t, ok := memberTableOf(r)
+		if !ok {
 			return fmt.Errorf("apply: cannot replace unknown resource %q", r)
 		}
+		absent, err := t.absent(a, append(t.keys(&a.b), a.b.Present...))
+		if err != nil {
+			return err
+		}
+		if a.b.Deleted == nil {
+			a.b.Deleted = store.Keys{}
+		}
+		a.b.Deleted[r] = append(a.b.Deleted[r], absent...)
 	}
 	return nil
-}
-
-// presentNames returns the names of cluster-scoped keys.
-func presentNames(keys []store.ObjectKey) []string {
-	names := make([]string, len(keys))
-	for i, k := range keys {
-		names[i] = k.Name
-	}
-	return names
 }
 
 var (
@@ -140,23 +101,24 @@ var (
 	sqlSaveCursors       = statement("apply_save_cursors")
 )
 
-// absentNames lists names of the cluster's rows (sql: apply_absent_namespaces
-// or apply_absent_nodes) not in present.
-func (a *applier) absentNames(what, sql string, present []string) ([]string, error) {
-	if err := checkText("name", present...); err != nil {
+// absentNames lists the keys of the cluster's cluster-scoped rows (sql:
+// apply_absent_namespaces or apply_absent_nodes) whose names are not in present.
+func (a *applier) absentNames(what, sql string, present []store.ObjectKey) ([]store.ObjectKey, error) {
+	names := keyNames(present)
+	if err := checkText("name", names...); err != nil {
 		return nil, fmt.Errorf("replace %s: %w", what, err)
 	}
-	rows, err := a.tx.Query(a.ctx, sql, a.cluster, present)
+	rows, err := a.tx.Query(a.ctx, sql, a.cluster, names)
 	if err != nil {
 		return nil, fmt.Errorf("replace %s: %w", what, err)
 	}
-	var out []string
+	var out []store.ObjectKey
 	var name string
 	for rows.Next() {
 		if err := rows.Scan(&name); err != nil {
 			return nil, err
 		}
-		out = append(out, name)
+		out = append(out, store.ObjectKey{Name: name})
 	}
 	return out, rows.Err()
 }
@@ -193,35 +155,38 @@ func (a *applier) absentKeys(what, sql string, present []store.ObjectKey) ([]sto
 // deletions discovery records, and a cascade here could remove the pods of a
 // namespace recreated under the same name that the pod loop already wrote.
 func (a *applier) deleteNamespaces() error {
-	if len(a.b.DeletedNamespaces) == 0 {
+	deleted := keyNames(a.b.Deleted[store.ResourceNamespaces])
+	if len(deleted) == 0 {
 		return nil
 	}
-	if err := checkText("namespace", a.b.DeletedNamespaces...); err != nil {
+	if err := checkText("namespace", deleted...); err != nil {
 		return fmt.Errorf("delete namespaces: %w", err)
 	}
-	return a.deleteViewRows("delete namespaces", sqlDeleteNamespaces, a.cluster, a.b.DeletedNamespaces)
+	return a.deleteViewRows("delete namespaces", sqlDeleteNamespaces, a.cluster, deleted)
 }
 
 // deleteNodes removes node view rows and their metrics history; pods bound
 // to them stay until discovery deletes them.
 func (a *applier) deleteNodes() error {
-	if len(a.b.DeletedNodes) == 0 {
+	deleted := keyNames(a.b.Deleted[store.ResourceNodes])
+	if len(deleted) == 0 {
 		return nil
 	}
-	if err := checkText("node", a.b.DeletedNodes...); err != nil {
+	if err := checkText("node", deleted...); err != nil {
 		return fmt.Errorf("delete nodes: %w", err)
 	}
-	if _, err := a.tx.Exec(a.ctx, sqlDeleteNodeMetrics, a.cluster, a.b.DeletedNodes); err != nil {
+	if _, err := a.tx.Exec(a.ctx, sqlDeleteNodeMetrics, a.cluster, deleted); err != nil {
 		return fmt.Errorf("delete metrics of deleted nodes: %w", err)
 	}
-	return a.deleteViewRows("delete nodes", sqlDeleteNodes, a.cluster, a.b.DeletedNodes)
+	return a.deleteViewRows("delete nodes", sqlDeleteNodes, a.cluster, deleted)
 }
 
 func (a *applier) deletePods() error {
-	if len(a.b.DeletedPods) == 0 {
+	deleted := a.b.Deleted[store.ResourcePods]
+	if len(deleted) == 0 {
 		return nil
 	}
-	rows, err := a.queryKeys(sqlDeletePods, a.b.DeletedPods)
+	rows, err := a.queryKeys(sqlDeletePods, deleted)
 	if err != nil {
 		return fmt.Errorf("delete pods: %w", err)
 	}
@@ -229,10 +194,11 @@ func (a *applier) deletePods() error {
 }
 
 func (a *applier) deleteQuotas() error {
-	if len(a.b.DeletedQuotas) == 0 {
+	deleted := a.b.Deleted[store.ResourceResourceQuotas]
+	if len(deleted) == 0 {
 		return nil
 	}
-	rows, err := a.queryKeys(sqlDeleteQuotas, a.b.DeletedQuotas)
+	rows, err := a.queryKeys(sqlDeleteQuotas, deleted)
 	if err != nil {
 		return fmt.Errorf("delete quotas: %w", err)
 	}

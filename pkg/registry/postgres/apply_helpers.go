@@ -75,22 +75,6 @@ func keyRows(keys []store.ObjectKey) ([]keyRow, error) {
 	return out, nil
 }
 
-func namespaceNames(nss []store.Namespace) []string {
-	out := make([]string, len(nss))
-	for i, n := range nss {
-		out[i] = n.Name
-	}
-	return out
-}
-
-func nodeNames(nodes []store.Node) []string {
-	out := make([]string, len(nodes))
-	for i, n := range nodes {
-		out[i] = n.Name
-	}
-	return out
-}
-
 // jsonRows encodes a batch's rows as one JSON array: the single jsonb
 // parameter ($n::jsonb) a statement decodes with jsonb_to_recordset, whose
 // column list names the rows' json keys. Numbers keep their precision: Go

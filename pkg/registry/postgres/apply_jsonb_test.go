@@ -85,7 +85,7 @@ func TestApplyRejectsBadTextPerObject(t *testing.T) {
 		"NUL in a quota":             func(b *store.Batch) { b.Quotas[1].Hard = map[string]string{"pods": "1\x00"} },
 		"invalid UTF-8 in a pod":     func(b *store.Batch) { b.Pods[1].Name = "p\xff" },
 		"invalid UTF-8 in a node":    func(b *store.Batch) { b.Nodes[1].UID = "\xc3\x28" },
-		"invalid UTF-8 in a deleted": func(b *store.Batch) { b.DeletedPods = []store.ObjectKey{{Namespace: "a", Name: "\xff"}} },
+		"invalid UTF-8 in a deleted": func(b *store.Batch) { b.Deleted = store.Keys{store.ResourcePods: {{Namespace: "a", Name: "\xff"}}} },
 	}
 	for name, mutate := range bad {
 		t.Run(name, func(t *testing.T) {
@@ -149,8 +149,8 @@ func splitBatch(b store.Batch) []batchPart {
 	for _, q := range b.Quotas {
 		one("quota "+q.Name, func(p *store.Batch) { p.Quotas = []store.Quota{q} })
 	}
-	for _, k := range b.DeletedPods {
-		one("deleted pod "+k.Name, func(p *store.Batch) { p.DeletedPods = []store.ObjectKey{k} })
+	for _, k := range b.Deleted[store.ResourcePods] {
+		one("deleted pod "+k.Name, func(p *store.Batch) { p.Deleted = store.Keys{store.ResourcePods: {k}} })
 	}
 	return out
 }

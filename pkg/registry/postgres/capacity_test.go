@@ -113,7 +113,7 @@ func TestClusterCapacity(t *testing.T) {
 			return s.Apply(ctx, store.Batch{ClusterID: "a", Nodes: []store.Node{n}})
 		}, true},
 		{"a node deleted alone", func() error {
-			return s.Apply(ctx, store.Batch{ClusterID: "a", DeletedNodes: []string{"n4"}})
+			return s.Apply(ctx, store.Batch{ClusterID: "a", Deleted: store.Keys{store.ResourceNodes: {{Name: "n4"}}}})
 		}, true},
 		{"pod churn: one moves, one ends, one starts", func() error {
 			done := pod("x", "p2", "n1", 500, 1<<30)
@@ -121,10 +121,10 @@ func TestClusterCapacity(t *testing.T) {
 			return s.Apply(ctx, store.Batch{ClusterID: "a", Pods: []store.Pod{pod("x", "p1", "n1", 3000, 2<<30), done, pod("y", "p3", "t1", 200, 1<<28)}})
 		}, true},
 		{"pods deleted", func() error {
-			return s.Apply(ctx, store.Batch{ClusterID: "a", DeletedPods: []store.ObjectKey{{Namespace: "x", Name: "p1"}, {Namespace: "x", Name: "p2"}}})
+			return s.Apply(ctx, store.Batch{ClusterID: "a", Deleted: store.Keys{store.ResourcePods: {{Namespace: "x", Name: "p1"}, {Namespace: "x", Name: "p2"}}}})
 		}, true},
 		{"uncordon, untaint and delete the largest", func() error {
-			return s.Apply(ctx, store.Batch{ClusterID: "a", Nodes: []store.Node{node("n2", 8000, 16<<30), node("t1", 2000, 4<<30)}, DeletedNodes: []string{"n1"}})
+			return s.Apply(ctx, store.Batch{ClusterID: "a", Nodes: []store.Node{node("n2", 8000, 16<<30), node("t1", 2000, 4<<30)}, Deleted: store.Keys{store.ResourceNodes: {{Name: "n1"}}}})
 		}, true},
 		{"the last schedulable node goes NotReady", func() error {
 			n2, t1 := node("n2", 8000, 16<<30), node("t1", 2000, 4<<30)
@@ -132,7 +132,7 @@ func TestClusterCapacity(t *testing.T) {
 			return s.Apply(ctx, store.Batch{ClusterID: "a", Nodes: []store.Node{n2, t1}})
 		}, true},
 		{"namespace deleted", func() error {
-			return s.Apply(ctx, store.Batch{ClusterID: "a", DeletedNamespaces: []string{"y"}, DeletedPods: []store.ObjectKey{{Namespace: "y", Name: "pending"}, {Namespace: "y", Name: "p3"}}})
+			return s.Apply(ctx, store.Batch{ClusterID: "a", Deleted: store.Keys{store.ResourceNamespaces: {{Name: "y"}}, store.ResourcePods: {{Namespace: "y", Name: "pending"}, {Namespace: "y", Name: "p3"}}}})
 		}, true},
 		{"usage expired", func() error {
 			_, err := s.MaintainNodeMetrics(ctx, store.MetricsMaintenance{Now: time.Now(), RetainAfter: time.Now().Add(-time.Hour), UnknownBefore: time.Now().Add(time.Minute), Interval: time.Nanosecond})
@@ -258,7 +258,7 @@ func TestClusterCapacitySaturates(t *testing.T) {
 		t.Errorf("sums %+v, largest free %+v; want memory at MaxInt64, pods at MinInt64, one node's memory free", c.All.Allocatable, c.MaxFree)
 	}
 	// Exact underneath: removing one node leaves the other's values.
-	mustApply(t, s, ctx, store.Batch{ClusterID: "c", DeletedNodes: []string{"b"}})
+	mustApply(t, s, ctx, store.Batch{ClusterID: "c", Deleted: store.Keys{store.ResourceNodes: {{Name: "b"}}}})
 	if c, err = s.GetClusterCapacity(ctx, "c"); err != nil || c.All.Allocatable.MemoryBytes != math.MaxInt64-1 || c.All.Allocatable.Pods != math.MinInt64 {
 		t.Errorf("after deleting one: %+v, %v", c.All.Allocatable, err)
 	}

@@ -149,13 +149,13 @@ func churn(ctx context.Context, s *postgres.Store, w, rounds int) error {
 			err = s.Apply(ctx, store.Batch{ClusterID: cluster, Pods: pods})
 		case 4:
 			n := nodeName()
-			b := store.Batch{ClusterID: cluster, DeletedNodes: []string{n}}
+			b := store.Batch{ClusterID: cluster, Deleted: store.Keys{store.ResourceNodes: {{Name: n}}}}
 			if rng.IntN(2) == 0 {
 				b.Nodes = []store.Node{node(n, 2000, 1<<30)} // deleted and re-added
 			}
 			err = s.Apply(ctx, b)
 		case 5:
-			err = s.Apply(ctx, store.Batch{ClusterID: cluster, DeletedNamespaces: []string{nsName()}})
+			err = s.Apply(ctx, store.Batch{ClusterID: cluster, Deleted: store.Keys{store.ResourceNamespaces: {{Name: nsName()}}}})
 		case 6:
 			err = s.Apply(ctx, store.Batch{ClusterID: cluster, Replace: []store.Resource{store.ResourceNodes},
 				Nodes: []store.Node{node(nodeName(), 1000, 1<<30), node(nodeName(), 1000, 1<<30)}})

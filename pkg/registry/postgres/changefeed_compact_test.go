@@ -27,7 +27,7 @@ func TestCompact(t *testing.T) {
 	cut := time.Now()
 	time.Sleep(50 * time.Millisecond)
 	mustApply(t, s, ctx, store.Batch{ClusterID: "new", Nodes: []store.Node{node("n1", 1000, 1<<30)}})
-	mustApply(t, s, ctx, store.Batch{ClusterID: "old", DeletedNodes: []string{"n0000"}})
+	mustApply(t, s, ctx, store.Batch{ClusterID: "old", Deleted: store.Keys{store.ResourceNodes: {{Name: "n0000"}}}})
 	now := registryRV(t, s, ctx)
 
 	if h, err := s.Compact(ctx, cut.Add(-time.Hour)); err != nil || h != 0 {
@@ -67,7 +67,7 @@ func TestCompact(t *testing.T) {
 	if changes, readAt, err := s.Changes(ctx, store.ChangeFilter{}, now, 10); err != nil || len(changes) != 0 || readAt != now {
 		t.Errorf("Changes at the present after full compaction = %v at %d, %v", changes, readAt, err)
 	}
-	mustApply(t, s, ctx, store.Batch{ClusterID: "new", DeletedNodes: []string{"n1"}})
+	mustApply(t, s, ctx, store.Batch{ClusterID: "new", Deleted: store.Keys{store.ResourceNodes: {{Name: "n1"}}}})
 	if changes, _, err := s.Changes(ctx, store.ChangeFilter{}, now, 10); err != nil || len(changes) != 2 || changes[0].Type != store.ChangeDeleted || changes[1].Kind != store.KindClusterCapacity {
 		t.Errorf("Changes after a write following full compaction = %v, %v; want the node DELETED, then its ClusterCapacity", changes, err)
 	}

@@ -61,13 +61,13 @@ func TestChangeFeed(t *testing.T) {
 			return s.Apply(ctx, store.Batch{ClusterID: c, Nodes: []store.Node{n}, Pods: []store.Pod{pod("a", "p1", "n2", 500, 1<<30)}})
 		}, want: []string{"MODIFIED node/prod-1/n1", "MODIFIED node/prod-1/n2", "MODIFIED cc/prod-1/prod-1"}},
 		{name: "node deleted", write: func() error {
-			return s.Apply(ctx, store.Batch{ClusterID: c, DeletedNodes: []string{"n1"}})
+			return s.Apply(ctx, store.Batch{ClusterID: c, Deleted: store.Keys{store.ResourceNodes: {{Name: "n1"}}}})
 		}, want: []string{"DELETED node/prod-1/n1", "MODIFIED cc/prod-1/prod-1"}},
 		{name: "namespace deleted with its pods", write: func() error {
-			return s.Apply(ctx, store.Batch{ClusterID: c, DeletedNamespaces: []string{"b"}, DeletedPods: []store.ObjectKey{{Namespace: "b", Name: "p2"}}})
+			return s.Apply(ctx, store.Batch{ClusterID: c, Deleted: store.Keys{store.ResourceNamespaces: {{Name: "b"}}, store.ResourcePods: {{Namespace: "b", Name: "p2"}}}})
 		}, want: []string{"DELETED ns/prod-1/b", "MODIFIED node/prod-1/n2", "MODIFIED cc/prod-1/prod-1"}},
 		{name: "deleted and re-added in one batch", write: func() error {
-			return s.Apply(ctx, store.Batch{ClusterID: c, DeletedNodes: []string{"n3"}, Nodes: []store.Node{withLabel(node("n3", 1000, 1<<30), "x", "y")}})
+			return s.Apply(ctx, store.Batch{ClusterID: c, Deleted: store.Keys{store.ResourceNodes: {{Name: "n3"}}}, Nodes: []store.Node{withLabel(node("n3", 1000, 1<<30), "x", "y")}})
 		}, want: []string{"DELETED node/prod-1/n3", "ADDED node/prod-1/n3", "MODIFIED cc/prod-1/prod-1"}},
 		{name: "relist (Replace) drops absent rows", write: func() error {
 			return s.Apply(ctx, store.Batch{ClusterID: c, Replace: []store.Resource{store.ResourceNodes}, Nodes: []store.Node{withLabel(node("n3", 1000, 1<<30), "x", "y")}})

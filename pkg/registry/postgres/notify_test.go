@@ -90,7 +90,7 @@ func TestNotifications(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	mustApply(t, s, ctx, store.Batch{ClusterID: "c", DeletedNodes: []string{"n1"}})
+	mustApply(t, s, ctx, store.Batch{ClusterID: "c", Deleted: store.Keys{store.ResourceNodes: {{Name: "n1"}}}})
 	expectOne("after a commit following the reconnect")
 
 	cancel()

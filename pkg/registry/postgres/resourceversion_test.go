@@ -84,7 +84,7 @@ func TestResourceVersion(t *testing.T) {
 
 	// Deletions advance the registry RV too.
 	prev := registryRV(t, s, ctx)
-	mustApply(t, s, ctx, store.Batch{ClusterID: c, DeletedNodes: []string{"n1"}})
+	mustApply(t, s, ctx, store.Batch{ClusterID: c, Deleted: store.Keys{store.ResourceNodes: {{Name: "n1"}}}})
 	if now := registryRV(t, s, ctx); now <= prev {
 		t.Errorf("delete: registry RV %d did not increase from %d", now, prev)
 	}

@@ -196,7 +196,7 @@ func TestNodeMetricsBelongToTheirNode(t *testing.T) {
 	if _, err := s.RecordNodeMetrics(ctx, store.Fence{ClusterID: "c"}, []store.NodeMetricsSample{sample("n1", t0), sample("n1", t0.Add(time.Minute))}, policy); err != nil {
 		t.Fatal(err)
 	}
-	mustApply(t, s, ctx, store.Batch{ClusterID: "c", DeletedNodes: []string{"n1"}})
+	mustApply(t, s, ctx, store.Batch{ClusterID: "c", Deleted: store.Keys{store.ResourceNodes: {{Name: "n1"}}}})
 	if got := countRows(t, b, `SELECT count(*) FROM cluster_node_metrics WHERE node = 'n1'`); got != 0 {
 		t.Errorf("%d samples of the deleted node n1 remain", got)
 	}

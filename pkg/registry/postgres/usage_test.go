@@ -118,7 +118,7 @@ func TestUsageHistory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mustApply(t, s, ctx, store.Batch{ClusterID: "c", DeletedNodes: []string{"b1"}, Nodes: []store.Node{pool("b1-new", "b")}})
+	mustApply(t, s, ctx, store.Batch{ClusterID: "c", Deleted: store.Keys{store.ResourceNodes: {{Name: "b1"}}}, Nodes: []store.Node{pool("b1-new", "b")}})
 	mustApply(t, s, ctx, store.Batch{ClusterID: "c", Nodes: []store.Node{pool("b1", "b")}}) // recreated: no history yet
 	if h, err := s.UsageHistory(ctx, store.UsageQuery{ClusterID: "c", Node: "b1", Since: first}); err != nil || h.Samples != 0 {
 		t.Errorf("history of a node deleted and recreated: %+v, %v; want none", h, err)

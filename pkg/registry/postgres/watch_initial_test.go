@@ -196,7 +196,7 @@ func (ch *initialChurn) round(t *testing.T) {
 			b.Nodes = append(b.Nodes, churnNode(created, ch.next))
 		}
 		gone := pick()
-		b.DeletedNodes = []string{gone}
+		b.Deleted = store.Keys{store.ResourceNodes: {{Name: gone}}}
 		mustApply(t, ch.s, t.Context(), b)
 		live := []string{created}
 		for _, n := range names {

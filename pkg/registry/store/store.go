@@ -159,11 +159,15 @@ type Quota struct {
 	Used      map[string]string `json:"used,omitempty"`
 }
 
-// ObjectKey names a namespaced member object.
+// ObjectKey names a member object; Namespace is empty for cluster-scoped
+// resources (namespaces, nodes).
 type ObjectKey struct {
 	Namespace string
 	Name      string
 }
+
+// Keys are object keys per member resource.
+type Keys map[Resource][]ObjectKey
 
 // NodeMetricsSample is one metrics.k8s.io NodeMetrics reading.
 type NodeMetricsSample struct {
@@ -423,14 +427,13 @@ type Batch struct {
 	Epoch     int64
 	Failovers int64
 
-	Namespaces        []Namespace
-	DeletedNamespaces []string
-	Nodes             []Node
-	DeletedNodes      []string
-	Pods              []Pod
-	DeletedPods       []ObjectKey
-	Quotas            []Quota
-	DeletedQuotas     []ObjectKey
+	// The records to write, one slot per member resource.
+	Namespaces []Namespace
+	Nodes      []Node
+	Pods       []Pod
+	Quotas     []Quota
+	// Deleted holds the keys of the objects to delete, per resource.
+	Deleted Keys
 
 	// Replace lists resources this batch carries in full (a relist): rows of
 	// those resources in this cluster that the batch does not contain, and

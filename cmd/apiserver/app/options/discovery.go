@@ -12,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
-	componentbaseconfig "k8s.io/component-base/config"
 	configoptions "k8s.io/component-base/config/options"
 	"k8s.io/klog/v2"
 
@@ -20,37 +19,24 @@ import (
 )
 
 // DiscoveryOptions configure the discovery worker that mirrors member
-// clusters into the registry. Most flags set fields of Config directly;
-// ApplyTo completes it with the hosting cluster and the Leases.
+// clusters into the registry. The flags set fields of Config, the
+// discovery configuration itself (the standard leader election flags its
+// LeaderElection); ApplyTo completes it with the hosting cluster and the
+// Leases' namespace.
 type DiscoveryOptions struct {
 	ClusterID string
 	// Kubeconfig is the hosting cluster's kubeconfig (--kubeconfig);
 	// DeprecatedMemberKubeconfig is its old name, --member-kubeconfig.
 	Kubeconfig                 string
 	DeprecatedMemberKubeconfig string
-	Config                     discovery.Config
-	// LeaderElection holds the standard leader election flags, applied
-	// to Config.LeaderElection.
-	LeaderElection componentbaseconfig.LeaderElectionConfiguration
+	// Config is discovery's configuration; an empty
+	// LeaderElection.ResourceNamespace is the server's own (ownNamespace).
+	Config discovery.Config
 }
 
 // NewDiscoveryOptions returns the defaults (discovery.DefaultConfig).
 func NewDiscoveryOptions() *DiscoveryOptions {
-	cfg := discovery.DefaultConfig()
-	le := cfg.LeaderElection
-	return &DiscoveryOptions{
-		Config: cfg,
-		LeaderElection: componentbaseconfig.LeaderElectionConfiguration{
-			LeaderElect:   le.Enabled,
-			LeaseDuration: metav1.Duration{Duration: le.LeaseDuration},
-			RenewDeadline: metav1.Duration{Duration: le.RenewDeadline},
-			RetryPeriod:   metav1.Duration{Duration: le.RetryPeriod},
-			ResourceLock:  "leases",
-			ResourceName:  le.Name,
-			// Empty: the server's own namespace (see ownNamespace).
-			ResourceNamespace: le.Namespace,
-		},
-	}
+	return &DiscoveryOptions{Config: discovery.DefaultConfig()}
 }
 
 // AddFlags adds the discovery flags.
@@ -65,47 +51,47 @@ func (o *DiscoveryOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.DeprecatedMemberKubeconfig, "member-kubeconfig", o.DeprecatedMemberKubeconfig,
 		"Deprecated alias of --kubeconfig.")
 	_ = fs.MarkDeprecated("member-kubeconfig", "use --kubeconfig instead")
-	fs.StringVar(&o.Config.MemberDir, "member-kubeconfig-dir", o.Config.MemberDir, ""+
+	fs.StringVar(&o.Config.Members.Dir, "member-kubeconfig-dir", o.Config.Members.Dir, ""+
 		"Directory of kubeconfig files of further member clusters, each named by its cluster id. "+
 		"Files added or removed are picked up; a member whose file stays gone from every replica's directory for "+
 		"--member-removal-grace-period is removed (its objects deleted, its usage history kept).")
-	fs.BoolVar(&o.Config.MemberAllowFilesAndPlugins, "member-kubeconfig-allow-files-and-plugins", o.Config.MemberAllowFilesAndPlugins, ""+
+	fs.BoolVar(&o.Config.Members.AllowFilesAndPlugins, "member-kubeconfig-allow-files-and-plugins", o.Config.Members.AllowFilesAndPlugins, ""+
 		"Let the kubeconfigs of --member-kubeconfig-dir use exec and auth-provider plugins and name files (tokenFile, "+
 		"client-certificate, client-key, certificate-authority). Off, such a kubeconfig is refused (logged with the "+
 		"fields, counted in platform_discovery_member_kubeconfigs_refused_total) and its member is not mirrored: whoever "+
 		"can write the members Secret could otherwise run commands in the server or send its own service account token "+
 		"to a server of their choosing. Member kubeconfigs carry their credentials inline (token, client-certificate-data, "+
 		"client-key-data, certificate-authority-data).")
-	fs.DurationVar(&o.Config.MemberDirInterval, "member-kubeconfig-dir-interval", o.Config.MemberDirInterval,
+	fs.DurationVar(&o.Config.Members.DirInterval, "member-kubeconfig-dir-interval", o.Config.Members.DirInterval,
 		"How often --member-kubeconfig-dir is read for added, changed and removed members.")
-	fs.DurationVar(&o.Config.MemberRemovalGrace, "member-removal-grace-period", o.Config.MemberRemovalGrace, ""+
+	fs.DurationVar(&o.Config.Members.RemovalGrace, "member-removal-grace-period", o.Config.Members.RemovalGrace, ""+
 		"How long no replica's configuration may list a member (its file gone from --member-kubeconfig-dir, or rows of a "+
 		"cluster nobody configures) before the registry removes it, once for every replica: its objects are deleted and "+
 		"its usage history stays for --metrics-retention, so listing it again within that brings it back with its history. "+
 		"Until then it keeps being mirrored. A directory that is unreadable or names no member (a members Secret missing or "+
 		"emptied) removes nothing. 0 removes at once.")
-	fs.IntVar(&o.Config.Tuning.BatchSize, "discovery-batch-size", o.Config.Tuning.BatchSize,
+	fs.IntVar(&o.Config.Sync.BatchSize, "discovery-batch-size", o.Config.Sync.BatchSize,
 		"Member events committed to the registry in one transaction at most.")
-	fs.DurationVar(&o.Config.Tuning.BatchDelay, "discovery-batch-delay", o.Config.Tuning.BatchDelay,
+	fs.DurationVar(&o.Config.Sync.BatchDelay, "discovery-batch-delay", o.Config.Sync.BatchDelay,
 		"How long a member event may wait for more to share its transaction; bounds the freshness cost of batching.")
-	fs.DurationVar(&o.Config.Tuning.MetricsInterval, "metrics-interval", o.Config.Tuning.MetricsInterval,
+	fs.DurationVar(&o.Config.Metrics.Interval, "metrics-interval", o.Config.Metrics.Interval,
 		"How often each member's metrics.k8s.io NodeMetrics are scraped into the registry.")
-	fs.DurationVar(&o.Config.Tuning.MetricsRetention, "metrics-retention", o.Config.Tuning.MetricsRetention,
+	fs.DurationVar(&o.Config.Metrics.Retention, "metrics-retention", o.Config.Metrics.Retention,
 		"How long node metrics samples are kept in the history. It is kept in hourly partitions, dropped whole once "+
 			"their hour is older than this, so a sample stays between the retention and the retention plus an hour.")
-	fs.Float64Var(&o.Config.Tuning.UsageReportThreshold, "usage-report-threshold", o.Config.Tuning.UsageReportThreshold, ""+
+	fs.Float64Var(&o.Config.Metrics.UsageReporting.Threshold, "usage-report-threshold", o.Config.Metrics.UsageReporting.Threshold, ""+
 		"How far a node's CPU or memory usage must move from its reported value, as a fraction of the node's allocatable "+
 		"(0 to 1; 0.05 = 5%), before NodeCapacity shows the new sample (a new resourceVersion and a watch event). "+
 		"Smaller moves are recorded in the history only, so watchers of a quiet fleet see no events; the trade-off is that "+
 		"status.usage may lag the latest sample by up to this much, or by up to --usage-report-period. "+
 		"Requests, schedulability, taints and conditions are not affected.")
-	fs.DurationVar(&o.Config.Tuning.UsageReportPeriod, "usage-report-period", o.Config.Tuning.UsageReportPeriod, ""+
+	fs.DurationVar(&o.Config.Metrics.UsageReporting.Period, "usage-report-period", o.Config.Metrics.UsageReporting.Period, ""+
 		"How often each node's reported usage is refreshed with its newest sample even if usage did not move (like the "+
 		"kubelet's nodeStatusReportFrequency). Each node refreshes at its own phase of the period, so a quiet fleet's "+
 		"refreshes spread evenly (about nodes x --metrics-interval / period per scrape) instead of coming in one burst. "+
 		"status.usage.timestamp is the reported sample's time. A node without a new sample for twice this period plus "+
 		"--metrics-interval shows its usage as unknown.")
-	configoptions.BindLeaderElectionFlags(&o.LeaderElection, fs)
+	configoptions.BindLeaderElectionFlags(&o.Config.LeaderElection, fs)
 	fs.Lookup("leader-elect").Usage = "Share the member clusters among the replicas through Leases in the hosting cluster: " +
 		"each member is mirrored by the replica holding its Lease, and taken over when that replica dies. " +
 		"Without it every replica mirrors every member, so run one replica only."
@@ -134,32 +120,31 @@ func (o *DiscoveryOptions) Validate() []error {
 	if o.kubeconfig() != "" && o.ClusterID == "" {
 		errs = append(errs, errors.New("--cluster-id is required with --kubeconfig: the hosting cluster is mirrored under it"))
 	}
-	if o.Config.MemberRemovalGrace < 0 {
-		errs = append(errs, fmt.Errorf("--member-removal-grace-period must be zero or positive (e.g. 5m), got %s", o.Config.MemberRemovalGrace))
+	if o.Config.Members.RemovalGrace < 0 {
+		errs = append(errs, fmt.Errorf("--member-removal-grace-period must be zero or positive (e.g. 5m), got %s", o.Config.Members.RemovalGrace))
 	}
-	if o.Config.MemberDirInterval <= 0 {
-		errs = append(errs, fmt.Errorf("--member-kubeconfig-dir-interval must be positive, got %s", o.Config.MemberDirInterval))
+	if o.Config.Members.DirInterval <= 0 {
+		errs = append(errs, fmt.Errorf("--member-kubeconfig-dir-interval must be positive, got %s", o.Config.Members.DirInterval))
 	}
-	if o.Config.Tuning.BatchSize < 1 {
-		errs = append(errs, fmt.Errorf("--discovery-batch-size must be at least 1, got %d", o.Config.Tuning.BatchSize))
+	if o.Config.Sync.BatchSize < 1 {
+		errs = append(errs, fmt.Errorf("--discovery-batch-size must be at least 1, got %d", o.Config.Sync.BatchSize))
 	}
-	if o.Config.Tuning.BatchDelay <= 0 {
-		errs = append(errs, fmt.Errorf("--discovery-batch-delay must be positive, got %s", o.Config.Tuning.BatchDelay))
+	if o.Config.Sync.BatchDelay <= 0 {
+		errs = append(errs, fmt.Errorf("--discovery-batch-delay must be positive, got %s", o.Config.Sync.BatchDelay))
 	}
-	if o.Config.Tuning.MetricsInterval <= 0 {
-		errs = append(errs, fmt.Errorf("--metrics-interval must be positive, got %s", o.Config.Tuning.MetricsInterval))
+	if o.Config.Metrics.Interval <= 0 {
+		errs = append(errs, fmt.Errorf("--metrics-interval must be positive, got %s", o.Config.Metrics.Interval))
 	}
-	if !(o.Config.Tuning.UsageReportThreshold >= 0 && o.Config.Tuning.UsageReportThreshold <= 1) {
-		errs = append(errs, fmt.Errorf("--usage-report-threshold must be a fraction of allocatable between 0 and 1 (e.g. 0.05 for 5%%), got %v", o.Config.Tuning.UsageReportThreshold))
+	if !(o.Config.Metrics.UsageReporting.Threshold >= 0 && o.Config.Metrics.UsageReporting.Threshold <= 1) {
+		errs = append(errs, fmt.Errorf("--usage-report-threshold must be a fraction of allocatable between 0 and 1 (e.g. 0.05 for 5%%), got %v", o.Config.Metrics.UsageReporting.Threshold))
 	}
-	if o.Config.Tuning.UsageReportPeriod <= 0 {
-		errs = append(errs, fmt.Errorf("--usage-report-period must be a positive duration (e.g. 5m), got %s", o.Config.Tuning.UsageReportPeriod))
+	if o.Config.Metrics.UsageReporting.Period <= 0 {
+		errs = append(errs, fmt.Errorf("--usage-report-period must be a positive duration (e.g. 5m), got %s", o.Config.Metrics.UsageReporting.Period))
 	}
-	if o.Config.Tuning.MetricsRetention < o.Config.Tuning.MetricsInterval {
-		errs = append(errs, fmt.Errorf("--metrics-retention (%s) must be at least --metrics-interval (%s)", o.Config.Tuning.MetricsRetention, o.Config.Tuning.MetricsInterval))
+	if o.Config.Metrics.Retention < o.Config.Metrics.Interval {
+		errs = append(errs, fmt.Errorf("--metrics-retention (%s) must be at least --metrics-interval (%s)", o.Config.Metrics.Retention, o.Config.Metrics.Interval))
 	}
-	if o.LeaderElection.LeaderElect {
-		le := o.LeaderElection
+	if le := o.Config.LeaderElection; le.LeaderElect {
 		if le.ResourceLock != "leases" {
 			errs = append(errs, fmt.Errorf("--leader-elect-resource-lock must be leases, got %q", le.ResourceLock))
 		}
@@ -187,23 +172,15 @@ func (o *DiscoveryOptions) ApplyTo(ctx context.Context, c **discovery.Config) er
 	if err != nil {
 		return err
 	}
-	if hosting == nil && o.Config.MemberDir == "" {
+	if hosting == nil && o.Config.Members.Dir == "" {
 		klog.FromContext(ctx).Info("Discovery disabled: no member cluster configured (no --kubeconfig, not running in a pod, no --member-kubeconfig-dir); serving the registry as it is")
 		*c = nil
 		return nil
 	}
 	cfg := o.Config
-	le := o.LeaderElection
-	cfg.LeaderElection = discovery.LeaderElection{
-		Enabled:       le.LeaderElect,
-		Namespace:     le.ResourceNamespace,
-		Name:          le.ResourceName,
-		LeaseDuration: le.LeaseDuration.Duration,
-		RenewDeadline: le.RenewDeadline.Duration,
-		RetryPeriod:   le.RetryPeriod.Duration,
-	}
-	if cfg.LeaderElection.Namespace == "" {
-		cfg.LeaderElection.Namespace = ownNamespace()
+	le := &cfg.LeaderElection
+	if le.ResourceNamespace == "" {
+		le.ResourceNamespace = ownNamespace()
 	}
 	if hosting != nil {
 		if o.ClusterID == "" {
@@ -211,8 +188,8 @@ func (o *DiscoveryOptions) ApplyTo(ctx context.Context, c **discovery.Config) er
 		}
 		cfg.Hosting = &discovery.Member{ID: o.ClusterID, Config: hosting}
 	}
-	klog.FromContext(ctx).Info("Discovery enabled", "cluster", o.ClusterID, "memberDir", cfg.MemberDir,
-		"leaderElect", le.LeaderElect, "leases", klog.KRef(cfg.LeaderElection.Namespace, le.ResourceName))
+	klog.FromContext(ctx).Info("Discovery enabled", "cluster", o.ClusterID, "memberDir", cfg.Members.Dir,
+		"leaderElect", le.LeaderElect, "leases", klog.KRef(le.ResourceNamespace, le.ResourceName))
 	*c = &cfg
 	return nil
 }

@@ -101,7 +101,7 @@ func (o *Options) Config(ctx context.Context) (*apiserver.Config, error) {
 	}
 	c := &apiserver.Config{Generic: generic}
 	o.Postgres.ApplyTo(&c.Registry)
-	c.Registry.UsageRetention = o.Discovery.Config.Tuning.MetricsRetention
+	c.Registry.UsageRetention = o.Discovery.Config.Metrics.Retention
 	o.Watch.ApplyTo(&c.Watch)
 	o.Limits.ApplyTo(&c.Limits)
 	if err := o.Discovery.ApplyTo(ctx, &c.Discovery); err != nil {
