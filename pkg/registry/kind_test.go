@@ -79,11 +79,23 @@ type widgets = registry.REST[store.NodeCapacity, Widget, *Widget]
 func widgetStack(t *testing.T) (*feedtest.MemFeed, *widgets, *[]store.ListOptions) {
 	t.Helper()
 	mem := feedtest.New()
+	r, asked := widgetREST(mem, follow(t, mem))
+	return mem, r, asked
+}
+
+// follow runs a follower of mem until the test ends.
+func follow(t *testing.T, mem *feedtest.MemFeed) *feed.Follower {
+	t.Helper()
 	f := feed.New(mem, feed.Options{PollInterval: 5 * time.Millisecond})
 	go f.Run(t.Context())
 	if err := f.WaitSynced(t.Context()); err != nil {
 		t.Fatal(err)
 	}
+	return f
+}
+
+// widgetREST serves widgets from mem, watched through f.
+func widgetREST(mem *feedtest.MemFeed, f *feed.Follower) (*widgets, *[]store.ListOptions) {
 	var asked []store.ListOptions
 	src := store.Source[store.NodeCapacity]{
 		Get: func(ctx context.Context, _, name string) (*store.NodeCapacity, error) {
@@ -97,7 +109,7 @@ func widgetStack(t *testing.T) (*feedtest.MemFeed, *widgets, *[]store.ListOption
 		Stream: mem.StreamNodeCapacities,
 		Key:    mem.NodeCapacities().Key,
 	}
-	return mem, registry.NewREST[store.NodeCapacity, Widget, *Widget](widgetKind, src, registry.WatchConfig{Follower: f}), &asked
+	return registry.NewREST[store.NodeCapacity, Widget, *Widget](widgetKind, src, registry.WatchConfig{Follower: f}), &asked
 }
 
 func widgetNode(cluster, name string, ready bool) store.NodeCapacity {

@@ -1,6 +1,7 @@
 package registry_test
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"strconv"
@@ -11,7 +12,10 @@ import (
 	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/example/platform-apiserver/pkg/registry/feed/feedtest"
 )
 
 // TestFutureResourceVersion: a watch or list from a resourceVersion the
@@ -20,7 +24,9 @@ import (
 // Retry-After; one reached during the wait is served, and a watch never
 // claims a version the registry has not reached.
 func TestFutureResourceVersion(t *testing.T) {
-	mem, r, _ := widgetStack(t)
+	mem := feedtest.New()
+	f := follow(t, mem)
+	r, _ := widgetREST(mem, f)
 	mem.Put(widgetNode("c1", "a", true))
 	now := mem.ResourceVersion()
 
@@ -61,7 +67,10 @@ func TestFutureResourceVersion(t *testing.T) {
 	t.Run("reached while waiting", func(t *testing.T) {
 		next := mem.ResourceVersion() + 1
 		go func() {
-			time.Sleep(200 * time.Millisecond) // after the watch has started waiting
+			// Once the watch waits for the version.
+			_ = wait.PollUntilContextTimeout(t.Context(), time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+				return f.Waiting() > 0, nil
+			})
 			mem.Put(widgetNode("c1", "b", true))
 			mem.Put(widgetNode("c1", "c", true))
 		}()

@@ -124,7 +124,19 @@ func TestDiscoverySharedMembers(t *testing.T) {
 	}
 	epochs := e.memberEpochs(t)
 	churn := e.startNamespaceChurn(t, "churn")
-	time.Sleep(500 * time.Millisecond) // let the sleeper have changes in flight
+	// Until the churn flows through the sleeper, so it has changes in flight.
+	eventually(t, "the sleeper mirroring the churn", mirrorTimeout, func(ctx context.Context) (bool, string) {
+		nss, _, err := e.mirrorViews(ctx, held[0])
+		if err != nil {
+			return false, err.Error()
+		}
+		for name := range nss {
+			if strings.HasPrefix(name, "churn-") {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("member %s: no churn namespace mirrored", held[0])
+	})
 	if err := syscall.Kill(sleeper.pid(), syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}

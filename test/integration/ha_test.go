@@ -188,14 +188,26 @@ func TestRegistryFailover(t *testing.T) {
 		}
 	})
 	lastCreated := func() string { mu.Lock(); defer mu.Unlock(); return created[len(created)-1] }
-	time.Sleep(2 * time.Second)
+	// createdMore waits until n more nodes than now have been created.
+	createdMore := func(what string, n int) {
+		t.Helper()
+		mu.Lock()
+		want := len(created) + n
+		mu.Unlock()
+		eventually(t, what, 2*mirrorTimeout, func(context.Context) (bool, string) {
+			mu.Lock()
+			defer mu.Unlock()
+			return len(created) >= want, fmt.Sprintf("%d nodes created, want %d", len(created), want)
+		})
+	}
+	createdMore("writes under way", 10)
 
 	// The standby receives nothing more; what the primary commits now is
 	// lost in the failover, after watchers saw it.
 	if err := standby.Pause(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(2 * time.Second)
+	createdMore("writes the standby never receives", 10)
 	seen := lastCreated()
 	eventually(t, "watchers see changes the standby never receives", mirrorTimeout, func(context.Context) (bool, string) {
 		for i, w := range watchers {
@@ -208,7 +220,7 @@ func TestRegistryFailover(t *testing.T) {
 	if err := standby.FailOverPaused(ctx); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(3 * time.Second) // writes go on across the promotion
+	createdMore("writes after the promotion", 10)
 	stopWrites()
 	writes.Wait()
 

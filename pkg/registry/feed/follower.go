@@ -109,8 +109,10 @@ type Follower struct {
 	synced bool          // rv has been read from the registry
 	ready  chan struct{} // closed once synced
 	moved  chan struct{} // closed (and replaced) when rv moves on
-	window window
-	fresh  freshness
+	// waiting counts the WaitFor calls waiting for rv to move on.
+	waiting int
+	window  window
+	fresh   freshness
 }
 
 // freshness is when the follower last read the registry; f.mu guards it.
@@ -408,12 +410,36 @@ func (f *Follower) WaitFor(ctx context.Context, rv int64) (int64, error) {
 		if synced && cur >= rv {
 			return cur, nil
 		}
-		select {
-		case <-moved:
-		case <-ctx.Done():
-			return cur, ctx.Err()
+		if err := f.await(ctx, moved); err != nil {
+			return cur, err
 		}
 	}
+}
+
+// await waits for moved to close or ctx to end, counted in Waiting.
+func (f *Follower) await(ctx context.Context, moved <-chan struct{}) error {
+	f.mu.Lock()
+	f.waiting++
+	f.mu.Unlock()
+	defer func() {
+		f.mu.Lock()
+		f.waiting--
+		f.mu.Unlock()
+	}()
+	select {
+	case <-moved:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Waiting is how many WaitFor calls are waiting for the follower to move
+// on (reads from a version it has not reached).
+func (f *Follower) Waiting() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.waiting
 }
 
 // send hands an item to every subscriber that can want it; f.mu is held. A

@@ -239,7 +239,7 @@ func TestNoGapWhenCompactionOvertakesTheFollower(t *testing.T) {
 			if i%5 == 0 { // compact everything, often past the follower
 				m.CompactTo(m.ResourceVersion())
 			}
-			time.Sleep(200 * time.Microsecond)
+			time.Sleep(200 * time.Microsecond) // spacing the writes on purpose
 		}
 	})
 	subscribed, notSynced := 0, 0

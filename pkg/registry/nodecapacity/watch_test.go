@@ -248,10 +248,15 @@ func TestWatchInitialEventsAndBookmarks(t *testing.T) {
 func TestWatchBehindEndsCleanly(t *testing.T) {
 	s := newStack(t, feed.Options{SubscriberBuffer: 10, DispatchBudget: 20 * time.Millisecond}, 0)
 	w := s.watch(t, metainternalversion.ListOptions{ResourceVersion: rv(s.mem.ResourceVersion())})
+	var last int64
 	for i := range 200 {
-		s.mem.Put(nc("c", fmt.Sprint("n", i), nil))
+		last = s.mem.Put(nc("c", fmt.Sprint("n", i), nil))
 	}
-	time.Sleep(200 * time.Millisecond) // the follower gives up on it
+	// Once the follower has handed out the burst, it has given up on the
+	// watcher (it waits at most its dispatch budget).
+	if _, err := s.f.WaitFor(t.Context(), last); err != nil {
+		t.Fatal(err)
+	}
 	timeout := time.After(10 * time.Second)
 	for {
 		select {

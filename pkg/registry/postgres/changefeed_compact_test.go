@@ -23,9 +23,16 @@ func TestCompact(t *testing.T) {
 	}
 	mustApply(t, s, ctx, store.Batch{ClusterID: "old", Nodes: nodes})
 	old := registryRV(t, s, ctx)
-	time.Sleep(50 * time.Millisecond)
-	cut := time.Now()
-	time.Sleep(50 * time.Millisecond)
+	cut := time.Now() // after every commit so far
+	// The writes below start (and take their commit time) once the
+	// database's clock has passed the cut.
+	poll(t, "the database clock past the cut", func() bool {
+		n, err := queryExec(t, b, `SELECT 1 WHERE clock_timestamp() > $1`, cut)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n == 1
+	})
 	mustApply(t, s, ctx, store.Batch{ClusterID: "new", Nodes: []store.Node{node("n1", 1000, 1<<30)}})
 	mustApply(t, s, ctx, store.Batch{ClusterID: "old", Deleted: store.Keys{store.ResourceNodes: {{Name: "n0000"}}}})
 	now := registryRV(t, s, ctx)

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/wait"
+
 	"github.com/example/platform-apiserver/pkg/registry/postgres"
 	"github.com/example/platform-apiserver/pkg/registry/store"
 )
@@ -48,3 +50,14 @@ func namespaceKeys(items []store.ClusterNamespace) string {
 
 // reportEvery reports every newer sample, as usage was before reporting.
 var reportEvery = store.UsageReporting{Threshold: 0, Period: time.Nanosecond}
+
+// poll waits until cond holds, failing the test after 10 s.
+func poll(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(t.Context(), 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return cond(), nil
+	})
+	if err != nil {
+		t.Fatalf("waiting for %s: %v", what, err)
+	}
+}

@@ -20,86 +20,98 @@ func TestNotifications(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	expectNone := func(step string) {
-		t.Helper()
-		select {
-		case <-notes:
-			t.Fatalf("%s: unexpected notification", step)
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
-	expectOne := func(step string) {
-		t.Helper()
-		select {
-		case _, ok := <-notes:
-			if !ok {
-				t.Fatalf("%s: channel closed", step)
-			}
-		case <-time.After(10 * time.Second):
-			t.Fatalf("%s: no notification", step)
-		}
-	}
 
-	expectNone("idle")
+	expectNone(t, notes, "idle")
 	batch := store.Batch{ClusterID: "c", Nodes: []store.Node{node("n1", 1000, 1)}}
 	mustApply(t, s, ctx, batch)
-	expectOne("after a commit")
+	expectOne(t, notes, "after a commit")
 	mustApply(t, s, ctx, batch)
-	expectNone("after a no-op commit")
+	expectNone(t, notes, "after a no-op commit")
 
 	// Commits coalesce into one pending value.
 	for i := range 3 {
 		mustApply(t, s, ctx, store.Batch{ClusterID: "c", Nodes: []store.Node{withLabel(node("n1", 1000, 1), "i", string(rune('a'+i)))}})
 	}
-	expectOne("after three commits")
-	time.Sleep(100 * time.Millisecond)
-	select {
-	case <-notes:
-	default:
-	}
+	expectOne(t, notes, "after three commits")
+	// The channel closes when ctx ends.
+	cancel()
+	expectClosed(t, notes)
 
-	// A dropped connection is re-established; the reconnect itself signals.
+	// A dropped connection is re-established; the reconnect itself
+	// signals. A new listener, so no value of the commits above is pending.
+	ctx, cancel = context.WithCancel(b.ctx)
+	defer cancel()
 	admin, err := pgx.Connect(ctx, b.dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer admin.Close(context.Background())
-	listenerPID := func() int32 {
-		var pid int32
-		err := admin.QueryRow(ctx, `SELECT coalesce(max(pid), 0) FROM pg_stat_activity
-			WHERE datname = current_database() AND application_name = 'platform-apiserver-listen'`).Scan(&pid)
+	listeners := func() (count int, pid int32) {
+		err := admin.QueryRow(ctx, `SELECT count(*), coalesce(max(pid), 0) FROM pg_stat_activity
+			WHERE datname = current_database() AND application_name = 'platform-apiserver-listen'`).Scan(&count, &pid)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return pid
+		return count, pid
 	}
-	old := listenerPID()
-	if old == 0 {
-		t.Fatal("no listening session")
+	if notes, err = s.Notifications(ctx); err != nil {
+		t.Fatal(err)
 	}
+	var old int32
+	poll(t, "the first listener gone, the second listening", func() bool {
+		n, pid := listeners()
+		old = pid
+		return n == 1
+	})
 	if _, err := admin.Exec(ctx, `SELECT pg_terminate_backend($1)`, old); err != nil {
 		t.Fatal(err)
 	}
-	expectOne("after reconnecting")
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		if pid := listenerPID(); pid != 0 && pid != old {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("listener did not reconnect")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	expectOne(t, notes, "after reconnecting")
+	poll(t, "the listener reconnected", func() bool {
+		n, pid := listeners()
+		return n == 1 && pid != old
+	})
 	mustApply(t, s, ctx, store.Batch{ClusterID: "c", Deleted: store.Keys{store.ResourceNodes: {{Name: "n1"}}}})
-	expectOne("after a commit following the reconnect")
+	expectOne(t, notes, "after a commit following the reconnect")
 
 	cancel()
+	expectClosed(t, notes)
+}
+
+// expectNone checks that no notification arrives within a window.
+func expectNone(t *testing.T, notes <-chan struct{}, step string) {
+	t.Helper()
+	select {
+	case <-notes:
+		t.Fatalf("%s: unexpected notification", step)
+	case <-time.After(200 * time.Millisecond):
+	}
+}
+
+func expectOne(t *testing.T, notes <-chan struct{}, step string) {
+	t.Helper()
 	select {
 	case _, ok := <-notes:
-		for ok {
-			_, ok = <-notes
+		if !ok {
+			t.Fatalf("%s: channel closed", step)
 		}
 	case <-time.After(10 * time.Second):
-		t.Fatal("channel not closed after ctx ended")
+		t.Fatalf("%s: no notification", step)
+	}
+}
+
+// expectClosed drains notes until it closes.
+func expectClosed(t *testing.T, notes <-chan struct{}) {
+	t.Helper()
+	timeout := time.After(10 * time.Second)
+	for {
+		select {
+		case _, ok := <-notes:
+			if !ok {
+				return
+			}
+		case <-timeout:
+			t.Fatal("channel not closed after ctx ended")
+		}
 	}
 }

@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"testing"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/example/platform-apiserver/pkg/apis/platform"
 	"github.com/example/platform-apiserver/pkg/registry"
@@ -94,10 +96,16 @@ func TestCutAllInterruptsStatements(t *testing.T) {
 		_, err := s.reads.Exec(ctx, `SELECT pg_sleep(60)`)
 		done <- err
 	}()
-	for s.reads.Stat().AcquiredConns() == 0 {
-		time.Sleep(10 * time.Millisecond) // until the sleep has its connection
+	// Until the server runs the sleep.
+	err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		var running bool
+		err := s.writes.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+			WHERE datname = current_database() AND state = 'active' AND query = 'SELECT pg_sleep(60)')`).Scan(&running)
+		return running, err
+	})
+	if err != nil {
+		t.Fatalf("the sleep did not start: %v", err)
 	}
-	time.Sleep(100 * time.Millisecond) // and has sent the statement
 	start := time.Now()
 	s.reads.cutAll()
 	select {

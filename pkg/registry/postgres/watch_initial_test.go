@@ -217,7 +217,7 @@ func noLongTransactions(t *testing.T, dsn string) {
 		t.Fatal(err)
 	}
 	defer conn.Close(t.Context())
-	time.Sleep(1500 * time.Millisecond) // the client stalls: what a slow reader does
+	time.Sleep(1500 * time.Millisecond) // time passing on purpose: the client stalls, as a slow reader does
 	var open int
 	var states []string
 	err = conn.QueryRow(t.Context(), `SELECT count(*), coalesce(array_agg(state || ' ' || coalesce(wait_event, '')), '{}')

@@ -624,7 +624,8 @@ func Records[R any](c *Change) (cur, prev *R) {
 }
 
 // ChangeFilter narrows a read of the change feed to the changes a watch
-// can want; a zero field matches every change.
+// can want; a zero field matches every change. A ClusterID needs a Kind
+// (Changes refuses a member filter across kinds).
 type ChangeFilter struct {
 	Kind Kind
 	// ClusterID is the member the changed object belongs to.

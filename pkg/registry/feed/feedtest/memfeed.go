@@ -15,23 +15,30 @@ import (
 	"github.com/example/platform-apiserver/pkg/registry/store"
 )
 
-// MemFeed is an in-memory registry of NodeCapacities with a change feed.
+// MemFeed is an in-memory registry of NodeCapacities (and, for the feed
+// only, ClusterNamespaces and ClusterCapacities) with a change feed. It
+// passes the change-feed conformance suite PostgreSQL passes (storetest).
 // Selectors in list options are ignored: watches filter themselves.
 type MemFeed struct {
 	mu      sync.Mutex
 	changes []store.Change
-	rv      int64
-	horizon int64
-	nodes   map[string]store.NodeCapacity
-	notes   chan struct{}
-	delay   time.Duration
+	// committed holds each change's commit time, for Compact.
+	committed  []time.Time
+	rv         int64
+	horizon    int64
+	nodes      map[string]store.NodeCapacity
+	namespaces map[string]store.ClusterNamespace
+	capacities map[string]store.ClusterCapacity
+	notes      notifier
+	delay      time.Duration
 	// historyReads counts Changes calls after a version below the newest.
 	historyReads int
 }
 
 // New returns an empty MemFeed.
 func New() *MemFeed {
-	return &MemFeed{nodes: map[string]store.NodeCapacity{}, notes: make(chan struct{}, 1)}
+	return &MemFeed{nodes: map[string]store.NodeCapacity{}, namespaces: map[string]store.ClusterNamespace{},
+		capacities: map[string]store.ClusterCapacity{}}
 }
 
 func key(cluster, node string) string { return cluster + "/" + node }
@@ -53,8 +60,7 @@ func (m *MemFeed) Put(nc store.NodeCapacity) int64 {
 		c.Type, c.Prev, c.Size = store.ChangeModified, new(prev), 2*recordSize
 	}
 	m.nodes[key(nc.ClusterID, nc.Node.Name)] = nc
-	m.changes = append(m.changes, c)
-	m.notify()
+	m.commit(c)
 	return m.rv
 }
 
@@ -70,9 +76,8 @@ func (m *MemFeed) Delete(cluster, node string) int64 {
 	last := prev
 	last.ResourceVersion = m.rv
 	delete(m.nodes, key(cluster, node))
-	m.changes = append(m.changes, store.Change{ResourceVersion: m.rv, Type: store.ChangeDeleted, Kind: store.KindNodeCapacity,
+	m.commit(store.Change{ResourceVersion: m.rv, Type: store.ChangeDeleted, Kind: store.KindNodeCapacity,
 		ClusterID: cluster, Object: new(last), Prev: new(prev), Size: 2 * recordSize})
-	m.notify()
 	return m.rv
 }
 
@@ -90,9 +95,8 @@ func (m *MemFeed) AddN(cluster string, kind store.Kind, n int) {
 		default:
 			c.Object = &store.NodeCapacity{ClusterID: cluster, Node: store.Node{Name: fmt.Sprint("n", m.rv)}, ResourceVersion: m.rv}
 		}
-		m.changes = append(m.changes, c)
+		m.commit(c)
 	}
-	m.notify()
 }
 
 // SetDelay makes every Changes call take at least d.
@@ -123,11 +127,11 @@ func (m *MemFeed) ResourceVersion() int64 {
 	return m.rv
 }
 
-func (m *MemFeed) notify() {
-	select {
-	case m.notes <- struct{}{}:
-	default:
-	}
+// commit appends c to the history, committed now, and notifies; m.mu is held.
+func (m *MemFeed) commit(c store.Change) {
+	m.changes = append(m.changes, c)
+	m.committed = append(m.committed, time.Now())
+	m.notes.signal()
 }
 
 // Changes implements store.ChangeFeed.
@@ -141,6 +145,9 @@ func (m *MemFeed) Changes(_ context.Context, filter store.ChangeFilter, after in
 	if after < m.rv {
 		m.historyReads++
 	}
+	if filter.Kind == "" && filter.ClusterID != "" {
+		return nil, 0, fmt.Errorf("read changes of member %s: a change filter on a member needs a kind", filter.ClusterID)
+	}
 	if after < m.horizon {
 		return nil, 0, fmt.Errorf("after %d below %d: %w", after, m.horizon, store.ErrCompacted)
 	}
@@ -153,14 +160,26 @@ func (m *MemFeed) Changes(_ context.Context, filter store.ChangeFilter, after in
 	return out, m.rv, nil
 }
 
-// Notifications implements store.ChangeFeed.
-func (m *MemFeed) Notifications(context.Context) (<-chan struct{}, error) { return m.notes, nil }
+// Notifications implements store.ChangeFeed: each call has a channel of
+// its own, signalled after each commit and closed when ctx ends.
+func (m *MemFeed) Notifications(ctx context.Context) (<-chan struct{}, error) {
+	return m.notes.subscribe(ctx)
+}
 
-// Compact implements store.ChangeFeed: it drops all history.
-func (m *MemFeed) Compact(context.Context, time.Time) (int64, error) {
+// Compact implements store.ChangeFeed: it drops the changes committed
+// before olderThan, up to the first committed at or after it.
+func (m *MemFeed) Compact(_ context.Context, olderThan time.Time) (int64, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.horizon = m.rv
+	for i, c := range m.changes {
+		if c.ResourceVersion <= m.horizon {
+			continue
+		}
+		if !m.committed[i].Before(olderThan) {
+			break
+		}
+		m.horizon = c.ResourceVersion
+	}
 	return m.horizon, nil
 }
 
