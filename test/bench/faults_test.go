@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"context"
 	"fmt"
 	"syscall"
 	"testing"
@@ -37,20 +36,7 @@ const (
 // Lease, with a watch on each. A black-holed primary host is not made:
 // loopback cannot drop packets without a network namespace.
 func BenchmarkFaultRecovery(b *testing.B) {
-	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
-	e, err := startControlPlane(ctx, controlPlaneOptions{workDirPrefix: "platform-bench-faults-"})
-	cancel()
-	if err != nil {
-		if e != nil {
-			_ = e.stop(true)
-		}
-		b.Fatalf("fault benchmark setup: %v", err)
-	}
-	b.Cleanup(func() {
-		if err := e.stop(b.Failed()); err != nil {
-			b.Errorf("stop: %v", err)
-		}
-	})
+	e := benchEnv(b, envOptions{name: "faults"})
 	b.Run("fault=primary-hung-then-back", func(b *testing.B) { benchPrimaryHungThenBack(b, e) })
 	b.Run("fault=primary-hung-standby-promoted", func(b *testing.B) { benchPrimaryHungPromoted(b, e, false) })
 	b.Run("fault=primary-hung-standby-promoted-lost-commits", func(b *testing.B) { benchPrimaryHungPromoted(b, e, true) })
@@ -82,10 +68,8 @@ func benchPrimaryHungThenBack(b *testing.B, e *env) {
 			_, err := r.commit(ctx, r.writer, during)
 			duringErr <- err
 		}()
-		select {
-		case <-time.After(primaryHang):
-		case <-ctx.Done():
-			b.Fatal(ctx.Err())
+		if err := sleepCtx(ctx, primaryHang); err != nil {
+			b.Fatal(err)
 		}
 		if err := r.primary.Thaw(); err != nil {
 			b.Fatal(err)
@@ -295,10 +279,8 @@ func (rec recovery) replicaHung(b *testing.B, m *faultMember, run int) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	select {
-	case <-time.After(time.Until(stopped.Add(replicaHang))):
-	case <-ctx.Done():
-		b.Fatal(ctx.Err())
+	if err := sleepCtx(ctx, time.Until(stopped.Add(replicaHang))); err != nil {
+		b.Fatal(err)
 	}
 	if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
 		b.Fatal(err)
@@ -413,9 +395,10 @@ func (r recovery) add(metric string, d time.Duration) { r[metric] = append(r[met
 // report reports each metric's p50 and max over the runs, in seconds.
 func (r recovery) report(b *testing.B) {
 	for metric, samples := range r {
-		l := summarizeLatencies(samples)
-		b.ReportMetric(l.p50.Seconds(), metric+"-p50")
-		b.ReportMetric(l.max.Seconds(), metric+"-max")
+		var h latencies
+		h.add(samples...)
+		b.ReportMetric(h.quantile(0.5).Seconds(), metric+"-p50")
+		b.ReportMetric(h.max.Seconds(), metric+"-max")
 	}
 }
 

@@ -395,9 +395,9 @@ func measureDBSize(ctx context.Context, pool *pgxpool.Pool) (dbSize, error) {
 func (s dbSize) String() string {
 	parts := make([]string, 0, len(s.tables))
 	for _, t := range s.tables {
-		parts = append(parts, fmt.Sprintf("%s %s (%d rows)", t.name, fleetMiB(t.bytes), t.rows))
+		parts = append(parts, fmt.Sprintf("%s %s (%d rows)", t.name, mibString(t.bytes), t.rows))
 	}
-	return fmt.Sprintf("%s in all: %s", fleetMiB(s.database), strings.Join(parts, ", "))
+	return fmt.Sprintf("%s in all: %s", mibString(s.database), strings.Join(parts, ", "))
 }
 
 // logErrors counts a replica's klog error lines ("E" and MMDD) and returns
@@ -458,5 +458,3 @@ func isDigits(s string) bool {
 	}
 	return s != ""
 }
-
-func fleetMiB(bytes int64) string { return fmt.Sprintf("%.0f MiB", float64(bytes)/mib) }

@@ -18,7 +18,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/example/platform-apiserver/test/framework"
 )
@@ -80,27 +79,15 @@ const (
 //
 // The environment is its own, started and stopped here.
 func BenchmarkFleet(b *testing.B) {
-	begin := time.Now()
-	f, err := startFleetEnv(context.Background())
-	defer func() {
-		if f == nil {
-			return
-		}
-		if err := f.stop(b.Failed()); err != nil {
-			b.Errorf("stop fleet benchmark environment: %v", err)
-		}
-	}()
-	if err != nil {
-		b.Fatalf("fleet benchmark setup: %v", err)
-	}
-	fmt.Fprintf(os.Stderr, "fleet benchmark environment ready in %s: the member holds %s; %d members; background load without a platform-apiserver: %s\n",
-		time.Since(begin).Round(time.Second), f.want, fleetMembers, f.backgroundCPU(context.Background(), fleetMetricResolution))
+	f := startFleetEnv(b)
+	fmt.Fprintf(os.Stderr, "fleet: the member holds %s; %d members; background load without a platform-apiserver: %s\n",
+		f.want, fleetMembers, f.backgroundCPU(b.Context(), fleetMetricResolution))
 	for _, n := range []int{1, 3} {
 		if !b.Run(fmt.Sprintf("replicas=%d", n), func(b *testing.B) { f.bench(b, n) }) {
 			break
 		}
 	}
-	f.printSummary(os.Stdout)
+	f.summarize()
 }
 
 // fleetResult is what one sub-benchmark measured.
@@ -110,7 +97,7 @@ type fleetResult struct {
 	// memberSync each member's own (sorted).
 	sync       time.Duration
 	memberSync []time.Duration
-	fresh      watchLatency
+	fresh      percentiles
 	// Writer lock p99s in seconds (NaN when the servers do not export the
 	// histograms) during the sync and the steady window, and the member
 	// lock's wait p99 where the registry has one.
@@ -195,10 +182,8 @@ func (f *fleetEnv) bench(b *testing.B, n int) {
 	go func() { churnDone <- f.churn(churnCtx) }()
 	sampler := run.sampleRSS(churnCtx)
 	defer stopChurn()
-	select {
-	case <-time.After(fleetWarmup):
-	case <-ctx.Done():
-		b.Fatal(ctx.Err())
+	if err := sleepCtx(ctx, fleetWarmup); err != nil {
+		b.Fatal(err)
 	}
 	steadyBegin := time.Now()
 	sampler.from(steadyBegin)
@@ -207,20 +192,16 @@ func (f *fleetEnv) bench(b *testing.B, n int) {
 		b.Fatal(err)
 	}
 	cpuBefore := run.cpuTimes()
-	var latencies []time.Duration
+	var fresh latencies
 	for b.Loop() {
 		got, err := f.freshnessRound(ctx, run.pool, run.ids)
 		if err != nil {
 			b.Fatal(err)
 		}
-		latencies = append(latencies, got...)
+		fresh.add(got...)
 	}
-	if rest := fleetSteadyMin - time.Since(steadyBegin); rest > 0 {
-		select {
-		case <-time.After(rest):
-		case <-ctx.Done():
-			b.Fatal(ctx.Err())
-		}
+	if err := sleepCtx(ctx, fleetSteadyMin-time.Since(steadyBegin)); err != nil {
+		b.Fatal(err)
 	}
 	after, err := run.lockSnapshots(ctx)
 	if err != nil {
@@ -235,7 +216,7 @@ func (f *fleetEnv) bench(b *testing.B, n int) {
 	w = newLockWindow(before, after)
 	res.steadyHold, res.steadyWait, res.steadyHoldByOp = w.hold.quantile(0.99), w.wait.quantile(0.99), w.byOp()
 	res.steadyMemberWait = w.memberWait.quantile(0.99)
-	res.fresh = summarizeLatencies(latencies)
+	res.fresh = fresh.summary()
 
 	// Who mirrors what, memory, database, logs.
 	logs := map[string]string{}
@@ -666,8 +647,7 @@ func (f *fleetEnv) churn(ctx context.Context) [2]int {
 		seq := f.churnSeq
 		f.churnSeq++
 		ns := syncNamespaceName(seq % fleetChurnNamespaces * (fleetNamespaces / fleetChurnNamespaces))
-		patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, churnLabel, strconv.Itoa(seq))
-		if _, err := f.kube.CoreV1().Namespaces().Patch(ctx, ns, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		if err := f.relabel(ctx, "namespaces", ns, churnLabel, strconv.Itoa(seq)); err != nil {
 			if ctx.Err() == nil {
 				failures++
 			}
@@ -689,9 +669,8 @@ func (f *fleetEnv) freshnessRound(ctx context.Context, pool *pgxpool.Pool, ids [
 		seq := f.nodeSeq
 		node := nodeName(seq * 97 % nodeCount)
 		value := strconv.Itoa(seq)
-		patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, fleetLabel, value)
-		if _, err := f.kube.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
-			return nil, fmt.Errorf("label node %s: %w", node, err)
+		if err := f.relabel(ctx, "nodes", node, fleetLabel, value); err != nil {
+			return nil, err
 		}
 		written := time.Now()
 		seen := make(map[string]bool, len(ids))
@@ -724,17 +703,13 @@ func (f *fleetEnv) freshnessRound(ctx context.Context, pool *pgxpool.Pool, ids [
 				}
 				return nil, fmt.Errorf("change %d (label of node %s) not mirrored under %v after %s", seq, node, missing, fleetChangeTimeout)
 			}
-			select {
-			case <-time.After(fleetFreshnessPoll):
-			case <-ctx.Done():
-				return nil, ctx.Err()
+			if err := sleepCtx(ctx, fleetFreshnessPoll); err != nil {
+				return nil, err
 			}
 		}
 		// Changes start at different phases of the members' batch delays.
-		select {
-		case <-time.After(time.Duration(seq%5) * 37 * time.Millisecond):
-		case <-ctx.Done():
-			return nil, ctx.Err()
+		if err := sleepCtx(ctx, time.Duration(seq%5)*37*time.Millisecond); err != nil {
+			return nil, err
 		}
 	}
 	return latencies, nil
@@ -811,9 +786,7 @@ func (res fleetResult) report(b *testing.B) {
 	b.ReportMetric(0, "ns/op") // an op is a fixed number of changes
 	b.ReportMetric(res.sync.Seconds(), "sync-s")
 	b.ReportMetric(res.sync.Seconds()/(fleetNodes/1000), "sync-s/1k-nodes")
-	b.ReportMetric(ms(res.fresh.p50), "fresh-p50-ms")
-	b.ReportMetric(ms(res.fresh.p99), "fresh-p99-ms")
-	b.ReportMetric(ms(res.fresh.max), "fresh-max-ms")
+	res.fresh.report(b, "fresh-", true)
 	b.ReportMetric(float64(res.fresh.samples)/float64(b.N), "rows/op")
 	for _, m := range []struct {
 		v    float64
@@ -846,9 +819,8 @@ func (res fleetResult) report(b *testing.B) {
 
 // log writes the result's details to w.
 func (res fleetResult) log(w io.Writer) {
-	fmt.Fprintf(w, "fleet: %d replica(s): freshness over %d member rows: p50 %s p99 %s max %s; steady window %s; background churn %d namespace changes (%d failed) over %s since the sync\n",
-		res.replicas, res.fresh.samples, res.fresh.p50.Round(time.Millisecond), res.fresh.p99.Round(time.Millisecond), res.fresh.max.Round(time.Millisecond),
-		res.steadyWindow.Round(time.Second), res.churnChanges, res.churnErrors, res.churnWindow.Round(time.Second))
+	fmt.Fprintf(w, "fleet: %d replica(s): freshness %s member rows; steady window %s; background churn %d namespace changes (%d failed) over %s since the sync\n",
+		res.replicas, res.fresh, res.steadyWindow.Round(time.Second), res.churnChanges, res.churnErrors, res.churnWindow.Round(time.Second))
 	fmt.Fprintf(w, "fleet: writer lock hold p99 during the sync %s (wait %s, member lock wait %s) [%s]; steady %s (wait %s, member lock wait %s) [%s]\n",
 		secondsString(res.syncHold), secondsString(res.syncWait), secondsString(res.syncMemberWait), res.syncHoldByOp,
 		secondsString(res.steadyHold), secondsString(res.steadyWait), secondsString(res.steadyMemberWait), res.steadyHoldByOp)
@@ -867,7 +839,7 @@ func (res fleetResult) log(w io.Writer) {
 		}
 		fmt.Fprintf(w, "fleet:   %s: %s members (%s)%s; synced clusters %v; VmHWM %s, VmRSS after sync %s, steady %s; %.2f cores; %d error log lines\n",
 			r.name, memberCount(r.members), r.states, extra, r.clusters,
-			fleetMiB(r.hwm), fleetMiB(r.rssSynced), fleetMiB(r.rssSteady), r.cores, r.errors)
+			mibString(r.hwm), mibString(r.rssSynced), mibString(r.rssSteady), r.cores, r.errors)
 		for _, e := range r.errorSamples {
 			fmt.Fprintf(w, "fleet:     %s\n", e)
 		}
@@ -881,45 +853,41 @@ func memberCount(n int) string {
 	return strconv.Itoa(n)
 }
 
-// printSummary prints one block per sub-benchmark against the goal. Its
-// lines do not start with "Benchmark", so benchstat ignores them.
-func (f *fleetEnv) printSummary(w io.Writer) {
-	if len(f.results) == 0 {
-		return
-	}
-	fmt.Fprintf(w, "\nfleet summary (%d members × %d kwok nodes, %d pods, %d namespaces = %d NodeCapacities; replicas %s; goal: ≤ %d KiB server RSS per mirrored node)\n",
+// summarize adds one block per sub-benchmark to the summary, against the goal.
+func (f *fleetEnv) summarize() {
+	section := fmt.Sprintf("fleet summary (%d members × %d kwok nodes, %d pods, %d namespaces = %d NodeCapacities; replicas %s; goal: ≤ %d KiB server RSS per mirrored node)",
 		fleetMembers, nodeCount, f.want.pods, f.want.namespaces, fleetNodes, fleetReplicaCountsDoc, maxKiBPerNode)
-	fmt.Fprintf(w, "  %-8s %9s %11s %22s %19s %19s %9s %9s %10s\n",
-		"replicas", "sync", "s/1k nodes", "fresh p50/p99/max", "lock hold p99", "lock wait p99", "DB", "DB B/node", "cores")
-	fmt.Fprintf(w, "  %-8s %9s %11s %22s %19s %19s %9s %9s %10s\n", "", "", "", "(ms, per member row)", "sync / steady", "sync / steady", "", "", "(steady)")
+	line := func(format string, args ...any) { summary.printf(section, format, args...) }
+	const columns = "%-8s %9s %11s %22s %19s %19s %9s %9s %10s"
+	line(columns, "replicas", "sync", "s/1k nodes", "fresh p50/p99/max", "lock hold p99", "lock wait p99", "DB", "DB B/node", "cores")
+	line(columns, "", "", "", "(ms, per member row)", "sync / steady", "sync / steady", "", "", "(steady)")
 	for _, res := range f.results {
 		_, _, cores, _, _ := res.totals()
-		fmt.Fprintf(w, "  %-8d %8.1fs %11.2f %22s %19s %19s %9s %9.0f %10.2f\n",
+		line("%-8d %8.1fs %11.2f %22s %19s %19s %9s %9.0f %10.2f",
 			res.replicas, res.sync.Seconds(), res.sync.Seconds()/(fleetNodes/1000),
 			fmt.Sprintf("%.0f / %.0f / %.0f", ms(res.fresh.p50), ms(res.fresh.p99), ms(res.fresh.max)),
 			secondsString(res.syncHold)+" / "+secondsString(res.steadyHold),
 			secondsString(res.syncWait)+" / "+secondsString(res.steadyWait),
-			fleetMiB(res.db.database), float64(res.db.database)/fleetNodes, cores)
+			mibString(res.db.database), float64(res.db.database)/fleetNodes, cores)
 	}
 	for _, res := range f.results {
-		fmt.Fprintf(w, "  %d replica(s):\n", res.replicas)
+		line("%d replica(s):", res.replicas)
 		for _, r := range res.perReplica {
-			line := fmt.Sprintf("    %-22s %2s members  VmHWM %8s  VmRSS steady %8s", r.name, memberCount(r.members), fleetMiB(r.hwm), fleetMiB(r.rssSteady))
+			l := fmt.Sprintf("  %-22s %2s members  VmHWM %8s  VmRSS steady %8s", r.name, memberCount(r.members), mibString(r.hwm), mibString(r.rssSteady))
 			if nodes := r.mirroredNodes(); nodes > 0 {
 				steady := float64(r.rssSteady) / 1024 / float64(nodes)
 				peak := float64(r.hwm) / 1024 / float64(nodes)
-				line += fmt.Sprintf("  %6.2f KiB/mirrored node steady, %6.2f peak: %s", steady, peak, verdict(peak <= maxKiBPerNode))
+				l += fmt.Sprintf("  %6.2f KiB/mirrored node steady, %6.2f peak: %s", steady, peak, verdict(peak <= maxKiBPerNode))
 			} else {
-				line += "  mirrors no member"
+				l += "  mirrors no member"
 			}
-			fmt.Fprintln(w, line)
+			line("%s", l)
 		}
 		if claims := res.claims(); claims >= 0 {
-			fmt.Fprintf(w, "    member claims %.0f (%d = each member claimed once, never moved)\n", claims, fleetMembers)
+			line("  member claims %.0f (%d = each member claimed once, never moved)", claims, fleetMembers)
 		}
-		_, _, _, mirroring, maxMembers := res.totals()
-		if res.replicas > 1 && mirroring <= 1 {
-			fmt.Fprintf(w, "    one replica mirrors all %d members (%d mirroring, the most on one %d): members are not shared across replicas\n", fleetMembers, mirroring, maxMembers)
+		if _, _, _, mirroring, maxMembers := res.totals(); res.replicas > 1 && mirroring <= 1 {
+			line("  one replica mirrors all %d members (%d mirroring, the most on one %d): members are not shared across replicas", fleetMembers, mirroring, maxMembers)
 		}
 	}
 }

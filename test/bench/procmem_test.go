@@ -10,8 +10,6 @@ import (
 	"time"
 )
 
-const mib = 1 << 20
-
 // processMemory reads VmRSS (resident set size now) and VmHWM (its peak since
 // the process started) of pid from /proc/<pid>/status, in bytes.
 func processMemory(pid int) (rss, hwm int64, err error) {
@@ -79,6 +77,17 @@ func processCPUTime(pid int) (time.Duration, error) {
 		ticks += n
 	}
 	return time.Duration(ticks) * time.Second / clockTicks, nil
+}
+
+// cpuOf sums the CPU time the processes pids have used, skipping those gone.
+func cpuOf(pids []int) time.Duration {
+	var total time.Duration
+	for _, pid := range pids {
+		if t, err := processCPUTime(pid); err == nil {
+			total += t
+		}
+	}
+	return total
 }
 
 // establishedConnections counts the established TCP connections, IPv4 and

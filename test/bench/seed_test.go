@@ -11,7 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/util/workqueue"
 
 	"github.com/example/platform-apiserver/pkg/registry/nodecapacity"
 	"github.com/example/platform-apiserver/pkg/registry/postgres"
@@ -27,8 +26,6 @@ const (
 	podsPerNode = 4
 	// namespaceCount namespaces hold those pods.
 	namespaceCount = 20
-	// createWorkers bounds concurrent Node creates against kube-apiserver.
-	createWorkers = 16
 	// getNodeIndex picks the node the get benchmarks fetch, mid-list.
 	getNodeIndex = nodeCount / 2
 
@@ -239,31 +236,23 @@ func (e *env) seed(ctx context.Context) error {
 	return e.waitSeeded(ctx)
 }
 
-// createKubeNodes creates the Nodes with createWorkers concurrent requests.
+// createKubeNodes creates the Nodes with seedWorkers concurrent requests.
 // kube-apiserver's TaintNodesByCondition admission adds a not-ready taint to
 // every new Node, which the node lifecycle controller would remove once the
 // kubelet reports Ready; with no controller here, each Node is updated once to
 // carry exactly its intended taints.
 func (e *env) createKubeNodes(ctx context.Context, now time.Time) error {
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
 	nodes := e.kube.CoreV1().Nodes()
-	workqueue.ParallelizeUntil(ctx, createWorkers, nodeCount, func(i int) {
+	return parallelCreate(ctx, nodeCount, func(ctx context.Context, i int) error {
 		want := kubeNode(i, storeNode(i, now), now)
 		created, err := nodes.Create(ctx, want, metav1.CreateOptions{})
-		if err != nil {
-			cancel(fmt.Errorf("create Node %s: %w", want.Name, err))
-			return
-		}
-		if len(created.Spec.Taints) == len(want.Spec.Taints) {
-			return
+		if err != nil || len(created.Spec.Taints) == len(want.Spec.Taints) {
+			return err
 		}
 		created.Spec.Taints = want.Spec.Taints
-		if _, err := nodes.Update(ctx, created, metav1.UpdateOptions{}); err != nil {
-			cancel(fmt.Errorf("set taints of Node %s: %w", want.Name, err))
-		}
+		_, err = nodes.Update(ctx, created, metav1.UpdateOptions{})
+		return err
 	})
-	return context.Cause(ctx)
 }
 
 // seedRegistry writes the registry's side through the store, the path
