@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -18,6 +19,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/example/platform-apiserver/test/framework"
 )
@@ -177,16 +179,15 @@ func (f *fleetEnv) bench(b *testing.B, n int) {
 
 	// Steady state: background churn, scrapers, and the freshness loop.
 	churnCtx, stopChurn := context.WithCancel(ctx)
+	defer stopChurn()
 	churnBegin := time.Now()
 	churnDone := make(chan [2]int, 1)
 	go func() { churnDone <- f.churn(churnCtx) }()
-	sampler := run.sampleRSS(churnCtx)
-	defer stopChurn()
 	if err := sleepCtx(ctx, fleetWarmup); err != nil {
 		b.Fatal(err)
 	}
 	steadyBegin := time.Now()
-	sampler.from(steadyBegin)
+	stopSampling := run.sampleRSS()
 	before, err := run.lockSnapshots(ctx)
 	if err != nil {
 		b.Fatal(err)
@@ -212,7 +213,7 @@ func (f *fleetEnv) bench(b *testing.B, n int) {
 	stopChurn()
 	churn := <-churnDone
 	res.churnChanges, res.churnErrors, res.churnWindow = churn[0], churn[1], time.Since(churnBegin)
-	steadyRSS := sampler.stop()
+	steadyRSS := stopSampling()
 	w = newLockWindow(before, after)
 	res.steadyHold, res.steadyWait, res.steadyHoldByOp = w.hold.quantile(0.99), w.wait.quantile(0.99), w.byOp()
 	res.steadyMemberWait = w.memberWait.quantile(0.99)
@@ -239,7 +240,7 @@ func (f *fleetEnv) bench(b *testing.B, n int) {
 			}
 		}
 	}
-	if res.leases, err = f.leaseHolders(ctx, res.perReplica, logs); err != nil {
+	if res.leases, err = f.leaseHolders(ctx, logs); err != nil {
 		b.Error(err)
 	}
 	if res.db, err = measureDBSize(ctx, run.pool); err != nil {
@@ -261,14 +262,9 @@ func (f *fleetEnv) bench(b *testing.B, n int) {
 // platform-apiserver's own `migrate`, so the replicas start on a ready
 // schema, and connects to it.
 func (f *fleetEnv) newRun(ctx context.Context, db string) (*fleetRun, error) {
-	admin, err := pgx.Connect(ctx, f.pg.DSN())
-	if err != nil {
-		return nil, fmt.Errorf("connect to PostgreSQL: %w", err)
-	}
-	defer admin.Close(ctx)
 	ident := pgx.Identifier{db}.Sanitize()
 	for _, stmt := range []string{`DROP DATABASE IF EXISTS ` + ident + ` WITH (FORCE)`, `CREATE DATABASE ` + ident} {
-		if _, err := admin.Exec(ctx, stmt); err != nil {
+		if _, err := f.db.Exec(ctx, stmt); err != nil {
 			return nil, fmt.Errorf("%s: %w", stmt, err)
 		}
 	}
@@ -372,104 +368,70 @@ func (r *fleetRun) close() error {
 
 // startAndSync starts n replicas at once and polls the registry until every
 // member's rows are complete; the sync time runs from the first start. It
-// returns once every replica is ready too. On error, starts still running
-// are cancelled and every replica that did start is in r.replicas, for
-// close.
-func (r *fleetRun) startAndSync(ctx context.Context, n int, res *fleetResult) (err error) {
-	type started struct {
-		i   int
-		rep *framework.FleetReplica
-		err error
-	}
-	startCtx, cancelStart := context.WithCancel(ctx)
-	defer cancelStart()
-	startedCh := make(chan started, n)
-	r.replicas = make([]*framework.FleetReplica, 0, n)
-	pending := n
-	var startErrs []error
-	collect := func(s started) {
-		pending--
-		if s.rep != nil {
-			r.replicas = append(r.replicas, s.rep)
-		}
-		if s.err != nil {
-			startErrs = append(startErrs, s.err)
-		}
-	}
+// returns once every replica is ready too, with every replica that did
+// start in r.replicas (for close), in start order.
+func (r *fleetRun) startAndSync(ctx context.Context, n int, res *fleetResult) error {
+	startCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var mu sync.Mutex
+	var starts sync.WaitGroup
+	startErrs := make(chan error, n)
 	defer func() {
-		if err != nil {
-			cancelStart()
-			for pending > 0 {
-				collect(<-startedCh)
-			}
-		}
-		// In start order, so replica i is platform-fleet-r<n>-<i>.
+		cancel()
+		starts.Wait()
 		slices.SortFunc(r.replicas, func(a, b *framework.FleetReplica) int { return strings.Compare(a.Name(), b.Name()) })
 	}()
 	begin := time.Now()
 	for i := range n {
-		name := fmt.Sprintf("platform-fleet-r%d-%d", n, i)
-		go func() {
-			rep, err := r.f.cp.StartFleetReplica(startCtx, name, []string{"--postgres-dsn=" + r.dsn}, fleetSyncTimeout)
-			startedCh <- started{i: i, rep: rep, err: err}
-		}()
+		starts.Go(func() {
+			rep, err := r.f.cp.StartFleetReplica(startCtx, fmt.Sprintf("platform-fleet-r%d-%d", n, i), []string{"--postgres-dsn=" + r.dsn}, fleetSyncTimeout)
+			mu.Lock()
+			defer mu.Unlock()
+			if rep != nil {
+				r.replicas = append(r.replicas, rep)
+			}
+			if err != nil {
+				startErrs <- err
+			}
+		})
 	}
 	done := map[string]time.Duration{}
 	var last string
-	tick := time.NewTicker(fleetSyncPoll)
-	defer tick.Stop()
-	deadline := time.NewTimer(fleetSyncTimeout)
-	defer deadline.Stop()
-	for len(done) < len(r.ids) {
+	err := wait.PollUntilContextTimeout(ctx, fleetSyncPoll, fleetSyncTimeout, false, func(ctx context.Context) (bool, error) {
 		select {
-		case s := <-startedCh:
-			collect(s)
-			if len(startErrs) > 0 {
-				return errors.Join(startErrs...)
-			}
-			continue
-		case <-tick.C:
-		case <-deadline.C:
-			return fmt.Errorf("%d of %d members mirrored after %s (last: %s)", len(done), len(r.ids), fleetSyncTimeout, last)
-		case <-ctx.Done():
-			return ctx.Err()
+		case err := <-startErrs:
+			return false, err
+		default:
 		}
 		counts, err := registryCountsByCluster(ctx, r.pool)
 		if err != nil {
-			return err
+			return false, err
 		}
-		now := time.Since(begin)
 		var total registryCounts
 		for _, id := range r.ids {
 			c := counts[id]
-			total.namespaces += c.namespaces
-			total.nodes += c.nodes
-			total.pods += c.pods
+			total = registryCounts{total.namespaces + c.namespaces, total.nodes + c.nodes, total.pods + c.pods}
 			if _, ok := done[id]; !ok && c == r.f.want {
-				done[id] = now
+				done[id] = time.Since(begin)
 			}
 		}
 		last = fmt.Sprintf("%s in the registry, %d members complete", total, len(done))
+		return len(done) == len(r.ids), nil
+	})
+	if err != nil {
+		return fmt.Errorf("%d of %d members mirrored: %w (last: %s)", len(done), len(r.ids), err, last)
 	}
 	res.sync = time.Since(begin)
-	for _, d := range done {
-		res.memberSync = append(res.memberSync, d)
-	}
-	slices.Sort(res.memberSync)
+	res.memberSync = slices.Sorted(maps.Values(done))
 	fmt.Fprintf(os.Stderr, "fleet: %d replica(s): every member mirrored after %s (%s); members complete after %s (first) … %s (median) … %s (last)\n",
 		n, res.sync.Round(time.Millisecond), last, res.memberSync[0].Round(time.Second),
 		res.memberSync[len(res.memberSync)/2].Round(time.Second), res.memberSync[len(res.memberSync)-1].Round(time.Second))
 	// Every replica must be up (ready) before the steady state.
-	for pending > 0 {
-		select {
-		case s := <-startedCh:
-			collect(s)
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-	if len(startErrs) > 0 {
-		return errors.Join(startErrs...)
+	starts.Wait()
+	select {
+	case err := <-startErrs:
+		return err
+	default:
 	}
 	fmt.Fprintf(os.Stderr, "fleet: %d replica(s) ready %s after the start\n", n, time.Since(begin).Round(time.Millisecond))
 	return nil
@@ -561,74 +523,32 @@ func (r *fleetRun) cpuTimes() []time.Duration {
 	return out
 }
 
-// rssSampler samples every replica's VmRSS until stopped.
-type rssSampler struct {
-	mu    sync.Mutex
-	since time.Time
-	sums  []float64
-	n     []int
-	stopC chan struct{}
-	done  chan struct{}
-}
-
-func (r *fleetRun) sampleRSS(ctx context.Context) *rssSampler {
-	s := &rssSampler{sums: make([]float64, len(r.replicas)), n: make([]int, len(r.replicas)),
-		stopC: make(chan struct{}), done: make(chan struct{}), since: time.Now().Add(time.Hour)}
+// sampleRSS samples every replica's VmRSS every fleetRSSSample until the
+// returned stop, which returns each one's mean.
+func (r *fleetRun) sampleRSS() (stop func() []int64) {
+	sums, n := make([]int64, len(r.replicas)), make([]int64, len(r.replicas))
+	quit, means := make(chan struct{}), make(chan []int64)
 	go func() {
-		defer close(s.done)
 		tick := time.NewTicker(fleetRSSSample)
 		defer tick.Stop()
 		for {
 			select {
 			case <-tick.C:
-			case <-s.stopC:
-				return
-			case <-ctx.Done():
-				return
-			}
-			s.mu.Lock()
-			counting := !time.Now().Before(s.since)
-			s.mu.Unlock()
-			if !counting {
-				continue
-			}
-			for i, rep := range r.replicas {
-				if rss, _, err := processMemory(rep.PID()); err == nil {
-					s.mu.Lock()
-					s.sums[i] += float64(rss)
-					s.n[i]++
-					s.mu.Unlock()
+				for i, rep := range r.replicas {
+					if rss, _, err := processMemory(rep.PID()); err == nil {
+						sums[i], n[i] = sums[i]+rss, n[i]+1
+					}
 				}
+			case <-quit:
+				for i := range sums {
+					sums[i] /= max(n[i], 1)
+				}
+				means <- sums
+				return
 			}
 		}
 	}()
-	return s
-}
-
-// from starts averaging at t.
-func (s *rssSampler) from(t time.Time) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.since = t
-}
-
-// stop ends the sampling and returns each replica's mean VmRSS.
-func (s *rssSampler) stop() []int64 {
-	select {
-	case <-s.stopC:
-	default:
-		close(s.stopC)
-	}
-	<-s.done
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := make([]int64, len(s.sums))
-	for i := range s.sums {
-		if s.n[i] > 0 {
-			out[i] = int64(s.sums[i] / float64(s.n[i]))
-		}
-	}
-	return out
+	return func() []int64 { close(quit); return <-means }
 }
 
 // churn relabels fleetChurnNamespaces namespaces in the member, round
