@@ -139,29 +139,23 @@ func (d *discoveryEnv) churn(ctx context.Context, receipts <-chan nsReceipt, n i
 	}
 
 	latencies := make([]time.Duration, 0, n)
-	timer := time.NewTimer(visibleTimeout)
-	defer timer.Stop()
-	for len(latencies) < n {
-		select {
-		case r := <-receipts:
-			if r.err != nil {
-				return nil, r.err
-			}
-			waiting := pending[r.namespace]
-			for len(waiting) > 0 && waiting[0].seq <= r.seq {
-				// A receipt before the patch returned is possible in
-				// principle; it counts as immediate.
-				latencies = append(latencies, max(0, r.at.Sub(waiting[0].written)))
-				waiting = waiting[1:]
-			}
-			pending[r.namespace] = waiting
-		case <-timer.C:
-			return nil, fmt.Errorf("%d of %d changes visible through the watch after %s", len(latencies), n, visibleTimeout)
-		case <-ctx.Done():
-			return nil, ctx.Err()
+	err := receive(ctx, receipts, visibleTimeout, func(r nsReceipt) (bool, error) {
+		if r.err != nil {
+			return false, r.err
 		}
-	}
-	return latencies, nil
+		waiting := pending[r.namespace]
+		for len(waiting) > 0 && waiting[0].seq <= r.seq {
+			// A receipt before the patch returned is possible in
+			// principle; it counts as immediate.
+			latencies = append(latencies, max(0, r.at.Sub(waiting[0].written)))
+			waiting = waiting[1:]
+		}
+		pending[r.namespace] = waiting
+		return len(latencies) == n, nil
+	}, func() error {
+		return fmt.Errorf("%d of %d changes visible through the watch after %s", len(latencies), n, visibleTimeout)
+	})
+	return latencies, err
 }
 
 // nsReceipt is the receipt of an event carrying change seq of a namespace,

@@ -559,14 +559,7 @@ func (d *discoveryEnv) quietFleetEvents(ctx context.Context, f *fleet) ([]scrape
 		if err := d.db.QueryRow(ctx, `SELECT resource_version FROM registry_state`).Scan(&rvBefore); err != nil {
 			return nil, err
 		}
-		platformBefore, err := processCPUTime(platformPID)
-		if err != nil {
-			return nil, err
-		}
-		kubeBefore, err := processCPUTime(kubePID)
-		if err != nil {
-			return nil, err
-		}
+		cpuBefore := cpuClock(platformPID, kubePID)
 		t0 := time.Now()
 		rec, err := d.registry.RecordNodeMetrics(ctx, store.Fence{ClusterID: discoveryClusterID}, samples, usageReporting)
 		s.write = time.Since(t0)
@@ -582,15 +575,8 @@ func (d *discoveryEnv) quietFleetEvents(ctx context.Context, f *fleet) ([]scrape
 		if err != nil {
 			return nil, fmt.Errorf("scrape %d: %w", k, err)
 		}
-		platformAfter, err := processCPUTime(platformPID)
-		if err != nil {
-			return nil, err
-		}
-		kubeAfter, err := processCPUTime(kubePID)
-		if err != nil {
-			return nil, err
-		}
-		s.platformCPU, s.kubeCPU = platformAfter-platformBefore, kubeAfter-kubeBefore
+		cpuAfter := cpuClock(platformPID, kubePID)
+		s.platformCPU, s.kubeCPU = cpuAfter[0]-cpuBefore[0], cpuAfter[1]-cpuBefore[1]
 		fmt.Fprintf(os.Stderr, "discovery: scrape %d (%s): stored %d, reported %d (model %d: %d crossing, %d period refresh), %d change-log rows, %d watch events (%d crossing, %d refresh, %d other), write %s, CPU platform %s kube %s\n",
 			k, s.kind, s.stored, s.reported, s.due, s.crossing, s.refresh, s.changeRows, s.events, s.byReason["threshold"], s.byReason["period"], s.byReason[""],
 			s.write.Round(time.Microsecond), s.platformCPU, s.kubeCPU)
@@ -610,37 +596,29 @@ func (d *discoveryEnv) awaitMetricsMarker(ctx context.Context, receipts <-chan n
 		return 0, nil, nil, err
 	}
 	markerName := nodecapacity.Name(discoveryClusterID, node)
-	timer := time.NewTimer(metricsMarkerTimeout)
-	defer timer.Stop()
 	events := 0
 	byReason := map[string]int{}
 	var unexpected []string
 	seen := map[string]bool{}
-	for {
-		select {
-		case r := <-receipts:
-			if r.err != nil {
-				return events, byReason, unexpected, r.err
-			}
-			if r.name == markerName && r.marker == strconv.Itoa(seq) {
-				return events, byReason, unexpected, nil
-			}
-			events++
-			why := want[r.name]
-			if seen[r.name] {
-				why = ""
-			}
-			byReason[why]++
-			if why == "" && len(unexpected) < 5 {
-				unexpected = append(unexpected, string(r.typ)+" "+r.name)
-			}
-			seen[r.name] = true
-		case <-timer.C:
-			return events, byReason, unexpected, fmt.Errorf("no event of marker %d on %s within %s (%d other events)", seq, markerName, metricsMarkerTimeout, events)
-		case <-ctx.Done():
-			return events, byReason, unexpected, ctx.Err()
+	err := receive(ctx, receipts, metricsMarkerTimeout, func(r ncReceipt) (bool, error) {
+		if r.err != nil || (r.name == markerName && r.marker == strconv.Itoa(seq)) {
+			return true, r.err
 		}
-	}
+		events++
+		why := want[r.name]
+		if seen[r.name] {
+			why = ""
+		}
+		byReason[why]++
+		if why == "" && len(unexpected) < 5 {
+			unexpected = append(unexpected, string(r.typ)+" "+r.name)
+		}
+		seen[r.name] = true
+		return false, nil
+	}, func() error {
+		return fmt.Errorf("no event of marker %d on %s within %s (%d other events)", seq, markerName, metricsMarkerTimeout, events)
+	})
+	return events, byReason, unexpected, err
 }
 
 // ncReceipt is one event (the object's name and marker label), or the error

@@ -40,19 +40,20 @@ const (
 
 // markerWatch is one watch of every NodeCapacity on one server's own port,
 // opened before a fault and kept open through it, that notes when each
-// value of faultLabel first arrives. It resumes as reflectors do; ends
-// says why each stream ended or could not be opened.
+// value of its label first arrives. It resumes as reflectors do; ends says
+// why each stream ended or could not be opened.
 type markerWatch struct {
-	g    *watchGroup
-	mu   sync.Mutex
-	seen map[string]time.Time
-	ends []string
+	g     *watchGroup
+	label string
+	mu    sync.Mutex
+	seen  map[string]time.Time
+	ends  []string
 }
 
 // openMarkerWatch lists NodeCapacities on the server at serverURL for a
-// resourceVersion and watches from it, on a connection of its own.
-func (e *env) openMarkerWatch(ctx context.Context, serverURL string) (*markerWatch, error) {
-	w := &markerWatch{g: newWatchGroup(ctx), seen: map[string]time.Time{}}
+// resourceVersion and watches from it for label, on a connection of its own.
+func (e *env) openMarkerWatch(ctx context.Context, serverURL, label string) (*markerWatch, error) {
+	w := &markerWatch{g: newWatchGroup(ctx), label: label, seen: map[string]time.Time{}}
 	cfg := e.cp.PlatformDirectConfig()
 	cfg.Host = serverURL
 	c, err := w.g.client(cfg, nil)
@@ -72,7 +73,7 @@ func (e *env) openMarkerWatch(ctx context.Context, serverURL string) (*markerWat
 
 func (w *markerWatch) event(ev watch.Event, at time.Time) bool {
 	if nc, ok := ev.Object.(*v1alpha1.NodeCapacity); ok && ev.Type != watch.Bookmark {
-		if v, ok := nc.Labels[faultLabel]; ok {
+		if v, ok := nc.Labels[w.label]; ok {
 			w.mu.Lock()
 			if _, seen := w.seen[v]; !seen {
 				w.seen[v] = at
@@ -90,10 +91,10 @@ func (w *markerWatch) ended(err error) bool {
 	return true
 }
 
-// await returns when change value first arrived, waiting up to freshTimeout.
-func (w *markerWatch) await(ctx context.Context, value string) (time.Time, error) {
+// await returns when change value first arrived, waiting up to timeout.
+func (w *markerWatch) await(ctx context.Context, value string, timeout time.Duration) (time.Time, error) {
 	var at time.Time
-	err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, freshTimeout, true, func(context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
 		w.mu.Lock()
 		defer w.mu.Unlock()
 		t, ok := w.seen[value]
@@ -160,14 +161,14 @@ func (e *env) startFaultRegistry(ctx context.Context, name string) (*faultRegist
 	if r.writer, err = registrypostgres.Open(ctx, r.dsn, registrypostgres.Options{}); err != nil {
 		return r, fmt.Errorf("open the writer's store: %w", err)
 	}
-	if r.watch, err = e.openMarkerWatch(ctx, r.replica.URL()); err != nil {
+	if r.watch, err = e.openMarkerWatch(ctx, r.replica.URL(), faultLabel); err != nil {
 		return r, err
 	}
 	v := r.next()
 	if _, err := r.commit(ctx, r.writer, v); err != nil {
 		return r, err
 	}
-	if _, err := r.watch.await(ctx, v); err != nil {
+	if _, err := r.watch.await(ctx, v, freshTimeout); err != nil {
 		return r, fmt.Errorf("before the fault: %w", err)
 	}
 	return r, nil
@@ -207,7 +208,7 @@ func (r *faultRegistry) commitAndAwait(ctx context.Context, w *registrypostgres.
 	if committed, err = r.commit(ctx, w, v); err != nil {
 		return committed, seen, err
 	}
-	seen, err = r.watch.await(ctx, v)
+	seen, err = r.watch.await(ctx, v, freshTimeout)
 	return committed, seen, err
 }
 
@@ -314,7 +315,7 @@ func (m *faultMember) startReplica(ctx context.Context) (*discoveryReplica, erro
 		return nil, err
 	}
 	r := &discoveryReplica{FleetReplica: fr}
-	if r.watch, err = m.e.openMarkerWatch(ctx, fr.URL()); err != nil {
+	if r.watch, err = m.e.openMarkerWatch(ctx, fr.URL(), faultLabel); err != nil {
 		return r, errors.Join(err, fr.Stop())
 	}
 	return r, nil
@@ -336,7 +337,7 @@ func (m *faultMember) settle(ctx context.Context) error {
 		return err
 	}
 	for _, r := range m.replicas {
-		if _, err := r.watch.await(ctx, v); err != nil {
+		if _, err := r.watch.await(ctx, v, freshTimeout); err != nil {
 			return fmt.Errorf("%s before the fault: %w", r.Name(), err)
 		}
 	}

@@ -83,11 +83,11 @@ func benchPrimaryHungThenBack(b *testing.B, e *env) {
 		if err := <-duringErr; err != nil {
 			b.Fatal(err)
 		}
-		seenDuring, err := r.watch.await(ctx, during)
+		seenDuring, err := r.watch.await(ctx, during, freshTimeout)
 		if err != nil {
 			b.Fatal(err)
 		}
-		seenAfter, err := r.watch.await(ctx, after)
+		seenAfter, err := r.watch.await(ctx, after, freshTimeout)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -130,7 +130,7 @@ func benchPrimaryHungPromoted(b *testing.B, e *env, loseCommits bool) {
 				if _, err := r.commit(ctx, r.writer, lost); err != nil {
 					b.Fatal(err)
 				}
-				if _, err := r.watch.await(ctx, lost); err != nil {
+				if _, err := r.watch.await(ctx, lost, freshTimeout); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -275,7 +275,7 @@ func (rec recovery) replicaHung(b *testing.B, m *faultMember, run int) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	takenOver, err := survivor.watch.await(ctx, v)
+	takenOver, err := survivor.watch.await(ctx, v, freshTimeout)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -290,7 +290,7 @@ func (rec recovery) replicaHung(b *testing.B, m *faultMember, run int) {
 	if v, err = m.change(ctx); err != nil {
 		b.Fatal(err)
 	}
-	seen, err := victim.watch.await(ctx, v)
+	seen, err := victim.watch.await(ctx, v, freshTimeout)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -318,7 +318,7 @@ func benchReplicaKilled(b *testing.B, e *env) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		takenOver, err := survivor.watch.await(ctx, v)
+		takenOver, err := survivor.watch.await(ctx, v, freshTimeout)
 		if err != nil {
 			b.Fatal(err)
 		}

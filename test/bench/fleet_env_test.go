@@ -15,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/example/platform-apiserver/test/framework"
 )
@@ -265,15 +264,13 @@ func (f *fleetEnv) createSimulatedNode(ctx context.Context, i int, now time.Time
 
 // waitNodesReady polls until every node is Ready.
 func (f *fleetEnv) waitNodesReady(ctx context.Context) error {
-	var last string
-	err := wait.PollUntilContextTimeout(ctx, 5*time.Second, 10*time.Minute, true, func(ctx context.Context) (bool, error) {
+	return pollUntil(ctx, 5*time.Second, 10*time.Minute, func(ctx context.Context) (bool, string, error) {
 		ready, total := 0, 0
 		opts := metav1.ListOptions{Limit: 1000}
 		for {
 			page, err := f.kube.CoreV1().Nodes().List(ctx, opts)
 			if err != nil {
-				last = err.Error()
-				return false, nil
+				return false, err.Error(), nil
 			}
 			for _, n := range page.Items {
 				total++
@@ -287,57 +284,34 @@ func (f *fleetEnv) waitNodesReady(ctx context.Context) error {
 				break
 			}
 		}
-		last = fmt.Sprintf("%d of %d nodes Ready", ready, total)
-		return total == nodeCount && ready == nodeCount, nil
+		return total == nodeCount && ready == nodeCount, fmt.Sprintf("%d of %d nodes Ready", ready, total), nil
 	})
-	if err != nil {
-		return fmt.Errorf("%w (last: %s)", err, last)
-	}
-	return nil
 }
 
 // waitPodsRunning polls until no pod is in another phase than Running. A
 // poll asks for one page of such pods (the filter runs in kube-apiserver),
 // so it stays cheap while kwok is busy with thousands.
 func (f *fleetEnv) waitPodsRunning(ctx context.Context) error {
-	var last string
-	err := wait.PollUntilContextTimeout(ctx, 5*time.Second, 10*time.Minute, true, func(ctx context.Context) (bool, error) {
+	return pollUntil(ctx, 5*time.Second, 10*time.Minute, func(ctx context.Context) (bool, string, error) {
 		page, err := f.kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "status.phase!=Running", Limit: 500})
 		if err != nil {
-			last = err.Error()
-			return false, nil
+			return false, err.Error(), nil
 		}
-		if len(page.Items) > 0 || page.Continue != "" {
-			last = fmt.Sprintf("at least %d pods not Running", len(page.Items))
-			return false, nil
-		}
-		return true, nil
+		return len(page.Items) == 0 && page.Continue == "", fmt.Sprintf("at least %d pods not Running", len(page.Items)), nil
 	})
-	if err != nil {
-		return fmt.Errorf("%w (last: %s)", err, last)
-	}
-	return nil
 }
 
 // waitNodeMetrics polls metrics.k8s.io until it has usage of
 // fleetMetricsCoverage of the nodes.
 func (f *fleetEnv) waitNodeMetrics(ctx context.Context) error {
-	var last string
 	want := int(fleetMetricsCoverage * nodeCount)
-	err := wait.PollUntilContextTimeout(ctx, 5*time.Second, 10*time.Minute, true, func(ctx context.Context) (bool, error) {
+	return pollUntil(ctx, 5*time.Second, 10*time.Minute, func(ctx context.Context) (bool, string, error) {
 		n, err := f.nodeMetricsCount(ctx)
 		if err != nil {
-			last = err.Error()
-			return false, nil
+			return false, err.Error(), nil
 		}
-		last = fmt.Sprintf("NodeMetrics of %d nodes", n)
-		return n >= want, nil
+		return n >= want, fmt.Sprintf("NodeMetrics of %d nodes, want %d", n, want), nil
 	})
-	if err != nil {
-		return fmt.Errorf("want NodeMetrics of at least %d nodes: %w (last: %s)", want, err, last)
-	}
-	fmt.Fprintf(os.Stderr, "fleet: metrics-server reports %s\n", last)
-	return nil
 }
 
 // nodeMetricsCount lists metrics.k8s.io NodeMetrics through kube-apiserver,

@@ -514,13 +514,11 @@ func (r *fleetRun) lockSnapshots(ctx context.Context) ([]lockSnapshot, error) {
 
 // cpuTimes reads every replica's CPU time so far (0 when unreadable).
 func (r *fleetRun) cpuTimes() []time.Duration {
-	out := make([]time.Duration, len(r.replicas))
+	pids := make([]int, len(r.replicas))
 	for i, rep := range r.replicas {
-		if t, err := processCPUTime(rep.PID()); err == nil {
-			out[i] = t
-		}
+		pids[i] = rep.PID()
 	}
-	return out
+	return cpuClock(pids...)
 }
 
 // sampleRSS samples every replica's VmRSS every fleetRSSSample until the

@@ -175,3 +175,37 @@ func deliver[T any](ctx context.Context, c chan<- T, v T) bool {
 		return false
 	}
 }
+
+// receive hands what arrives on c to take until take is done or fails;
+// after timeout it returns late's error.
+func receive[T any](ctx context.Context, c <-chan T, timeout time.Duration, take func(T) (bool, error), late func() error) error {
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	for {
+		select {
+		case v := <-c:
+			if done, err := take(v); done || err != nil {
+				return err
+			}
+		case <-timer.C:
+			return late()
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// pollUntil polls cond every interval until it is done, up to timeout; the
+// error then says what cond last reported.
+func pollUntil(ctx context.Context, interval, timeout time.Duration, cond func(context.Context) (done bool, state string, err error)) error {
+	var last string
+	err := wait.PollUntilContextTimeout(ctx, interval, timeout, true, func(ctx context.Context) (bool, error) {
+		done, state, err := cond(ctx)
+		last = state
+		return done, err
+	})
+	if err != nil {
+		return fmt.Errorf("%w (last: %s)", err, last)
+	}
+	return nil
+}

@@ -117,3 +117,13 @@ func establishedConnections(port int) (int, error) {
 	}
 	return n, nil
 }
+
+// cpuClock reads the CPU time each of pids has used so far; a process that
+// is gone reads 0.
+func cpuClock(pids ...int) []time.Duration {
+	out := make([]time.Duration, len(pids))
+	for i, pid := range pids {
+		out[i], _ = processCPUTime(pid)
+	}
+	return out
+}

@@ -10,7 +10,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/example/platform-apiserver/pkg/registry/nodecapacity"
 	"github.com/example/platform-apiserver/pkg/registry/postgres"
@@ -289,26 +288,20 @@ func seedRegistry(ctx context.Context, reg *postgres.Store, now time.Time) error
 // API lists every NodeCapacity, and checks that the fetched NodeCapacity
 // carries requests and usage, so the benchmarks measure complete objects.
 func (e *env) waitSeeded(ctx context.Context) error {
-	var last string
-	err := wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+	err := pollUntil(ctx, time.Second, 2*time.Minute, func(ctx context.Context) (bool, string, error) {
 		nodes, err := e.kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 		if err != nil {
-			last = fmt.Sprintf("list Nodes: %v", err)
-			return false, nil
+			return false, fmt.Sprintf("list Nodes: %v", err), nil
 		}
 		ncs, err := e.platform.PlatformV1alpha1().NodeCapacities().List(ctx, metav1.ListOptions{})
 		if err != nil {
-			last = fmt.Sprintf("list NodeCapacities: %v", err)
-			return false, nil
+			return false, fmt.Sprintf("list NodeCapacities: %v", err), nil
 		}
-		if len(nodes.Items) != nodeCount || len(ncs.Items) != nodeCount {
-			last = fmt.Sprintf("%d Nodes and %d NodeCapacities, want %d of each", len(nodes.Items), len(ncs.Items), nodeCount)
-			return false, nil
-		}
-		return true, nil
+		return len(nodes.Items) == nodeCount && len(ncs.Items) == nodeCount,
+			fmt.Sprintf("%d Nodes and %d NodeCapacities, want %d of each", len(nodes.Items), len(ncs.Items), nodeCount), nil
 	})
 	if err != nil {
-		return fmt.Errorf("wait for both sides to serve %d objects: %w (last: %s)", nodeCount, err, last)
+		return fmt.Errorf("wait for both sides to serve %d objects: %w", nodeCount, err)
 	}
 
 	node, err := e.kube.CoreV1().Nodes().Get(ctx, getNodeName, metav1.GetOptions{})

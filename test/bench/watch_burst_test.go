@@ -423,14 +423,7 @@ func (bs *burstSet) burst(ctx context.Context) (burstOp, error) {
 	if err != nil {
 		return op, err
 	}
-	platformBefore, err := processCPUTime(platformPID)
-	if err != nil {
-		return op, err
-	}
-	clientBefore, err := processCPUTime(os.Getpid())
-	if err != nil {
-		return op, err
-	}
+	cpuBefore := cpuClock(platformPID, os.Getpid())
 
 	start := time.Since(bs.base)
 	commits := make([]time.Duration, (nodeCount+burstBatch-1)/burstBatch)
@@ -448,27 +441,21 @@ func (bs *burstSet) burst(ctx context.Context) (burstOp, error) {
 	}
 	op.write = commits[len(commits)-1] - start
 
-	timer := time.NewTimer(burstTimeout)
-	defer timer.Stop()
-	for done := 0; done < len(bs.watchers); {
-		select {
-		case note := <-bs.notes:
-			if note.err != nil {
-				return op, fmt.Errorf("watcher %d, burst %d: %w", note.watcher, bs.round, note.err)
-			}
-			done++
-		case <-timer.C:
-			return op, fmt.Errorf("burst %d: %d of %d watchers received all %d changes within %s", bs.round, done, len(bs.watchers), nodeCount, burstTimeout)
-		case <-ctx.Done():
-			return op, ctx.Err()
+	done := 0
+	err = receive(ctx, bs.notes, burstTimeout, func(note burstNote) (bool, error) {
+		if note.err != nil {
+			return false, fmt.Errorf("watcher %d, burst %d: %w", note.watcher, bs.round, note.err)
 		}
-	}
-	if op.platformCPU, err = cpuSince(platformPID, platformBefore); err != nil {
+		done++
+		return done == len(bs.watchers), nil
+	}, func() error {
+		return fmt.Errorf("burst %d: %d of %d watchers received all %d changes within %s", bs.round, done, len(bs.watchers), nodeCount, burstTimeout)
+	})
+	if err != nil {
 		return op, err
 	}
-	if op.clientCPU, err = cpuSince(os.Getpid(), clientBefore); err != nil {
-		return op, err
-	}
+	cpuAfter := cpuClock(platformPID, os.Getpid())
+	op.platformCPU, op.clientCPU = cpuAfter[0]-cpuBefore[0], cpuAfter[1]-cpuBefore[1]
 
 	var last time.Duration
 	for _, w := range bs.watchers {
@@ -483,11 +470,6 @@ func (bs *burstSet) burst(ctx context.Context) (burstOp, error) {
 	}
 	op.drain = last - start
 	return op, nil
-}
-
-func cpuSince(pid int, before time.Duration) (time.Duration, error) {
-	now, err := processCPUTime(pid)
-	return now - before, err
 }
 
 // expectQuiet fails if a watcher reported anything after the last burst

@@ -141,10 +141,19 @@ func (e *env) expectWatches(ctx context.Context, n int) error {
 // It reports the latency percentiles and the CPU time per op of each process
 // on the event's path.
 func runWatchOps(b *testing.B, e *env, ws *watchSet) watchLatency {
-	cpuBefore, err := e.watchPathCPU()
+	platform, err := e.platformPID()
 	if err != nil {
 		b.Fatal(err)
 	}
+	kube, err := e.kubeAPIServerPID()
+	if err != nil {
+		b.Fatal(err)
+	}
+	// The processes an event passes through: the platform-apiserver,
+	// kube-apiserver (the aggregator) and this test binary (the registry
+	// write and the client-go watchers).
+	pids := []int{platform, kube, os.Getpid()}
+	before := cpuClock(pids...)
 	var hist latencies
 	for b.Loop() {
 		got, err := ws.commit(b.Context(), eventTimeout)
@@ -153,48 +162,17 @@ func runWatchOps(b *testing.B, e *env, ws *watchSet) watchLatency {
 		}
 		hist.add(got...)
 	}
-	cpuAfter, err := e.watchPathCPU()
-	if err != nil {
-		b.Fatal(err)
-	}
-	lat := watchLatency{percentiles: hist.summary()}
+	after := cpuClock(pids...)
+	lat := watchLatency{percentiles: hist.summary(), changes: b.N, watchers: ws.n,
+		platformCPU: after[0] - before[0], kubeCPU: after[1] - before[1]}
 	lat.report(b, "", true)
-	perOp := func(before, after time.Duration) float64 { return ms(after-before) / float64(b.N) }
-	b.ReportMetric(perOp(cpuBefore.platform, cpuAfter.platform), "platform-cpu-ms/op")
-	b.ReportMetric(perOp(cpuBefore.kube, cpuAfter.kube), "kube-cpu-ms/op")
-	b.ReportMetric(perOp(cpuBefore.client, cpuAfter.client), "client-cpu-ms/op")
+	b.ReportMetric(ms(lat.platformCPU)/float64(b.N), "platform-cpu-ms/op")
+	b.ReportMetric(ms(lat.kubeCPU)/float64(b.N), "kube-cpu-ms/op")
+	b.ReportMetric(ms(after[2]-before[2])/float64(b.N), "client-cpu-ms/op")
 	// Per delivered event: one op delivers one change to every watcher.
-	lat.changes, lat.watchers = b.N, ws.n
-	lat.platformCPU, lat.kubeCPU = cpuAfter.platform-cpuBefore.platform, cpuAfter.kube-cpuBefore.kube
 	b.ReportMetric(lat.perEvent(lat.platformCPU), "platform-cpu-us/event")
 	b.ReportMetric(lat.perEvent(lat.kubeCPU), "kube-cpu-us/event")
 	return lat
-}
-
-// cpuUse is the CPU time used so far by each process an event passes
-// through: the platform-apiserver, kube-apiserver (the aggregator) and this
-// test binary (the registry write and the client-go watchers).
-type cpuUse struct{ platform, kube, client time.Duration }
-
-func (e *env) watchPathCPU() (cpuUse, error) {
-	var u cpuUse
-	platform, err := e.platformPID()
-	if err != nil {
-		return u, err
-	}
-	kube, err := e.kubeAPIServerPID()
-	if err != nil {
-		return u, err
-	}
-	for _, p := range []struct {
-		pid int
-		dst *time.Duration
-	}{{platform, &u.platform}, {kube, &u.kube}, {os.Getpid(), &u.client}} {
-		if *p.dst, err = processCPUTime(p.pid); err != nil {
-			return u, err
-		}
-	}
-	return u, nil
 }
 
 // reportPlatformHeap reports the platform-apiserver's Go heap in use
@@ -337,32 +315,26 @@ func (ws *watchSet) commit(ctx context.Context, timeout time.Duration) ([]time.D
 	}
 	committed := time.Now()
 
-	timer := time.NewTimer(timeout)
-	defer timer.Stop()
 	got := make([]time.Duration, 0, ws.n)
 	var rv int64
-	for len(got) < ws.n {
-		select {
-		case r := <-ws.receipts:
-			switch {
-			case r.err != nil:
-				return nil, fmt.Errorf("watcher %d, waiting for change %d: %w", r.watcher, seq, r.err)
-			case r.seq != seq:
-				return nil, fmt.Errorf("watcher %d received change %d while change %d was awaited", r.watcher, r.seq, seq)
-			case rv != 0 && r.rv != rv:
-				return nil, fmt.Errorf("watcher %d received change %d at resourceVersion %d, another at %d", r.watcher, seq, r.rv, rv)
-			}
-			rv = r.rv
-			// The event cannot leave the server before the commit, but
-			// the clock is read only after Apply returns.
-			got = append(got, max(0, r.at.Sub(committed)))
-		case <-timer.C:
-			return nil, fmt.Errorf("%d of %d watchers received change %d within %s", len(got), ws.n, seq, timeout)
-		case <-ctx.Done():
-			return nil, ctx.Err()
+	err := receive(ctx, ws.receipts, timeout, func(r receipt) (bool, error) {
+		switch {
+		case r.err != nil:
+			return false, fmt.Errorf("watcher %d, waiting for change %d: %w", r.watcher, seq, r.err)
+		case r.seq != seq:
+			return false, fmt.Errorf("watcher %d received change %d while change %d was awaited", r.watcher, r.seq, seq)
+		case rv != 0 && r.rv != rv:
+			return false, fmt.Errorf("watcher %d received change %d at resourceVersion %d, another at %d", r.watcher, seq, r.rv, rv)
 		}
-	}
-	return got, nil
+		rv = r.rv
+		// The event cannot leave the server before the commit, but the
+		// clock is read only after Apply returns.
+		got = append(got, max(0, r.at.Sub(committed)))
+		return len(got) == ws.n, nil
+	}, func() error {
+		return fmt.Errorf("%d of %d watchers received change %d within %s", len(got), ws.n, seq, timeout)
+	})
+	return got, err
 }
 
 // expectQuiet fails if any watcher received anything since the last change
