@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"context"
 	"fmt"
 	"syscall"
 	"testing"
@@ -38,10 +39,16 @@ const (
 func BenchmarkFaultRecovery(b *testing.B) {
 	e := benchEnv(b, envOptions{name: "faults"})
 	b.Run("fault=primary-hung-then-back", func(b *testing.B) { benchPrimaryHungThenBack(b, e) })
-	b.Run("fault=primary-hung-standby-promoted", func(b *testing.B) { benchPrimaryHungPromoted(b, e, false) })
-	b.Run("fault=primary-hung-standby-promoted-lost-commits", func(b *testing.B) { benchPrimaryHungPromoted(b, e, true) })
+	b.Run("fault=primary-hung-standby-promoted", func(b *testing.B) { benchPromoted(b, e, "hung-promoted", hang, true) })
+	b.Run("fault=primary-hung-standby-promoted-lost-commits", func(b *testing.B) {
+		benchPromoted(b, e, "hung-promoted-lost-commits", hangLosingCommits, true)
+	})
 	b.Run("fault=primary-killed-restarted", func(b *testing.B) { benchPrimaryKilledRestarted(b, e) })
-	b.Run("fault=primary-stopped-standby-promoted", func(b *testing.B) { benchPrimaryStoppedPromoted(b, e) })
+	// A failover without lost commits: a fast shutdown sends every commit to
+	// the standby before the primary exits.
+	b.Run("fault=primary-stopped-standby-promoted", func(b *testing.B) {
+		benchPromoted(b, e, "stopped-promoted", func(_ context.Context, r *faultRegistry) error { return r.primary.Pause() }, false)
+	})
 	b.Run("fault=replica-hung-past-lease", func(b *testing.B) { benchReplicaHung(b, e) })
 	b.Run("fault=replica-killed", func(b *testing.B) { benchReplicaKilled(b, e) })
 }
@@ -99,71 +106,71 @@ func benchPrimaryHungThenBack(b *testing.B, e *env) {
 	rec.report(b)
 }
 
-// benchPrimaryHungPromoted: the primary SIGSTOPped for good (its sockets
-// open) and the standby promoted at once; s-to-fresh is from the promotion
-// until a change committed after it reached the watch. The change is
-// written by a store opened after the promotion, as discovery's next commit
-// is made on a new connection once the feed has dropped the hung server's
-// (a commit caught on the hung server waits out its minute; not measured).
-// With loseCommits the standby is stopped before the last change and
-// started again after the hang began, so the promotion loses a change the
-// watch has seen. Each run has a registry of its own.
-func benchPrimaryHungPromoted(b *testing.B, e *env, loseCommits bool) {
+// benchPromoted: the primary made unusable by fault, then the standby
+// promoted; s-to-fresh is from the promotion until a change committed after
+// it reached the watch. Each run has a registry of its own. After a hang
+// (the primary SIGSTOPped for good, its sockets open) the change is written
+// by a store opened after the promotion, as discovery's next commit is made
+// on a new connection once the feed has dropped the hung server's (a commit
+// caught on the hung server waits out its minute; not measured); else by
+// the writer whose connections died with the old primary.
+func benchPromoted(b *testing.B, e *env, name string, fault func(context.Context, *faultRegistry) error, hung bool) {
 	ctx := b.Context()
-	name := "platform-apiserver-hung-promoted"
-	if loseCommits {
-		name += "-lost-commits"
-	}
 	rec := recovery{}
 	for run := 1; b.Loop(); run++ {
 		func() {
-			r := startFaultRegistry(b, e, fmt.Sprintf("%s-%d", name, run))
+			r := startFaultRegistry(b, e, fmt.Sprintf("platform-apiserver-%s-%d", name, run))
 			defer stopFaultRegistry(b, r)
 			if err := r.beforeFault(ctx); err != nil {
 				b.Fatal(err)
 			}
-			if loseCommits {
-				if err := r.standby.Pause(); err != nil {
-					b.Fatal(err)
-				}
-				lost := r.next()
-				if _, err := r.commit(ctx, r.writer, lost); err != nil {
-					b.Fatal(err)
-				}
-				if _, err := r.watch.await(ctx, lost, freshTimeout); err != nil {
-					b.Fatal(err)
-				}
-			}
 			mark := r.watch.mark()
-			hung := time.Now()
-			if err := r.primary.Freeze(); err != nil {
+			began := time.Now()
+			if err := fault(ctx, r); err != nil {
 				b.Fatal(err)
-			}
-			if loseCommits {
-				if err := r.standby.Resume(ctx); err != nil {
-					b.Fatal(err)
-				}
 			}
 			if err := r.standby.Promote(ctx); err != nil {
 				b.Fatal(err)
 			}
 			promoted := time.Now()
-			w, err := registrypostgres.Open(ctx, r.dsn, registrypostgres.Options{})
-			if err != nil {
-				b.Fatal(err)
+			w := r.writer
+			if hung {
+				var err error
+				if w, err = registrypostgres.Open(ctx, r.dsn, registrypostgres.Options{}); err != nil {
+					b.Fatal(err)
+				}
+				defer w.Close()
 			}
-			defer w.Close()
 			committed, seen, err := r.commitAndAwait(ctx, w)
 			if err != nil {
 				b.Fatal(err)
 			}
 			rec.add("s-to-fresh", seen.Sub(promoted))
 			rec.add("s-to-commit", committed.Sub(promoted))
-			b.Logf("run %d: promoted %s after the hang began; after the promotion: committed at %s, watched at %s; watch streams ended: %q",
-				run, seconds(promoted.Sub(hung)), seconds(committed.Sub(promoted)), seconds(seen.Sub(promoted)), r.watch.endingsSince(mark))
+			b.Logf("run %d: promoted %s after the fault began; after the promotion: committed at %s, watched at %s; watch streams ended: %q",
+				run, seconds(promoted.Sub(began)), seconds(committed.Sub(promoted)), seconds(seen.Sub(promoted)), r.watch.endingsSince(mark))
 		}()
 	}
 	rec.report(b)
+}
+
+// hang SIGSTOPs every process of the primary.
+func hang(_ context.Context, r *faultRegistry) error { return r.primary.Freeze() }
+
+// hangLosingCommits is hang with the standby stopped before a last change
+// (which the watch sees) and started again after the hang began, so the
+// promotion loses that change.
+func hangLosingCommits(ctx context.Context, r *faultRegistry) error {
+	if err := r.standby.Pause(); err != nil {
+		return err
+	}
+	if _, _, err := r.commitAndAwait(ctx, r.writer); err != nil {
+		return err
+	}
+	if err := r.primary.Freeze(); err != nil {
+		return err
+	}
+	return r.standby.Resume(ctx)
 }
 
 // benchPrimaryKilledRestarted: the primary SIGKILLed (every process, as a
@@ -195,44 +202,6 @@ func benchPrimaryKilledRestarted(b *testing.B, e *env) {
 		rec.add("s-to-restart", back.Sub(killed))
 		b.Logf("run %d: restarted %s after the kill; after the restart: committed at %s, watched at %s; watch streams ended: %q",
 			run, seconds(back.Sub(killed)), seconds(committed.Sub(back)), seconds(seen.Sub(back)), r.watch.endingsSince(mark))
-	}
-	rec.report(b)
-}
-
-// benchPrimaryStoppedPromoted is a failover without lost commits: the
-// primary stopped (fast shutdown, which sends every commit to the standby
-// before it exits), then the standby promoted; s-to-fresh is from the
-// promotion until a change committed after it, through the writer whose
-// connections died with the old primary, reached the watch. Each run has
-// a registry of its own.
-func benchPrimaryStoppedPromoted(b *testing.B, e *env) {
-	ctx := b.Context()
-	rec := recovery{}
-	for run := 1; b.Loop(); run++ {
-		func() {
-			r := startFaultRegistry(b, e, fmt.Sprintf("platform-apiserver-stopped-promoted-%d", run))
-			defer stopFaultRegistry(b, r)
-			if err := r.beforeFault(ctx); err != nil {
-				b.Fatal(err)
-			}
-			mark := r.watch.mark()
-			if err := r.primary.Pause(); err != nil {
-				b.Fatal(err)
-			}
-			stopped := time.Now()
-			if err := r.standby.Promote(ctx); err != nil {
-				b.Fatal(err)
-			}
-			promoted := time.Now()
-			committed, seen, err := r.commitAndAwait(ctx, r.writer)
-			if err != nil {
-				b.Fatal(err)
-			}
-			rec.add("s-to-fresh", seen.Sub(promoted))
-			rec.add("s-to-commit", committed.Sub(promoted))
-			b.Logf("run %d: promoted %s after the stop; after the promotion: committed at %s, watched at %s; watch streams ended: %q",
-				run, seconds(promoted.Sub(stopped)), seconds(committed.Sub(promoted)), seconds(seen.Sub(promoted)), r.watch.endingsSince(mark))
-		}()
 	}
 	rec.report(b)
 }
