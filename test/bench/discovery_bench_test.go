@@ -40,27 +40,12 @@ const (
 	settleWindow = 3 * time.Second
 )
 
-// BenchmarkDiscovery measures the discovery worker against its own control
-// plane, whose platform-apiserver mirrors its kube-apiserver as member
-// "local", with nodeCount Nodes, syncNamespaces Namespaces and syncPods Pods:
-//
-//   - initial-sync: one op is a start of the server on a registry without
-//     the member's rows or cursors, until the registry holds every object;
-//   - restart-unchanged: one op is a graceful restart with nothing changed,
-//     until /readyz answers 200; it reports the rows the restart wrote;
-//   - freshness: one op is churnWindow of namespace label changes at
-//     churnRate a second; it reports the time from each change's write to
-//     kube-apiserver returning to its event reaching a ClusterNamespace
-//     watch through the aggregator;
-//   - metrics-quiet-fleet: a quiet fleet's metrics (benchMetricsQuietFleet):
-//     untimed, the change-log rows and NodeCapacity watch events of each of
-//     a series of scrapes of nodeCount nodes whose usage barely moves; then
-//     one op is one scrape's write (RecordNodeMetrics of nodeCount samples)
-//     on a day of history; then the history's size and the prune of an
-//     hour. It stops the server.
-//
-// The environment is started and stopped here, not shared with the other
-// benchmarks: they must not see discovery, and it must not see their seed.
+// BenchmarkDiscovery measures discovery on a control plane of its own (its
+// kube-apiserver mirrored as member "local", with nodeCount Nodes,
+// syncNamespaces Namespaces and syncPods Pods; the other benchmarks must
+// not see discovery, nor it their seed): initial-sync, restart-unchanged,
+// freshness and metrics-quiet-fleet, each needing the one before. See
+// docs/benchmarks.md, "Discovery" and "Quiet fleet".
 func BenchmarkDiscovery(b *testing.B) {
 	d := startDiscoveryEnv(b)
 	fmt.Fprintf(os.Stderr, "discovery: kube-apiserver holds %s\n", d.want)
@@ -230,30 +215,30 @@ type platformStart struct {
 	begin time.Time
 	// synced is when the registry held everything, for a sync.
 	synced time.Duration
-	done   chan error
-	took   time.Duration
-	err    error
-	over   bool
+	// done is closed once the start has returned err after took.
+	done chan struct{}
+	took time.Duration
+	err  error
 }
 
 // startPlatform starts the platform-apiserver in the background: the
 // framework's start returns only once the server is ready and served
 // through the aggregator, and the benchmarks time what happens before.
 func (d *discoveryEnv) startPlatform(ctx context.Context) *platformStart {
-	s := &platformStart{begin: time.Now(), done: make(chan error, 1)}
-	go func() { s.done <- d.cp.StartPlatformAPIServer(ctx) }()
+	s := &platformStart{begin: time.Now(), done: make(chan struct{})}
+	go func() {
+		s.err = d.cp.StartPlatformAPIServer(ctx)
+		s.took = time.Since(s.begin)
+		close(s.done)
+	}()
 	return s
 }
 
 // failed reports the start's error if it has ended with one.
 func (s *platformStart) failed() error {
-	if s.over {
-		return s.err
-	}
 	select {
-	case err := <-s.done:
-		s.over, s.err, s.took = true, err, time.Since(s.begin)
-		return err
+	case <-s.done:
+		return s.err
 	default:
 		return nil
 	}
@@ -261,13 +246,9 @@ func (s *platformStart) failed() error {
 
 // wait waits for the start to end and returns its error.
 func (s *platformStart) wait(ctx context.Context) error {
-	if s.over {
-		return s.err
-	}
 	select {
-	case err := <-s.done:
-		s.over, s.err, s.took = true, err, time.Since(s.begin)
-		return err
+	case <-s.done:
+		return s.err
 	case <-ctx.Done():
 		return ctx.Err()
 	}

@@ -75,33 +75,16 @@ var usageReporting = func() store.UsageReporting {
 	return store.UsageReporting{Threshold: t.UsageReportThreshold, Period: t.UsageReportPeriod}
 }()
 
-// benchMetricsQuietFleet measures a quiet fleet's metrics in three parts,
-// each scrape a sample of every one of the member's nodeCount nodes, observed
-// one metricsInterval after the previous scrape (timestamps from the real
-// time of the first, so the history's partitions are the current ones), all
-// written through d.registry as the scraper writes them
-// (RecordNodeMetrics with the default reporting policy):
-//
-//  1. Watch events, untimed, with the server running: a NodeCapacity watch
-//     is open through the aggregator; a first scrape reports every node, then
-//     quietFleetScrapes scrapes keep usage within ±usageJitter of each
-//     node's level, except that nodeCount/crossingEvery nodes move by
-//     crossingStep in scrape crossingScrape. Per scrape: the change-log rows
-//     written (registry_change entries above the version before it) and the
-//     events the watch delivers before a marker change made after it, checked
-//     node for node against a model of the policy. Besides the crossing
-//     nodes, each scrape reports the period refresh of the nodes whose own
-//     report period (cluster_node_usage_phase) turned since the previous
-//     one: about nodeCount × metricsInterval / period of them.
-//  2. Scrape write time, the timed loop: the server is stopped (its metrics
-//     maintenance would drop the oldest partition at the hour), a day of
-//     history (historySamples per node) is written into the registry's
-//     hourly partitions; after one untimed scrape, each op writes one
-//     scrape. Each op reports its share of the period refresh (and the
-//     crossing nodes again when their period turns); at -benchtime 10x the
-//     ops span one report period, so every node is refreshed once.
-//  3. History size (after the seed) and prune: MaintainNodeMetrics dropping
-//     the oldest whole hour, prunedHours times.
+// benchMetricsQuietFleet measures a quiet fleet's metrics, every scrape a
+// sample of each of the member's nodes one metricsInterval after the last,
+// written as the scraper writes them (RecordNodeMetrics, default policy):
+//  1. watch events, untimed: per scrape, the change-log rows and the events
+//     a watch delivers before a marker change, node for node against a
+//     model of the policy (a first scrape, then quietFleetScrapes with one
+//     crossing scrape and each node's period refresh at its own phase);
+//  2. the timed loop, server stopped, on a day of history in the hourly
+//     partitions: one scrape per op, then the quiet reference;
+//  3. the history's size, and the prune of an hour, prunedHours times.
 func (d *discoveryEnv) benchMetricsQuietFleet(b *testing.B) {
 	ctx := b.Context()
 	if err := d.ensureMirrored(ctx); err != nil {

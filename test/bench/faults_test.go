@@ -23,32 +23,25 @@ const (
 )
 
 // BenchmarkFaultRecovery measures, for each fault of docs/faults.md that can
-// be made on this machine's real stack, how long until the view is fresh
-// again: from the end of the fault (SIGCONT, the restart, the promotion) or,
-// for a lost replica, from the fault itself, until a change made after that
-// point reaches a watch that was open before the fault. One iteration is one
-// run of the fault (-benchtime 3x: three runs); each sub-benchmark reports
-// the p50 and max over its runs as s-to-fresh-p50 and s-to-fresh-max.
-//
-// The primary faults run on registries of their own (a primary, a streaming
-// standby and a platform-apiserver replica on their multi-host DSN) and
-// watch on the replica's own port; the replica faults run two discovery
-// replicas sharing the framework's kube-apiserver as member through its
-// Lease, with a watch on each. A black-holed primary host is not made:
-// loopback cannot drop packets without a network namespace.
+// be made here, the time from the fault's end (or, for a lost replica, the
+// fault) until a change made after it reaches a watch opened before it;
+// each run is one iteration, and the p50 and max over the runs are reported.
+// Primary faults run on registries of their own (primary, standby and a
+// replica on their multi-host DSN), replica faults on two discovery
+// replicas sharing the member. See docs/benchmarks.md, "Time to fresh".
 func BenchmarkFaultRecovery(b *testing.B) {
 	e := benchEnv(b, envOptions{name: "faults"})
 	b.Run("fault=primary-hung-then-back", func(b *testing.B) { benchPrimaryHungThenBack(b, e) })
-	b.Run("fault=primary-hung-standby-promoted", func(b *testing.B) { benchPromoted(b, e, "hung-promoted", hang, true) })
-	b.Run("fault=primary-hung-standby-promoted-lost-commits", func(b *testing.B) {
-		benchPromoted(b, e, "hung-promoted-lost-commits", hangLosingCommits, true)
-	})
-	b.Run("fault=primary-killed-restarted", func(b *testing.B) { benchPrimaryKilledRestarted(b, e) })
-	// A failover without lost commits: a fast shutdown sends every commit to
-	// the standby before the primary exits.
-	b.Run("fault=primary-stopped-standby-promoted", func(b *testing.B) {
-		benchPromoted(b, e, "stopped-promoted", func(_ context.Context, r *faultRegistry) error { return r.primary.Pause() }, false)
-	})
+	for _, f := range []primaryFault{
+		{name: "hung-standby-promoted", replica: "hung-promoted", perRun: true, freshWriter: true, make: promoteAfter(hang)},
+		{name: "hung-standby-promoted-lost-commits", replica: "hung-promoted-lost-commits", perRun: true, freshWriter: true, make: promoteAfter(hangLosingCommits)},
+		{name: "killed-restarted", replica: "primary-killed", make: killAndRestart, endMetric: "s-to-restart"},
+		// A failover without lost commits: a fast shutdown sends every
+		// commit to the standby before the primary exits.
+		{name: "stopped-standby-promoted", replica: "stopped-promoted", perRun: true, make: promoteAfter(stop)},
+	} {
+		b.Run("fault=primary-"+f.name, func(b *testing.B) { benchPrimaryFault(b, e, f) })
+	}
 	b.Run("fault=replica-hung-past-lease", func(b *testing.B) { benchReplicaHung(b, e) })
 	b.Run("fault=replica-killed", func(b *testing.B) { benchReplicaKilled(b, e) })
 }
@@ -106,35 +99,49 @@ func benchPrimaryHungThenBack(b *testing.B, e *env) {
 	rec.report(b)
 }
 
-// benchPromoted: the primary made unusable by fault, then the standby
-// promoted; s-to-fresh is from the promotion until a change committed after
-// it reached the watch. Each run has a registry of its own. After a hang
-// (the primary SIGSTOPped for good, its sockets open) the change is written
-// by a store opened after the promotion, as discovery's next commit is made
-// on a new connection once the feed has dropped the hung server's (a commit
-// caught on the hung server waits out its minute; not measured); else by
-// the writer whose connections died with the old primary.
-func benchPromoted(b *testing.B, e *env, name string, fault func(context.Context, *faultRegistry) error, hung bool) {
+// primaryFault is a fault of the primary ended by make: s-to-fresh is from
+// its end (the promotion, the restart) until a change committed after it
+// reached the watch, and endMetric the time from its start to its end
+// (without one, s-to-commit is the time from its end to the commit).
+type primaryFault struct {
+	name, replica string
+	// perRun: each run has a registry of its own.
+	perRun bool
+	// freshWriter: the change is written by a store opened after the
+	// fault, as discovery's next commit is made on a new connection once
+	// the feed has dropped a hung server's (a commit caught on the hung
+	// server waits out its minute; not measured); else by the writer whose
+	// connections the fault cut.
+	freshWriter bool
+	make        func(context.Context, *faultRegistry) error
+	endMetric   string
+}
+
+func benchPrimaryFault(b *testing.B, e *env, f primaryFault) {
 	ctx := b.Context()
 	rec := recovery{}
+	var shared *faultRegistry
+	if !f.perRun {
+		shared = startFaultRegistry(b, e, "platform-apiserver-"+f.replica)
+	}
 	for run := 1; b.Loop(); run++ {
 		func() {
-			r := startFaultRegistry(b, e, fmt.Sprintf("platform-apiserver-%s-%d", name, run))
-			defer stopFaultRegistry(b, r)
+			r := shared
+			if r == nil {
+				r = startFaultRegistry(b, e, fmt.Sprintf("platform-apiserver-%s-%d", f.replica, run))
+				defer stopFaultRegistry(b, r)
+			}
 			if err := r.beforeFault(ctx); err != nil {
 				b.Fatal(err)
 			}
 			mark := r.watch.mark()
 			began := time.Now()
-			if err := fault(ctx, r); err != nil {
+			if err := f.make(ctx, r); err != nil {
 				b.Fatal(err)
 			}
-			if err := r.standby.Promote(ctx); err != nil {
-				b.Fatal(err)
-			}
-			promoted := time.Now()
+			ended := time.Now()
 			w := r.writer
-			if hung {
+			if f.freshWriter {
 				var err error
 				if w, err = registrypostgres.Open(ctx, r.dsn, registrypostgres.Options{}); err != nil {
 					b.Fatal(err)
@@ -145,17 +152,34 @@ func benchPromoted(b *testing.B, e *env, name string, fault func(context.Context
 			if err != nil {
 				b.Fatal(err)
 			}
-			rec.add("s-to-fresh", seen.Sub(promoted))
-			rec.add("s-to-commit", committed.Sub(promoted))
-			b.Logf("run %d: promoted %s after the fault began; after the promotion: committed at %s, watched at %s; watch streams ended: %q",
-				run, seconds(promoted.Sub(began)), seconds(committed.Sub(promoted)), seconds(seen.Sub(promoted)), r.watch.endingsSince(mark))
+			rec.add("s-to-fresh", seen.Sub(ended))
+			if f.endMetric != "" {
+				rec.add(f.endMetric, ended.Sub(began))
+			} else {
+				rec.add("s-to-commit", committed.Sub(ended))
+			}
+			b.Logf("run %d: the fault ended %s after it began; after that: committed at %s, watched at %s; watch streams ended: %q",
+				run, seconds(ended.Sub(began)), seconds(committed.Sub(ended)), seconds(seen.Sub(ended)), r.watch.endingsSince(mark))
 		}()
 	}
 	rec.report(b)
 }
 
-// hang SIGSTOPs every process of the primary.
+// promoteAfter is fault, then the standby promoted.
+func promoteAfter(fault func(context.Context, *faultRegistry) error) func(context.Context, *faultRegistry) error {
+	return func(ctx context.Context, r *faultRegistry) error {
+		if err := fault(ctx, r); err != nil {
+			return err
+		}
+		return r.standby.Promote(ctx)
+	}
+}
+
+// hang SIGSTOPs every process of the primary for good (its sockets open).
 func hang(_ context.Context, r *faultRegistry) error { return r.primary.Freeze() }
+
+// stop stops the primary (fast shutdown).
+func stop(_ context.Context, r *faultRegistry) error { return r.primary.Pause() }
 
 // hangLosingCommits is hang with the standby stopped before a last change
 // (which the watch sees) and started again after the hang began, so the
@@ -173,37 +197,14 @@ func hangLosingCommits(ctx context.Context, r *faultRegistry) error {
 	return r.standby.Resume(ctx)
 }
 
-// benchPrimaryKilledRestarted: the primary SIGKILLed (every process, as a
-// crash) and started again at once on its data and port (crash recovery);
-// s-to-fresh is from the restart returning (the server accepts
-// connections) until a change committed after it reached the watch.
-func benchPrimaryKilledRestarted(b *testing.B, e *env) {
-	ctx := b.Context()
-	r := startFaultRegistry(b, e, "platform-apiserver-primary-killed")
-	rec := recovery{}
-	for run := 1; b.Loop(); run++ {
-		if err := r.beforeFault(ctx); err != nil {
-			b.Fatal(err)
-		}
-		mark := r.watch.mark()
-		killed := time.Now()
-		if err := r.primary.Kill(); err != nil {
-			b.Fatal(err)
-		}
-		if err := r.primary.Resume(ctx); err != nil {
-			b.Fatal(err)
-		}
-		back := time.Now()
-		committed, seen, err := r.commitAndAwait(ctx, r.writer)
-		if err != nil {
-			b.Fatal(err)
-		}
-		rec.add("s-to-fresh", seen.Sub(back))
-		rec.add("s-to-restart", back.Sub(killed))
-		b.Logf("run %d: restarted %s after the kill; after the restart: committed at %s, watched at %s; watch streams ended: %q",
-			run, seconds(back.Sub(killed)), seconds(committed.Sub(back)), seconds(seen.Sub(back)), r.watch.endingsSince(mark))
+// killAndRestart SIGKILLs every process of the primary, as a crash, and
+// starts it again at once on its data and port (crash recovery); it ends
+// when the server accepts connections.
+func killAndRestart(ctx context.Context, r *faultRegistry) error {
+	if err := r.primary.Kill(); err != nil {
+		return err
 	}
-	rec.report(b)
+	return r.primary.Resume(ctx)
 }
 
 // benchReplicaHung: the replica holding the member's Lease SIGSTOPped for

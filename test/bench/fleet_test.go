@@ -62,24 +62,12 @@ const (
 	maxKiBPerNode = 100
 )
 
-// BenchmarkFleet mirrors a fleet of fleetMembers member clusters — the same
-// kwok-simulated cluster of nodeCount nodes and fleetPods pods (with
-// metrics-server, so every member's scraper runs) under fleetMembers
-// cluster ids, fleetNodes NodeCapacities — with 1 and with 3 replicas
-// (leader election on), each on a database of its own:
-//
-//   - untimed by the benchmark clock but reported: the initial sync, from
-//     starting the replicas until the registry holds every member's nodes,
-//     pods and namespaces; the servers' memory; the writer lock's hold and
-//     wait p99 during the sync;
-//   - one op is fleetChangesPerOp node label changes in the member, each
-//     awaited until its row changed under every cluster id (freshness, one
-//     sample per member row), while the scrapers run and namespaces churn
-//     in the background;
-//   - after the loop: the steady state's memory, CPU and lock p99, the
-//     database's size, and which replica mirrors how many members.
-//
-// The environment is its own, started and stopped here.
+// BenchmarkFleet mirrors fleetMembers copies of one kwok-simulated cluster
+// (fleetNodes NodeCapacities) with 1 and 3 replicas, each on a database of
+// its own: the initial sync and its memory and lock waits (untimed but
+// reported), then ops of fleetChangesPerOp node changes each awaited under
+// every cluster id while scrapers and churn run, then the steady state's
+// memory, CPU, locks and database size. See docs/benchmarks.md, "Fleet".
 func BenchmarkFleet(b *testing.B) {
 	f := startFleetEnv(b)
 	fmt.Fprintf(os.Stderr, "fleet: the member holds %s; %d members; background load without a platform-apiserver: %s\n",

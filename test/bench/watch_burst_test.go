@@ -51,19 +51,13 @@ var burstRounds int
 // with a p99 from commit to client of at most 500 ms and no watcher dropped.
 const maxBurstP99 = 500 * time.Millisecond
 
-// BenchmarkWatchBurst opens burstWatchers watches of every NodeCapacity on
-// the platform-apiserver's own port and makes one burst, in the first
-// iteration of b.Loop whatever -benchtime says (-count repeats it): all nodeCount seeded nodes changed
-// (label burstLabel) through the registry store in Applies of burstBatch,
-// back to back, until every watcher has received every change. ns/op is
-// reported as 0; burst-s is the time from the first Apply to the last
-// receipt.
-// Each watcher reads its stream as fast as it can (raw JSON lines, a few
-// byte searches per event, no decoding into objects), so the clients cost
-// the shared cores as little as possible. A watch the server closes (for
-// falling behind) resumes from its last resourceVersion, as a reflector
-// does; the benchmark counts those, and fails on a gap, a duplicate, an
-// error event or a 410.
+// BenchmarkWatchBurst opens burstWatchers raw watches of every NodeCapacity
+// on the platform-apiserver's own port and makes one burst per run (-count
+// repeats it): every seeded node changed in Applies of burstBatch, back to
+// back, until every watcher has every change. ns/op is 0; burst-s runs from
+// the first Apply to the last receipt. A watch the server closes resumes as
+// a reflector does and is counted; a gap, a duplicate, an error event or a
+// 410 fails the run. See docs/benchmarks.md, "BenchmarkWatchBurst".
 func BenchmarkWatchBurst(b *testing.B) {
 	e := setup(b)
 	b.Run(fmt.Sprintf("watchers=%d", burstWatchers), func(b *testing.B) {

@@ -50,20 +50,14 @@ const (
 // resumeTarget is the storm node each op changes after the restart.
 var resumeTarget = nodecapacity.Name(resumeCluster, nodeName(0))
 
-// BenchmarkWatchResume runs its own control plane, whose platform-apiserver
-// runs as a Deployment would (--shutdown-delay-duration=1s and
-// --shutdown-send-retry-after, so while it stops it answers 429, which
-// clients retry), with the nodeCount seeded nodes in the registry and
-// resumeNodes more of cluster resumeCluster. resumeInformers client-go
-// informers of that cluster's NodeCapacities (label selector) connect to
-// the server's own port: through the aggregator a restart would answer 503,
-// which makes reflectors relist. One op is a resume storm: (untimed)
-// resumeChurn changes of other nodes, then a graceful restart of the
-// server, a change of a storm node, and the wait until every informer has
-// it; each op has informers of its own, started and synced untimed. It
-// reports the restarted server's LISTs, watches with initial events
-// (client-go's two ways to relist) and history queries, and the informers'
-// own relists.
+// BenchmarkWatchResume: resumeInformers informers of cluster resumeCluster
+// on the platform-apiserver's own port (through the aggregator a restart
+// answers 503, which makes reflectors relist), and per op, with informers
+// of its own, resumeChurn changes they do not select, a graceful restart
+// (the server answers 429 while it stops, as a Deployment's would) and the
+// wait until every informer has a change made after it. It reports the
+// restarted server's LISTs, initial-event watches and history queries and
+// the informers' relists. See docs/benchmarks.md, "BenchmarkWatchResume".
 func BenchmarkWatchResume(b *testing.B) {
 	e := benchEnv(b, envOptions{
 		name:         "resume",
