@@ -123,13 +123,13 @@ func (d *discoveryEnv) benchMetricsQuietFleet(b *testing.B) {
 	// One untimed scrape first, as the other benchmarks warm up: the seed
 	// and the vacuum have just pushed the tables a scrape touches out of
 	// PostgreSQL's buffers.
-	if _, err := d.scrape(ctx, f, usageReporting, "warm-up, untimed"); err != nil {
+	if _, err := d.scrape(ctx, f, usageReporting, nil); err != nil {
 		b.Fatal(err)
 	}
 	var total, quietTotal time.Duration
 	for b.Loop() {
 		b.StopTimer()
-		took, err := d.scrape(ctx, f, usageReporting, "")
+		took, err := d.scrape(ctx, f, usageReporting, b)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -154,7 +154,7 @@ func (d *discoveryEnv) benchMetricsQuietFleet(b *testing.B) {
 	// updated (nothing is reported); nothing after this uses it.
 	quiet := store.UsageReporting{Threshold: usageReporting.Threshold, Period: quietReferencePeriod}
 	for range quietReferenceScrapes {
-		op, err := d.scrape(ctx, f, quiet, "quiet reference")
+		op, err := d.scrape(ctx, f, quiet, nil)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -179,10 +179,10 @@ func (d *discoveryEnv) benchMetricsQuietFleet(b *testing.B) {
 	res.summarize()
 }
 
-// scrape writes the next scrape with policy, times it and checks it
-// against the fleet's model (which it updates unless policy reports
-// nothing); it logs it with note, "" for a timed op.
-func (d *discoveryEnv) scrape(ctx context.Context, f *fleet, policy store.UsageReporting, note string) (reportingOp, error) {
+// scrape writes the next scrape with policy, times it (by timed's clock
+// too, when set) and checks it against the fleet's model, which it updates
+// unless policy is the quiet reference's.
+func (d *discoveryEnv) scrape(ctx context.Context, f *fleet, policy store.UsageReporting, timed *testing.B) (reportingOp, error) {
 	k := d.scrapes
 	d.scrapes++
 	samples := f.samples(k)
@@ -191,17 +191,23 @@ func (d *discoveryEnv) scrape(ctx context.Context, f *fleet, policy store.UsageR
 		due := f.report(samples)
 		want, kind = int64(len(due.nodes)), due.kind
 	}
+	if timed != nil {
+		timed.StartTimer()
+	}
 	t0 := time.Now()
 	rec, err := d.registry.RecordNodeMetrics(ctx, store.Fence{ClusterID: discoveryClusterID}, samples, policy)
 	op := reportingOp{reported: rec.Reported, took: time.Since(t0)}
+	if timed != nil {
+		timed.StopTimer()
+	}
 	if err != nil {
 		return op, fmt.Errorf("scrape %d: %w", k, err)
 	}
 	if rec.Stored != nodeCount || rec.Reported != want {
-		return op, fmt.Errorf("scrape %d (%s): stored %d and reported %d samples; want %d stored, %d reported", k, note, rec.Stored, rec.Reported, nodeCount, want)
+		return op, fmt.Errorf("scrape %d (%s): stored %d and reported %d samples; want %d stored, %d reported", k, kind, rec.Stored, rec.Reported, nodeCount, want)
 	}
-	if note != "" {
-		kind += ", " + note
+	if timed == nil {
+		kind += ", untimed"
 	}
 	fmt.Fprintf(os.Stderr, "discovery: scrape %d (%s): %s, %d reported\n", k, kind, op.took.Round(time.Microsecond), rec.Reported)
 	return op, nil
