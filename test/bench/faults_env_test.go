@@ -329,6 +329,15 @@ func (m *faultMember) change(ctx context.Context) (string, error) {
 	return v, m.e.relabel(ctx, "nodes", faultNodeName, faultLabel, v)
 }
 
+// changeSeenBy makes a change in the member and returns when r's watch had it.
+func (m *faultMember) changeSeenBy(ctx context.Context, r *discoveryReplica) (time.Time, error) {
+	v, err := m.change(ctx)
+	if err != nil {
+		return time.Time{}, err
+	}
+	return r.watch.await(ctx, v, freshTimeout)
+}
+
 // settle makes a change and waits until both replicas' watches have it:
 // the member is mirrored and both followers read the registry.
 func (m *faultMember) settle(ctx context.Context) error {

@@ -241,11 +241,7 @@ func (rec recovery) replicaHung(b *testing.B, m *faultMember, run int) {
 			_ = syscall.Kill(pid, syscall.SIGCONT)
 		}
 	}()
-	v, err := m.change(ctx)
-	if err != nil {
-		b.Fatal(err)
-	}
-	takenOver, err := survivor.watch.await(ctx, v, freshTimeout)
+	takenOver, err := m.changeSeenBy(ctx, survivor)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -257,10 +253,7 @@ func (rec recovery) replicaHung(b *testing.B, m *faultMember, run int) {
 	}
 	hung = false
 	woke := time.Now()
-	if v, err = m.change(ctx); err != nil {
-		b.Fatal(err)
-	}
-	seen, err := victim.watch.await(ctx, v, freshTimeout)
+	seen, err := m.changeSeenBy(ctx, victim)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -284,11 +277,7 @@ func benchReplicaKilled(b *testing.B, e *env) {
 		if err := victim.Kill(); err != nil {
 			b.Fatal(err)
 		}
-		v, err := m.change(ctx)
-		if err != nil {
-			b.Fatal(err)
-		}
-		takenOver, err := survivor.watch.await(ctx, v, freshTimeout)
+		takenOver, err := m.changeSeenBy(ctx, survivor)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -195,6 +195,17 @@ func receive[T any](ctx context.Context, c <-chan T, timeout time.Duration, take
 	}
 }
 
+// expectNothing returns describe's error for the first value waiting on c,
+// if any.
+func expectNothing[T any](c <-chan T, describe func(T) error) error {
+	select {
+	case v := <-c:
+		return describe(v)
+	default:
+		return nil
+	}
+}
+
 // pollUntil polls cond every interval until it is done, up to timeout; the
 // error then says what cond last reported.
 func pollUntil(ctx context.Context, interval, timeout time.Duration, cond func(context.Context) (done bool, state string, err error)) error {

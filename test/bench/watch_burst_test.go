@@ -469,13 +469,10 @@ func (bs *burstSet) burst(ctx context.Context) (burstOp, error) {
 // expectQuiet fails if a watcher reported anything after the last burst
 // was complete (a change twice, say).
 func (bs *burstSet) expectQuiet() error {
-	select {
-	case note := <-bs.notes:
+	return expectNothing(bs.notes, func(note burstNote) error {
 		if note.err != nil {
 			return fmt.Errorf("watcher %d: %w", note.watcher, note.err)
 		}
 		return fmt.Errorf("watcher %d completed a burst twice", note.watcher)
-	default:
-		return nil
-	}
+	})
 }

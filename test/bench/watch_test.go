@@ -340,15 +340,12 @@ func (ws *watchSet) commit(ctx context.Context, timeout time.Duration) ([]time.D
 // expectQuiet fails if any watcher received anything since the last change
 // it was waited for (a repeated event, say) or its watch ended.
 func (ws *watchSet) expectQuiet() error {
-	select {
-	case r := <-ws.receipts:
+	return expectNothing(ws.receipts, func(r receipt) error {
 		if r.err != nil {
 			return fmt.Errorf("watcher %d: %w", r.watcher, r.err)
 		}
 		return fmt.Errorf("watcher %d received change %d, which was never committed", r.watcher, r.seq)
-	default:
-		return nil
-	}
+	})
 }
 
 // watchLatency summarizes one sub-benchmark of BenchmarkWatchLatency.
