@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/example/platform-apiserver/pkg/apis/platform/v1alpha1"
@@ -626,14 +625,13 @@ func (d *discoveryEnv) watchNodeCapacities(ctx context.Context, g *watchGroup) (
 	if err != nil {
 		return nil, err
 	}
-	ncs := c.PlatformV1alpha1().NodeCapacities()
-	list, err := ncs.List(ctx, metav1.ListOptions{Limit: 1})
+	rv, _, err := latestRV(ctx, c)
 	if err != nil {
-		return nil, fmt.Errorf("list NodeCapacities for a resourceVersion: %w", err)
+		return nil, err
 	}
 	// Room for several scrapes' events: the reader never blocks.
 	receipts := make(chan ncReceipt, 4*nodeCount)
-	f := follower{open: ncs.Watch, event: func(ev watch.Event, _ time.Time) bool {
+	f := follower{open: c.PlatformV1alpha1().NodeCapacities().Watch, event: func(ev watch.Event, _ time.Time) bool {
 		nc, ok := ev.Object.(*v1alpha1.NodeCapacity)
 		switch {
 		case !ok:
@@ -647,7 +645,7 @@ func (d *discoveryEnv) watchNodeCapacities(ctx context.Context, g *watchGroup) (
 		deliver(g.ctx, receipts, ncReceipt{err: err})
 		return false
 	}}
-	g.goWatch(func(ctx context.Context) { f.follow(ctx, list.ResourceVersion) })
+	g.goWatch(func(ctx context.Context) { f.follow(ctx, rv) })
 	return receipts, nil
 }
 

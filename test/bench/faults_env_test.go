@@ -60,14 +60,13 @@ func (e *env) openMarkerWatch(ctx context.Context, serverURL, label string) (*ma
 	if err != nil {
 		return nil, err
 	}
-	ncs := c.PlatformV1alpha1().NodeCapacities()
-	list, err := ncs.List(ctx, metav1.ListOptions{Limit: 1})
+	rv, _, err := latestRV(ctx, c)
 	if err != nil {
 		w.g.close()
-		return nil, fmt.Errorf("list NodeCapacities on %s: %w", serverURL, err)
+		return nil, fmt.Errorf("%s: %w", serverURL, err)
 	}
-	f := follower{open: ncs.Watch, event: w.event, ended: w.ended}
-	w.g.goWatch(func(ctx context.Context) { f.follow(ctx, list.ResourceVersion) })
+	f := follower{open: c.PlatformV1alpha1().NodeCapacities().Watch, event: w.event, ended: w.ended}
+	w.g.goWatch(func(ctx context.Context) { f.follow(ctx, rv) })
 	return w, nil
 }
 

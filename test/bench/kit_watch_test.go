@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strconv"
 	"sync"
 	"time"
 
@@ -71,6 +72,34 @@ func (g *watchGroup) client(cfg *rest.Config, wrap func(http.RoundTripper) http.
 	g.transports = append(g.transports, hc.Transport)
 	g.mu.Unlock()
 	return c, nil
+}
+
+// clients returns a client (client's) for every watchersPerClient of n
+// watchers.
+func (g *watchGroup) clients(cfg func() *rest.Config, n int) ([]versioned.Interface, error) {
+	var out []versioned.Interface
+	for range (n + watchersPerClient - 1) / watchersPerClient {
+		c, err := g.client(cfg(), nil)
+		if err != nil {
+			return out, err
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+// latestRV lists NodeCapacities through c for the resourceVersion to watch
+// from, as a string and a number.
+func latestRV(ctx context.Context, c versioned.Interface) (string, int64, error) {
+	list, err := c.PlatformV1alpha1().NodeCapacities().List(ctx, metav1.ListOptions{Limit: 1})
+	if err != nil {
+		return "", 0, fmt.Errorf("list NodeCapacities for a resourceVersion: %w", err)
+	}
+	rv, err := strconv.ParseInt(list.ResourceVersion, 10, 64)
+	if err != nil {
+		return "", 0, fmt.Errorf("list resourceVersion %q: %w", list.ResourceVersion, err)
+	}
+	return list.ResourceVersion, rv, nil
 }
 
 // goWatch runs f in the group until close.

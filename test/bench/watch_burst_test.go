@@ -206,28 +206,20 @@ type burstWatcher struct {
 // until the platform-apiserver serves all n.
 func (e *env) openBurstWatches(ctx context.Context, n int) (*burstSet, error) {
 	begin := time.Now()
-	list, err := e.direct.PlatformV1alpha1().NodeCapacities().List(ctx, metav1.ListOptions{Limit: 1})
+	_, from, err := latestRV(ctx, e.direct)
 	if err != nil {
-		return nil, fmt.Errorf("list NodeCapacities for a resourceVersion: %w", err)
-	}
-	from, err := strconv.ParseInt(list.ResourceVersion, 10, 64)
-	if err != nil {
-		return nil, fmt.Errorf("list resourceVersion %q: %w", list.ResourceVersion, err)
+		return nil, err
 	}
 	bs := &burstSet{e: e, g: newWatchGroup(ctx), notes: make(chan burstNote, n), base: time.Now()}
-	var clients []rest.Interface
-	for range (n + watchersPerClient - 1) / watchersPerClient {
-		c, err := bs.g.client(e.cp.PlatformDirectConfig(), nil)
-		if err != nil {
-			return bs, err
-		}
-		clients = append(clients, c.PlatformV1alpha1().RESTClient())
+	clients, err := bs.g.clients(e.cp.PlatformDirectConfig, n)
+	if err != nil {
+		return bs, err
 	}
 	bs.watchers = make([]*burstWatcher, n)
 	var mu sync.Mutex
 	var errs []error
 	workqueue.ParallelizeUntil(ctx, openWorkers, n, func(i int) {
-		w := &burstWatcher{i: i, client: clients[i/watchersPerClient], lastRV: from, round: -1, recv: make([]time.Duration, nodeCount)}
+		w := &burstWatcher{i: i, client: clients[i/watchersPerClient].PlatformV1alpha1().RESTClient(), lastRV: from, round: -1, recv: make([]time.Duration, nodeCount)}
 		body, err := w.open(bs.g.ctx)
 		mu.Lock()
 		defer mu.Unlock()

@@ -16,7 +16,6 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/example/platform-apiserver/pkg/apis/platform/v1alpha1"
-	"github.com/example/platform-apiserver/pkg/generated/clientset/versioned"
 	"github.com/example/platform-apiserver/pkg/registry/nodecapacity"
 	"github.com/example/platform-apiserver/pkg/registry/store"
 )
@@ -212,27 +211,19 @@ type receipt struct {
 // from it, watchersPerClient per client-go transport. On error the returned
 // set, when non-nil, holds what was opened, for close.
 func (e *env) openWatches(ctx context.Context, n int) (*watchSet, error) {
-	list, err := e.platform.PlatformV1alpha1().NodeCapacities().List(ctx, metav1.ListOptions{Limit: 1})
+	rv, from, err := latestRV(ctx, e.platform)
 	if err != nil {
-		return nil, fmt.Errorf("list NodeCapacities for a resourceVersion: %w", err)
-	}
-	from, err := strconv.ParseInt(list.ResourceVersion, 10, 64)
-	if err != nil {
-		return nil, fmt.Errorf("list resourceVersion %q: %w", list.ResourceVersion, err)
+		return nil, err
 	}
 	ws := &watchSet{e: e, g: newWatchGroup(ctx), n: n, receipts: make(chan receipt, n)}
-	var clients []versioned.Interface
-	for range (n + watchersPerClient - 1) / watchersPerClient {
-		c, err := ws.g.client(e.cp.AdminConfig(), nil)
-		if err != nil {
-			return ws, err
-		}
-		clients = append(clients, c)
+	clients, err := ws.g.clients(e.cp.AdminConfig, n)
+	if err != nil {
+		return ws, err
 	}
 	// The next change committed is the first every watcher expects.
 	first := e.flips
 	opts := metav1.ListOptions{
-		ResourceVersion:     list.ResourceVersion,
+		ResourceVersion:     rv,
 		AllowWatchBookmarks: true, // as reflectors and informers ask
 		TimeoutSeconds:      new(watchRequestTimeout),
 	}
