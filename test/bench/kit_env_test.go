@@ -330,8 +330,8 @@ func (e *env) connectionCounts() string {
 // unless keepLogs is set, in which case it names it.
 func (e *env) stop(keepLogs bool) error {
 	var errs []error
-	for i := len(e.cleanups) - 1; i >= 0; i-- {
-		errs = append(errs, e.cleanups[i]())
+	for _, f := range slices.Backward(e.cleanups) {
+		errs = append(errs, f())
 	}
 	if e.db != nil {
 		e.db.Close()
