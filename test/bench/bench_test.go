@@ -8,6 +8,7 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -40,7 +41,7 @@ func BenchmarkList(b *testing.B) {
 	})
 	b.Run(subName(viaKubectl, oursSide), func(b *testing.B) {
 		benchKubectl(b, e, nodeCount, "get", "nodecapacities", "-o", "json")
-		e.reportPlatformMemory(b)
+		e.listMemory(b)
 	})
 	b.Run(subName(viaClientGo, kubeSide), func(b *testing.B) {
 		benchClient(b, e, nodeCount, func(ctx context.Context) (int, error) {
@@ -53,13 +54,14 @@ func BenchmarkList(b *testing.B) {
 	})
 	b.Run(subName(viaClientGo, oursSide), func(b *testing.B) {
 		benchClient(b, e, nodeCount, listNodeCapacities(e.platform))
-		e.reportPlatformMemory(b)
+		e.listMemory(b)
 	})
 	// Not a goal: tells the aggregator's proxying apart from our own cost.
 	b.Run(subName(viaClientGo, directSide), func(b *testing.B) {
 		benchClient(b, e, nodeCount, listNodeCapacities(e.direct))
 		e.reportPlatformMemory(b)
 	})
+	summarizeRatios("List")
 }
 
 // BenchmarkGet gets one object, mid-list, from each side.
@@ -86,6 +88,44 @@ func BenchmarkGet(b *testing.B) {
 		benchClient(b, e, 1, getNodeCapacity(e.direct))
 		e.reportPlatformMemory(b)
 	})
+	summarizeRatios("Get")
+}
+
+// Goals from the issue: list and get through the aggregator at most 1.5× the
+// time of kube-apiserver's own, and the platform-apiserver under 200 MiB
+// resident with nodeCount nodes in the registry.
+const (
+	maxRatio  = 1.5
+	maxRSSMiB = 200
+)
+
+var listGoals = fmt.Sprintf("list and get (goal: NodeCapacity through the aggregator ≤ %.1f× kube-apiserver's Nodes; platform-apiserver ≤ %d MiB resident)", maxRatio, maxRSSMiB)
+
+// summarizeRatios adds the ratio ours/kube-apiserver of each client of
+// Benchmark<op> to the summary.
+func summarizeRatios(op string) {
+	for _, via := range []string{viaKubectl, viaClientGo} {
+		prefix := "Benchmark" + op + "/"
+		kube, okKube := summary.op(prefix + subName(via, kubeSide))
+		ours, okOurs := summary.op(prefix + subName(via, oursSide))
+		if !okKube || !okOurs {
+			continue
+		}
+		ratio := float64(ours) / float64(kube)
+		line := fmt.Sprintf("%-4s via %-9s  kube-apiserver %10s  aggregated %10s  ratio %.2f×  %s",
+			op, via, kube.Round(time.Microsecond), ours.Round(time.Microsecond), ratio, verdict(ratio <= maxRatio))
+		if direct, ok := summary.op(prefix + subName(via, directSide)); ok {
+			line += fmt.Sprintf("  (platform-apiserver direct %s)", direct.Round(time.Microsecond))
+		}
+		summary.printf(listGoals, "%s", line)
+	}
+}
+
+// listMemory reports the platform-apiserver's memory after a list of ours
+// and adds it to the summary against the goal.
+func (e *env) listMemory(b *testing.B) {
+	rss, hwm := e.reportPlatformMemory(b)
+	summary.printf(listGoals, "memory after %-56s VmRSS %6.1f MiB  VmHWM %6.1f MiB  %s", b.Name(), rss, hwm, verdict(hwm < maxRSSMiB))
 }
 
 func listNodeCapacities(c versioned.Interface) func(context.Context) (int, error) {
@@ -127,7 +167,7 @@ func benchKubectl(b *testing.B, e *env, want int, args ...string) {
 		}
 	}
 	b.ReportMetric(float64(want), "items/op")
-	e.results.record(b)
+	summary.recordOp(b)
 }
 
 // benchClient times op, which returns how many objects it received. One
@@ -149,20 +189,20 @@ func benchClient(b *testing.B, e *env, want int, op func(context.Context) (int, 
 		items += got
 	}
 	b.ReportMetric(float64(items)/float64(b.N), "items/op")
-	e.results.record(b)
+	summary.recordOp(b)
 }
 
 // reportPlatformMemory reports the platform-apiserver's resident set size now
-// (rss-MiB) and its peak since start (hwm-MiB).
-func (e *env) reportPlatformMemory(b *testing.B) {
+// (rss-MiB) and its peak since start (hwm-MiB), and returns them.
+func (e *env) reportPlatformMemory(b *testing.B) (rssMiB, hwmMiB float64) {
 	rss, hwm, err := e.platformMemory()
 	if err != nil {
 		b.Fatal(err)
 	}
-	rssMiB, hwmMiB := float64(rss)/mib, float64(hwm)/mib
+	rssMiB, hwmMiB = float64(rss)/mib, float64(hwm)/mib
 	b.ReportMetric(rssMiB, "rss-MiB")
 	b.ReportMetric(hwmMiB, "hwm-MiB")
-	e.results.recordMemory(b, rssMiB, hwmMiB)
+	return rssMiB, hwmMiB
 }
 
 // countObjects counts the objects in kubectl's JSON output: the items of a

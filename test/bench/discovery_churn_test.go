@@ -2,23 +2,16 @@ package bench
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"net/http"
 	"os"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
-	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/example/platform-apiserver/pkg/apis/platform/v1alpha1"
-	"github.com/example/platform-apiserver/test/framework"
 )
 
 const (
@@ -53,20 +46,21 @@ func churnNamespace(j int) string {
 // state, so a change can be superseded before it is visible).
 func (d *discoveryEnv) benchFreshness(b *testing.B) {
 	ctx := b.Context()
-	fw, err := d.watchClusterNamespaces(ctx)
+	g := newWatchGroup(ctx)
+	defer g.close()
+	receipts, err := d.watchClusterNamespaces(ctx, g)
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer fw.close()
 	// The first change proves the watch is established; not a sample.
-	if _, err := d.churn(ctx, fw, 1); err != nil {
+	if _, err := d.churn(ctx, receipts, 1); err != nil {
 		b.Fatalf("first change: %v", err)
 	}
-	pid := d.cp.PlatformAPIServerPID()
-	cpuBefore, err := processCPUTime(pid)
+	pid, err := d.platformPID()
 	if err != nil {
 		b.Fatal(err)
 	}
+	cpuBefore := cpuClock(pid)
 	lagBefore, err := d.commitLag(ctx)
 	if err != nil {
 		b.Fatal(err)
@@ -76,19 +70,16 @@ func (d *discoveryEnv) benchFreshness(b *testing.B) {
 		b.Fatal(err)
 	}
 	begin := time.Now()
-	var latencies []time.Duration
+	var hist latencies
 	for b.Loop() {
-		got, err := d.churn(ctx, fw, int(churnWindow.Seconds())*churnRate)
+		got, err := d.churn(ctx, receipts, int(churnWindow.Seconds())*churnRate)
 		if err != nil {
 			b.Fatal(err)
 		}
-		latencies = append(latencies, got...)
+		hist.add(got...)
 	}
 	elapsed := time.Since(begin)
-	cpuAfter, err := processCPUTime(pid)
-	if err != nil {
-		b.Fatal(err)
-	}
+	cpuAfter := cpuClock(pid)
 	lagAfter, err := d.commitLag(ctx)
 	if err != nil {
 		b.Fatal(err)
@@ -100,39 +91,23 @@ func (d *discoveryEnv) benchFreshness(b *testing.B) {
 		b.Fatal(err)
 	}
 	fmt.Fprintf(os.Stderr, "discovery: the churn wrote %d rows, resourceVersion +%d\n", rows, rvDelta)
-	lat := summarizeLatencies(latencies)
-	res := freshnessResult{
-		watchLatency: lat,
-		rate:         float64(len(latencies)) / elapsed.Seconds(),
-		cores:        float64(cpuAfter-cpuBefore) / float64(elapsed),
-		commitLag:    lagAfter.since(lagBefore),
-	}
+	lat := hist.summary()
+	rate := float64(lat.samples) / elapsed.Seconds()
+	cores := float64(cpuAfter[0]-cpuBefore[0]) / float64(elapsed)
+	commitLag := lagAfter.since(lagBefore)
 	b.ReportMetric(0, "ns/op") // an op is a fixed window
-	b.ReportMetric(ms(lat.p50), "p50-ms")
-	b.ReportMetric(ms(lat.p99), "p99-ms")
-	b.ReportMetric(ms(lat.max), "max-ms")
+	lat.report(b, "", true)
 	b.ReportMetric(float64(lat.samples)/float64(b.N), "changes/op")
-	b.ReportMetric(ms(res.commitLag), "commit-lag-ms")
-	b.ReportMetric(res.cores, "platform-cores")
-	discoveryResults.setFreshness(res)
-}
-
-// freshnessResult is what the freshness benchmark measured.
-type freshnessResult struct {
-	watchLatency
-	// rate is the changes per second actually written.
-	rate float64
-	// cores is the platform-apiserver's CPU use during the churn.
-	cores float64
-	// commitLag is discovery's mean time from receiving a namespace event
-	// to committing it (platform_discovery_commit_lag_seconds).
-	commitLag time.Duration
+	b.ReportMetric(ms(commitLag), "commit-lag-ms")
+	b.ReportMetric(cores, "platform-cores")
+	summary.printf(discoverySection, "freshness          %s changes at %.1f/s (discovery commit lag %s, server %.2f cores) against p99 < %s: %s",
+		lat, rate, commitLag.Round(time.Millisecond), cores, maxFreshnessP99, verdict(lat.p99 < maxFreshnessP99))
 }
 
 // churn writes n changes, churnRate a second, round robin over the churned
 // namespaces, then waits until each is visible through the watch and
 // returns each change's latency.
-func (d *discoveryEnv) churn(ctx context.Context, fw *nsWatch, n int) ([]time.Duration, error) {
+func (d *discoveryEnv) churn(ctx context.Context, receipts <-chan nsReceipt, n int) ([]time.Duration, error) {
 	type change struct {
 		seq     int
 		written time.Time
@@ -151,47 +126,30 @@ func (d *discoveryEnv) churn(ctx context.Context, fw *nsWatch, n int) ([]time.Du
 		seq := d.seq
 		d.seq++
 		ns := churnNamespace(seq % churnNamespaces)
-		patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, churnLabel, strconv.Itoa(seq))
-		if _, err := d.kube.CoreV1().Namespaces().Patch(ctx, ns, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
-			return nil, fmt.Errorf("label namespace %s: %w", ns, err)
+		if err := d.relabel(ctx, "namespaces", ns, churnLabel, strconv.Itoa(seq)); err != nil {
+			return nil, err
 		}
 		pending[ns] = append(pending[ns], change{seq: seq, written: time.Now()})
 	}
 
 	latencies := make([]time.Duration, 0, n)
-	timer := time.NewTimer(visibleTimeout)
-	defer timer.Stop()
-	for len(latencies) < n {
-		select {
-		case r := <-fw.receipts:
-			if r.err != nil {
-				return nil, r.err
-			}
-			waiting := pending[r.namespace]
-			for len(waiting) > 0 && waiting[0].seq <= r.seq {
-				// A receipt before the patch returned is possible in
-				// principle; it counts as immediate.
-				latencies = append(latencies, max(0, r.at.Sub(waiting[0].written)))
-				waiting = waiting[1:]
-			}
-			pending[r.namespace] = waiting
-		case <-timer.C:
-			return nil, fmt.Errorf("%d of %d changes visible through the watch after %s", len(latencies), n, visibleTimeout)
-		case <-ctx.Done():
-			return nil, ctx.Err()
+	err := receive(ctx, receipts, visibleTimeout, func(r nsReceipt) (bool, error) {
+		if r.err != nil {
+			return false, r.err
 		}
-	}
-	return latencies, nil
-}
-
-// nsWatch is one watch of every ClusterNamespace through the aggregator and
-// the goroutine that reads it.
-type nsWatch struct {
-	w         watch.Interface
-	transport http.RoundTripper
-	receipts  chan nsReceipt
-	done      chan struct{}
-	wg        sync.WaitGroup
+		waiting := pending[r.namespace]
+		for len(waiting) > 0 && waiting[0].seq <= r.seq {
+			// A receipt before the patch returned is possible in
+			// principle; it counts as immediate.
+			latencies = append(latencies, max(0, r.at.Sub(waiting[0].written)))
+			waiting = waiting[1:]
+		}
+		pending[r.namespace] = waiting
+		return len(latencies) == n, nil
+	}, func() error {
+		return fmt.Errorf("%d of %d changes visible through the watch after %s", len(latencies), n, visibleTimeout)
+	})
+	return latencies, err
 }
 
 // nsReceipt is the receipt of an event carrying change seq of a namespace,
@@ -203,84 +161,44 @@ type nsReceipt struct {
 	err       error
 }
 
-// watchClusterNamespaces opens a watch of ClusterNamespaces in every
-// namespace from now, on a connection of its own (env.watchClient).
-func (d *discoveryEnv) watchClusterNamespaces(ctx context.Context) (*nsWatch, error) {
-	c, rt, err := d.watchClient()
+// watchClusterNamespaces watches ClusterNamespaces in every namespace from
+// now, in g on a connection of its own, and sends a receipt of each churned
+// namespace's change.
+func (d *discoveryEnv) watchClusterNamespaces(ctx context.Context, g *watchGroup) (<-chan nsReceipt, error) {
+	c, err := g.client(d.cp.AdminConfig(), nil)
 	if err != nil {
 		return nil, err
 	}
-	list, err := c.PlatformV1alpha1().ClusterNamespaces("").List(ctx, metav1.ListOptions{Limit: 1})
+	cns := c.PlatformV1alpha1().ClusterNamespaces("")
+	list, err := cns.List(ctx, metav1.ListOptions{Limit: 1})
 	if err != nil {
 		return nil, fmt.Errorf("list ClusterNamespaces for a resourceVersion: %w", err)
 	}
-	w, err := c.PlatformV1alpha1().ClusterNamespaces("").Watch(ctx, metav1.ListOptions{
-		ResourceVersion:     list.ResourceVersion,
-		AllowWatchBookmarks: true,
-		TimeoutSeconds:      new(watchRequestTimeout),
-	})
-	if err != nil {
-		return nil, fmt.Errorf("watch ClusterNamespaces: %w", err)
-	}
-	fw := &nsWatch{
-		w: w, transport: rt,
-		// Room for every receipt of a long run: the reader never blocks, so
-		// its timestamps are the events' arrival.
-		receipts: make(chan nsReceipt, 1<<16),
-		done:     make(chan struct{}),
-	}
-	fw.wg.Add(1)
-	go fw.follow()
-	return fw, nil
-}
-
-func (fw *nsWatch) follow() {
-	defer fw.wg.Done()
-	for ev := range fw.w.ResultChan() {
-		at := time.Now()
-		switch ev.Type {
-		case watch.Bookmark:
-			continue
-		case watch.Error:
-			fw.send(nsReceipt{err: fmt.Errorf("watch error: %w", apierrors.FromObject(ev.Object))})
-			return
-		}
+	// Room for every receipt of a long run: the reader never blocks, so
+	// its timestamps are the events' arrival.
+	receipts := make(chan nsReceipt, 1<<16)
+	f := follower{open: cns.Watch, event: func(ev watch.Event, at time.Time) bool {
 		cn, ok := ev.Object.(*v1alpha1.ClusterNamespace)
 		if !ok {
-			fw.send(nsReceipt{err: fmt.Errorf("%s event with a %T", ev.Type, ev.Object)})
-			return
+			deliver(g.ctx, receipts, nsReceipt{err: fmt.Errorf("%s event with a %T", ev.Type, ev.Object)})
+			return false
 		}
 		label, ok := cn.Labels[churnLabel]
-		if !ok || cn.Name != discoveryClusterID {
-			continue // not a churned namespace
+		if !ok || cn.Name != discoveryClusterID || ev.Type == watch.Bookmark {
+			return true // not a churned namespace
 		}
 		seq, err := strconv.Atoi(label)
 		if err != nil {
-			fw.send(nsReceipt{err: fmt.Errorf("ClusterNamespace %s/%s has %s=%q", cn.Namespace, cn.Name, churnLabel, label)})
-			return
+			deliver(g.ctx, receipts, nsReceipt{err: fmt.Errorf("ClusterNamespace %s/%s has %s=%q", cn.Namespace, cn.Name, churnLabel, label)})
+			return false
 		}
-		if !fw.send(nsReceipt{namespace: cn.Namespace, seq: seq, at: at}) {
-			return
-		}
-	}
-	fw.send(nsReceipt{err: errors.New("watch ended")})
-}
-
-// send delivers r unless the watch is closing; it reports whether it did.
-func (fw *nsWatch) send(r nsReceipt) bool {
-	select {
-	case fw.receipts <- r:
-		return true
-	case <-fw.done:
+		return deliver(g.ctx, receipts, nsReceipt{namespace: cn.Namespace, seq: seq, at: at})
+	}, ended: func(err error) bool {
+		deliver(g.ctx, receipts, nsReceipt{err: err})
 		return false
-	}
-}
-
-func (fw *nsWatch) close() {
-	close(fw.done)
-	fw.w.Stop()
-	fw.wg.Wait()
-	utilnet.CloseIdleConnectionsFor(fw.transport)
+	}}
+	g.goWatch(func(ctx context.Context) { f.follow(ctx, list.ResourceVersion) })
+	return receipts, nil
 }
 
 // lagTotals are the sum and count of discovery's commit lag of namespaces.
@@ -296,19 +214,12 @@ func (l lagTotals) since(before lagTotals) time.Duration {
 
 func (d *discoveryEnv) commitLag(ctx context.Context) (lagTotals, error) {
 	var l lagTotals
-	body, err := d.cp.PlatformMetrics(ctx)
-	if err != nil {
-		return l, err
-	}
 	labels := []string{`cluster="` + discoveryClusterID + `"`, `resource="namespaces"`}
-	if l.sum, err = framework.MetricSum(body, "platform_discovery_commit_lag_seconds_sum", labels...); err != nil {
-		return l, err
-	}
-	if l.count, err = framework.MetricSum(body, "platform_discovery_commit_lag_seconds_count", labels...); err != nil {
-		return l, err
-	}
-	if l.count == 0 {
+	err := readCounters(ctx, d.cp.PlatformMetrics,
+		counter{&l.sum, "platform_discovery_commit_lag_seconds_sum", labels},
+		counter{&l.count, "platform_discovery_commit_lag_seconds_count", labels})
+	if err == nil && l.count == 0 {
 		fmt.Fprintln(os.Stderr, "discovery: the server reports no commit lag of namespaces yet")
 	}
-	return l, nil
+	return l, err
 }

@@ -3,16 +3,8 @@ package bench
 import (
 	"context"
 	"fmt"
-	"os"
+	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5/pgxpool"
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/client-go/util/workqueue"
 
 	"github.com/example/platform-apiserver/pkg/registry/store"
 )
@@ -25,8 +17,6 @@ const (
 	// nodeCount Nodes before discovery syncs them.
 	syncNamespaces = 10000
 	syncPods       = 50000
-	// seedWorkers bounds concurrent creates against kube-apiserver.
-	seedWorkers = 32
 )
 
 // podsPerSyncNode and podsPerSyncNamespace follow from the counts: pod j
@@ -48,11 +38,9 @@ var discoveryArgs = []string{
 }
 
 // discoveryEnv is a control plane of its own whose platform-apiserver runs
-// discovery against its kube-apiserver, and a connection to its registry's
-// database for the counts and resourceVersions the benchmarks read.
+// discovery against its kube-apiserver.
 type discoveryEnv struct {
 	*env
-	db *pgxpool.Pool
 	// want is what the member holds once seeded, which a complete sync
 	// mirrors row for row.
 	want registryCounts
@@ -63,232 +51,30 @@ type discoveryEnv struct {
 	scrapes int
 }
 
-// startDiscoveryEnv starts the discovery environment, stops its
-// platform-apiserver (which has synced the near-empty cluster), seeds
-// kube-apiserver with nodeCount Nodes, syncNamespaces Namespaces and syncPods
-// Pods, and counts what the member holds. The registry still holds the
-// near-empty first sync; the initial-sync benchmark deletes it before each
-// start. On error the returned env, when non-nil, holds whatever started.
-func startDiscoveryEnv(ctx context.Context) (*discoveryEnv, error) {
-	ctx, cancel := context.WithTimeout(ctx, setupTimeout)
-	defer cancel()
-	e, err := startControlPlane(ctx, controlPlaneOptions{
-		workDirPrefix:     "platform-bench-discovery-",
-		extraPlatformArgs: discoveryArgs,
-	})
-	d := &discoveryEnv{env: e}
-	if err != nil {
-		return d, err
-	}
-	if d.db, err = pgxpool.New(ctx, e.cp.DatabaseURL()); err != nil {
-		return d, fmt.Errorf("connect to the registry database: %w", err)
-	}
-	// Stopped gracefully, it releases its discovery lease, so the next start
-	// takes it at once.
-	if err := e.cp.StopPlatformAPIServer(); err != nil {
-		return d, err
-	}
-	if err := d.seedMember(ctx); err != nil {
-		return d, fmt.Errorf("seed kube-apiserver: %w", err)
-	}
-	if d.want, err = d.memberCounts(ctx); err != nil {
-		return d, err
-	}
-	if d.want.nodes != nodeCount || d.want.pods != syncPods || d.want.namespaces < syncNamespaces {
-		return d, fmt.Errorf("kube-apiserver holds %s, want %d nodes, %d pods and at least %d namespaces",
-			d.want, nodeCount, syncPods, syncNamespaces)
-	}
-	return d, nil
-}
-
-// stop stops everything startDiscoveryEnv started; see env.stop.
-func (d *discoveryEnv) stop(keepLogs bool) error {
-	if d.db != nil {
-		d.db.Close()
-	}
-	if d.env == nil {
+// startDiscoveryEnv starts the discovery environment with its
+// platform-apiserver stopped (it has synced the near-empty cluster, which
+// the registry still holds), seeds kube-apiserver with nodeCount Nodes,
+// syncNamespaces Namespaces and syncPods Pods, and counts what the member
+// holds.
+func startDiscoveryEnv(b *testing.B) *discoveryEnv {
+	d := &discoveryEnv{}
+	d.env = benchEnv(b, envOptions{name: "discovery", platformArgs: discoveryArgs, stopPlatform: true, prepare: func(ctx context.Context, e *env) error {
+		d.env = e
+		now := time.Now().UTC().Truncate(time.Second)
+		nodes := seedStep{"Nodes", nodeCount, func(ctx context.Context) error { return e.createKubeNodes(ctx, now) }}
+		if err := runSteps(ctx, "discovery: created in kube-apiserver", nodes, e.namespacesStep(syncNamespaces), e.podsStep(syncPods)); err != nil {
+			return err
+		}
+		var err error
+		if d.want, err = e.memberCounts(ctx); err != nil {
+			return err
+		}
+		if d.want.nodes != nodeCount || d.want.pods != syncPods || d.want.namespaces < syncNamespaces {
+			return fmt.Errorf("kube-apiserver holds %s, want %d nodes, %d pods and at least %d namespaces", d.want, nodeCount, syncPods, syncNamespaces)
+		}
 		return nil
-	}
-	return d.env.stop(keepLogs)
-}
-
-// seedMember creates the Nodes (as the list benchmarks' kube-apiserver side
-// has them), then the Namespaces, then the Pods, each with seedWorkers
-// concurrent requests.
-func (d *discoveryEnv) seedMember(ctx context.Context) error {
-	now := time.Now().UTC().Truncate(time.Second)
-	steps := []struct {
-		what string
-		n    int
-		run  func(context.Context) error
-	}{
-		{"Nodes", nodeCount, func(ctx context.Context) error { return d.createKubeNodes(ctx, now) }},
-		{"Namespaces", syncNamespaces, func(ctx context.Context) error {
-			return d.parallelCreate(ctx, syncNamespaces, func(ctx context.Context, i int) error {
-				_, err := d.kube.CoreV1().Namespaces().Create(ctx, syncNamespace(i), metav1.CreateOptions{})
-				return err
-			})
-		}},
-		{"Pods", syncPods, func(ctx context.Context) error {
-			return d.parallelCreate(ctx, syncPods, func(ctx context.Context, j int) error {
-				p := syncPod(j)
-				_, err := d.kube.CoreV1().Pods(p.Namespace).Create(ctx, p, metav1.CreateOptions{})
-				return err
-			})
-		}},
-	}
-	for _, s := range steps {
-		begin := time.Now()
-		if err := s.run(ctx); err != nil {
-			return fmt.Errorf("create %s: %w", s.what, err)
-		}
-		took := time.Since(begin)
-		fmt.Fprintf(os.Stderr, "discovery: created %d %s in kube-apiserver in %s (%.0f/s)\n",
-			s.n, s.what, took.Round(time.Millisecond), float64(s.n)/took.Seconds())
-	}
-	return nil
-}
-
-// parallelCreate runs create for 0..n-1 with seedWorkers at a time and
-// returns the first error.
-func (d *discoveryEnv) parallelCreate(ctx context.Context, n int, create func(context.Context, int) error) error {
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	workqueue.ParallelizeUntil(ctx, seedWorkers, n, func(i int) {
-		if err := create(ctx, i); err != nil {
-			cancel(fmt.Errorf("object %d: %w", i, err))
-		}
-	})
-	return context.Cause(ctx)
-}
-
-func syncNamespaceName(i int) string { return fmt.Sprintf("ns-%05d", i) }
-
-// syncNamespace is namespace i: a team's, with the labels platforms put on
-// namespaces.
-func syncNamespace(i int) *corev1.Namespace {
-	envs := []string{"prod", "staging", "dev"}
-	return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
-		Name: syncNamespaceName(i),
-		Labels: map[string]string{
-			"platform.example.io/team":        fmt.Sprintf("team-%03d", i%200),
-			"platform.example.io/environment": envs[i%len(envs)],
-			"platform.example.io/cost-center": fmt.Sprintf("cc-%04d", i%50),
-		},
-		Annotations: map[string]string{"platform.example.io/owner": fmt.Sprintf("team-%03d@example.io", i%200)},
-	}}
-}
-
-// syncPod is pod j, bound to node j%nodeCount in namespace
-// j/podsPerSyncNamespace, shaped like a Deployment's pod: owner reference,
-// template hash, an app container and a sidecar, both with requests and
-// limits, probes and ports. It is created with spec.nodeName, so it counts
-// as scheduled; with no kubelet it stays Pending, which is not terminal.
-func syncPod(j int) *corev1.Pod {
-	q := resource.MustParse
-	app := fmt.Sprintf("app-%d", j/podsPerSyncNamespace%40)
-	hash := fmt.Sprintf("%010x", j/podsPerSyncNamespace)
-	cpu := []string{"100m", "250m", "500m", "50m"}[j%4]
-	mem := []string{"128Mi", "256Mi", "512Mi", "1Gi"}[j%4]
-	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{
-			Namespace: syncNamespaceName(j / podsPerSyncNamespace),
-			Name:      fmt.Sprintf("%s-%s-%05d", app, hash[:6], j),
-			Labels:    map[string]string{"app.kubernetes.io/name": app, "pod-template-hash": hash},
-			OwnerReferences: []metav1.OwnerReference{{
-				APIVersion: "apps/v1", Kind: "ReplicaSet", Name: app + "-" + hash[:6],
-				UID:        types.UID(fmt.Sprintf("6f1c2a4e-1111-4000-8000-%012d", j/podsPerSyncNamespace)),
-				Controller: new(true), BlockOwnerDeletion: new(true),
-			}},
-		},
-		Spec: corev1.PodSpec{
-			NodeName: nodeName(j % nodeCount),
-			Containers: []corev1.Container{
-				{
-					Name:  "app",
-					Image: "registry.example.io/" + app + ":1.4.2",
-					Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}},
-					Env:   []corev1.EnvVar{{Name: "LOG_LEVEL", Value: "info"}, {Name: "PORT", Value: "8080"}},
-					Resources: corev1.ResourceRequirements{
-						Requests: corev1.ResourceList{corev1.ResourceCPU: q(cpu), corev1.ResourceMemory: q(mem)},
-						Limits:   corev1.ResourceList{corev1.ResourceMemory: q(mem)},
-					},
-					ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{
-						HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromString("http")},
-					}},
-				},
-				{
-					Name:  "proxy",
-					Image: "registry.example.io/proxy:2.0.1",
-					Resources: corev1.ResourceRequirements{
-						Requests: corev1.ResourceList{corev1.ResourceCPU: q("10m"), corev1.ResourceMemory: q("32Mi")},
-						Limits:   corev1.ResourceList{corev1.ResourceMemory: q("64Mi")},
-					},
-				},
-			},
-		},
-	}
-}
-
-// registryCounts is how many namespaces, nodes and pods a side holds.
-type registryCounts struct{ namespaces, nodes, pods int64 }
-
-func (c registryCounts) String() string {
-	return fmt.Sprintf("%d namespaces, %d nodes, %d pods", c.namespaces, c.nodes, c.pods)
-}
-
-func (c registryCounts) total() int64 { return c.namespaces + c.nodes + c.pods }
-
-// memberCounts counts kube-apiserver's Namespaces, Nodes and Pods. Pods
-// that are terminal would not be mirrored; none of the seeded ones are.
-func (d *discoveryEnv) memberCounts(ctx context.Context) (registryCounts, error) {
-	var c registryCounts
-	var err error
-	if c.namespaces, err = countPages(ctx, func(ctx context.Context, o metav1.ListOptions) (metav1.ListInterface, error) {
-		return d.kube.CoreV1().Namespaces().List(ctx, o)
-	}); err != nil {
-		return c, fmt.Errorf("count Namespaces: %w", err)
-	}
-	if c.nodes, err = countPages(ctx, func(ctx context.Context, o metav1.ListOptions) (metav1.ListInterface, error) {
-		return d.kube.CoreV1().Nodes().List(ctx, o)
-	}); err != nil {
-		return c, fmt.Errorf("count Nodes: %w", err)
-	}
-	if c.pods, err = countPages(ctx, func(ctx context.Context, o metav1.ListOptions) (metav1.ListInterface, error) {
-		return d.kube.CoreV1().Pods("").List(ctx, o)
-	}); err != nil {
-		return c, fmt.Errorf("count Pods: %w", err)
-	}
-	return c, nil
-}
-
-// countPages counts a list's items by paging through it with metadata
-// only kept: the length of each page.
-func countPages(ctx context.Context, list func(context.Context, metav1.ListOptions) (metav1.ListInterface, error)) (int64, error) {
-	var n int64
-	opts := metav1.ListOptions{Limit: 1000}
-	for {
-		page, err := list(ctx, opts)
-		if err != nil {
-			return 0, err
-		}
-		n += int64(itemCount(page))
-		if opts.Continue = page.GetContinue(); opts.Continue == "" {
-			return n, nil
-		}
-	}
-}
-
-func itemCount(l metav1.ListInterface) int {
-	switch l := l.(type) {
-	case *corev1.NamespaceList:
-		return len(l.Items)
-	case *corev1.NodeList:
-		return len(l.Items)
-	case *corev1.PodList:
-		return len(l.Items)
-	}
-	return 0
+	}})
+	return d
 }
 
 // registryCounts counts the member's rows in the registry.

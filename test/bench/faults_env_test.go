@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"net/http"
-	"net/url"
 	"os"
 	"slices"
 	"strconv"
@@ -16,15 +14,11 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
-	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/rest"
 
 	"github.com/example/platform-apiserver/pkg/apis/platform/v1alpha1"
 	"github.com/example/platform-apiserver/pkg/discovery/shard"
-	"github.com/example/platform-apiserver/pkg/generated/clientset/versioned"
 	registrypostgres "github.com/example/platform-apiserver/pkg/registry/postgres"
 	"github.com/example/platform-apiserver/pkg/registry/store"
 	"github.com/example/platform-apiserver/test/framework"
@@ -46,87 +40,39 @@ const (
 
 // markerWatch is one watch of every NodeCapacity on one server's own port,
 // opened before a fault and kept open through it, that notes when each
-// value of faultLabel first arrives. When the stream ends it watches again
-// from the last version it saw, and from the present after a 410, as
-// reflectors do; ends says why each stream ended or could not be opened.
+// value of its label first arrives. It resumes as reflectors do; ends says
+// why each stream ended or could not be opened.
 type markerWatch struct {
-	transport http.RoundTripper
-	cancel    context.CancelFunc
-	done      chan struct{}
-
-	mu   sync.Mutex
-	seen map[string]time.Time
-	ends []string
+	g     *watchGroup
+	label string
+	mu    sync.Mutex
+	seen  map[string]time.Time
+	ends  []string
 }
 
 // openMarkerWatch lists NodeCapacities on the server at serverURL for a
-// resourceVersion and watches from it, on a connection of its own.
-func (e *env) openMarkerWatch(ctx context.Context, serverURL string) (*markerWatch, error) {
-	cfg := jsonConfig(e.cp.PlatformDirectConfig())
+// resourceVersion and watches from it for label, on a connection of its own.
+func (e *env) openMarkerWatch(ctx context.Context, serverURL, label string) (*markerWatch, error) {
+	w := &markerWatch{g: newWatchGroup(ctx), label: label, seen: map[string]time.Time{}}
+	cfg := e.cp.PlatformDirectConfig()
 	cfg.Host = serverURL
-	cfg.Timeout = 0 // an http.Client timeout would cut the watch
-	cfg.Proxy = func(*http.Request) (*url.URL, error) { return nil, nil }
-	hc, err := rest.HTTPClientFor(cfg)
+	c, err := w.g.client(cfg, nil)
 	if err != nil {
-		return nil, fmt.Errorf("watch client transport: %w", err)
+		return nil, err
 	}
-	c, err := versioned.NewForConfigAndClient(cfg, hc)
+	rv, _, err := latestRV(ctx, c)
 	if err != nil {
-		return nil, fmt.Errorf("watch client: %w", err)
+		w.g.close()
+		return nil, fmt.Errorf("%s: %w", serverURL, err)
 	}
-	list, err := c.PlatformV1alpha1().NodeCapacities().List(ctx, metav1.ListOptions{Limit: 1})
-	if err != nil {
-		return nil, fmt.Errorf("list NodeCapacities on %s: %w", serverURL, err)
-	}
-	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	w := &markerWatch{transport: hc.Transport, cancel: cancel, done: make(chan struct{}), seen: map[string]time.Time{}}
-	go w.follow(wctx, c, list.ResourceVersion)
+	f := follower{open: c.PlatformV1alpha1().NodeCapacities().Watch, event: w.event, ended: w.ended}
+	w.g.goWatch(func(ctx context.Context) { f.follow(ctx, rv) })
 	return w, nil
 }
 
-func (w *markerWatch) follow(ctx context.Context, c versioned.Interface, rv string) {
-	defer close(w.done)
-	ncs := c.PlatformV1alpha1().NodeCapacities()
-	for ctx.Err() == nil {
-		wi, err := ncs.Watch(ctx, metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true})
-		if err != nil {
-			if ctx.Err() != nil {
-				return
-			}
-			w.ended(fmt.Sprintf("open from %q: %v", rv, err))
-			if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
-				rv = ""
-			}
-			select {
-			case <-ctx.Done():
-			case <-time.After(100 * time.Millisecond): // a reflector's backoff, shortened
-			}
-			continue
-		}
-		rv = w.read(wi, rv)
-		wi.Stop()
-	}
-}
-
-// read notes the events of one watch stream and returns the version to
-// watch from next.
-func (w *markerWatch) read(wi watch.Interface, rv string) string {
-	for ev := range wi.ResultChan() {
-		at := time.Now()
-		if ev.Type == watch.Error {
-			err := apierrors.FromObject(ev.Object)
-			w.ended(fmt.Sprintf("error event after %s: %v", rv, err))
-			if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
-				return "" // a watch from "" starts at the present
-			}
-			return rv
-		}
-		nc, ok := ev.Object.(*v1alpha1.NodeCapacity)
-		if !ok {
-			continue
-		}
-		rv = nc.ResourceVersion
-		if v, ok := nc.Labels[faultLabel]; ok && ev.Type != watch.Bookmark {
+func (w *markerWatch) event(ev watch.Event, at time.Time) bool {
+	if nc, ok := ev.Object.(*v1alpha1.NodeCapacity); ok && ev.Type != watch.Bookmark {
+		if v, ok := nc.Labels[w.label]; ok {
 			w.mu.Lock()
 			if _, seen := w.seen[v]; !seen {
 				w.seen[v] = at
@@ -134,20 +80,20 @@ func (w *markerWatch) read(wi watch.Interface, rv string) string {
 			w.mu.Unlock()
 		}
 	}
-	w.ended("stream ended after " + rv)
-	return rv
+	return true
 }
 
-func (w *markerWatch) ended(why string) {
+func (w *markerWatch) ended(err error) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.ends = append(w.ends, why)
+	w.ends = append(w.ends, err.Error())
+	return true
 }
 
-// await returns when change value first arrived, waiting up to freshTimeout.
-func (w *markerWatch) await(ctx context.Context, value string) (time.Time, error) {
+// await returns when change value first arrived, waiting up to timeout.
+func (w *markerWatch) await(ctx context.Context, value string, timeout time.Duration) (time.Time, error) {
 	var at time.Time
-	err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, freshTimeout, true, func(context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
 		w.mu.Lock()
 		defer w.mu.Unlock()
 		t, ok := w.seen[value]
@@ -174,11 +120,7 @@ func (w *markerWatch) endingsSince(after int) []string {
 	return slices.Clone(w.ends[after:])
 }
 
-func (w *markerWatch) close() {
-	w.cancel()
-	<-w.done
-	utilnet.CloseIdleConnectionsFor(w.transport)
-}
+func (w *markerWatch) close() { w.g.close() }
 
 // faultRegistry is a registry of its own for the primary faults: a
 // PostgreSQL primary with one streaming standby, a platform-apiserver
@@ -218,14 +160,14 @@ func (e *env) startFaultRegistry(ctx context.Context, name string) (*faultRegist
 	if r.writer, err = registrypostgres.Open(ctx, r.dsn, registrypostgres.Options{}); err != nil {
 		return r, fmt.Errorf("open the writer's store: %w", err)
 	}
-	if r.watch, err = e.openMarkerWatch(ctx, r.replica.URL()); err != nil {
+	if r.watch, err = e.openMarkerWatch(ctx, r.replica.URL(), faultLabel); err != nil {
 		return r, err
 	}
 	v := r.next()
 	if _, err := r.commit(ctx, r.writer, v); err != nil {
 		return r, err
 	}
-	if _, err := r.watch.await(ctx, v); err != nil {
+	if _, err := r.watch.await(ctx, v, freshTimeout); err != nil {
 		return r, fmt.Errorf("before the fault: %w", err)
 	}
 	return r, nil
@@ -265,7 +207,7 @@ func (r *faultRegistry) commitAndAwait(ctx context.Context, w *registrypostgres.
 	if committed, err = r.commit(ctx, w, v); err != nil {
 		return committed, seen, err
 	}
-	seen, err = r.watch.await(ctx, v)
+	seen, err = r.watch.await(ctx, v, freshTimeout)
 	return committed, seen, err
 }
 
@@ -372,7 +314,7 @@ func (m *faultMember) startReplica(ctx context.Context) (*discoveryReplica, erro
 		return nil, err
 	}
 	r := &discoveryReplica{FleetReplica: fr}
-	if r.watch, err = m.e.openMarkerWatch(ctx, fr.URL()); err != nil {
+	if r.watch, err = m.e.openMarkerWatch(ctx, fr.URL(), faultLabel); err != nil {
 		return r, errors.Join(err, fr.Stop())
 	}
 	return r, nil
@@ -383,11 +325,16 @@ func (m *faultMember) startReplica(ctx context.Context) (*discoveryReplica, erro
 func (m *faultMember) change(ctx context.Context) (string, error) {
 	m.seq++
 	v := strconv.Itoa(m.seq)
-	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, faultLabel, v)
-	if _, err := m.e.kube.CoreV1().Nodes().Patch(ctx, faultNodeName, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
-		return v, fmt.Errorf("relabel Node %s: %w", faultNodeName, err)
+	return v, m.e.relabel(ctx, "nodes", faultNodeName, faultLabel, v)
+}
+
+// changeSeenBy makes a change in the member and returns when r's watch had it.
+func (m *faultMember) changeSeenBy(ctx context.Context, r *discoveryReplica) (time.Time, error) {
+	v, err := m.change(ctx)
+	if err != nil {
+		return time.Time{}, err
 	}
-	return v, nil
+	return r.watch.await(ctx, v, freshTimeout)
 }
 
 // settle makes a change and waits until both replicas' watches have it:
@@ -398,7 +345,7 @@ func (m *faultMember) settle(ctx context.Context) error {
 		return err
 	}
 	for _, r := range m.replicas {
-		if _, err := r.watch.await(ctx, v); err != nil {
+		if _, err := r.watch.await(ctx, v, freshTimeout); err != nil {
 			return fmt.Errorf("%s before the fault: %w", r.Name(), err)
 		}
 	}

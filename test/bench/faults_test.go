@@ -23,39 +23,25 @@ const (
 )
 
 // BenchmarkFaultRecovery measures, for each fault of docs/faults.md that can
-// be made on this machine's real stack, how long until the view is fresh
-// again: from the end of the fault (SIGCONT, the restart, the promotion) or,
-// for a lost replica, from the fault itself, until a change made after that
-// point reaches a watch that was open before the fault. One iteration is one
-// run of the fault (-benchtime 3x: three runs); each sub-benchmark reports
-// the p50 and max over its runs as s-to-fresh-p50 and s-to-fresh-max.
-//
-// The primary faults run on registries of their own (a primary, a streaming
-// standby and a platform-apiserver replica on their multi-host DSN) and
-// watch on the replica's own port; the replica faults run two discovery
-// replicas sharing the framework's kube-apiserver as member through its
-// Lease, with a watch on each. A black-holed primary host is not made:
-// loopback cannot drop packets without a network namespace.
+// be made here, the time from the fault's end (or, for a lost replica, the
+// fault) until a change made after it reaches a watch opened before it;
+// each run is one iteration, and the p50 and max over the runs are reported.
+// Primary faults run on registries of their own (primary, standby and a
+// replica on their multi-host DSN), replica faults on two discovery
+// replicas sharing the member. See docs/benchmarks.md, "Time to fresh".
 func BenchmarkFaultRecovery(b *testing.B) {
-	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
-	e, err := startControlPlane(ctx, controlPlaneOptions{workDirPrefix: "platform-bench-faults-"})
-	cancel()
-	if err != nil {
-		if e != nil {
-			_ = e.stop(true)
-		}
-		b.Fatalf("fault benchmark setup: %v", err)
-	}
-	b.Cleanup(func() {
-		if err := e.stop(b.Failed()); err != nil {
-			b.Errorf("stop: %v", err)
-		}
-	})
+	e := benchEnv(b, envOptions{name: "faults"})
 	b.Run("fault=primary-hung-then-back", func(b *testing.B) { benchPrimaryHungThenBack(b, e) })
-	b.Run("fault=primary-hung-standby-promoted", func(b *testing.B) { benchPrimaryHungPromoted(b, e, false) })
-	b.Run("fault=primary-hung-standby-promoted-lost-commits", func(b *testing.B) { benchPrimaryHungPromoted(b, e, true) })
-	b.Run("fault=primary-killed-restarted", func(b *testing.B) { benchPrimaryKilledRestarted(b, e) })
-	b.Run("fault=primary-stopped-standby-promoted", func(b *testing.B) { benchPrimaryStoppedPromoted(b, e) })
+	for _, f := range []primaryFault{
+		{name: "hung-standby-promoted", replica: "hung-promoted", perRun: true, freshWriter: true, make: promoteAfter(hang)},
+		{name: "hung-standby-promoted-lost-commits", replica: "hung-promoted-lost-commits", perRun: true, freshWriter: true, make: promoteAfter(hangLosingCommits)},
+		{name: "killed-restarted", replica: "primary-killed", make: killAndRestart, endMetric: "s-to-restart"},
+		// A failover without lost commits: a fast shutdown sends every
+		// commit to the standby before the primary exits.
+		{name: "stopped-standby-promoted", replica: "stopped-promoted", perRun: true, make: promoteAfter(stop)},
+	} {
+		b.Run("fault=primary-"+f.name, func(b *testing.B) { benchPrimaryFault(b, e, f) })
+	}
 	b.Run("fault=replica-hung-past-lease", func(b *testing.B) { benchReplicaHung(b, e) })
 	b.Run("fault=replica-killed", func(b *testing.B) { benchReplicaKilled(b, e) })
 }
@@ -82,10 +68,8 @@ func benchPrimaryHungThenBack(b *testing.B, e *env) {
 			_, err := r.commit(ctx, r.writer, during)
 			duringErr <- err
 		}()
-		select {
-		case <-time.After(primaryHang):
-		case <-ctx.Done():
-			b.Fatal(ctx.Err())
+		if err := sleepCtx(ctx, primaryHang); err != nil {
+			b.Fatal(err)
 		}
 		if err := r.primary.Thaw(); err != nil {
 			b.Fatal(err)
@@ -99,11 +83,11 @@ func benchPrimaryHungThenBack(b *testing.B, e *env) {
 		if err := <-duringErr; err != nil {
 			b.Fatal(err)
 		}
-		seenDuring, err := r.watch.await(ctx, during)
+		seenDuring, err := r.watch.await(ctx, during, freshTimeout)
 		if err != nil {
 			b.Fatal(err)
 		}
-		seenAfter, err := r.watch.await(ctx, after)
+		seenAfter, err := r.watch.await(ctx, after, freshTimeout)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -115,142 +99,112 @@ func benchPrimaryHungThenBack(b *testing.B, e *env) {
 	rec.report(b)
 }
 
-// benchPrimaryHungPromoted: the primary SIGSTOPped for good (its sockets
-// open) and the standby promoted at once; s-to-fresh is from the promotion
-// until a change committed after it reached the watch. The change is
-// written by a store opened after the promotion, as discovery's next commit
-// is made on a new connection once the feed has dropped the hung server's
-// (a commit caught on the hung server waits out its minute; not measured).
-// With loseCommits the standby is stopped before the last change and
-// started again after the hang began, so the promotion loses a change the
-// watch has seen. Each run has a registry of its own.
-func benchPrimaryHungPromoted(b *testing.B, e *env, loseCommits bool) {
+// primaryFault is a fault of the primary ended by make: s-to-fresh is from
+// its end (the promotion, the restart) until a change committed after it
+// reached the watch, and endMetric the time from its start to its end
+// (without one, s-to-commit is the time from its end to the commit).
+type primaryFault struct {
+	name, replica string
+	// perRun: each run has a registry of its own.
+	perRun bool
+	// freshWriter: the change is written by a store opened after the
+	// fault, as discovery's next commit is made on a new connection once
+	// the feed has dropped a hung server's (a commit caught on the hung
+	// server waits out its minute; not measured); else by the writer whose
+	// connections the fault cut.
+	freshWriter bool
+	make        func(context.Context, *faultRegistry) error
+	endMetric   string
+}
+
+func benchPrimaryFault(b *testing.B, e *env, f primaryFault) {
 	ctx := b.Context()
-	name := "platform-apiserver-hung-promoted"
-	if loseCommits {
-		name += "-lost-commits"
-	}
 	rec := recovery{}
+	var shared *faultRegistry
+	if !f.perRun {
+		shared = startFaultRegistry(b, e, "platform-apiserver-"+f.replica)
+	}
 	for run := 1; b.Loop(); run++ {
 		func() {
-			r := startFaultRegistry(b, e, fmt.Sprintf("%s-%d", name, run))
-			defer stopFaultRegistry(b, r)
+			r := shared
+			if r == nil {
+				r = startFaultRegistry(b, e, fmt.Sprintf("platform-apiserver-%s-%d", f.replica, run))
+				defer stopFaultRegistry(b, r)
+			}
 			if err := r.beforeFault(ctx); err != nil {
 				b.Fatal(err)
 			}
-			if loseCommits {
-				if err := r.standby.Pause(); err != nil {
-					b.Fatal(err)
-				}
-				lost := r.next()
-				if _, err := r.commit(ctx, r.writer, lost); err != nil {
-					b.Fatal(err)
-				}
-				if _, err := r.watch.await(ctx, lost); err != nil {
-					b.Fatal(err)
-				}
-			}
 			mark := r.watch.mark()
-			hung := time.Now()
-			if err := r.primary.Freeze(); err != nil {
+			began := time.Now()
+			if err := f.make(ctx, r); err != nil {
 				b.Fatal(err)
 			}
-			if loseCommits {
-				if err := r.standby.Resume(ctx); err != nil {
+			ended := time.Now()
+			w := r.writer
+			if f.freshWriter {
+				var err error
+				if w, err = registrypostgres.Open(ctx, r.dsn, registrypostgres.Options{}); err != nil {
 					b.Fatal(err)
 				}
+				defer w.Close()
 			}
-			if err := r.standby.Promote(ctx); err != nil {
-				b.Fatal(err)
-			}
-			promoted := time.Now()
-			w, err := registrypostgres.Open(ctx, r.dsn, registrypostgres.Options{})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer w.Close()
 			committed, seen, err := r.commitAndAwait(ctx, w)
 			if err != nil {
 				b.Fatal(err)
 			}
-			rec.add("s-to-fresh", seen.Sub(promoted))
-			rec.add("s-to-commit", committed.Sub(promoted))
-			b.Logf("run %d: promoted %s after the hang began; after the promotion: committed at %s, watched at %s; watch streams ended: %q",
-				run, seconds(promoted.Sub(hung)), seconds(committed.Sub(promoted)), seconds(seen.Sub(promoted)), r.watch.endingsSince(mark))
+			rec.add("s-to-fresh", seen.Sub(ended))
+			if f.endMetric != "" {
+				rec.add(f.endMetric, ended.Sub(began))
+			} else {
+				rec.add("s-to-commit", committed.Sub(ended))
+			}
+			b.Logf("run %d: the fault ended %s after it began; after that: committed at %s, watched at %s; watch streams ended: %q",
+				run, seconds(ended.Sub(began)), seconds(committed.Sub(ended)), seconds(seen.Sub(ended)), r.watch.endingsSince(mark))
 		}()
 	}
 	rec.report(b)
 }
 
-// benchPrimaryKilledRestarted: the primary SIGKILLed (every process, as a
-// crash) and started again at once on its data and port (crash recovery);
-// s-to-fresh is from the restart returning (the server accepts
-// connections) until a change committed after it reached the watch.
-func benchPrimaryKilledRestarted(b *testing.B, e *env) {
-	ctx := b.Context()
-	r := startFaultRegistry(b, e, "platform-apiserver-primary-killed")
-	rec := recovery{}
-	for run := 1; b.Loop(); run++ {
-		if err := r.beforeFault(ctx); err != nil {
-			b.Fatal(err)
+// promoteAfter is fault, then the standby promoted.
+func promoteAfter(fault func(context.Context, *faultRegistry) error) func(context.Context, *faultRegistry) error {
+	return func(ctx context.Context, r *faultRegistry) error {
+		if err := fault(ctx, r); err != nil {
+			return err
 		}
-		mark := r.watch.mark()
-		killed := time.Now()
-		if err := r.primary.Kill(); err != nil {
-			b.Fatal(err)
-		}
-		if err := r.primary.Resume(ctx); err != nil {
-			b.Fatal(err)
-		}
-		back := time.Now()
-		committed, seen, err := r.commitAndAwait(ctx, r.writer)
-		if err != nil {
-			b.Fatal(err)
-		}
-		rec.add("s-to-fresh", seen.Sub(back))
-		rec.add("s-to-restart", back.Sub(killed))
-		b.Logf("run %d: restarted %s after the kill; after the restart: committed at %s, watched at %s; watch streams ended: %q",
-			run, seconds(back.Sub(killed)), seconds(committed.Sub(back)), seconds(seen.Sub(back)), r.watch.endingsSince(mark))
+		return r.standby.Promote(ctx)
 	}
-	rec.report(b)
 }
 
-// benchPrimaryStoppedPromoted is a failover without lost commits: the
-// primary stopped (fast shutdown, which sends every commit to the standby
-// before it exits), then the standby promoted; s-to-fresh is from the
-// promotion until a change committed after it, through the writer whose
-// connections died with the old primary, reached the watch. Each run has
-// a registry of its own.
-func benchPrimaryStoppedPromoted(b *testing.B, e *env) {
-	ctx := b.Context()
-	rec := recovery{}
-	for run := 1; b.Loop(); run++ {
-		func() {
-			r := startFaultRegistry(b, e, fmt.Sprintf("platform-apiserver-stopped-promoted-%d", run))
-			defer stopFaultRegistry(b, r)
-			if err := r.beforeFault(ctx); err != nil {
-				b.Fatal(err)
-			}
-			mark := r.watch.mark()
-			if err := r.primary.Pause(); err != nil {
-				b.Fatal(err)
-			}
-			stopped := time.Now()
-			if err := r.standby.Promote(ctx); err != nil {
-				b.Fatal(err)
-			}
-			promoted := time.Now()
-			committed, seen, err := r.commitAndAwait(ctx, r.writer)
-			if err != nil {
-				b.Fatal(err)
-			}
-			rec.add("s-to-fresh", seen.Sub(promoted))
-			rec.add("s-to-commit", committed.Sub(promoted))
-			b.Logf("run %d: promoted %s after the stop; after the promotion: committed at %s, watched at %s; watch streams ended: %q",
-				run, seconds(promoted.Sub(stopped)), seconds(committed.Sub(promoted)), seconds(seen.Sub(promoted)), r.watch.endingsSince(mark))
-		}()
+// hang SIGSTOPs every process of the primary for good (its sockets open).
+func hang(_ context.Context, r *faultRegistry) error { return r.primary.Freeze() }
+
+// stop stops the primary (fast shutdown).
+func stop(_ context.Context, r *faultRegistry) error { return r.primary.Pause() }
+
+// hangLosingCommits is hang with the standby stopped before a last change
+// (which the watch sees) and started again after the hang began, so the
+// promotion loses that change.
+func hangLosingCommits(ctx context.Context, r *faultRegistry) error {
+	if err := r.standby.Pause(); err != nil {
+		return err
 	}
-	rec.report(b)
+	if _, _, err := r.commitAndAwait(ctx, r.writer); err != nil {
+		return err
+	}
+	if err := r.primary.Freeze(); err != nil {
+		return err
+	}
+	return r.standby.Resume(ctx)
+}
+
+// killAndRestart SIGKILLs every process of the primary, as a crash, and
+// starts it again at once on its data and port (crash recovery); it ends
+// when the server accepts connections.
+func killAndRestart(ctx context.Context, r *faultRegistry) error {
+	if err := r.primary.Kill(); err != nil {
+		return err
+	}
+	return r.primary.Resume(ctx)
 }
 
 // benchReplicaHung: the replica holding the member's Lease SIGSTOPped for
@@ -287,28 +241,19 @@ func (rec recovery) replicaHung(b *testing.B, m *faultMember, run int) {
 			_ = syscall.Kill(pid, syscall.SIGCONT)
 		}
 	}()
-	v, err := m.change(ctx)
+	takenOver, err := m.changeSeenBy(ctx, survivor)
 	if err != nil {
 		b.Fatal(err)
 	}
-	takenOver, err := survivor.watch.await(ctx, v)
-	if err != nil {
+	if err := sleepCtx(ctx, time.Until(stopped.Add(replicaHang))); err != nil {
 		b.Fatal(err)
-	}
-	select {
-	case <-time.After(time.Until(stopped.Add(replicaHang))):
-	case <-ctx.Done():
-		b.Fatal(ctx.Err())
 	}
 	if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
 		b.Fatal(err)
 	}
 	hung = false
 	woke := time.Now()
-	if v, err = m.change(ctx); err != nil {
-		b.Fatal(err)
-	}
-	seen, err := victim.watch.await(ctx, v)
+	seen, err := m.changeSeenBy(ctx, victim)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -332,11 +277,7 @@ func benchReplicaKilled(b *testing.B, e *env) {
 		if err := victim.Kill(); err != nil {
 			b.Fatal(err)
 		}
-		v, err := m.change(ctx)
-		if err != nil {
-			b.Fatal(err)
-		}
-		takenOver, err := survivor.watch.await(ctx, v)
+		takenOver, err := m.changeSeenBy(ctx, survivor)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -413,9 +354,10 @@ func (r recovery) add(metric string, d time.Duration) { r[metric] = append(r[met
 // report reports each metric's p50 and max over the runs, in seconds.
 func (r recovery) report(b *testing.B) {
 	for metric, samples := range r {
-		l := summarizeLatencies(samples)
-		b.ReportMetric(l.p50.Seconds(), metric+"-p50")
-		b.ReportMetric(l.max.Seconds(), metric+"-max")
+		var h latencies
+		h.add(samples...)
+		b.ReportMetric(h.quantile(0.5).Seconds(), metric+"-p50")
+		b.ReportMetric(h.max.Seconds(), metric+"-max")
 	}
 }
 

@@ -7,18 +7,16 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
+	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/example/platform-apiserver/test/framework"
-	"github.com/example/platform-apiserver/test/framework/postgres"
 )
 
 const (
@@ -34,8 +32,6 @@ const (
 	// layout, pod j on node j%nodeCount.
 	fleetPods       = 20000
 	fleetNamespaces = fleetPods / podsPerSyncNamespace
-	// fleetSetupTimeout bounds starting and seeding the fleet's cluster.
-	fleetSetupTimeout = 30 * time.Minute
 	// fleetMetricsCoverage of the nodes must have NodeMetrics before the
 	// sub-benchmarks start, so every scrape covers the fleet.
 	fleetMetricsCoverage = 0.99
@@ -77,24 +73,19 @@ func fleetMemberIDs() []string {
 	return ids
 }
 
-// fleetArgs are the platform-apiserver flags of every replica: discovery of
-// the hosting cluster (its own kube-apiserver, whose admin kubeconfig is in
-// the framework's work directory, the process's working directory), which
-// holds the discovery Leases (in kube-system, the namespace of a server
-// outside a pod), and of the member directory; leader election on with the
-// timings of -fleet-lease. The framework's first start gets them too
-// (Options.ExtraPlatformArgs), with the directory still empty.
-func fleetArgs(memberDir string) ([]string, error) {
+// fleetArgs are the platform-apiserver flags of every replica besides the
+// member directory (envOptions.memberDir): discovery of the hosting cluster
+// (its own kube-apiserver, whose admin kubeconfig is in the framework's work
+// directory, the process's working directory), which holds the discovery
+// Leases (in kube-system, the namespace of a server outside a pod); leader
+// election on with the timings of -fleet-lease. The framework's first start
+// gets them too, with the directory still empty.
+func fleetArgs() ([]string, error) {
 	lease, err := fleetLeaseArgs()
 	if err != nil {
 		return nil, err
 	}
-	return append([]string{
-		"--cluster-id=" + fleetHostingID,
-		"--kubeconfig=kubeconfig",
-		"--member-kubeconfig-dir=" + memberDir,
-		"--leader-elect=true",
-	}, lease...), nil
+	return append([]string{"--cluster-id=" + fleetHostingID, "--kubeconfig=kubeconfig", "--leader-elect=true"}, lease...), nil
 }
 
 // fleetEnv is the fleet benchmark's control plane: kube-apiserver with kwok
@@ -103,8 +94,7 @@ func fleetArgs(memberDir string) ([]string, error) {
 // member directory. Its framework platform-apiserver is stopped once the
 // control plane is up; the sub-benchmarks start their own replicas.
 type fleetEnv struct {
-	*discoveryEnv
-	memberDir string
+	*env
 	// want is what one member holds, which a complete sync mirrors under
 	// every cluster id.
 	want registryCounts
@@ -113,72 +103,48 @@ type fleetEnv struct {
 	results           []fleetResult
 }
 
-// startFleetEnv starts the control plane with the simulator, stops the
-// framework's platform-apiserver, seeds the simulated cluster, waits until
-// its pods run and metrics-server has usage of (nearly) every node, and
-// writes the member directory. On error the returned env, when non-nil,
-// holds whatever started.
-func startFleetEnv(ctx context.Context) (*fleetEnv, error) {
-	ctx, cancel := context.WithTimeout(ctx, fleetSetupTimeout)
-	defer cancel()
-	workDir, err := os.MkdirTemp("", "platform-bench-fleet-")
+func startFleetEnv(b *testing.B) *fleetEnv {
+	args, err := fleetArgs()
 	if err != nil {
-		return nil, fmt.Errorf("create work directory: %w", err)
+		b.Fatal(err)
 	}
-	e := &env{workDir: workDir}
-	f := &fleetEnv{discoveryEnv: &discoveryEnv{env: e}, memberDir: filepath.Join(workDir, "members")}
-	if err := os.MkdirAll(f.memberDir, 0o755); err != nil {
-		return f, err
-	}
-	args, err := fleetArgs(f.memberDir)
-	if err != nil {
-		return f, err
-	}
-	if e.pg, err = postgres.Start(ctx, postgres.Options{}); err != nil {
-		return f, fmt.Errorf("start PostgreSQL: %w", err)
-	}
-	e.cp, err = framework.Start(ctx, framework.Options{
-		WorkDir:                 filepath.Join(workDir, "controlplane"),
-		DatabaseURL:             e.pg.DSN(),
-		PlatformAPIServerBinary: os.Getenv(envPlatformBinary),
-		ExtraPlatformArgs:       args,
-		StartSimulator:          true,
-	})
-	if err != nil {
-		return f, err
-	}
-	if err := e.buildClients(); err != nil {
-		return f, err
-	}
-	// The framework's server has mirrored the empty cluster into the
-	// default database; the sub-benchmarks run replicas of their own, each
-	// set on a fresh database. Stopped gracefully, it releases its Lease.
-	if err := e.cp.StopPlatformAPIServer(); err != nil {
-		return f, err
-	}
+	f := &fleetEnv{}
+	f.env = benchEnv(b, envOptions{name: "fleet", platformArgs: args, memberDir: true, simulator: true, stopPlatform: true,
+		prepare: func(ctx context.Context, e *env) error {
+			f.env = e
+			return f.prepare(ctx)
+		}})
+	return f
+}
+
+// prepare tunes the simulator, seeds the simulated cluster, waits until its
+// pods run and metrics-server has usage of (nearly) every node, and writes
+// the member directory.
+func (f *fleetEnv) prepare(ctx context.Context) error {
 	if err := f.tuneSimulator(ctx); err != nil {
-		return f, err
+		return err
 	}
 	if err := f.seed(ctx); err != nil {
-		return f, fmt.Errorf("seed the simulated cluster: %w", err)
+		return fmt.Errorf("seed the simulated cluster: %w", err)
 	}
+	var err error
 	if f.want, err = f.memberCounts(ctx); err != nil {
-		return f, err
+		return err
 	}
 	if f.want.nodes != nodeCount || f.want.pods != fleetPods || f.want.namespaces < fleetNamespaces {
-		return f, fmt.Errorf("kube-apiserver holds %s, want %d nodes, %d pods and at least %d namespaces",
+		return fmt.Errorf("kube-apiserver holds %s, want %d nodes, %d pods and at least %d namespaces",
 			f.want, nodeCount, fleetPods, fleetNamespaces)
 	}
-	kubeconfig, err := os.ReadFile(e.cp.AdminKubeconfig())
+	kubeconfig, err := os.ReadFile(f.cp.AdminKubeconfig())
 	if err != nil {
-		return f, err
+		return err
 	}
 	for i := 1; i < fleetMembers; i++ {
 		if err := os.WriteFile(filepath.Join(f.memberDir, fleetMemberID(i)), kubeconfig, 0o600); err != nil {
-			return f, fmt.Errorf("write member kubeconfig: %w", err)
+			return fmt.Errorf("write member kubeconfig: %w", err)
 		}
 	}
-	return f, nil
+	return nil
 }
 
 // fleetKwokConfig is appended to the framework's kwok configuration: more
@@ -240,40 +206,13 @@ func (f *fleetEnv) tuneSimulator(ctx context.Context) error {
 // Ready and Running and metrics-server reports the nodes' usage.
 func (f *fleetEnv) seed(ctx context.Context) error {
 	now := time.Now().UTC().Truncate(time.Second)
-	steps := []struct {
-		what string
-		n    int
-		run  func(context.Context) error
-	}{
-		{"simulated Nodes", nodeCount, func(ctx context.Context) error {
-			return f.parallelCreate(ctx, nodeCount, func(ctx context.Context, i int) error { return f.createSimulatedNode(ctx, i, now) })
-		}},
-		{"Namespaces", fleetNamespaces, func(ctx context.Context) error {
-			return f.parallelCreate(ctx, fleetNamespaces, func(ctx context.Context, i int) error {
-				_, err := f.kube.CoreV1().Namespaces().Create(ctx, syncNamespace(i), metav1.CreateOptions{})
-				return err
-			})
-		}},
-		{"Pods", fleetPods, func(ctx context.Context) error {
-			return f.parallelCreate(ctx, fleetPods, func(ctx context.Context, j int) error {
-				p := syncPod(j)
-				_, err := f.kube.CoreV1().Pods(p.Namespace).Create(ctx, p, metav1.CreateOptions{})
-				return err
-			})
-		}},
-		{"Ready nodes (kwok)", nodeCount, f.waitNodesReady},
-		{"Running pods (kwok)", fleetPods, f.waitPodsRunning},
-		{"NodeMetrics (metrics-server)", nodeCount, f.waitNodeMetrics},
-	}
-	for _, s := range steps {
-		begin := time.Now()
-		if err := s.run(ctx); err != nil {
-			return fmt.Errorf("%s: %w", s.what, err)
-		}
-		took := time.Since(begin)
-		fmt.Fprintf(os.Stderr, "fleet: %d %s in %s (%.0f/s)\n", s.n, s.what, took.Round(time.Millisecond), float64(s.n)/took.Seconds())
-	}
-	return nil
+	nodes := seedStep{"simulated Nodes", nodeCount, func(ctx context.Context) error {
+		return parallelCreate(ctx, nodeCount, func(ctx context.Context, i int) error { return f.createSimulatedNode(ctx, i, now) })
+	}}
+	return runSteps(ctx, "fleet", nodes, f.namespacesStep(fleetNamespaces), f.podsStep(fleetPods),
+		seedStep{"Ready nodes (kwok)", nodeCount, f.waitNodesReady},
+		seedStep{"Running pods (kwok)", fleetPods, f.waitPodsRunning},
+		seedStep{"NodeMetrics (metrics-server)", nodeCount, f.waitNodeMetrics})
 }
 
 // createSimulatedNode creates node i as kwok simulates it, with the labels,
@@ -325,15 +264,13 @@ func (f *fleetEnv) createSimulatedNode(ctx context.Context, i int, now time.Time
 
 // waitNodesReady polls until every node is Ready.
 func (f *fleetEnv) waitNodesReady(ctx context.Context) error {
-	var last string
-	err := wait.PollUntilContextTimeout(ctx, 5*time.Second, 10*time.Minute, true, func(ctx context.Context) (bool, error) {
+	return pollUntil(ctx, 5*time.Second, 10*time.Minute, func(ctx context.Context) (bool, string, error) {
 		ready, total := 0, 0
 		opts := metav1.ListOptions{Limit: 1000}
 		for {
 			page, err := f.kube.CoreV1().Nodes().List(ctx, opts)
 			if err != nil {
-				last = err.Error()
-				return false, nil
+				return false, err.Error(), nil
 			}
 			for _, n := range page.Items {
 				total++
@@ -347,57 +284,34 @@ func (f *fleetEnv) waitNodesReady(ctx context.Context) error {
 				break
 			}
 		}
-		last = fmt.Sprintf("%d of %d nodes Ready", ready, total)
-		return total == nodeCount && ready == nodeCount, nil
+		return total == nodeCount && ready == nodeCount, fmt.Sprintf("%d of %d nodes Ready", ready, total), nil
 	})
-	if err != nil {
-		return fmt.Errorf("%w (last: %s)", err, last)
-	}
-	return nil
 }
 
 // waitPodsRunning polls until no pod is in another phase than Running. A
 // poll asks for one page of such pods (the filter runs in kube-apiserver),
 // so it stays cheap while kwok is busy with thousands.
 func (f *fleetEnv) waitPodsRunning(ctx context.Context) error {
-	var last string
-	err := wait.PollUntilContextTimeout(ctx, 5*time.Second, 10*time.Minute, true, func(ctx context.Context) (bool, error) {
+	return pollUntil(ctx, 5*time.Second, 10*time.Minute, func(ctx context.Context) (bool, string, error) {
 		page, err := f.kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "status.phase!=Running", Limit: 500})
 		if err != nil {
-			last = err.Error()
-			return false, nil
+			return false, err.Error(), nil
 		}
-		if len(page.Items) > 0 || page.Continue != "" {
-			last = fmt.Sprintf("at least %d pods not Running", len(page.Items))
-			return false, nil
-		}
-		return true, nil
+		return len(page.Items) == 0 && page.Continue == "", fmt.Sprintf("at least %d pods not Running", len(page.Items)), nil
 	})
-	if err != nil {
-		return fmt.Errorf("%w (last: %s)", err, last)
-	}
-	return nil
 }
 
 // waitNodeMetrics polls metrics.k8s.io until it has usage of
 // fleetMetricsCoverage of the nodes.
 func (f *fleetEnv) waitNodeMetrics(ctx context.Context) error {
-	var last string
 	want := int(fleetMetricsCoverage * nodeCount)
-	err := wait.PollUntilContextTimeout(ctx, 5*time.Second, 10*time.Minute, true, func(ctx context.Context) (bool, error) {
+	return pollUntil(ctx, 5*time.Second, 10*time.Minute, func(ctx context.Context) (bool, string, error) {
 		n, err := f.nodeMetricsCount(ctx)
 		if err != nil {
-			last = err.Error()
-			return false, nil
+			return false, err.Error(), nil
 		}
-		last = fmt.Sprintf("NodeMetrics of %d nodes", n)
-		return n >= want, nil
+		return n >= want, fmt.Sprintf("NodeMetrics of %d nodes, want %d", n, want), nil
 	})
-	if err != nil {
-		return fmt.Errorf("want NodeMetrics of at least %d nodes: %w (last: %s)", want, err, last)
-	}
-	fmt.Fprintf(os.Stderr, "fleet: metrics-server reports %s\n", last)
-	return nil
 }
 
 // nodeMetricsCount lists metrics.k8s.io NodeMetrics through kube-apiserver,
@@ -416,32 +330,6 @@ func (f *fleetEnv) nodeMetricsCount(ctx context.Context) (int, error) {
 	return len(list.Items), nil
 }
 
-// processPIDs finds the pids of this environment's processes named name
-// (etcd, kube-apiserver, kwok, metrics-server), which the framework does not
-// expose: those whose arguments name the environment's work directory.
-func (f *fleetEnv) processPIDs(name string) []int {
-	var pids []int
-	dirs, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil
-	}
-	for _, d := range dirs {
-		pid, err := strconv.Atoi(d.Name())
-		if err != nil {
-			continue
-		}
-		cmdline, err := os.ReadFile(filepath.Join("/proc", d.Name(), "cmdline"))
-		if err != nil {
-			continue
-		}
-		args := strings.Split(string(cmdline), "\x00")
-		if filepath.Base(args[0]) == name && strings.Contains(string(cmdline), f.workDir+string(filepath.Separator)) {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
-}
-
 // backgroundCPU measures, over window, how many cores the control plane's
 // simulator and servers use with no platform-apiserver running, for the
 // record: the load every sub-benchmark shares the two cores with. The
@@ -451,29 +339,17 @@ func (f *fleetEnv) backgroundCPU(ctx context.Context, window time.Duration) stri
 	names := []string{"etcd", "kube-apiserver", "kwok", "metrics-server"}
 	before := map[string]time.Duration{}
 	for _, n := range names {
-		for _, pid := range f.processPIDs(n) {
-			if t, err := processCPUTime(pid); err == nil {
-				before[n] += t
-			}
-		}
+		before[n] = cpuOf(f.pidsNamed(n))
 	}
 	begin := time.Now()
-	select {
-	case <-time.After(window):
-	case <-ctx.Done():
-		return ctx.Err().Error()
+	if err := sleepCtx(ctx, window); err != nil {
+		return err.Error()
 	}
 	elapsed := time.Since(begin)
 	var parts []string
 	var total float64
 	for _, n := range names {
-		var after time.Duration
-		for _, pid := range f.processPIDs(n) {
-			if t, err := processCPUTime(pid); err == nil {
-				after += t
-			}
-		}
-		cores := float64(after-before[n]) / float64(elapsed)
+		cores := float64(cpuOf(f.pidsNamed(n))-before[n]) / float64(elapsed)
 		total += cores
 		parts = append(parts, fmt.Sprintf("%s %.2f", n, cores))
 	}

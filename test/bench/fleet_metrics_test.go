@@ -4,11 +4,11 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"regexp"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -16,136 +16,98 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// Metric names the fleet benchmark reads from every replica's /metrics.
-const (
-	lockHoldMetric = "platform_registry_writer_lock_hold_seconds"
-	lockWaitMetric = "platform_registry_writer_lock_wait_seconds"
-	// memberLockWaitMetric: the wait for a member's own lock (writers of
-	// different members do not wait for each other), where the registry has it.
-	memberLockWaitMetric = "platform_registry_member_lock_wait_seconds"
-	claimsMetric         = "platform_discovery_member_claims_total"
-	fencedMetric         = "platform_discovery_fenced_writes_total"
-	membersMetric        = "platform_discovery_members"
-	syncedMetric         = "platform_discovery_synced"
-	leaderMetric         = "platform_discovery_leader"
-)
-
-// histogram is a Prometheus histogram's cumulative bucket counts by upper
+// promHistogram is a Prometheus histogram's cumulative bucket counts by upper
 // bound (+Inf included), possibly summed over series and replicas.
-type histogram map[float64]float64
+type promHistogram map[float64]float64
 
-var labelRE = regexp.MustCompile(`(\w+)="((?:[^"\\]|\\.)*)"`)
-
-// parseLabels returns the labels of a sample line's {…} part.
-func parseLabels(s string) map[string]string {
-	out := map[string]string{}
-	for _, m := range labelRE.FindAllStringSubmatch(s, -1) {
-		out[m[1]] = m[2]
-	}
-	return out
-}
-
-// metricSamples returns every sample of name (exactly, not its _bucket
-// etc. unless given) in body with its labels.
-func metricSamples(body, name string) []metricSample {
-	var out []metricSample
-	sc := bufio.NewScanner(strings.NewReader(body))
-	sc.Buffer(make([]byte, 1<<20), 1<<24)
-	for sc.Scan() {
-		line := sc.Text()
-		rest, ok := strings.CutPrefix(line, name)
-		if !ok || (!strings.HasPrefix(rest, "{") && !strings.HasPrefix(rest, " ")) {
-			continue
-		}
-		labels := map[string]string{}
-		if strings.HasPrefix(rest, "{") {
-			end := strings.LastIndexByte(rest, '}')
-			if end < 0 {
-				continue
-			}
-			labels = parseLabels(rest[1:end])
-			rest = rest[end+1:]
-		}
-		fields := strings.Fields(rest)
-		if len(fields) == 0 {
-			continue
-		}
-		v, err := strconv.ParseFloat(fields[0], 64)
-		if err != nil {
-			continue
-		}
-		out = append(out, metricSample{labels: labels, value: v})
-	}
-	return out
-}
-
+// metricSample is one sample line of a /metrics body.
 type metricSample struct {
 	labels map[string]string
 	value  float64
 }
 
-// histogramsByOp parses the histogram name of body, one per value of its
-// op label ("" when it has none).
-func histogramsByOp(body, name string) map[string]histogram {
-	out := map[string]histogram{}
-	for _, s := range metricSamples(body, name+"_bucket") {
-		le, ok := s.labels["le"]
-		if !ok {
+var labelRE = regexp.MustCompile(`(\w+)="((?:[^"\\]|\\.)*)"`)
+
+// metricSamples returns every sample of name (exactly: name_bucket only when
+// asked) in body with its labels.
+func metricSamples(body, name string) []metricSample {
+	var out []metricSample
+	for line := range strings.Lines(body) {
+		rest, ok := strings.CutPrefix(strings.TrimSpace(line), name)
+		if !ok || (!strings.HasPrefix(rest, "{") && !strings.HasPrefix(rest, " ")) {
 			continue
 		}
-		bound, err := strconv.ParseFloat(le, 64) // "+Inf" parses as +Inf
+		labels := map[string]string{}
+		if end := strings.LastIndexByte(rest, '}'); strings.HasPrefix(rest, "{") && end > 0 {
+			for _, m := range labelRE.FindAllStringSubmatch(rest[1:end], -1) {
+				labels[m[1]] = m[2]
+			}
+			rest = rest[end+1:]
+		}
+		if fields := strings.Fields(rest); len(fields) > 0 {
+			if v, err := strconv.ParseFloat(fields[0], 64); err == nil {
+				out = append(out, metricSample{labels, v})
+			}
+		}
+	}
+	return out
+}
+
+// sumSamples sums name's samples; -1 when body has none.
+func sumSamples(body, name string) float64 {
+	samples := metricSamples(body, name)
+	if len(samples) == 0 {
+		return -1
+	}
+	var total float64
+	for _, s := range samples {
+		total += s.value
+	}
+	return total
+}
+
+// histogramsByOp parses the histogram name of body, one per value of its op
+// label ("" when it has none).
+func histogramsByOp(body, name string) map[string]promHistogram {
+	out := map[string]promHistogram{}
+	for _, s := range metricSamples(body, name+"_bucket") {
+		bound, err := strconv.ParseFloat(s.labels["le"], 64) // "+Inf" parses as +Inf
 		if err != nil {
 			continue
 		}
-		op := s.labels["op"]
-		if out[op] == nil {
-			out[op] = histogram{}
+		if out[s.labels["op"]] == nil {
+			out[s.labels["op"]] = promHistogram{}
 		}
-		out[op][bound] += s.value
+		out[s.labels["op"]][bound] += s.value
 	}
 	return out
 }
 
-// add adds o's counts into h.
-func (h histogram) add(o histogram) {
-	for b, c := range o {
-		h[b] += c
+// addDiff adds a minus before (nil: nothing before) into h.
+func (h promHistogram) addDiff(a, before promHistogram) {
+	for b, c := range a {
+		h[b] += c - before[b]
 	}
 }
 
-// sub returns h minus before: the observations between two scrapes.
-func (h histogram) sub(before histogram) histogram {
-	out := histogram{}
-	for b, c := range h {
-		out[b] = c - before[b]
-	}
-	return out
-}
-
-func (h histogram) count() float64 { return h[math.Inf(1)] }
+func (h promHistogram) count() float64 { return h[math.Inf(1)] }
 
 // quantile estimates the q-quantile as Prometheus' histogram_quantile does:
 // linear interpolation inside the bucket the rank falls in; the largest
 // finite bound if it falls in +Inf. NaN without observations.
-func (h histogram) quantile(q float64) float64 {
-	total := h.count()
-	if total <= 0 {
+func (h promHistogram) quantile(q float64) float64 {
+	if h.count() <= 0 {
 		return math.NaN()
 	}
-	bounds := make([]float64, 0, len(h))
-	for b := range h {
-		bounds = append(bounds, b)
-	}
-	sort.Float64s(bounds)
-	rank := q * total
+	rank := q * h.count()
 	prevBound, prevCount := 0.0, 0.0
-	for _, b := range bounds {
+	for _, b := range slices.Sorted(maps.Keys(h)) {
 		c := h[b]
 		if c >= rank {
-			if math.IsInf(b, 1) {
+			switch {
+			case math.IsInf(b, 1):
 				return prevBound
-			}
-			if c == prevCount {
+			case c == prevCount:
 				return b
 			}
 			return prevBound + (b-prevBound)*(rank-prevCount)/(c-prevCount)
@@ -155,45 +117,44 @@ func (h histogram) quantile(q float64) float64 {
 	return prevBound
 }
 
-// lockSnapshot is one replica's writer-lock histograms, by op, and its
-// member-lock wait histogram.
-type lockSnapshot struct{ hold, wait, memberWait map[string]histogram }
+// lockSnapshot is one replica's writer-lock hold and wait histograms and its
+// member-lock wait histograms (where the registry has that lock), by op.
+type lockSnapshot struct{ hold, wait, memberWait map[string]promHistogram }
 
 func readLockSnapshot(body string) lockSnapshot {
 	return lockSnapshot{
-		hold:       histogramsByOp(body, lockHoldMetric),
-		wait:       histogramsByOp(body, lockWaitMetric),
-		memberWait: histogramsByOp(body, memberLockWaitMetric),
+		hold:       histogramsByOp(body, "platform_registry_writer_lock_hold_seconds"),
+		wait:       histogramsByOp(body, "platform_registry_writer_lock_wait_seconds"),
+		memberWait: histogramsByOp(body, "platform_registry_member_lock_wait_seconds"),
 	}
 }
 
 // lockWindow sums, over replicas and ops, the observations between two
 // snapshots of each replica (before may be nil: since the process started).
 type lockWindow struct {
-	hold, wait, memberWait histogram
-	holdByOp               map[string]histogram
+	hold, wait, memberWait promHistogram
+	holdByOp               map[string]promHistogram
 }
 
 func newLockWindow(before, after []lockSnapshot) lockWindow {
-	w := lockWindow{hold: histogram{}, wait: histogram{}, memberWait: histogram{}, holdByOp: map[string]histogram{}}
+	w := lockWindow{hold: promHistogram{}, wait: promHistogram{}, memberWait: promHistogram{}, holdByOp: map[string]promHistogram{}}
 	for i, a := range after {
 		var b lockSnapshot
 		if before != nil {
 			b = before[i]
 		}
 		for op, h := range a.hold {
-			d := h.sub(b.hold[op])
-			w.hold.add(d)
+			w.hold.addDiff(h, b.hold[op])
 			if w.holdByOp[op] == nil {
-				w.holdByOp[op] = histogram{}
+				w.holdByOp[op] = promHistogram{}
 			}
-			w.holdByOp[op].add(d)
+			w.holdByOp[op].addDiff(h, b.hold[op])
 		}
 		for op, h := range a.wait {
-			w.wait.add(h.sub(b.wait[op]))
+			w.wait.addDiff(h, b.wait[op])
 		}
 		for op, h := range a.memberWait {
-			w.memberWait.add(h.sub(b.memberWait[op]))
+			w.memberWait.addDiff(h, b.memberWait[op])
 		}
 	}
 	return w
@@ -201,18 +162,11 @@ func newLockWindow(before, after []lockSnapshot) lockWindow {
 
 // byOp describes the hold p99 and count of each op, for the log.
 func (w lockWindow) byOp() string {
-	ops := make([]string, 0, len(w.holdByOp))
-	for op := range w.holdByOp {
-		ops = append(ops, op)
-	}
-	slices.Sort(ops)
 	var parts []string
-	for _, op := range ops {
-		h := w.holdByOp[op]
-		if h.count() == 0 {
-			continue
+	for _, op := range slices.Sorted(maps.Keys(w.holdByOp)) {
+		if h := w.holdByOp[op]; h.count() > 0 {
+			parts = append(parts, fmt.Sprintf("%s %.0f× p99 %s", op, h.count(), secondsString(h.quantile(0.99))))
 		}
-		parts = append(parts, fmt.Sprintf("%s %.0f× p99 %s", op, h.count(), secondsString(h.quantile(0.99))))
 	}
 	if len(parts) == 0 {
 		return "none observed"
@@ -227,11 +181,10 @@ func secondsString(s float64) string {
 	return fmt.Sprintf("%.1f ms", s*1000)
 }
 
-// replicaShare is what a replica's /metrics say about the members it
-// mirrors.
+// replicaShare is what a replica's /metrics say about the members it mirrors.
 type replicaShare struct {
-	// members is the sum of platform_discovery_members over its states (-1
-	// when the metric is absent); states the non-zero states.
+	// members sums platform_discovery_members over its states (-1 when
+	// absent); states lists the non-zero ones.
 	members int
 	states  string
 	// clusters are those it reports synced (platform_discovery_synced).
@@ -240,64 +193,45 @@ type replicaShare struct {
 	// single-Lease design), else nil.
 	leader *bool
 	// claims and fenced are platform_discovery_member_claims_total and
-	// fenced_writes_total, where the server has them (-1 otherwise).
+	// fenced_writes_total (-1 where the server lacks them).
 	claims, fenced float64
 }
 
 func readReplicaShare(body string) replicaShare {
-	var s replicaShare
-	samples := metricSamples(body, membersMetric)
-	if len(samples) == 0 {
-		s.members = -1
-	}
+	s := replicaShare{members: int(sumSamples(body, "platform_discovery_members"))}
 	var parts []string
-	for _, m := range samples {
-		s.members += int(m.value)
+	for _, m := range metricSamples(body, "platform_discovery_members") {
 		if m.value > 0 {
 			parts = append(parts, fmt.Sprintf("%s %d", m.labels["state"], int(m.value)))
 		}
 	}
 	slices.Sort(parts)
 	s.states = strings.Join(parts, ", ")
-	seen := map[string]bool{}
-	for _, m := range metricSamples(body, syncedMetric) {
-		if c := m.labels["cluster"]; c != "" && m.value == 1 && !seen[c] {
-			seen[c] = true
+	for _, m := range metricSamples(body, "platform_discovery_synced") {
+		if c := m.labels["cluster"]; c != "" && m.value == 1 && !slices.Contains(s.clusters, c) {
 			s.clusters = append(s.clusters, c)
 		}
 	}
 	slices.Sort(s.clusters)
-	if samples := metricSamples(body, leaderMetric); len(samples) > 0 {
+	if samples := metricSamples(body, "platform_discovery_leader"); len(samples) > 0 {
 		leader := samples[0].value > 0
 		s.leader = &leader
 	}
-	s.claims, s.fenced = -1, -1
-	for _, c := range []struct {
-		name string
-		dst  *float64
-	}{{claimsMetric, &s.claims}, {fencedMetric, &s.fenced}} {
-		if samples := metricSamples(body, c.name); len(samples) > 0 {
-			*c.dst = 0
-			for _, m := range samples {
-				*c.dst += m.value
-			}
-		}
-	}
+	s.claims = sumSamples(body, "platform_discovery_member_claims_total")
+	s.fenced = sumSamples(body, "platform_discovery_fenced_writes_total")
 	return s
 }
 
-// leaseHolders describes the Leases in the discovery Leases' namespace
-// (kube-system: the servers run outside a pod) other than kube-apiserver's
-// own identity Leases, grouped by holder. A holder is named by the replica
-// whose log carries its identity (identity="…"), else by the replica that
-// reports synced the most of the members whose Leases it holds.
-func (f *fleetEnv) leaseHolders(ctx context.Context, replicas []fleetReplicaResult, logs map[string]string) (string, error) {
+// leaseHolders describes the Leases in kube-system (where the discovery
+// Leases are: the servers run outside a pod) other than kube-apiserver's
+// own, grouped by holder, each named by the replica whose log carries its
+// identity (identity="…").
+func (f *fleetEnv) leaseHolders(ctx context.Context, logs map[string]string) (string, error) {
 	leases, err := f.kube.CoordinationV1().Leases("kube-system").List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return "", fmt.Errorf("list Leases: %w", err)
 	}
 	byHolder := map[string][]string{}
-	clustersOf := map[string][]string{}
 	for _, l := range leases.Items {
 		if strings.HasPrefix(l.Name, "apiserver-") {
 			continue
@@ -307,47 +241,19 @@ func (f *fleetEnv) leaseHolders(ctx context.Context, replicas []fleetReplicaResu
 			holder = *h
 		}
 		byHolder[holder] = append(byHolder[holder], l.Name)
-		if _, id, ok := strings.Cut(l.Name, "-member-"); ok {
-			clustersOf[holder] = append(clustersOf[holder], id)
-		}
 	}
-	name := func(holder string) string {
-		if holder == "(none)" {
-			return holder
-		}
-		for r, path := range logs {
-			if data, err := os.ReadFile(path); err == nil && strings.Contains(string(data), `identity="`+holder+`"`) {
-				return r
-			}
-		}
-		best, bestN := holder, 0
-		for _, r := range replicas {
-			n := 0
-			for _, c := range clustersOf[holder] {
-				if slices.Contains(r.clusters, c) {
-					n++
-				}
-			}
-			if n > bestN {
-				best, bestN = r.name, n
-			}
-		}
-		return best
-	}
-	holders := make([]string, 0, len(byHolder))
-	for h := range byHolder {
-		holders = append(holders, h)
-	}
-	slices.Sort(holders)
 	var parts []string
-	for _, h := range holders {
-		names := byHolder[h]
-		slices.Sort(names)
-		shown := names
-		if len(shown) > 3 {
-			shown = append(slices.Clone(shown[:3]), "…")
+	for _, h := range slices.Sorted(maps.Keys(byHolder)) {
+		names, name := slices.Sorted(slices.Values(byHolder[h])), h
+		for r, path := range logs {
+			if data, err := os.ReadFile(path); err == nil && strings.Contains(string(data), `identity="`+h+`"`) {
+				name = r
+			}
 		}
-		parts = append(parts, fmt.Sprintf("%s: %d (%s)", name(h), len(names), strings.Join(shown, ", ")))
+		if len(names) > 3 {
+			names = append(names[:3], "…")
+		}
+		parts = append(parts, fmt.Sprintf("%s: %d (%s)", name, len(byHolder[h]), strings.Join(names, ", ")))
 	}
 	if len(parts) == 0 {
 		return "no Leases", nil
@@ -355,18 +261,11 @@ func (f *fleetEnv) leaseHolders(ctx context.Context, replicas []fleetReplicaResu
 	return strings.Join(parts, "; "), nil
 }
 
-// dbSize is the size of a sub-benchmark's registry database.
+// dbSize is the size of a sub-benchmark's registry database and of its main
+// tables (heap, TOAST, indexes; the metrics history over its partitions).
 type dbSize struct {
 	database int64
-	// tables: total relation size (heap, TOAST, indexes) of the main
-	// tables, the metrics history summed over its partitions.
-	tables []tableSize
-}
-
-type tableSize struct {
-	name  string
-	bytes int64
-	rows  int64
+	tables   []string
 }
 
 func measureDBSize(ctx context.Context, pool *pgxpool.Pool) (dbSize, error) {
@@ -374,34 +273,27 @@ func measureDBSize(ctx context.Context, pool *pgxpool.Pool) (dbSize, error) {
 	if err := pool.QueryRow(ctx, `SELECT pg_database_size(current_database())`).Scan(&s.database); err != nil {
 		return s, fmt.Errorf("database size: %w", err)
 	}
-	for _, t := range []string{"cluster_node", "cluster_pod", "cluster_namespace", "registry_change"} {
-		ts := tableSize{name: t}
-		if err := pool.QueryRow(ctx, `SELECT pg_total_relation_size($1::regclass), (SELECT count(*) FROM `+t+`)`, t).Scan(&ts.bytes, &ts.rows); err != nil {
+	for _, t := range []string{"cluster_node", "cluster_pod", "cluster_namespace", "registry_change", "cluster_node_metrics"} {
+		var bytes, rows int64
+		size := `pg_total_relation_size($1::regclass)`
+		if t == "cluster_node_metrics" {
+			size = `(SELECT coalesce(sum(pg_total_relation_size(relid)), 0)::int8 FROM pg_partition_tree($1::regclass) WHERE isleaf)`
+		}
+		err := pool.QueryRow(ctx, `SELECT `+size+`, (SELECT count(*) FROM `+t+`)`, t).Scan(&bytes, &rows)
+		if err != nil {
 			return s, fmt.Errorf("size of %s: %w", t, err)
 		}
-		s.tables = append(s.tables, ts)
+		s.tables = append(s.tables, fmt.Sprintf("%s %s (%d rows)", t, mibString(bytes), rows))
 	}
-	ts := tableSize{name: "cluster_node_metrics"}
-	err := pool.QueryRow(ctx, `
-		SELECT coalesce(sum(pg_total_relation_size(relid)), 0)::int8, (SELECT count(*) FROM cluster_node_metrics)
-		FROM pg_partition_tree('cluster_node_metrics') WHERE isleaf`).Scan(&ts.bytes, &ts.rows)
-	if err != nil {
-		return s, fmt.Errorf("size of cluster_node_metrics: %w", err)
-	}
-	s.tables = append(s.tables, ts)
 	return s, nil
 }
 
 func (s dbSize) String() string {
-	parts := make([]string, 0, len(s.tables))
-	for _, t := range s.tables {
-		parts = append(parts, fmt.Sprintf("%s %s (%d rows)", t.name, fleetMiB(t.bytes), t.rows))
-	}
-	return fmt.Sprintf("%s in all: %s", fleetMiB(s.database), strings.Join(parts, ", "))
+	return fmt.Sprintf("%s in all: %s", mibString(s.database), strings.Join(s.tables, ", "))
 }
 
 // logErrors counts a replica's klog error lines ("E" and MMDD) and returns
-// the most frequent messages.
+// the five most frequent messages.
 func logErrors(path string) (int, []string, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -414,17 +306,17 @@ func logErrors(path string) (int, []string, error) {
 	sc.Buffer(make([]byte, 1<<20), 1<<24)
 	for sc.Scan() {
 		line := sc.Text()
-		if len(line) < 6 || line[0] != 'E' || !isDigits(line[1:5]) {
+		if len(line) < 6 || line[0] != 'E' || strings.Trim(line[1:5], "0123456789") != "" {
 			continue
 		}
 		total++
-		msg := line
-		if _, after, ok := strings.Cut(line, "] "); ok {
-			msg = after
+		_, msg, ok := strings.Cut(line, "] ")
+		if !ok {
+			msg = line
 		}
 		// The quoted message, without the key/values that vary.
-		if strings.HasPrefix(msg, `"`) {
-			if end := strings.Index(msg[1:], `"`); end >= 0 {
+		if quoted, ok := strings.CutPrefix(msg, `"`); ok {
+			if end := strings.Index(quoted, `"`); end >= 0 {
 				msg = msg[:end+2]
 			}
 		}
@@ -433,30 +325,10 @@ func logErrors(path string) (int, []string, error) {
 		}
 		counts[msg]++
 	}
-	if err := sc.Err(); err != nil {
-		return total, nil, err
-	}
-	msgs := make([]string, 0, len(counts))
-	for m := range counts {
-		msgs = append(msgs, m)
-	}
-	slices.SortFunc(msgs, func(a, b string) int { return counts[b] - counts[a] })
-	if len(msgs) > 5 {
-		msgs = msgs[:5]
-	}
+	msgs := slices.SortedFunc(maps.Keys(counts), func(a, b string) int { return counts[b] - counts[a] })
+	msgs = msgs[:min(len(msgs), 5)]
 	for i, m := range msgs {
 		msgs[i] = fmt.Sprintf("%d× %s", counts[m], m)
 	}
-	return total, msgs, nil
+	return total, msgs, sc.Err()
 }
-
-func isDigits(s string) bool {
-	for _, r := range s {
-		if r < '0' || r > '9' {
-			return false
-		}
-	}
-	return s != ""
-}
-
-func fleetMiB(bytes int64) string { return fmt.Sprintf("%.0f MiB", float64(bytes)/mib) }

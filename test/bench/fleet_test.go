@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -18,7 +19,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/example/platform-apiserver/test/framework"
 )
@@ -61,46 +62,22 @@ const (
 	maxKiBPerNode = 100
 )
 
-// BenchmarkFleet mirrors a fleet of fleetMembers member clusters — the same
-// kwok-simulated cluster of nodeCount nodes and fleetPods pods (with
-// metrics-server, so every member's scraper runs) under fleetMembers
-// cluster ids, fleetNodes NodeCapacities — with 1 and with 3 replicas
-// (leader election on), each on a database of its own:
-//
-//   - untimed by the benchmark clock but reported: the initial sync, from
-//     starting the replicas until the registry holds every member's nodes,
-//     pods and namespaces; the servers' memory; the writer lock's hold and
-//     wait p99 during the sync;
-//   - one op is fleetChangesPerOp node label changes in the member, each
-//     awaited until its row changed under every cluster id (freshness, one
-//     sample per member row), while the scrapers run and namespaces churn
-//     in the background;
-//   - after the loop: the steady state's memory, CPU and lock p99, the
-//     database's size, and which replica mirrors how many members.
-//
-// The environment is its own, started and stopped here.
+// BenchmarkFleet mirrors fleetMembers copies of one kwok-simulated cluster
+// (fleetNodes NodeCapacities) with 1 and 3 replicas, each on a database of
+// its own: the initial sync and its memory and lock waits (untimed but
+// reported), then ops of fleetChangesPerOp node changes each awaited under
+// every cluster id while scrapers and churn run, then the steady state's
+// memory, CPU, locks and database size. See docs/benchmarks.md, "Fleet".
 func BenchmarkFleet(b *testing.B) {
-	begin := time.Now()
-	f, err := startFleetEnv(context.Background())
-	defer func() {
-		if f == nil {
-			return
-		}
-		if err := f.stop(b.Failed()); err != nil {
-			b.Errorf("stop fleet benchmark environment: %v", err)
-		}
-	}()
-	if err != nil {
-		b.Fatalf("fleet benchmark setup: %v", err)
-	}
-	fmt.Fprintf(os.Stderr, "fleet benchmark environment ready in %s: the member holds %s; %d members; background load without a platform-apiserver: %s\n",
-		time.Since(begin).Round(time.Second), f.want, fleetMembers, f.backgroundCPU(context.Background(), fleetMetricResolution))
+	f := startFleetEnv(b)
+	fmt.Fprintf(os.Stderr, "fleet: the member holds %s; %d members; background load without a platform-apiserver: %s\n",
+		f.want, fleetMembers, f.backgroundCPU(b.Context(), fleetMetricResolution))
 	for _, n := range []int{1, 3} {
 		if !b.Run(fmt.Sprintf("replicas=%d", n), func(b *testing.B) { f.bench(b, n) }) {
 			break
 		}
 	}
-	f.printSummary(os.Stdout)
+	f.summarize()
 }
 
 // fleetResult is what one sub-benchmark measured.
@@ -110,7 +87,7 @@ type fleetResult struct {
 	// memberSync each member's own (sorted).
 	sync       time.Duration
 	memberSync []time.Duration
-	fresh      watchLatency
+	fresh      percentiles
 	// Writer lock p99s in seconds (NaN when the servers do not export the
 	// histograms) during the sync and the steady window, and the member
 	// lock's wait p99 where the registry has one.
@@ -190,37 +167,30 @@ func (f *fleetEnv) bench(b *testing.B, n int) {
 
 	// Steady state: background churn, scrapers, and the freshness loop.
 	churnCtx, stopChurn := context.WithCancel(ctx)
+	defer stopChurn()
 	churnBegin := time.Now()
 	churnDone := make(chan [2]int, 1)
 	go func() { churnDone <- f.churn(churnCtx) }()
-	sampler := run.sampleRSS(churnCtx)
-	defer stopChurn()
-	select {
-	case <-time.After(fleetWarmup):
-	case <-ctx.Done():
-		b.Fatal(ctx.Err())
+	if err := sleepCtx(ctx, fleetWarmup); err != nil {
+		b.Fatal(err)
 	}
 	steadyBegin := time.Now()
-	sampler.from(steadyBegin)
+	stopSampling := run.sampleRSS()
 	before, err := run.lockSnapshots(ctx)
 	if err != nil {
 		b.Fatal(err)
 	}
 	cpuBefore := run.cpuTimes()
-	var latencies []time.Duration
+	var fresh latencies
 	for b.Loop() {
 		got, err := f.freshnessRound(ctx, run.pool, run.ids)
 		if err != nil {
 			b.Fatal(err)
 		}
-		latencies = append(latencies, got...)
+		fresh.add(got...)
 	}
-	if rest := fleetSteadyMin - time.Since(steadyBegin); rest > 0 {
-		select {
-		case <-time.After(rest):
-		case <-ctx.Done():
-			b.Fatal(ctx.Err())
-		}
+	if err := sleepCtx(ctx, fleetSteadyMin-time.Since(steadyBegin)); err != nil {
+		b.Fatal(err)
 	}
 	after, err := run.lockSnapshots(ctx)
 	if err != nil {
@@ -231,11 +201,11 @@ func (f *fleetEnv) bench(b *testing.B, n int) {
 	stopChurn()
 	churn := <-churnDone
 	res.churnChanges, res.churnErrors, res.churnWindow = churn[0], churn[1], time.Since(churnBegin)
-	steadyRSS := sampler.stop()
+	steadyRSS := stopSampling()
 	w = newLockWindow(before, after)
 	res.steadyHold, res.steadyWait, res.steadyHoldByOp = w.hold.quantile(0.99), w.wait.quantile(0.99), w.byOp()
 	res.steadyMemberWait = w.memberWait.quantile(0.99)
-	res.fresh = summarizeLatencies(latencies)
+	res.fresh = fresh.summary()
 
 	// Who mirrors what, memory, database, logs.
 	logs := map[string]string{}
@@ -258,7 +228,7 @@ func (f *fleetEnv) bench(b *testing.B, n int) {
 			}
 		}
 	}
-	if res.leases, err = f.leaseHolders(ctx, res.perReplica, logs); err != nil {
+	if res.leases, err = f.leaseHolders(ctx, logs); err != nil {
 		b.Error(err)
 	}
 	if res.db, err = measureDBSize(ctx, run.pool); err != nil {
@@ -280,14 +250,9 @@ func (f *fleetEnv) bench(b *testing.B, n int) {
 // platform-apiserver's own `migrate`, so the replicas start on a ready
 // schema, and connects to it.
 func (f *fleetEnv) newRun(ctx context.Context, db string) (*fleetRun, error) {
-	admin, err := pgx.Connect(ctx, f.pg.DSN())
-	if err != nil {
-		return nil, fmt.Errorf("connect to PostgreSQL: %w", err)
-	}
-	defer admin.Close(ctx)
 	ident := pgx.Identifier{db}.Sanitize()
 	for _, stmt := range []string{`DROP DATABASE IF EXISTS ` + ident + ` WITH (FORCE)`, `CREATE DATABASE ` + ident} {
-		if _, err := admin.Exec(ctx, stmt); err != nil {
+		if _, err := f.db.Exec(ctx, stmt); err != nil {
 			return nil, fmt.Errorf("%s: %w", stmt, err)
 		}
 	}
@@ -391,104 +356,70 @@ func (r *fleetRun) close() error {
 
 // startAndSync starts n replicas at once and polls the registry until every
 // member's rows are complete; the sync time runs from the first start. It
-// returns once every replica is ready too. On error, starts still running
-// are cancelled and every replica that did start is in r.replicas, for
-// close.
-func (r *fleetRun) startAndSync(ctx context.Context, n int, res *fleetResult) (err error) {
-	type started struct {
-		i   int
-		rep *framework.FleetReplica
-		err error
-	}
-	startCtx, cancelStart := context.WithCancel(ctx)
-	defer cancelStart()
-	startedCh := make(chan started, n)
-	r.replicas = make([]*framework.FleetReplica, 0, n)
-	pending := n
-	var startErrs []error
-	collect := func(s started) {
-		pending--
-		if s.rep != nil {
-			r.replicas = append(r.replicas, s.rep)
-		}
-		if s.err != nil {
-			startErrs = append(startErrs, s.err)
-		}
-	}
+// returns once every replica is ready too, with every replica that did
+// start in r.replicas (for close), in start order.
+func (r *fleetRun) startAndSync(ctx context.Context, n int, res *fleetResult) error {
+	startCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var mu sync.Mutex
+	var starts sync.WaitGroup
+	startErrs := make(chan error, n)
 	defer func() {
-		if err != nil {
-			cancelStart()
-			for pending > 0 {
-				collect(<-startedCh)
-			}
-		}
-		// In start order, so replica i is platform-fleet-r<n>-<i>.
+		cancel()
+		starts.Wait()
 		slices.SortFunc(r.replicas, func(a, b *framework.FleetReplica) int { return strings.Compare(a.Name(), b.Name()) })
 	}()
 	begin := time.Now()
 	for i := range n {
-		name := fmt.Sprintf("platform-fleet-r%d-%d", n, i)
-		go func() {
-			rep, err := r.f.cp.StartFleetReplica(startCtx, name, []string{"--postgres-dsn=" + r.dsn}, fleetSyncTimeout)
-			startedCh <- started{i: i, rep: rep, err: err}
-		}()
+		starts.Go(func() {
+			rep, err := r.f.cp.StartFleetReplica(startCtx, fmt.Sprintf("platform-fleet-r%d-%d", n, i), []string{"--postgres-dsn=" + r.dsn}, fleetSyncTimeout)
+			mu.Lock()
+			defer mu.Unlock()
+			if rep != nil {
+				r.replicas = append(r.replicas, rep)
+			}
+			if err != nil {
+				startErrs <- err
+			}
+		})
 	}
 	done := map[string]time.Duration{}
 	var last string
-	tick := time.NewTicker(fleetSyncPoll)
-	defer tick.Stop()
-	deadline := time.NewTimer(fleetSyncTimeout)
-	defer deadline.Stop()
-	for len(done) < len(r.ids) {
+	err := wait.PollUntilContextTimeout(ctx, fleetSyncPoll, fleetSyncTimeout, false, func(ctx context.Context) (bool, error) {
 		select {
-		case s := <-startedCh:
-			collect(s)
-			if len(startErrs) > 0 {
-				return errors.Join(startErrs...)
-			}
-			continue
-		case <-tick.C:
-		case <-deadline.C:
-			return fmt.Errorf("%d of %d members mirrored after %s (last: %s)", len(done), len(r.ids), fleetSyncTimeout, last)
-		case <-ctx.Done():
-			return ctx.Err()
+		case err := <-startErrs:
+			return false, err
+		default:
 		}
 		counts, err := registryCountsByCluster(ctx, r.pool)
 		if err != nil {
-			return err
+			return false, err
 		}
-		now := time.Since(begin)
 		var total registryCounts
 		for _, id := range r.ids {
 			c := counts[id]
-			total.namespaces += c.namespaces
-			total.nodes += c.nodes
-			total.pods += c.pods
+			total = registryCounts{total.namespaces + c.namespaces, total.nodes + c.nodes, total.pods + c.pods}
 			if _, ok := done[id]; !ok && c == r.f.want {
-				done[id] = now
+				done[id] = time.Since(begin)
 			}
 		}
 		last = fmt.Sprintf("%s in the registry, %d members complete", total, len(done))
+		return len(done) == len(r.ids), nil
+	})
+	if err != nil {
+		return fmt.Errorf("%d of %d members mirrored: %w (last: %s)", len(done), len(r.ids), err, last)
 	}
 	res.sync = time.Since(begin)
-	for _, d := range done {
-		res.memberSync = append(res.memberSync, d)
-	}
-	slices.Sort(res.memberSync)
+	res.memberSync = slices.Sorted(maps.Values(done))
 	fmt.Fprintf(os.Stderr, "fleet: %d replica(s): every member mirrored after %s (%s); members complete after %s (first) … %s (median) … %s (last)\n",
 		n, res.sync.Round(time.Millisecond), last, res.memberSync[0].Round(time.Second),
 		res.memberSync[len(res.memberSync)/2].Round(time.Second), res.memberSync[len(res.memberSync)-1].Round(time.Second))
 	// Every replica must be up (ready) before the steady state.
-	for pending > 0 {
-		select {
-		case s := <-startedCh:
-			collect(s)
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-	if len(startErrs) > 0 {
-		return errors.Join(startErrs...)
+	starts.Wait()
+	select {
+	case err := <-startErrs:
+		return err
+	default:
 	}
 	fmt.Fprintf(os.Stderr, "fleet: %d replica(s) ready %s after the start\n", n, time.Since(begin).Round(time.Millisecond))
 	return nil
@@ -571,83 +502,39 @@ func (r *fleetRun) lockSnapshots(ctx context.Context) ([]lockSnapshot, error) {
 
 // cpuTimes reads every replica's CPU time so far (0 when unreadable).
 func (r *fleetRun) cpuTimes() []time.Duration {
-	out := make([]time.Duration, len(r.replicas))
+	pids := make([]int, len(r.replicas))
 	for i, rep := range r.replicas {
-		if t, err := processCPUTime(rep.PID()); err == nil {
-			out[i] = t
-		}
+		pids[i] = rep.PID()
 	}
-	return out
+	return cpuClock(pids...)
 }
 
-// rssSampler samples every replica's VmRSS until stopped.
-type rssSampler struct {
-	mu    sync.Mutex
-	since time.Time
-	sums  []float64
-	n     []int
-	stopC chan struct{}
-	done  chan struct{}
-}
-
-func (r *fleetRun) sampleRSS(ctx context.Context) *rssSampler {
-	s := &rssSampler{sums: make([]float64, len(r.replicas)), n: make([]int, len(r.replicas)),
-		stopC: make(chan struct{}), done: make(chan struct{}), since: time.Now().Add(time.Hour)}
+// sampleRSS samples every replica's VmRSS every fleetRSSSample until the
+// returned stop, which returns each one's mean.
+func (r *fleetRun) sampleRSS() (stop func() []int64) {
+	sums, n := make([]int64, len(r.replicas)), make([]int64, len(r.replicas))
+	quit, means := make(chan struct{}), make(chan []int64)
 	go func() {
-		defer close(s.done)
 		tick := time.NewTicker(fleetRSSSample)
 		defer tick.Stop()
 		for {
 			select {
 			case <-tick.C:
-			case <-s.stopC:
-				return
-			case <-ctx.Done():
-				return
-			}
-			s.mu.Lock()
-			counting := !time.Now().Before(s.since)
-			s.mu.Unlock()
-			if !counting {
-				continue
-			}
-			for i, rep := range r.replicas {
-				if rss, _, err := processMemory(rep.PID()); err == nil {
-					s.mu.Lock()
-					s.sums[i] += float64(rss)
-					s.n[i]++
-					s.mu.Unlock()
+				for i, rep := range r.replicas {
+					if rss, _, err := processMemory(rep.PID()); err == nil {
+						sums[i], n[i] = sums[i]+rss, n[i]+1
+					}
 				}
+			case <-quit:
+				for i := range sums {
+					sums[i] /= max(n[i], 1)
+				}
+				means <- sums
+				return
 			}
 		}
 	}()
-	return s
-}
-
-// from starts averaging at t.
-func (s *rssSampler) from(t time.Time) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.since = t
-}
-
-// stop ends the sampling and returns each replica's mean VmRSS.
-func (s *rssSampler) stop() []int64 {
-	select {
-	case <-s.stopC:
-	default:
-		close(s.stopC)
-	}
-	<-s.done
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := make([]int64, len(s.sums))
-	for i := range s.sums {
-		if s.n[i] > 0 {
-			out[i] = int64(s.sums[i] / float64(s.n[i]))
-		}
-	}
-	return out
+	return func() []int64 { close(quit); return <-means }
 }
 
 // churn relabels fleetChurnNamespaces namespaces in the member, round
@@ -666,8 +553,7 @@ func (f *fleetEnv) churn(ctx context.Context) [2]int {
 		seq := f.churnSeq
 		f.churnSeq++
 		ns := syncNamespaceName(seq % fleetChurnNamespaces * (fleetNamespaces / fleetChurnNamespaces))
-		patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, churnLabel, strconv.Itoa(seq))
-		if _, err := f.kube.CoreV1().Namespaces().Patch(ctx, ns, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		if err := f.relabel(ctx, "namespaces", ns, churnLabel, strconv.Itoa(seq)); err != nil {
 			if ctx.Err() == nil {
 				failures++
 			}
@@ -689,9 +575,8 @@ func (f *fleetEnv) freshnessRound(ctx context.Context, pool *pgxpool.Pool, ids [
 		seq := f.nodeSeq
 		node := nodeName(seq * 97 % nodeCount)
 		value := strconv.Itoa(seq)
-		patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, fleetLabel, value)
-		if _, err := f.kube.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
-			return nil, fmt.Errorf("label node %s: %w", node, err)
+		if err := f.relabel(ctx, "nodes", node, fleetLabel, value); err != nil {
+			return nil, err
 		}
 		written := time.Now()
 		seen := make(map[string]bool, len(ids))
@@ -724,17 +609,13 @@ func (f *fleetEnv) freshnessRound(ctx context.Context, pool *pgxpool.Pool, ids [
 				}
 				return nil, fmt.Errorf("change %d (label of node %s) not mirrored under %v after %s", seq, node, missing, fleetChangeTimeout)
 			}
-			select {
-			case <-time.After(fleetFreshnessPoll):
-			case <-ctx.Done():
-				return nil, ctx.Err()
+			if err := sleepCtx(ctx, fleetFreshnessPoll); err != nil {
+				return nil, err
 			}
 		}
 		// Changes start at different phases of the members' batch delays.
-		select {
-		case <-time.After(time.Duration(seq%5) * 37 * time.Millisecond):
-		case <-ctx.Done():
-			return nil, ctx.Err()
+		if err := sleepCtx(ctx, time.Duration(seq%5)*37*time.Millisecond); err != nil {
+			return nil, err
 		}
 	}
 	return latencies, nil
@@ -811,9 +692,7 @@ func (res fleetResult) report(b *testing.B) {
 	b.ReportMetric(0, "ns/op") // an op is a fixed number of changes
 	b.ReportMetric(res.sync.Seconds(), "sync-s")
 	b.ReportMetric(res.sync.Seconds()/(fleetNodes/1000), "sync-s/1k-nodes")
-	b.ReportMetric(ms(res.fresh.p50), "fresh-p50-ms")
-	b.ReportMetric(ms(res.fresh.p99), "fresh-p99-ms")
-	b.ReportMetric(ms(res.fresh.max), "fresh-max-ms")
+	res.fresh.report(b, "fresh-", true)
 	b.ReportMetric(float64(res.fresh.samples)/float64(b.N), "rows/op")
 	for _, m := range []struct {
 		v    float64
@@ -846,9 +725,8 @@ func (res fleetResult) report(b *testing.B) {
 
 // log writes the result's details to w.
 func (res fleetResult) log(w io.Writer) {
-	fmt.Fprintf(w, "fleet: %d replica(s): freshness over %d member rows: p50 %s p99 %s max %s; steady window %s; background churn %d namespace changes (%d failed) over %s since the sync\n",
-		res.replicas, res.fresh.samples, res.fresh.p50.Round(time.Millisecond), res.fresh.p99.Round(time.Millisecond), res.fresh.max.Round(time.Millisecond),
-		res.steadyWindow.Round(time.Second), res.churnChanges, res.churnErrors, res.churnWindow.Round(time.Second))
+	fmt.Fprintf(w, "fleet: %d replica(s): freshness %s member rows; steady window %s; background churn %d namespace changes (%d failed) over %s since the sync\n",
+		res.replicas, res.fresh, res.steadyWindow.Round(time.Second), res.churnChanges, res.churnErrors, res.churnWindow.Round(time.Second))
 	fmt.Fprintf(w, "fleet: writer lock hold p99 during the sync %s (wait %s, member lock wait %s) [%s]; steady %s (wait %s, member lock wait %s) [%s]\n",
 		secondsString(res.syncHold), secondsString(res.syncWait), secondsString(res.syncMemberWait), res.syncHoldByOp,
 		secondsString(res.steadyHold), secondsString(res.steadyWait), secondsString(res.steadyMemberWait), res.steadyHoldByOp)
@@ -867,7 +745,7 @@ func (res fleetResult) log(w io.Writer) {
 		}
 		fmt.Fprintf(w, "fleet:   %s: %s members (%s)%s; synced clusters %v; VmHWM %s, VmRSS after sync %s, steady %s; %.2f cores; %d error log lines\n",
 			r.name, memberCount(r.members), r.states, extra, r.clusters,
-			fleetMiB(r.hwm), fleetMiB(r.rssSynced), fleetMiB(r.rssSteady), r.cores, r.errors)
+			mibString(r.hwm), mibString(r.rssSynced), mibString(r.rssSteady), r.cores, r.errors)
 		for _, e := range r.errorSamples {
 			fmt.Fprintf(w, "fleet:     %s\n", e)
 		}
@@ -881,45 +759,41 @@ func memberCount(n int) string {
 	return strconv.Itoa(n)
 }
 
-// printSummary prints one block per sub-benchmark against the goal. Its
-// lines do not start with "Benchmark", so benchstat ignores them.
-func (f *fleetEnv) printSummary(w io.Writer) {
-	if len(f.results) == 0 {
-		return
-	}
-	fmt.Fprintf(w, "\nfleet summary (%d members × %d kwok nodes, %d pods, %d namespaces = %d NodeCapacities; replicas %s; goal: ≤ %d KiB server RSS per mirrored node)\n",
+// summarize adds one block per sub-benchmark to the summary, against the goal.
+func (f *fleetEnv) summarize() {
+	section := fmt.Sprintf("fleet summary (%d members × %d kwok nodes, %d pods, %d namespaces = %d NodeCapacities; replicas %s; goal: ≤ %d KiB server RSS per mirrored node)",
 		fleetMembers, nodeCount, f.want.pods, f.want.namespaces, fleetNodes, fleetReplicaCountsDoc, maxKiBPerNode)
-	fmt.Fprintf(w, "  %-8s %9s %11s %22s %19s %19s %9s %9s %10s\n",
-		"replicas", "sync", "s/1k nodes", "fresh p50/p99/max", "lock hold p99", "lock wait p99", "DB", "DB B/node", "cores")
-	fmt.Fprintf(w, "  %-8s %9s %11s %22s %19s %19s %9s %9s %10s\n", "", "", "", "(ms, per member row)", "sync / steady", "sync / steady", "", "", "(steady)")
+	line := func(format string, args ...any) { summary.printf(section, format, args...) }
+	const columns = "%-8s %9s %11s %22s %19s %19s %9s %9s %10s"
+	line(columns, "replicas", "sync", "s/1k nodes", "fresh p50/p99/max", "lock hold p99", "lock wait p99", "DB", "DB B/node", "cores")
+	line(columns, "", "", "", "(ms, per member row)", "sync / steady", "sync / steady", "", "", "(steady)")
 	for _, res := range f.results {
 		_, _, cores, _, _ := res.totals()
-		fmt.Fprintf(w, "  %-8d %8.1fs %11.2f %22s %19s %19s %9s %9.0f %10.2f\n",
+		line("%-8d %8.1fs %11.2f %22s %19s %19s %9s %9.0f %10.2f",
 			res.replicas, res.sync.Seconds(), res.sync.Seconds()/(fleetNodes/1000),
 			fmt.Sprintf("%.0f / %.0f / %.0f", ms(res.fresh.p50), ms(res.fresh.p99), ms(res.fresh.max)),
 			secondsString(res.syncHold)+" / "+secondsString(res.steadyHold),
 			secondsString(res.syncWait)+" / "+secondsString(res.steadyWait),
-			fleetMiB(res.db.database), float64(res.db.database)/fleetNodes, cores)
+			mibString(res.db.database), float64(res.db.database)/fleetNodes, cores)
 	}
 	for _, res := range f.results {
-		fmt.Fprintf(w, "  %d replica(s):\n", res.replicas)
+		line("%d replica(s):", res.replicas)
 		for _, r := range res.perReplica {
-			line := fmt.Sprintf("    %-22s %2s members  VmHWM %8s  VmRSS steady %8s", r.name, memberCount(r.members), fleetMiB(r.hwm), fleetMiB(r.rssSteady))
+			l := fmt.Sprintf("  %-22s %2s members  VmHWM %8s  VmRSS steady %8s", r.name, memberCount(r.members), mibString(r.hwm), mibString(r.rssSteady))
 			if nodes := r.mirroredNodes(); nodes > 0 {
 				steady := float64(r.rssSteady) / 1024 / float64(nodes)
 				peak := float64(r.hwm) / 1024 / float64(nodes)
-				line += fmt.Sprintf("  %6.2f KiB/mirrored node steady, %6.2f peak: %s", steady, peak, verdict(peak <= maxKiBPerNode))
+				l += fmt.Sprintf("  %6.2f KiB/mirrored node steady, %6.2f peak: %s", steady, peak, verdict(peak <= maxKiBPerNode))
 			} else {
-				line += "  mirrors no member"
+				l += "  mirrors no member"
 			}
-			fmt.Fprintln(w, line)
+			line("%s", l)
 		}
 		if claims := res.claims(); claims >= 0 {
-			fmt.Fprintf(w, "    member claims %.0f (%d = each member claimed once, never moved)\n", claims, fleetMembers)
+			line("  member claims %.0f (%d = each member claimed once, never moved)", claims, fleetMembers)
 		}
-		_, _, _, mirroring, maxMembers := res.totals()
-		if res.replicas > 1 && mirroring <= 1 {
-			fmt.Fprintf(w, "    one replica mirrors all %d members (%d mirroring, the most on one %d): members are not shared across replicas\n", fleetMembers, mirroring, maxMembers)
+		if _, _, _, mirroring, maxMembers := res.totals(); res.replicas > 1 && mirroring <= 1 {
+			line("  one replica mirrors all %d members (%d mirroring, the most on one %d): members are not shared across replicas", fleetMembers, mirroring, maxMembers)
 		}
 	}
 }

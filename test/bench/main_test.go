@@ -38,7 +38,7 @@ func setup(b *testing.B) *env {
 	b.Helper()
 	shared.once.Do(func() {
 		begin := time.Now()
-		shared.env, shared.err = startEnv(context.Background())
+		shared.env, shared.err = startEnv(context.Background(), envOptions{name: "shared", prepare: func(ctx context.Context, e *env) error { return e.seed(ctx) }})
 		if shared.err == nil {
 			fmt.Fprintf(os.Stderr, "benchmark environment ready in %s\n", time.Since(begin).Round(time.Second))
 		}
@@ -51,20 +51,15 @@ func setup(b *testing.B) *env {
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if code == 0 {
-		discoveryResults.print(os.Stdout)
-	}
+	summary.print(os.Stdout)
 	if e := shared.env; e != nil {
-		if code == 0 && shared.err == nil {
-			printSummary(os.Stdout, e)
-			if *profileDir != "" {
-				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-				if err := e.captureProfiles(ctx, *profileDir); err != nil {
-					fmt.Fprintf(os.Stderr, "capture profiles: %v\n", err)
-					code = 1
-				}
-				cancel()
+		if code == 0 && shared.err == nil && *profileDir != "" {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+			if err := e.captureProfiles(ctx, *profileDir); err != nil {
+				fmt.Fprintf(os.Stderr, "capture profiles: %v\n", err)
+				code = 1
 			}
+			cancel()
 		}
 		// Keep the logs of a failed run for whoever reads the failure.
 		keepLogs := code != 0 || shared.err != nil

@@ -3,12 +3,10 @@ package bench
 import (
 	"context"
 	"fmt"
-	"slices"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -89,11 +87,11 @@ func BenchmarkFleetOverview(b *testing.B) {
 			})
 		})
 		b.Run("usagehistory/"+sel.name+"/reads=raw-samples", func(b *testing.B) {
-			conn, err := pgx.Connect(ctx, e.cp.DatabaseURL())
+			conn, err := e.db.Acquire(ctx)
 			if err != nil {
 				b.Fatal(err)
 			}
-			defer conn.Close(ctx)
+			defer conn.Release()
 			query := `SELECT count(*), avg(cpu_usage_nanocores)::bigint, max(cpu_usage_nanocores),
 				percentile_disc(ARRAY[0.5, 0.95, 0.99]) WITHIN GROUP (ORDER BY cpu_usage_nanocores),
 				avg(memory_usage_bytes)::bigint, max(memory_usage_bytes),
@@ -114,20 +112,15 @@ func benchLatency(b *testing.B, op func(context.Context) error) {
 	if err := op(ctx); err != nil { // warm
 		b.Fatal(err)
 	}
-	var took []time.Duration
+	var took latencies
 	for b.Loop() {
 		start := time.Now()
 		if err := op(ctx); err != nil {
 			b.Fatal(err)
 		}
-		took = append(took, time.Since(start))
+		took.add(time.Since(start))
 	}
-	slices.Sort(took)
-	pct := func(p float64) float64 {
-		return float64(took[min(len(took)-1, int(p*float64(len(took))))].Microseconds()) / 1000
-	}
-	b.ReportMetric(pct(0.50), "p50-ms")
-	b.ReportMetric(pct(0.99), "p99-ms")
+	took.summary().report(b, "", false)
 }
 
 var seedHistory struct {
@@ -143,12 +136,6 @@ var seedHistory struct {
 func (e *env) seedUsageHistory(ctx context.Context) error {
 	seedHistory.once.Do(func() {
 		begin := time.Now()
-		conn, err := pgx.Connect(ctx, e.cp.DatabaseURL())
-		if err != nil {
-			seedHistory.err = err
-			return
-		}
-		defer conn.Close(ctx)
 		for _, sql := range []string{
 			`SELECT cluster_node_metrics_ensure_partitions(now() - interval '25 hours', now() + interval '1 hour')`,
 			`INSERT INTO cluster_node_metrics (cluster_id, node, cpu_usage_nanocores, memory_usage_bytes, observed_at, window_seconds)
@@ -160,7 +147,7 @@ func (e *env) seedUsageHistory(ctx context.Context) error {
 			      generate_series(date_trunc('minute', now()) - interval '24 hours', now(), interval '1 minute') t
 			 ON CONFLICT DO NOTHING`,
 		} {
-			if _, err := conn.Exec(ctx, sql); err != nil {
+			if _, err := e.db.Exec(ctx, sql); err != nil {
 				seedHistory.err = fmt.Errorf("%.60s...: %w", sql, err)
 				return
 			}
@@ -174,7 +161,7 @@ func (e *env) seedUsageHistory(ctx context.Context) error {
 			return
 		}
 		var samples, rollups int64
-		if err := conn.QueryRow(ctx, `SELECT (SELECT count(*) FROM cluster_node_metrics), (SELECT count(*) FROM cluster_node_usage_hourly)`).Scan(&samples, &rollups); err != nil {
+		if err := e.db.QueryRow(ctx, `SELECT (SELECT count(*) FROM cluster_node_metrics), (SELECT count(*) FROM cluster_node_usage_hourly)`).Scan(&samples, &rollups); err != nil {
 			seedHistory.err = err
 			return
 		}

@@ -10,8 +10,6 @@ import (
 	"time"
 )
 
-const mib = 1 << 20
-
 // processMemory reads VmRSS (resident set size now) and VmHWM (its peak since
 // the process started) of pid from /proc/<pid>/status, in bytes.
 func processMemory(pid int) (rss, hwm int64, err error) {
@@ -81,6 +79,17 @@ func processCPUTime(pid int) (time.Duration, error) {
 	return time.Duration(ticks) * time.Second / clockTicks, nil
 }
 
+// cpuOf sums the CPU time the processes pids have used, skipping those gone.
+func cpuOf(pids []int) time.Duration {
+	var total time.Duration
+	for _, pid := range pids {
+		if t, err := processCPUTime(pid); err == nil {
+			total += t
+		}
+	}
+	return total
+}
+
 // establishedConnections counts the established TCP connections, IPv4 and
 // IPv6, whose local port is port: those a server listening there serves.
 func establishedConnections(port int) (int, error) {
@@ -107,4 +116,14 @@ func establishedConnections(port int) (int, error) {
 		}
 	}
 	return n, nil
+}
+
+// cpuClock reads the CPU time each of pids has used so far; a process that
+// is gone reads 0.
+func cpuClock(pids ...int) []time.Duration {
+	out := make([]time.Duration, len(pids))
+	for i, pid := range pids {
+		out[i], _ = processCPUTime(pid)
+	}
+	return out
 }

@@ -56,7 +56,7 @@ loop:
 	}
 
 	heapPath := filepath.Join(dir, "platform-apiserver.heap.pprof")
-	if err := e.writeHeapProfile(ctx, heapPath); err != nil {
+	if err := e.writeHeapProfile(ctx, heapPath, false); err != nil {
 		return err
 	}
 	fmt.Fprintf(os.Stderr, "profiles of the platform-apiserver over %d lists in %ds: %s, %s\n",
@@ -65,9 +65,15 @@ loop:
 }
 
 // writeHeapProfile writes a heap profile of the platform-apiserver to path,
-// creating its directory.
-func (e *env) writeHeapProfile(ctx context.Context, path string) error {
-	heap, err := e.direct.PlatformV1alpha1().RESTClient().Get().AbsPath("/debug/pprof/heap").DoRaw(ctx)
+// creating its directory. With live, it is taken after a forced collection
+// (gc=1), so it shows what is live now rather than at the last collection,
+// which an idle server may not have run since.
+func (e *env) writeHeapProfile(ctx context.Context, path string, live bool) error {
+	req := e.direct.PlatformV1alpha1().RESTClient().Get().AbsPath("/debug/pprof/heap")
+	if live {
+		req = req.Param("gc", "1")
+	}
+	heap, err := req.DoRaw(ctx)
 	if err != nil {
 		return fmt.Errorf("heap profile of the platform-apiserver: %w", err)
 	}

@@ -10,8 +10,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/util/workqueue"
 
 	"github.com/example/platform-apiserver/pkg/registry/nodecapacity"
 	"github.com/example/platform-apiserver/pkg/registry/postgres"
@@ -27,8 +25,6 @@ const (
 	podsPerNode = 4
 	// namespaceCount namespaces hold those pods.
 	namespaceCount = 20
-	// createWorkers bounds concurrent Node creates against kube-apiserver.
-	createWorkers = 16
 	// getNodeIndex picks the node the get benchmarks fetch, mid-list.
 	getNodeIndex = nodeCount / 2
 
@@ -239,31 +235,23 @@ func (e *env) seed(ctx context.Context) error {
 	return e.waitSeeded(ctx)
 }
 
-// createKubeNodes creates the Nodes with createWorkers concurrent requests.
+// createKubeNodes creates the Nodes with seedWorkers concurrent requests.
 // kube-apiserver's TaintNodesByCondition admission adds a not-ready taint to
 // every new Node, which the node lifecycle controller would remove once the
 // kubelet reports Ready; with no controller here, each Node is updated once to
 // carry exactly its intended taints.
 func (e *env) createKubeNodes(ctx context.Context, now time.Time) error {
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
 	nodes := e.kube.CoreV1().Nodes()
-	workqueue.ParallelizeUntil(ctx, createWorkers, nodeCount, func(i int) {
+	return parallelCreate(ctx, nodeCount, func(ctx context.Context, i int) error {
 		want := kubeNode(i, storeNode(i, now), now)
 		created, err := nodes.Create(ctx, want, metav1.CreateOptions{})
-		if err != nil {
-			cancel(fmt.Errorf("create Node %s: %w", want.Name, err))
-			return
-		}
-		if len(created.Spec.Taints) == len(want.Spec.Taints) {
-			return
+		if err != nil || len(created.Spec.Taints) == len(want.Spec.Taints) {
+			return err
 		}
 		created.Spec.Taints = want.Spec.Taints
-		if _, err := nodes.Update(ctx, created, metav1.UpdateOptions{}); err != nil {
-			cancel(fmt.Errorf("set taints of Node %s: %w", want.Name, err))
-		}
+		_, err = nodes.Update(ctx, created, metav1.UpdateOptions{})
+		return err
 	})
-	return context.Cause(ctx)
 }
 
 // seedRegistry writes the registry's side through the store, the path
@@ -300,26 +288,20 @@ func seedRegistry(ctx context.Context, reg *postgres.Store, now time.Time) error
 // API lists every NodeCapacity, and checks that the fetched NodeCapacity
 // carries requests and usage, so the benchmarks measure complete objects.
 func (e *env) waitSeeded(ctx context.Context) error {
-	var last string
-	err := wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+	err := pollUntil(ctx, time.Second, 2*time.Minute, func(ctx context.Context) (bool, string, error) {
 		nodes, err := e.kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 		if err != nil {
-			last = fmt.Sprintf("list Nodes: %v", err)
-			return false, nil
+			return false, fmt.Sprintf("list Nodes: %v", err), nil
 		}
 		ncs, err := e.platform.PlatformV1alpha1().NodeCapacities().List(ctx, metav1.ListOptions{})
 		if err != nil {
-			last = fmt.Sprintf("list NodeCapacities: %v", err)
-			return false, nil
+			return false, fmt.Sprintf("list NodeCapacities: %v", err), nil
 		}
-		if len(nodes.Items) != nodeCount || len(ncs.Items) != nodeCount {
-			last = fmt.Sprintf("%d Nodes and %d NodeCapacities, want %d of each", len(nodes.Items), len(ncs.Items), nodeCount)
-			return false, nil
-		}
-		return true, nil
+		return len(nodes.Items) == nodeCount && len(ncs.Items) == nodeCount,
+			fmt.Sprintf("%d Nodes and %d NodeCapacities, want %d of each", len(nodes.Items), len(ncs.Items), nodeCount), nil
 	})
 	if err != nil {
-		return fmt.Errorf("wait for both sides to serve %d objects: %w (last: %s)", nodeCount, err, last)
+		return fmt.Errorf("wait for both sides to serve %d objects: %w", nodeCount, err)
 	}
 
 	node, err := e.kube.CoreV1().Nodes().Get(ctx, getNodeName, metav1.GetOptions{})

@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/example/platform-apiserver/test/framework"
 )
 
@@ -43,7 +41,7 @@ func BenchmarkSlowWatchers(b *testing.B) {
 			if watchers > 0 {
 				slow = e.startSlowWatchers(ctx, b, watchers)
 			}
-			held := e.sampleHeldSessions(ctx, b)
+			held := e.sampleHeldSessions(ctx)
 			for _, op := range []struct {
 				name string
 				want int
@@ -120,16 +118,17 @@ func (e *env) startSlowWatchers(ctx context.Context, b *testing.B, n int) *slowC
 // it and every watcher (loopback sockets take megabytes) is over, and what
 // is measured is the steady state of clients reading at their rate.
 func (e *env) settle(ctx context.Context, b *testing.B) {
-	pid := e.cp.PlatformAPIServerPID()
+	pid, err := e.platformPID()
+	if err != nil {
+		b.Fatal(err)
+	}
 	last, err := processCPUTime(pid)
 	if err != nil {
 		b.Fatal(err)
 	}
 	for range 120 {
-		select {
-		case <-ctx.Done():
+		if sleepCtx(ctx, time.Second) != nil {
 			return
-		case <-time.After(time.Second):
 		}
 		now, err := processCPUTime(pid)
 		if err != nil {
@@ -149,25 +148,17 @@ type heldSessions struct{ most atomic.Int64 }
 // sampleHeldSessions samples, every 100 ms until ctx ends, the registry
 // database's sessions that wait on a client (ClientWrite) or sit idle in
 // a transaction.
-func (e *env) sampleHeldSessions(ctx context.Context, b *testing.B) *heldSessions {
-	conn, err := pgx.Connect(ctx, e.cp.DatabaseURL())
-	if err != nil {
-		b.Fatal(err)
-	}
+func (e *env) sampleHeldSessions(ctx context.Context) *heldSessions {
 	h := &heldSessions{}
 	go func() {
-		defer conn.Close(context.Background())
 		for ctx.Err() == nil {
 			var n int64
-			if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+			if err := e.db.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
 				WHERE datname = current_database() AND (wait_event = 'ClientWrite' OR state LIKE 'idle in transaction%')`).Scan(&n); err == nil {
 				for m := h.most.Load(); n > m && !h.most.CompareAndSwap(m, n); m = h.most.Load() {
 				}
 			}
-			select {
-			case <-ctx.Done():
-			case <-time.After(100 * time.Millisecond):
-			}
+			_ = sleepCtx(ctx, 100*time.Millisecond)
 		}
 	}()
 	return h

@@ -2,10 +2,7 @@ package bench
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"runtime"
 	"strconv"
 	"sync"
@@ -13,13 +10,10 @@ import (
 	"testing"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/rest"
 
-	"github.com/example/platform-apiserver/pkg/apis/platform/v1alpha1"
 	"github.com/example/platform-apiserver/pkg/generated/clientset/versioned"
 	registrypostgres "github.com/example/platform-apiserver/pkg/registry/postgres"
 	"github.com/example/platform-apiserver/pkg/registry/store"
@@ -32,13 +26,11 @@ import (
 const standbyReaders = 4
 
 // standbyEnv is a control plane whose registry is a primary with one
-// streaming standby (a multi-host DSN with target_session_attrs=read-write,
-// so it follows a promotion). The framework's platform-apiserver runs
-// discovery of its own kube-apiserver (nodeCount Nodes) and reads from the
-// primary only; a second replica reads from the standby too.
+// streaming standby (envOptions.standby). The framework's platform-apiserver
+// runs discovery of its own kube-apiserver (nodeCount Nodes) and reads from
+// the primary only; a second replica reads from the standby too.
 type standbyEnv struct {
 	*env
-	standby *postgres.Standby
 	replica *framework.FleetReplica
 	// withStandby is the second replica's own port.
 	withStandby versioned.Interface
@@ -46,75 +38,55 @@ type standbyEnv struct {
 	standbyStore *registrypostgres.Store
 }
 
-func startStandbyEnv(ctx context.Context) (*standbyEnv, error) {
-	ctx, cancel := context.WithTimeout(ctx, setupTimeout)
-	defer cancel()
-	workDir, err := os.MkdirTemp("", "platform-bench-standby-")
-	if err != nil {
-		return nil, err
-	}
-	s := &standbyEnv{env: &env{workDir: workDir}}
-	if s.pg, err = postgres.Start(ctx, postgres.Options{}); err != nil {
-		return s, fmt.Errorf("start PostgreSQL: %w", err)
-	}
-	if s.standby, err = s.pg.StartStandby(ctx, postgres.StandbyOptions{}); err != nil {
-		return s, err
-	}
-	dsn := postgres.MultiHostDSN("", "read-write", s.pg, s.standby.Instance)
-	s.cp, err = framework.Start(ctx, framework.Options{
-		WorkDir:                 filepath.Join(workDir, "controlplane"),
-		DatabaseURL:             dsn,
-		PlatformAPIServerBinary: os.Getenv(envPlatformBinary),
-		ExtraPlatformArgs:       discoveryArgs,
-	})
-	if err != nil {
-		return s, err
-	}
-	if err := s.buildClients(); err != nil {
-		return s, err
-	}
-	if s.registry, err = registrypostgres.Open(ctx, dsn, registrypostgres.Options{}); err != nil {
-		return s, err
-	}
-	if s.standbyStore, err = registrypostgres.Open(ctx, dsn, registrypostgres.Options{ReadDSNs: []string{s.standby.DSN()}}); err != nil {
-		return s, err
+func startStandbyEnv(b *testing.B) *standbyEnv {
+	s := &standbyEnv{}
+	s.env = benchEnv(b, envOptions{name: "standby", standby: true, platformArgs: discoveryArgs, prepare: func(ctx context.Context, e *env) error {
+		s.env = e
+		return s.prepare(ctx)
+	}})
+	return s
+}
+
+// prepare creates the Nodes, waits until discovery mirrors them and starts
+// the replica reading from the standby.
+func (s *standbyEnv) prepare(ctx context.Context) error {
+	s.onStop(s.stop)
+	var err error
+	if s.standbyStore, err = registrypostgres.Open(ctx, s.cp.DatabaseURL(), registrypostgres.Options{ReadDSNs: []string{s.standby.DSN()}}); err != nil {
+		return err
 	}
 	if err := s.createKubeNodes(ctx, time.Now().UTC().Truncate(time.Second)); err != nil {
-		return s, err
+		return err
 	}
 	err = wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
 		n, err := listNodeCapacities(s.direct)(ctx)
 		return err == nil && n == nodeCount, nil
 	})
 	if err != nil {
-		return s, fmt.Errorf("discovery did not mirror %d nodes: %w", nodeCount, err)
+		return fmt.Errorf("discovery did not mirror %d nodes: %w", nodeCount, err)
 	}
 	if s.replica, err = s.cp.StartFleetReplica(ctx, "platform-apiserver-standby", []string{"--postgres-read-dsn=" + s.standby.DSN()}, 2*time.Minute); err != nil {
-		return s, err
+		return err
 	}
-	cfg := jsonConfig(s.cp.AdminConfig())
-	cfg.Host, cfg.CAFile, cfg.CAData = s.replica.URL(), "", s.cp.PlatformServingCA()
-	if s.withStandby, err = versioned.NewForConfig(cfg); err != nil {
-		return s, err
-	}
-	return s, nil
+	s.withStandby, err = versioned.NewForConfig(jsonConfig(s.replicaConfig()))
+	return err
 }
 
-func (s *standbyEnv) stop(keepLogs bool) error {
-	var errs []error
+// replicaConfig is the admin's config for the second replica's own port.
+func (s *standbyEnv) replicaConfig() *rest.Config {
+	cfg := s.cp.PlatformDirectConfig()
+	cfg.Host = s.replica.URL()
+	return cfg
+}
+
+func (s *standbyEnv) stop() error {
 	if s.standbyStore != nil {
 		s.standbyStore.Close()
 	}
 	if s.replica != nil {
-		errs = append(errs, s.replica.Stop())
+		return s.replica.Stop()
 	}
-	if s.env != nil {
-		errs = append(errs, s.env.stop(keepLogs))
-	}
-	if s.standby != nil {
-		errs = append(errs, s.standby.Stop())
-	}
-	return errors.Join(errs...)
+	return nil
 }
 
 // BenchmarkStandby measures what a streaming standby buys (issue 13), with
@@ -131,18 +103,7 @@ func (s *standbyEnv) stop(keepLogs bool) error {
 //     made in the member after the promotion reaches a watcher (once per
 //     environment, whatever -benchtime).
 func BenchmarkStandby(b *testing.B) {
-	s, err := startStandbyEnv(context.Background())
-	if err != nil {
-		if s != nil {
-			_ = s.stop(true)
-		}
-		b.Fatalf("standby benchmark setup: %v", err)
-	}
-	b.Cleanup(func() {
-		if err := s.stop(b.Failed()); err != nil {
-			b.Errorf("stop: %v", err)
-		}
-	})
+	s := startStandbyEnv(b)
 	storeList := func(st *registrypostgres.Store) func(context.Context) (int, error) {
 		return func(ctx context.Context) (int, error) {
 			page, err := st.NodeCapacities().List(ctx, store.ListOptions{Freshness: store.Freshness{Latest: true}})
@@ -211,17 +172,7 @@ func (s *standbyEnv) benchLists(b *testing.B, list func(context.Context) (int, e
 }
 
 // serverCPU is the CPU time the server's processes have used.
-func serverCPU(inst *postgres.Instance) time.Duration {
-	var total time.Duration
-	for _, pid := range inst.Pids() {
-		t, err := processCPUTime(pid)
-		if err != nil {
-			continue // a backend that just ended
-		}
-		total += t
-	}
-	return total
-}
+func serverCPU(inst *postgres.Instance) time.Duration { return cpuOf(inst.Pids()) }
 
 // pin restricts the primary and the standby to CPUs each.
 func (s *standbyEnv) pin(primary, standby []int) error {
@@ -290,16 +241,11 @@ func (s *standbyEnv) benchFailover(b *testing.B) {
 
 func (s *standbyEnv) failover(b *testing.B) {
 	ctx := b.Context()
-	ncs := s.direct.PlatformV1alpha1().NodeCapacities()
-	list, err := ncs.List(ctx, metav1.ListOptions{Limit: 1})
+	w, err := s.openMarkerWatch(ctx, s.cp.PlatformServerURL(), "failover")
 	if err != nil {
 		b.Fatal(err)
 	}
-	events := make(chan *v1alpha1.NodeCapacity, 1024)
-	wctx, stopWatch := context.WithCancel(ctx)
-	defer stopWatch()
-	go followNodeCapacities(wctx, s.direct, list.ResourceVersion, events)
-
+	defer w.close()
 	killed := time.Now()
 	if err := s.pg.Kill(); err != nil {
 		b.Fatal(err)
@@ -309,7 +255,7 @@ func (s *standbyEnv) failover(b *testing.B) {
 	}
 	promoted := time.Since(killed)
 	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
-		_, err := ncs.List(ctx, metav1.ListOptions{Limit: 1})
+		_, err := s.direct.PlatformV1alpha1().NodeCapacities().List(ctx, metav1.ListOptions{Limit: 1})
 		return err == nil, nil
 	})
 	if err != nil {
@@ -317,72 +263,20 @@ func (s *standbyEnv) failover(b *testing.B) {
 	}
 	listed := time.Since(killed)
 
-	// A change in the member after the promotion, made again until a
+	// A change in the member after the promotion, made again until the
 	// watcher sees it: discovery must write it and the API watch serve it.
-	node := nodeName(7)
-	var watched time.Duration
-	for attempt := 0; watched == 0; attempt++ {
+	var seen time.Time
+	for attempt := 0; seen.IsZero(); attempt++ {
 		label := strconv.Itoa(attempt)
-		patch := fmt.Sprintf(`{"metadata":{"labels":{"failover":%q}}}`, label)
-		if _, err := s.kube.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		if err := s.relabel(ctx, "nodes", nodeName(7), "failover", label); err != nil {
 			b.Fatal(err)
 		}
-		deadline := time.After(2 * time.Second)
-	wait:
-		for {
-			select {
-			case nc := <-events:
-				if nc.Status.NodeName == node && nc.Labels["failover"] == label {
-					watched = time.Since(killed)
-					break wait
-				}
-			case <-deadline:
-				break wait
-			case <-ctx.Done():
-				b.Fatal(ctx.Err())
-			}
-		}
+		seen, _ = w.await(ctx, label, 2*time.Second)
 		if time.Since(killed) > 5*time.Minute {
 			b.Fatal("no watcher saw a change made after the failover within 5 minutes")
 		}
 	}
 	b.ReportMetric(promoted.Seconds(), "promote-s")
 	b.ReportMetric(listed.Seconds(), "lists-again-s")
-	b.ReportMetric(watched.Seconds(), "watch-event-s")
-}
-
-// followNodeCapacities watches NodeCapacities from rv as a client would:
-// resuming from the last version it saw, relisting after 410, and sends
-// every object it receives to out.
-func followNodeCapacities(ctx context.Context, c versioned.Interface, rv string, out chan<- *v1alpha1.NodeCapacity) {
-	ncs := c.PlatformV1alpha1().NodeCapacities()
-	for ctx.Err() == nil {
-		w, err := ncs.Watch(ctx, metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true})
-		if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
-			rv = ""
-			continue
-		}
-		if err != nil {
-			time.Sleep(100 * time.Millisecond)
-			continue
-		}
-		for ev := range w.ResultChan() {
-			if ev.Type == watch.Error {
-				if st := apierrors.FromObject(ev.Object); apierrors.IsResourceExpired(st) || apierrors.IsGone(st) {
-					rv = "" // a watch from "" starts at the present
-				}
-				break
-			}
-			if nc, ok := ev.Object.(*v1alpha1.NodeCapacity); ok {
-				rv = nc.ResourceVersion
-				if ev.Type != watch.Bookmark {
-					select {
-					case out <- nc:
-					default:
-					}
-				}
-			}
-		}
-		w.Stop()
-	}
+	b.ReportMetric(seen.Sub(killed).Seconds(), "watch-event-s")
 }

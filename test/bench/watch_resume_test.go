@@ -3,12 +3,9 @@ package bench
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/http"
-	"net/url"
 	"os"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -18,7 +15,6 @@ import (
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/example/platform-apiserver/pkg/apis/platform"
@@ -26,7 +22,6 @@ import (
 	"github.com/example/platform-apiserver/pkg/generated/clientset/versioned"
 	"github.com/example/platform-apiserver/pkg/registry/nodecapacity"
 	"github.com/example/platform-apiserver/pkg/registry/store"
-	"github.com/example/platform-apiserver/test/framework"
 )
 
 const (
@@ -55,66 +50,40 @@ const (
 // resumeTarget is the storm node each op changes after the restart.
 var resumeTarget = nodecapacity.Name(resumeCluster, nodeName(0))
 
-// BenchmarkWatchResume runs its own control plane, whose platform-apiserver
-// runs as a Deployment would (--shutdown-delay-duration=1s and
-// --shutdown-send-retry-after, so while it stops it answers 429, which
-// clients retry), with the nodeCount seeded nodes in the registry and
-// resumeNodes more of cluster resumeCluster. resumeInformers client-go
-// informers of that cluster's NodeCapacities (label selector) connect to
-// the server's own port: through the aggregator a restart would answer 503,
-// which makes reflectors relist. One op is a resume storm: (untimed)
-// resumeChurn changes of other nodes, then a graceful restart of the
-// server, a change of a storm node, and the wait until every informer has
-// it; each op has informers of its own, started and synced untimed. It
-// reports the restarted server's LISTs, watches with initial events
-// (client-go's two ways to relist) and history queries, and the informers'
-// own relists.
+// BenchmarkWatchResume: resumeInformers informers of cluster resumeCluster
+// on the platform-apiserver's own port (through the aggregator a restart
+// answers 503, which makes reflectors relist), and per op, with informers
+// of its own, resumeChurn changes they do not select, a graceful restart
+// (the server answers 429 while it stops, as a Deployment's would) and the
+// wait until every informer has a change made after it. It reports the
+// restarted server's LISTs, initial-event watches and history queries and
+// the informers' relists. See docs/benchmarks.md, "BenchmarkWatchResume".
 func BenchmarkWatchResume(b *testing.B) {
-	begin := time.Now()
-	e, err := startResumeEnv(context.Background())
-	defer func() {
-		if e == nil {
-			return
-		}
-		if err := e.stop(b.Failed()); err != nil {
-			b.Errorf("stop resume benchmark environment: %v", err)
-		}
-	}()
-	if err != nil {
-		b.Fatalf("resume benchmark setup: %v", err)
-	}
-	fmt.Fprintf(os.Stderr, "resume benchmark environment ready in %s\n", time.Since(begin).Round(time.Second))
+	e := benchEnv(b, envOptions{
+		name:         "resume",
+		platformArgs: []string{"--shutdown-delay-duration=1s", "--shutdown-send-retry-after"},
+		prepare:      seedResume,
+	})
 	b.Run(fmt.Sprintf("informers=%d", resumeInformers), func(b *testing.B) {
 		benchResume(b, e, resumeInformers)
 	})
 }
 
-// startResumeEnv starts a control plane of its own with the restart flags
-// and seeds only the registry: the nodeCount nodes (so the restarted
+// seedResume seeds only the registry: the nodeCount nodes (so the restarted
 // server's window is filled from real history) and the storm cluster.
-func startResumeEnv(ctx context.Context) (*env, error) {
-	ctx, cancel := context.WithTimeout(ctx, setupTimeout)
-	defer cancel()
-	e, err := startControlPlane(ctx, controlPlaneOptions{
-		workDirPrefix:     "platform-bench-resume-",
-		extraPlatformArgs: []string{"--shutdown-delay-duration=1s", "--shutdown-send-retry-after"},
-	})
-	if err != nil {
-		return e, err
-	}
-	now := time.Now().UTC().Truncate(time.Second)
-	e.seededAt = now
-	if err := seedRegistry(ctx, e.registry, now); err != nil {
-		return e, fmt.Errorf("seed: %w", err)
+func seedResume(ctx context.Context, e *env) error {
+	e.seededAt = time.Now().UTC().Truncate(time.Second)
+	if err := seedRegistry(ctx, e.registry, e.seededAt); err != nil {
+		return err
 	}
 	storm := store.Batch{ClusterID: resumeCluster}
 	for i := range resumeNodes {
-		storm.Nodes = append(storm.Nodes, storeNode(i, now))
+		storm.Nodes = append(storm.Nodes, storeNode(i, e.seededAt))
 	}
 	if err := e.registry.Apply(ctx, storm); err != nil {
-		return e, fmt.Errorf("seed cluster %s: %w", resumeCluster, err)
+		return fmt.Errorf("seed cluster %s: %w", resumeCluster, err)
 	}
-	return e, nil
+	return nil
 }
 
 // resumeInformer is one informer of the storm cluster, counting its own
@@ -175,15 +144,13 @@ func (ri *resumeInformer) relists() int64 { return ri.lists.Load() + ri.initialW
 
 // resumeSet is the storm's informers.
 type resumeSet struct {
-	e          *env
-	informers  []*resumeInformer
-	transports []http.RoundTripper
-	stop       chan struct{}
-	wg         sync.WaitGroup
-	base       time.Time
-	want       atomic.Int64
-	current    atomic.Int64
-	responses  responseCounts
+	e         *env
+	g         *watchGroup
+	informers []*resumeInformer
+	base      time.Time
+	want      atomic.Int64
+	current   atomic.Int64
+	responses responseCounts
 }
 
 // responseCounts counts the informers' HTTP attempts by outcome, as their
@@ -250,32 +217,23 @@ func (t *countingTransport) WrappedRoundTripper() http.RoundTripper { return t.r
 // connection), and waits until all have synced.
 func (e *env) startInformers(ctx context.Context, n int) (*resumeSet, error) {
 	begin := time.Now()
-	rs := &resumeSet{e: e, stop: make(chan struct{}), base: time.Now()}
+	rs := &resumeSet{e: e, g: newWatchGroup(ctx), base: time.Now()}
 	rs.want.Store(-1)
+	count := func(rt http.RoundTripper) http.RoundTripper { return &countingTransport{rt: rt, c: &rs.responses} }
 	var client versioned.Interface
 	for i := range n {
 		if i%watchersPerClient == 0 {
-			cfg := jsonConfig(e.cp.PlatformDirectConfig())
-			cfg.Timeout = 0 // an http.Client timeout would cut the watches
-			cfg.Proxy = func(*http.Request) (*url.URL, error) { return nil, nil }
-			cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return &countingTransport{rt: rt, c: &rs.responses} })
-			hc, err := rest.HTTPClientFor(cfg)
-			if err != nil {
-				return rs, fmt.Errorf("informer transport: %w", err)
+			var err error
+			if client, err = rs.g.client(e.cp.PlatformDirectConfig(), count); err != nil {
+				return rs, err
 			}
-			if client, err = versioned.NewForConfigAndClient(cfg, hc); err != nil {
-				return rs, fmt.Errorf("informer client: %w", err)
-			}
-			rs.transports = append(rs.transports, hc.Transport)
 		}
 		ri, err := newResumeInformer(client, rs.base, &rs.want, &rs.current)
 		if err != nil {
 			return rs, err
 		}
 		rs.informers = append(rs.informers, ri)
-		rs.wg.Go(func() {
-			ri.informer.Run(rs.stop)
-		})
+		rs.g.goWatch(func(ctx context.Context) { ri.informer.Run(ctx.Done()) })
 	}
 	ctx, cancel := context.WithTimeout(ctx, resumeSyncTimeout)
 	defer cancel()
@@ -286,15 +244,6 @@ func (e *env) startInformers(ctx context.Context, n int) (*resumeSet, error) {
 	}
 	fmt.Fprintf(os.Stderr, "%d informers synced on the platform-apiserver's port in %s; %s\n", n, time.Since(begin).Round(time.Millisecond), e.connectionCounts())
 	return rs, nil
-}
-
-// close stops the informers and closes their connections.
-func (rs *resumeSet) close() {
-	close(rs.stop)
-	rs.wg.Wait()
-	for _, rt := range rs.transports {
-		utilnet.CloseIdleConnectionsFor(rt)
-	}
 }
 
 func (rs *resumeSet) relists() int64 {
@@ -315,30 +264,18 @@ type resumeCounters struct {
 
 func (e *env) resumeCounters(ctx context.Context) (resumeCounters, error) {
 	var c resumeCounters
-	body, err := e.cp.PlatformMetrics(ctx)
-	if err != nil {
-		return c, err
-	}
-	for _, m := range []struct {
-		dst    *float64
-		name   string
-		labels []string
-	}{
-		{&c.lists, "apiserver_request_total", []string{`verb="LIST"`, `resource="nodecapacities"`}},
-		{&c.initial, "platform_watch_requests_total", []string{`kind="NodeCapacity"`, `start="initial"`}},
-		{&c.resumes, "platform_watch_requests_total", []string{`kind="NodeCapacity"`, `start="resume"`}},
-		{&c.databaseReads, "platform_watch_history_reads_total", []string{`source="database"`}},
-		{&c.memoryReads, "platform_watch_history_reads_total", []string{`source="memory"`}},
-		{&c.sharedReads, "platform_watch_history_reads_total", []string{`source="shared"`}},
-		{&c.closedBehind, "platform_watch_watchers_closed_behind_total", nil},
-		{&c.notReady503, "apiserver_request_total", []string{`resource="nodecapacities"`, `code="503"`}},
-		{&c.tooManyRequests, "apiserver_request_total", []string{`resource="nodecapacities"`, `code="429"`}},
-	} {
-		if *m.dst, err = framework.MetricSum(body, m.name, m.labels...); err != nil {
-			return c, err
-		}
-	}
-	return c, nil
+	nc := `resource="nodecapacities"`
+	err := readCounters(ctx, e.cp.PlatformMetrics,
+		counter{&c.lists, "apiserver_request_total", []string{`verb="LIST"`, nc}},
+		counter{&c.initial, "platform_watch_requests_total", []string{`kind="NodeCapacity"`, `start="initial"`}},
+		counter{&c.resumes, "platform_watch_requests_total", []string{`kind="NodeCapacity"`, `start="resume"`}},
+		counter{&c.databaseReads, "platform_watch_history_reads_total", []string{`source="database"`}},
+		counter{&c.memoryReads, "platform_watch_history_reads_total", []string{`source="memory"`}},
+		counter{&c.sharedReads, "platform_watch_history_reads_total", []string{`source="shared"`}},
+		counter{&c.closedBehind, "platform_watch_watchers_closed_behind_total", nil},
+		counter{&c.notReady503, "apiserver_request_total", []string{nc, `code="503"`}},
+		counter{&c.tooManyRequests, "apiserver_request_total", []string{nc, `code="429"`}})
+	return c, err
 }
 
 // resumeOp is what one restart measured.
@@ -360,16 +297,14 @@ func benchResume(b *testing.B, e *env, n int) {
 		// that lived through the last restart would wait longer.
 		rs, err := e.startInformers(ctx, n)
 		if err != nil {
-			if rs != nil {
-				rs.close()
-			}
+			rs.g.close()
 			b.Fatal(err)
 		}
 		op, err := e.resumeStorm(b, rs, len(ops))
 		if err == nil {
 			err = rs.checkExact(ctx, e)
 		}
-		rs.close()
+		rs.g.close()
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -496,7 +431,7 @@ type resumeResult struct {
 	ops, informers                int
 	restartMean, restartMax       time.Duration
 	allCurrentMean, allCurrentMax time.Duration
-	p50, p99, max                 time.Duration // from the change's commit, every informer of every op
+	lat                           percentiles // from the change's commit, every informer of every op
 	// The worst op's counts.
 	lists, initial, databaseReads, sharedReads, minResumes, memoryReads float64
 	clientRelists                                                       int64
@@ -507,13 +442,13 @@ type resumeResult struct {
 
 func summarizeResume(ops []resumeOp, informers int) resumeResult {
 	r := resumeResult{ops: len(ops), informers: informers, minResumes: -1}
-	var samples []time.Duration
+	var hist latencies
 	for _, op := range ops {
 		r.restartMean += op.restart / time.Duration(len(ops))
 		r.restartMax = max(r.restartMax, op.restart)
 		r.allCurrentMean += op.allCurrent / time.Duration(len(ops))
 		r.allCurrentMax = max(r.allCurrentMax, op.allCurrent)
-		samples = append(samples, op.afterCommit...)
+		hist.add(op.afterCommit...)
 		c := op.counters
 		r.lists, r.initial = max(r.lists, c.lists), max(r.initial, c.initial)
 		r.databaseReads, r.sharedReads = max(r.databaseReads, c.databaseReads), max(r.sharedReads, c.sharedReads)
@@ -525,8 +460,7 @@ func summarizeResume(ops []resumeOp, informers int) resumeResult {
 		r.clientRelists = max(r.clientRelists, op.clientRelists)
 		r.responses = r.responses.add(op.responses)
 	}
-	lat := summarizeLatencies(samples)
-	r.p50, r.p99, r.max = lat.p50, lat.p99, lat.max
+	r.lat = hist.summary()
 	return r
 }
 
@@ -534,8 +468,7 @@ func (r resumeResult) report(b *testing.B) {
 	b.ReportMetric(ms(r.restartMean), "restart-ms")
 	b.ReportMetric(ms(r.allCurrentMean), "all-current-ms")
 	b.ReportMetric(ms(r.allCurrentMax), "all-current-max-ms")
-	b.ReportMetric(ms(r.p50), "commit-p50-ms")
-	b.ReportMetric(ms(r.p99), "commit-p99-ms")
+	r.lat.report(b, "commit-", false)
 	b.ReportMetric(r.lists, "lists")
 	b.ReportMetric(r.initial, "initial-watches")
 	b.ReportMetric(float64(r.clientRelists), "client-relists")
@@ -543,20 +476,14 @@ func (r resumeResult) report(b *testing.B) {
 	b.ReportMetric(r.memoryReads, "history-memory-reads")
 	b.ReportMetric(float64(r.responses.unauthorized+r.responses.forbidden), "client-401-403s")
 	b.ReportMetric(float64(r.responses.tooMany), "client-429s")
-	r.print(os.Stdout)
-}
 
-// print writes the storm's summary. Its lines do not start with
-// "Benchmark", so benchstat ignores them.
-func (r resumeResult) print(w io.Writer) {
-	fmt.Fprintf(w, "watch resume storm: %d informers (selector %s=%s) on one platform-apiserver's port, %d restart(s) (worst restart's counts; goal: no LIST, no relist, a handful of history queries at most):\n",
+	section := fmt.Sprintf("watch resume storm: %d informers (selector %s=%s) on one platform-apiserver's port, %d restart(s) (worst restart's counts; goal: no LIST, no relist, a handful of history queries at most)",
 		r.informers, platform.ClusterLabel, resumeCluster, r.ops)
-	fmt.Fprintf(w, "  restart until ready %s mean (%s max); every informer holds the change made after it %s after the restart began, mean (%s max)\n",
+	summary.printf(section, "restart until ready %s mean (%s max); every informer holds the change made after it %s after the restart began, mean (%s max)",
 		r.restartMean.Round(time.Millisecond), r.restartMax.Round(time.Millisecond), r.allCurrentMean.Round(time.Millisecond), r.allCurrentMax.Round(time.Millisecond))
-	fmt.Fprintf(w, "  from the change's commit to an informer: p50 %s  p99 %s  max %s\n",
-		r.p50.Round(time.Millisecond), r.p99.Round(time.Millisecond), r.max.Round(time.Millisecond))
-	fmt.Fprintf(w, "  restarted server: %.0f LISTs, %.0f watches with initial events, ≥%.0f resuming watches, history %.0f from memory, %.0f database queries (%.0f shared), %.0f 429s, %.0f 503s; informers relisted %d times  %s\n",
+	summary.printf(section, "from the change's commit to an informer: %s", r.lat)
+	summary.printf(section, "restarted server: %.0f LISTs, %.0f watches with initial events, ≥%.0f resuming watches, history %.0f from memory, %.0f database queries (%.0f shared), %.0f 429s, %.0f 503s; informers relisted %d times  %s",
 		r.lists, r.initial, r.minResumes, r.memoryReads, r.databaseReads, r.sharedReads, r.tooManyRequests, r.notReady503, r.clientRelists,
 		verdict(r.lists == 0 && r.initial == 0 && r.clientRelists == 0 && r.databaseReads <= 5))
-	fmt.Fprintf(w, "  the informers' requests over all restarts: %s\n", r.responses)
+	summary.printf(section, "the informers' requests over all restarts: %s", r.responses)
 }

@@ -13,8 +13,10 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -26,7 +28,7 @@ import (
 )
 
 const (
-	// setupTimeout bounds starting and seeding the environment, including a
+	// setupTimeout bounds starting and seeding an environment, including a
 	// first build of the control-plane binaries by hack/build-tools.sh.
 	setupTimeout = 30 * time.Minute
 	// clientTimeout bounds one request of the benchmark's clients.
@@ -36,77 +38,95 @@ const (
 	envPlatformBinary = "PLATFORM_APISERVER_BINARY"
 )
 
-// env is the running control plane, seeded with nodeCount Nodes in
-// kube-apiserver and nodeCount nodes in the registry, and its clients.
+// envOptions is what differs between the benchmarks' environments.
+type envOptions struct {
+	// name names the work directory (platform-bench-<name>-…) and the log.
+	name string
+	// platformArgs are appended to the platform-apiserver's flags.
+	platformArgs []string
+	// memberDir adds an empty member kubeconfig directory (env.memberDir)
+	// and --member-kubeconfig-dir pointing at it.
+	memberDir bool
+	// simulator starts kwok and metrics-server.
+	simulator bool
+	// standby gives the primary a streaming standby; the registry's DSN
+	// names both with target_session_attrs=read-write.
+	standby bool
+	// stopPlatform stops the framework's platform-apiserver once started
+	// (gracefully, so it releases its Leases): the benchmark starts its own.
+	stopPlatform bool
+	// prepare seeds the environment, within setupTimeout.
+	prepare func(context.Context, *env) error
+}
+
+// env is a running control plane on an ephemeral PostgreSQL, and its clients.
 type env struct {
-	workDir string
-	pg      *postgres.Instance
-	cp      *framework.ControlPlane
+	workDir   string
+	memberDir string
+	pg        *postgres.Instance
+	standby   *postgres.Standby
+	cp        *framework.ControlPlane
 
 	kube     kubernetes.Interface // kube-apiserver, JSON
 	platform versioned.Interface  // platform.example.io through kube-apiserver's aggregator, JSON
 	direct   versioned.Interface  // the platform-apiserver's own port, bypassing the aggregator, JSON
 
-	// registry writes to the platform-apiserver's PostgreSQL through the
-	// store, as discovery does: the seed, and the watch benchmark's changes.
+	// registry writes to the registry as discovery does; db queries it.
 	registry *registrypostgres.Store
+	db       *pgxpool.Pool
 	// seededAt is the clock the seed used, so later writes of a seeded
 	// node change only what they mean to.
 	seededAt time.Time
-	// flips counts the changes the watch benchmark has committed; the next
-	// one is labelled with it.
+	// flips counts the changes the watch benchmark has committed.
 	flips int
 	// kubePID caches kubeAPIServerPID.
 	kubePID int
 
 	kubectlPath  string
 	kubectlFlags []string
-
-	results results
+	// cleanups run first in stop, last added first.
+	cleanups []func() error
 }
 
-// startEnv starts PostgreSQL and the control plane and seeds both sides.
-// It always uses an ephemeral PostgreSQL (never TEST_DATABASE_URL), so the
-// numbers do not depend on a shared server and nothing shared is written.
-// On error the returned env, when non-nil, holds whatever started, for stop.
-func startEnv(ctx context.Context) (*env, error) {
+// onStop has stop run f (a replica's Stop, say) before anything else.
+func (e *env) onStop(f func() error) { e.cleanups = append(e.cleanups, f) }
+
+// startEnv starts PostgreSQL (never TEST_DATABASE_URL, so nothing shared is
+// measured or written) and a control plane on it, builds the clients, opens
+// the registry and runs opts.prepare. On error the returned env, when
+// non-nil, holds whatever started, for stop.
+func startEnv(ctx context.Context, opts envOptions) (*env, error) {
 	ctx, cancel := context.WithTimeout(ctx, setupTimeout)
 	defer cancel()
-	e, err := startControlPlane(ctx, controlPlaneOptions{workDirPrefix: "platform-bench-"})
-	if err != nil {
-		return e, err
-	}
-	if err := e.seed(ctx); err != nil {
-		return e, fmt.Errorf("seed: %w", err)
-	}
-	return e, nil
-}
-
-// controlPlaneOptions is what differs between the benchmarks' environments.
-type controlPlaneOptions struct {
-	// workDirPrefix names the work directory (os.MkdirTemp's pattern).
-	workDirPrefix string
-	// extraPlatformArgs are appended to the platform-apiserver's flags.
-	extraPlatformArgs []string
-}
-
-// startControlPlane starts an ephemeral PostgreSQL and a control plane on
-// it, builds the clients and opens the registry, seeding nothing. On error
-// the returned env, when non-nil, holds whatever started, for stop.
-func startControlPlane(ctx context.Context, opts controlPlaneOptions) (*env, error) {
-	workDir, err := os.MkdirTemp("", opts.workDirPrefix)
+	workDir, err := os.MkdirTemp("", strings.TrimSuffix("platform-bench-"+opts.name, "-")+"-")
 	if err != nil {
 		return nil, fmt.Errorf("create work directory: %w", err)
 	}
 	e := &env{workDir: workDir}
+	args := opts.platformArgs
+	if opts.memberDir {
+		e.memberDir = filepath.Join(workDir, "members")
+		if err := os.MkdirAll(e.memberDir, 0o755); err != nil {
+			return e, err
+		}
+		args = append(slices.Clone(args), "--member-kubeconfig-dir="+e.memberDir)
+	}
 	if e.pg, err = postgres.Start(ctx, postgres.Options{}); err != nil {
 		return e, fmt.Errorf("start PostgreSQL: %w", err)
 	}
+	dsn := e.pg.DSN()
+	if opts.standby {
+		if e.standby, err = e.pg.StartStandby(ctx, postgres.StandbyOptions{}); err != nil {
+			return e, err
+		}
+		dsn = postgres.MultiHostDSN("", "read-write", e.pg, e.standby.Instance)
+	}
 	e.cp, err = framework.Start(ctx, framework.Options{
 		WorkDir:                 filepath.Join(workDir, "controlplane"),
-		DatabaseURL:             e.pg.DSN(),
+		DatabaseURL:             dsn,
 		PlatformAPIServerBinary: os.Getenv(envPlatformBinary),
-		ExtraPlatformArgs:       opts.extraPlatformArgs,
+		ExtraPlatformArgs:       args,
+		StartSimulator:          opts.simulator,
 	})
 	if err != nil {
 		return e, err
@@ -114,10 +134,43 @@ func startControlPlane(ctx context.Context, opts controlPlaneOptions) (*env, err
 	if err := e.buildClients(); err != nil {
 		return e, err
 	}
-	if e.registry, err = registrypostgres.Open(ctx, e.cp.DatabaseURL(), registrypostgres.Options{}); err != nil {
+	if e.registry, err = registrypostgres.Open(ctx, dsn, registrypostgres.Options{}); err != nil {
 		return e, fmt.Errorf("open registry: %w", err)
 	}
+	if e.db, err = pgxpool.New(ctx, dsn); err != nil {
+		return e, fmt.Errorf("connect to the registry database: %w", err)
+	}
+	if opts.stopPlatform {
+		if err := e.cp.StopPlatformAPIServer(); err != nil {
+			return e, err
+		}
+	}
+	if opts.prepare != nil {
+		if err := opts.prepare(ctx, e); err != nil {
+			return e, fmt.Errorf("seed: %w", err)
+		}
+	}
 	return e, nil
+}
+
+// benchEnv starts an environment of b's own, stopped when b ends (its logs
+// kept if b failed).
+func benchEnv(b *testing.B, opts envOptions) *env {
+	b.Helper()
+	begin := time.Now()
+	e, err := startEnv(context.Background(), opts)
+	if e != nil {
+		b.Cleanup(func() {
+			if err := e.stop(b.Failed()); err != nil {
+				b.Errorf("stop %s environment: %v", opts.name, err)
+			}
+		})
+	}
+	if err != nil {
+		b.Fatalf("%s environment: %v", opts.name, err)
+	}
+	fmt.Fprintf(os.Stderr, "%s environment ready in %s\n", opts.name, time.Since(begin).Round(time.Second))
+	return e
 }
 
 func (e *env) buildClients() error {
@@ -128,10 +181,7 @@ func (e *env) buildClients() error {
 	if e.platform, err = versioned.NewForConfig(jsonConfig(e.cp.AdminConfig())); err != nil {
 		return fmt.Errorf("aggregated platform client: %w", err)
 	}
-	direct := jsonConfig(e.cp.AdminConfig())
-	direct.Host = e.cp.PlatformServerURL()
-	direct.CAFile, direct.CAData = "", e.cp.PlatformServingCA()
-	if e.direct, err = versioned.NewForConfig(direct); err != nil {
+	if e.direct, err = versioned.NewForConfig(jsonConfig(e.cp.PlatformDirectConfig())); err != nil {
 		return fmt.Errorf("direct platform client: %w", err)
 	}
 	e.kubectlPath = filepath.Join(e.cp.BinDir(), "kubectl")
@@ -165,42 +215,45 @@ func (e *env) kubectl(ctx context.Context, out io.Writer, args ...string) error 
 	return nil
 }
 
+// platformPID is the framework's platform-apiserver's pid.
+func (e *env) platformPID() (int, error) {
+	if pid := e.cp.PlatformAPIServerPID(); pid != 0 {
+		return pid, nil
+	}
+	return 0, errors.New("platform-apiserver is not running")
+}
+
 // platformMemory returns the platform-apiserver's current and peak resident
 // set size in bytes.
 func (e *env) platformMemory() (rss, hwm int64, err error) {
-	pid := e.cp.PlatformAPIServerPID()
-	if pid == 0 {
-		return 0, 0, errors.New("platform-apiserver is not running")
+	pid, err := e.platformPID()
+	if err != nil {
+		return 0, 0, err
 	}
 	return processMemory(pid)
 }
 
 // platformCPU returns how many cores the platform-apiserver used on average
-// (user plus system CPU time over wall time) during the next window.
+// during the next window.
 func (e *env) platformCPU(ctx context.Context, window time.Duration) (float64, error) {
-	pid := e.cp.PlatformAPIServerPID()
-	if pid == 0 {
-		return 0, errors.New("platform-apiserver is not running")
+	pid, err := e.platformPID()
+	if err != nil {
+		return 0, err
 	}
 	before, err := processCPUTime(pid)
 	if err != nil {
 		return 0, err
 	}
 	begin := time.Now()
-	select {
-	case <-time.After(window):
-	case <-ctx.Done():
-		return 0, ctx.Err()
-	}
-	after, err := processCPUTime(pid)
-	if err != nil {
+	if err := sleepCtx(ctx, window); err != nil {
 		return 0, err
 	}
-	return float64(after-before) / float64(time.Since(begin)), nil
+	after, err := processCPUTime(pid)
+	return float64(after-before) / float64(time.Since(begin)), err
 }
 
 // platformWatches returns how many NodeCapacity watches the platform-apiserver
-// is serving, from its apiserver_longrunning_requests gauge.
+// serves, from its apiserver_longrunning_requests gauge.
 func (e *env) platformWatches(ctx context.Context) (int, error) {
 	body, err := e.cp.PlatformMetrics(ctx)
 	if err != nil {
@@ -213,17 +266,27 @@ func (e *env) platformWatches(ctx context.Context) (int, error) {
 	return int(n), err
 }
 
-// kubeAPIServerPID finds the pid of this environment's kube-apiserver, which
-// the framework does not expose: the kube-apiserver process whose arguments
-// name this environment's work directory.
+// kubeAPIServerPID finds this environment's kube-apiserver, which the
+// framework does not expose.
 func (e *env) kubeAPIServerPID() (int, error) {
-	if e.kubePID != 0 {
-		return e.kubePID, nil
+	if e.kubePID == 0 {
+		pids := e.pidsNamed("kube-apiserver")
+		if len(pids) == 0 {
+			return 0, fmt.Errorf("no kube-apiserver process with arguments under %s", e.workDir)
+		}
+		e.kubePID = pids[0]
 	}
+	return e.kubePID, nil
+}
+
+// pidsNamed finds this environment's processes named name: those whose
+// arguments name its work directory.
+func (e *env) pidsNamed(name string) []int {
 	dirs, err := os.ReadDir("/proc")
 	if err != nil {
-		return 0, fmt.Errorf("find kube-apiserver: %w", err)
+		return nil
 	}
+	var pids []int
 	for _, d := range dirs {
 		pid, err := strconv.Atoi(d.Name())
 		if err != nil {
@@ -234,12 +297,11 @@ func (e *env) kubeAPIServerPID() (int, error) {
 			continue // gone, or not ours to read
 		}
 		args := strings.Split(string(cmdline), "\x00")
-		if filepath.Base(args[0]) == "kube-apiserver" && strings.Contains(string(cmdline), e.workDir+string(filepath.Separator)) {
-			e.kubePID = pid
-			return pid, nil
+		if filepath.Base(args[0]) == name && strings.Contains(string(cmdline), e.workDir+string(filepath.Separator)) {
+			pids = append(pids, pid)
 		}
 	}
-	return 0, fmt.Errorf("no kube-apiserver process with arguments under %s", e.workDir)
+	return pids
 }
 
 // connectionCounts describes how many TCP connections kube-apiserver and the
@@ -268,12 +330,23 @@ func (e *env) connectionCounts() string {
 // unless keepLogs is set, in which case it names it.
 func (e *env) stop(keepLogs bool) error {
 	var errs []error
+	for _, f := range slices.Backward(e.cleanups) {
+		errs = append(errs, f())
+	}
+	if e.db != nil {
+		e.db.Close()
+	}
 	if e.registry != nil {
 		e.registry.Close()
 	}
 	if e.cp != nil {
 		if err := e.cp.Stop(); err != nil {
 			errs = append(errs, fmt.Errorf("stop control plane: %w", err))
+		}
+	}
+	if e.standby != nil {
+		if err := e.standby.Stop(); err != nil {
+			errs = append(errs, fmt.Errorf("stop the standby: %w", err))
 		}
 	}
 	if e.pg != nil {
@@ -287,4 +360,16 @@ func (e *env) stop(keepLogs bool) error {
 		errs = append(errs, fmt.Errorf("remove work directory: %w", err))
 	}
 	return errors.Join(errs...)
+}
+
+// sleepCtx waits d, or until ctx ends.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }

@@ -1,0 +1,72 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"sync"
+	"testing"
+	"time"
+)
+
+// summary is the one result printer: each benchmark adds its lines against
+// its goals under a section title, and TestMain prints them after the
+// benchmarks. Its lines do not start with "Benchmark", so benchstat ignores
+// them.
+var summary report
+
+type report struct {
+	mu     sync.Mutex
+	titles []string
+	lines  map[string][]string
+	// perOp is each sub-benchmark's time per op, by full name, for ratios.
+	perOp map[string]time.Duration
+}
+
+// printf adds a line under section.
+func (r *report) printf(section, format string, args ...any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.lines == nil {
+		r.lines = map[string][]string{}
+	}
+	if _, ok := r.lines[section]; !ok {
+		r.titles = append(r.titles, section)
+	}
+	r.lines[section] = append(r.lines[section], fmt.Sprintf(format, args...))
+}
+
+// recordOp keeps b's time per op; call it after b.Loop has finished.
+func (r *report) recordOp(b *testing.B) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.perOp == nil {
+		r.perOp = map[string]time.Duration{}
+	}
+	r.perOp[b.Name()] = b.Elapsed() / time.Duration(b.N)
+}
+
+// op is the recorded time per op of the sub-benchmark name.
+func (r *report) op(name string) (time.Duration, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	d, ok := r.perOp[name]
+	return d, ok && d > 0
+}
+
+func (r *report) print(w io.Writer) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, t := range r.titles {
+		fmt.Fprintf(w, "\n%s\n", t)
+		for _, l := range r.lines[t] {
+			fmt.Fprintf(w, "  %s\n", l)
+		}
+	}
+}
+
+func verdict(met bool) string {
+	if met {
+		return "goal met"
+	}
+	return "GOAL MISSED"
+}
