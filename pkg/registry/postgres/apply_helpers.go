@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -125,21 +124,4 @@ func timeOrNil(t time.Time) *time.Time {
 	}
 	t = t.UTC().Truncate(time.Microsecond)
 	return &t
-}
-
-// prefixed qualifies a comma-separated column list: "a, b" → "p.a, p.b".
-func prefixed(prefix, cols string) string {
-	parts := splitCols(cols)
-	for i, c := range parts {
-		parts[i] = prefix + "." + c
-	}
-	return strings.Join(parts, ", ")
-}
-
-func splitCols(cols string) []string {
-	parts := strings.Split(cols, ",")
-	for i, p := range parts {
-		parts[i] = strings.TrimSpace(p)
-	}
-	return parts
 }
