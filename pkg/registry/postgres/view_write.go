@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/example/platform-apiserver/pkg/registry/store"
 )
@@ -89,7 +91,7 @@ func (v *view[R]) batchRows(records []R) ([]byte, error) {
 				buf.WriteByte(',')
 			}
 			buf.WriteString(`"` + c.name + `":`)
-			if err := enc.Encode(c.value(&records[i])); err != nil {
+			if err := appendValue(&buf, enc, c.value(&records[i])); err != nil {
 				return nil, fmt.Errorf("%w: encode %s %s: %w", store.ErrRejected, v.resource, c.name, err)
 			}
 		}
@@ -103,4 +105,49 @@ func (v *view[R]) batchRows(records []R) ([]byte, error) {
 // written as empty ("{}" or "[]"), so the column is never JSON null.
 func jsonField[R, F any](name string, target func(*R) *F, empty string) column[R] {
 	return column[R]{name: name, sqlType: "jsonb", target: func(r *R) any { return target(r) }, value: func(r *R) any { return rawJSON(*target(r), empty) }}
+}
+
+// appendValue writes v as JSON: the column types views use directly, as
+// encoding/json writes them, anything else through enc.
+func appendValue(buf *bytes.Buffer, enc *json.Encoder, v any) error {
+	switch v := v.(type) {
+	case string:
+		if plainJSONString(v) {
+			buf.WriteByte('"')
+			buf.WriteString(v)
+			buf.WriteByte('"')
+			return nil
+		}
+	case int64:
+		buf.Write(strconv.AppendInt(buf.AvailableBuffer(), v, 10))
+		return nil
+	case bool:
+		buf.Write(strconv.AppendBool(buf.AvailableBuffer(), v))
+		return nil
+	case json.RawMessage:
+		buf.Write(v)
+		return nil
+	case *time.Time:
+		if v == nil {
+			buf.WriteString("null")
+			return nil
+		}
+		buf.WriteByte('"')
+		buf.Write(v.AppendFormat(buf.AvailableBuffer(), time.RFC3339Nano))
+		buf.WriteByte('"')
+		return nil
+	}
+	return enc.Encode(v)
+}
+
+// plainJSONString reports whether s needs no escaping in JSON (printable
+// ASCII other than the quote and the backslash; encoding/json's HTML
+// escaping is off).
+func plainJSONString(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return true
 }
