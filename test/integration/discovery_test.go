@@ -286,7 +286,7 @@ func (e *env) testDiscoveryExpired(t *testing.T) {
 				}
 			}
 			if !apierrors.IsNotFound(err) {
-				errs = append(errs, fmt.Errorf("namespace %s: %v", name, err))
+				errs = append(errs, fmt.Errorf("namespace %s: %w", name, err))
 			}
 		}
 		return len(errs) == 0, fmt.Sprint(errs)
