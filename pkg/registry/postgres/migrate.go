@@ -240,6 +240,9 @@ func (s *Store) withMigrationLock(ctx context.Context, fn func(*pgxpool.Conn) er
 		return fmt.Errorf("migrate: %w", interpretError(err))
 	}
 	defer conn.Release()
+	// A migration's locks may keep the change feed's reads waiting past
+	// their timeout: that must not cut the migration's own connection.
+	defer s.writes.conns.spare(conn.Conn().PgConn())()
 	if err := liftStatementTimeout(ctx, conn); err != nil { // connect.go
 		return fmt.Errorf("migrate: %w", err)
 	}

@@ -110,6 +110,24 @@ func (p *connPool) cutAll() {
 type connSet struct {
 	mu    sync.Mutex
 	conns map[*pgconn.PgConn]struct{}
+	// spared are not cut: a migration's, which may hold locks that keep
+	// a change-feed read waiting past its timeout on a healthy server.
+	spared map[*pgconn.PgConn]bool
+}
+
+// spare keeps conn from being cut until the returned function is called.
+func (c *connSet) spare(conn *pgconn.PgConn) (done func()) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.spared == nil {
+		c.spared = map[*pgconn.PgConn]bool{}
+	}
+	c.spared[conn] = true
+	return func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		delete(c.spared, conn)
+	}
 }
 
 func (c *connSet) add(conn *pgconn.PgConn) {
@@ -133,6 +151,9 @@ func (c *connSet) cut() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for k := range c.conns {
+		if c.spared[k] {
+			continue
+		}
 		if !k.IsClosed() {
 			_ = k.Conn().Close()
 		}

@@ -125,3 +125,34 @@ func TestCutAllInterruptsStatements(t *testing.T) {
 		t.Errorf("the read after the cut reused backend %d", before)
 	}
 }
+
+// TestCutAllSparesMigrations: a spared connection (a migration's) is not
+// cut; the others are.
+func TestCutAllSparesMigrations(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s := openStore(t, pgtest.NewTestDatabase(t), Options{})
+	spared, err := s.writes.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer spared.Release()
+	other, err := s.writes.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Release()
+	done := s.writes.conns.spare(spared.Conn().PgConn())
+	s.writes.cutAll()
+	if _, err := spared.Exec(ctx, `SELECT 1`); err != nil {
+		t.Errorf("the spared connection was cut: %v", err)
+	}
+	if _, err := other.Exec(ctx, `SELECT 1`); err == nil {
+		t.Error("a connection not spared survived the cut")
+	}
+	done()
+	s.writes.cutAll()
+	if _, err := spared.Exec(ctx, `SELECT 1`); err == nil {
+		t.Error("a connection no longer spared survived the cut")
+	}
+}
