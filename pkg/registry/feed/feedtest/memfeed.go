@@ -50,33 +50,46 @@ const recordSize = 1024
 // Put adds or replaces a NodeCapacity (ADDED or MODIFIED) and returns its
 // new resourceVersion.
 func (m *MemFeed) Put(nc store.NodeCapacity) int64 {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.rv++
-	nc.ResourceVersion = m.rv
-	c := store.Change{ResourceVersion: m.rv, Type: store.ChangeAdded, Kind: store.KindNodeCapacity, ClusterID: nc.ClusterID,
-		Object: new(nc), Size: recordSize}
-	if prev, ok := m.nodes[key(nc.ClusterID, nc.Node.Name)]; ok {
-		c.Type, c.Prev, c.Size = store.ChangeModified, new(prev), 2*recordSize
-	}
-	m.nodes[key(nc.ClusterID, nc.Node.Name)] = nc
-	m.commit(c)
-	return m.rv
+	return put(m, m.nodes, store.KindNodeCapacity, nc.ClusterID, key(nc.ClusterID, nc.Node.Name), nc, setNodeRV)
 }
 
 // Delete removes a NodeCapacity (DELETED at a new resourceVersion).
 func (m *MemFeed) Delete(cluster, node string) int64 {
+	return remove(m, m.nodes, store.KindNodeCapacity, cluster, key(cluster, node), setNodeRV)
+}
+
+func setNodeRV(n *store.NodeCapacity, rv int64) { n.ResourceVersion = rv }
+
+// put records r under k in state at a new resourceVersion (set by setRV):
+// an ADDED change, or MODIFIED from what k held.
+func put[R any](m *MemFeed, state map[string]R, kind store.Kind, cluster, k string, r R, setRV func(*R, int64)) int64 {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	prev, ok := m.nodes[key(cluster, node)]
+	m.rv++
+	setRV(&r, m.rv)
+	c := store.Change{ResourceVersion: m.rv, Type: store.ChangeAdded, Kind: kind, ClusterID: cluster, Object: new(r), Size: recordSize}
+	if prev, ok := state[k]; ok {
+		c.Type, c.Prev, c.Size = store.ChangeModified, new(prev), 2*recordSize
+	}
+	state[k] = r
+	m.commit(c)
+	return m.rv
+}
+
+// remove drops k from state: a DELETED change at a new resourceVersion,
+// whose object is the last state at that version. Nothing for a missing k.
+func remove[R any](m *MemFeed, state map[string]R, kind store.Kind, cluster, k string, setRV func(*R, int64)) int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	prev, ok := state[k]
 	if !ok {
 		return m.rv
 	}
 	m.rv++
 	last := prev
-	last.ResourceVersion = m.rv
-	delete(m.nodes, key(cluster, node))
-	m.commit(store.Change{ResourceVersion: m.rv, Type: store.ChangeDeleted, Kind: store.KindNodeCapacity,
+	setRV(&last, m.rv)
+	delete(state, k)
+	m.commit(store.Change{ResourceVersion: m.rv, Type: store.ChangeDeleted, Kind: kind,
 		ClusterID: cluster, Object: new(last), Prev: new(prev), Size: 2 * recordSize})
 	return m.rv
 }
