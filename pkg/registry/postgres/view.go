@@ -37,6 +37,7 @@ type view[R any] struct {
 	// Built by newView.
 	columnList string // "a, b, c"
 	getSQL     string
+	changesSQL string // readChanges
 	upsertSQL  string // with input columns only
 }
 
@@ -83,6 +84,12 @@ func declareView[R any](v view[R]) *view[R] {
 		names[i] = c.name
 	}
 	v.columnList = strings.Join(names, ", ")
+	v.changesSQL = `SELECT c.resource_version, c.type, c.cluster_id, v.is_prev, r.` + strings.Join(names, ", r.") + `
+		FROM registry_change c
+		CROSS JOIN LATERAL (VALUES (false, c.object), (true, c.prev_object)) AS v(is_prev, obj)
+		CROSS JOIN LATERAL jsonb_populate_record(NULL::` + v.table + `, v.obj) AS r
+		WHERE c.resource_version > $1 AND c.resource_version <= $2 AND c.kind = $3 AND v.obj IS NOT NULL
+			AND ($4 = '' OR c.cluster_id = $4)`
 	v.getSQL = fmt.Sprintf("SELECT %s FROM %s WHERE %s = $1 AND %s = $2", v.columnList, v.table, v.order[0], v.order[1])
 	if len(v.inputs()) > 0 {
 		v.upsertSQL = v.upsertStatement()
@@ -155,18 +162,7 @@ func (v *view[R]) storeKind() store.Kind { return v.kind }
 // entry decodes exactly as a get or a list decodes the row it was taken
 // from.
 func (v *view[R]) readChanges(ctx context.Context, tx pgx.Tx, clusterID string, after, upTo int64, byRV map[int64]*store.Change) error {
-	cols := make([]string, len(v.columns))
-	for i, c := range v.columns {
-		cols[i] = "r." + c.name
-	}
-	rows, err := tx.Query(ctx, `
-		SELECT c.resource_version, c.type, c.cluster_id, v.is_prev, `+strings.Join(cols, ", ")+`
-		FROM registry_change c
-		CROSS JOIN LATERAL (VALUES (false, c.object), (true, c.prev_object)) AS v(is_prev, obj)
-		CROSS JOIN LATERAL jsonb_populate_record(NULL::`+v.table+`, v.obj) AS r
-		WHERE c.resource_version > $1 AND c.resource_version <= $2 AND c.kind = $3 AND v.obj IS NOT NULL
-			AND ($4 = '' OR c.cluster_id = $4)`,
-		after, upTo, string(v.kind), clusterID)
+	rows, err := tx.Query(ctx, v.changesSQL, after, upTo, string(v.kind), clusterID)
 	if err != nil {
 		return fmt.Errorf("read %s changes: %w", v.kind, err)
 	}
