@@ -7,7 +7,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,67 +19,45 @@ import (
 	"github.com/example/platform-apiserver/pkg/registry/store"
 )
 
-// The quiet-fleet benchmark (issue "A quiet fleet stays quiet"): what a
-// metrics scrape of nodeCount nodes writes and sends to watchers when usage
-// does not move, what writing it costs, and what a day of history costs to
-// keep and to prune. (The comparison with the design before fba8770 that
-// docs/benchmarks.md records was made by code removed since; see there.) See docs/benchmarks.md,
+// The quiet-fleet benchmark: what a scrape of nodeCount nodes whose usage
+// does not move writes and sends to watchers, what writing it costs, and
+// what a day of history costs to keep and prune. See docs/benchmarks.md,
 // "Quiet fleet: metrics write and watch events".
 const (
-	// metricsInterval and metricsRetention are the scraper's defaults
-	// (--metrics-interval, --metrics-retention).
+	// The scraper's defaults (--metrics-interval, --metrics-retention).
 	metricsInterval  = 30 * time.Second
 	metricsRetention = 24 * time.Hour
-	// historySamples is a day of samples per node at the interval: 2,880.
-	historySamples = int(metricsRetention / metricsInterval)
-	// samplesPerHour is one hourly history partition's samples per node.
-	samplesPerHour = int(time.Hour / metricsInterval)
-	// quietFleetScrapes scrapes follow the first one (which reports every
-	// node: nothing was reported before) in the watch part.
+	historySamples   = int(metricsRetention / metricsInterval) // a day per node
+	samplesPerHour   = int(time.Hour / metricsInterval)
+	// quietFleetScrapes follow the first (which reports every node).
 	quietFleetScrapes = 10
-	// In scrape crossingScrape, every crossingEvery-th node (nodeCount /
-	// crossingEvery of them) raises its CPU and memory usage by crossingStep
-	// of its allocatable, twice the report threshold, and stays there.
+	// From scrape crossingScrape on, every crossingEvery-th node uses
+	// crossingStep more of its allocatable: twice the report threshold.
 	crossingScrape = 5
 	crossingEvery  = 100
 	crossingStep   = 0.10
-	// usageJitter is how far, as a fraction of allocatable, usage wanders
-	// around each node's level from scrape to scrape: at most 2× it apart,
-	// well within the threshold.
+	// usageJitter is how far usage wanders from scrape to scrape.
 	usageJitter = 0.01
-	// metricsMarkerNode is the node whose label the watch part changes in
-	// kube-apiserver after each scrape: its event, which discovery commits
-	// after the scrape, marks the end of the scrape's events in the stream.
-	metricsMarkerNode  = nodeCount - 1
-	metricsMarkerLabel = "bench.platform.example.io/metrics-marker"
-	// metricsMarkerTimeout bounds the wait for the marker's event.
+	// After each scrape the marker node is relabelled in kube-apiserver:
+	// its event ends the scrape's events in the stream.
+	metricsMarkerNode    = nodeCount - 1
+	metricsMarkerLabel   = "bench.platform.example.io/metrics-marker"
 	metricsMarkerTimeout = 30 * time.Second
-	// prunedHours hourly partitions (an hour of samples each) are dropped,
-	// one at a time, in the prune part.
+	// prunedHours hourly partitions are dropped, one at a time.
 	prunedHours = 2
-	// quietReferenceScrapes scrapes follow the timed loop, written with
-	// quietReferencePeriod instead of the default period: no node comes
-	// due, so they time the new design's quiet scrape on the same history
-	// (not part of ns/op). With a period of 200 years no node's period
-	// turns before 2169 (phases are under 50 days).
+	// The quiet reference's scrapes use a period so long (200 years) that no
+	// node comes due.
 	quietReferenceScrapes = 6
 	quietReferencePeriod  = 200 * 365 * 24 * time.Hour
 )
 
-// usageReporting is the policy the scraper uses by default
-// (--usage-report-threshold, --usage-report-period).
+// usageReporting is the scraper's default policy.
 var usageReporting = discovery.DefaultConfig().Metrics.UsageReporting
 
-// benchMetricsQuietFleet measures a quiet fleet's metrics, every scrape a
-// sample of each of the member's nodes one metricsInterval after the last,
-// written as the scraper writes them (RecordNodeMetrics, default policy):
-//  1. watch events, untimed: per scrape, the change-log rows and the events
-//     a watch delivers before a marker change, node for node against a
-//     model of the policy (a first scrape, then quietFleetScrapes with one
-//     crossing scrape and each node's period refresh at its own phase);
-//  2. the timed loop, server stopped, on a day of history in the hourly
-//     partitions: one scrape per op, then the quiet reference;
-//  3. the history's size, and the prune of an hour, prunedHours times.
+// benchMetricsQuietFleet: 1. untimed, per scrape, the change-log rows and
+// watch events before a marker, node for node against a model of the
+// policy; 2. server stopped, on a day of history, one scrape per op, then
+// the quiet reference; 3. the history's size and the prune of an hour.
 func (d *discoveryEnv) benchMetricsQuietFleet(b *testing.B) {
 	ctx := b.Context()
 	if err := d.ensureMirrored(ctx); err != nil {
@@ -91,51 +68,46 @@ func (d *discoveryEnv) benchMetricsQuietFleet(b *testing.B) {
 		b.Fatal(err)
 	}
 	var res metricsResult
-
-	// Part 1: watch events.
 	if res.scrapes, err = d.quietFleetEvents(ctx, f); err != nil {
 		b.Fatal(err)
 	}
 	for i, s := range res.scrapes {
-		if s.events != int(s.reported) || s.changeRows != s.reported || int(s.reported) != s.due || len(s.unexpected) > 0 {
+		if !s.exact() {
 			b.Errorf("scrape %d (%s): %d nodes reported, %d change-log rows, %d events, model %d due; unexpected events: %v",
 				s.k, s.kind, s.reported, s.changeRows, s.events, s.due, s.unexpected)
 		}
-		// Each node refreshes at its own phase: a scrape refreshes about
-		// expectedRefresh nodes, never the fleet at once.
+		// Each node refreshes at its own phase, never the fleet at once.
 		if i > 0 && float64(s.refresh) > 2*expectedRefresh() {
 			b.Errorf("scrape %d (%s): the model refreshes %d nodes at once, want about %.0f (nodes × interval / period): the phases do not spread",
 				s.k, s.kind, s.refresh, expectedRefresh())
 		}
 	}
 
-	// Part 2: a day of history, then the timed loop.
 	if err := d.cp.StopPlatformAPIServer(); err != nil {
 		b.Fatal(err)
 	}
 	if err := d.seedDayOfHistory(ctx, f, &res); err != nil {
 		b.Fatal(err)
 	}
-	// One untimed scrape first, as the other benchmarks warm up: the seed
-	// and the vacuum have just pushed the tables a scrape touches out of
-	// PostgreSQL's buffers.
+	// One untimed scrape first: the seed and the vacuum pushed the tables out
+	// of PostgreSQL's buffers.
 	if _, err := d.scrape(ctx, f, usageReporting, nil); err != nil {
 		b.Fatal(err)
 	}
 	var total, quietTotal time.Duration
 	for b.Loop() {
 		b.StopTimer()
-		took, err := d.scrape(ctx, f, usageReporting, b)
+		op, err := d.scrape(ctx, f, usageReporting, b)
 		if err != nil {
 			b.Fatal(err)
 		}
 		res.ops++
-		total += took.took
-		if took.reported == 0 {
-			quietTotal += took.took
+		total += op.took
+		if op.reported == 0 {
+			quietTotal += op.took
 			res.quietOps++
 		} else {
-			res.reportingOps = append(res.reportingOps, took)
+			res.reportingOps = append(res.reportingOps, op)
 		}
 		b.StartTimer()
 	}
@@ -143,11 +115,8 @@ func (d *discoveryEnv) benchMetricsQuietFleet(b *testing.B) {
 	if res.quietOps > 0 {
 		res.newQuietWrite = quietTotal / time.Duration(res.quietOps)
 	}
-
-	// The quiet reference, untimed by b: a report period so long that no
-	// node's turns, so no scrape reports. Its mean, against the loop's,
-	// gives the write cost of the period refresh. The fleet's model is not
-	// updated (nothing is reported); nothing after this uses it.
+	// The quiet reference (untimed by b): its mean against the loop's is the
+	// period refresh's cost. The model is not updated; nothing after uses it.
 	quiet := store.UsageReporting{Threshold: usageReporting.Threshold, Period: quietReferencePeriod}
 	for range quietReferenceScrapes {
 		op, err := d.scrape(ctx, f, quiet, nil)
@@ -157,8 +126,6 @@ func (d *discoveryEnv) benchMetricsQuietFleet(b *testing.B) {
 		res.quietRefWrite += op.took / quietReferenceScrapes
 	}
 	res.quietRefOps = quietReferenceScrapes
-
-	// Part 3: prune.
 	if err := d.pruneHistory(ctx, &res); err != nil {
 		b.Fatal(err)
 	}
@@ -175,9 +142,9 @@ func (d *discoveryEnv) benchMetricsQuietFleet(b *testing.B) {
 	res.summarize()
 }
 
-// scrape writes the next scrape with policy, times it (by timed's clock
-// too, when set) and checks it against the fleet's model, which it updates
-// unless policy is the quiet reference's.
+// scrape writes the next scrape with policy, timed (by timed's clock too,
+// when set), and checks it against the model, updated unless policy is the
+// quiet reference's.
 func (d *discoveryEnv) scrape(ctx context.Context, f *fleet, policy store.UsageReporting, timed *testing.B) (reportingOp, error) {
 	k := d.scrapes
 	d.scrapes++
@@ -195,6 +162,8 @@ func (d *discoveryEnv) scrape(ctx context.Context, f *fleet, policy store.UsageR
 	op := reportingOp{reported: rec.Reported, took: time.Since(t0)}
 	if timed != nil {
 		timed.StopTimer()
+	} else {
+		kind += ", untimed"
 	}
 	if err != nil {
 		return op, fmt.Errorf("scrape %d: %w", k, err)
@@ -202,58 +171,40 @@ func (d *discoveryEnv) scrape(ctx context.Context, f *fleet, policy store.UsageR
 	if rec.Stored != nodeCount || rec.Reported != want {
 		return op, fmt.Errorf("scrape %d (%s): stored %d and reported %d samples; want %d stored, %d reported", k, kind, rec.Stored, rec.Reported, nodeCount, want)
 	}
-	if timed == nil {
-		kind += ", untimed"
-	}
 	fmt.Fprintf(os.Stderr, "discovery: scrape %d (%s): %s, %d reported\n", k, kind, op.took.Round(time.Microsecond), rec.Reported)
 	return op, nil
 }
 
 // metricsResult is what the quiet-fleet benchmark measured.
 type metricsResult struct {
-	// scrapes: the watch part, the first (reporting) scrape included.
-	scrapes []scrapeEvents
-	// The timed loop: ops scrapes, their mean write, the mean of the quiet
-	// ones (no node reported; none at the default period, where every
-	// scrape refreshes some nodes) and each of the reporting ones.
-	ops, quietOps           int
-	newWrite, newQuietWrite time.Duration
+	scrapes                 []scrapeEvents // part 1, the first scrape included
+	ops, quietOps           int            // the timed loop, and its scrapes that reported nothing
+	newWrite, newQuietWrite time.Duration  // their means
 	reportingOps            []reportingOp
-	// The quiet reference: its scrapes and their mean write.
-	quietRefOps    int
-	quietRefWrite  time.Duration
-	newHistoryRows int64
-	newBytes       historySize
-	// newPrune is the slowest of prunedHours.
-	newPrune                        time.Duration
-	prunedRows, prunedHoursMeasured int64
+	quietRefOps             int
+	quietRefWrite           time.Duration
+	newHistoryRows          int64
+	newBytes                historySize
+	newPrune                time.Duration // the slowest of prunedHours
+	prunedRows              int64
+	prunedHoursMeasured     int64
 }
 
-// watchTotals sums the watch part's scrapes after the first.
+// watchTotals sums part 1's scrapes after the first; exact covers all.
 type watchTotals struct {
-	scrapes int
-	// exact: every scrape's Reported, change-log rows and events matched
-	// the model, node for node (the first scrape included).
-	exact bool
-	// crossing: nodes the model reports for crossing the threshold, and
-	// their events.
-	crossing, crossingEvents int
-	// The period refresh: nodes the model reports for a new period, their
-	// events, and the fewest and most events of one scrape.
-	refresh, refreshEvents             int
-	minRefreshEvents, maxRefreshEvents int
-	// otherEvents: events beyond the model's (0 when exact).
-	otherEvents int
-	// events and the servers' CPU time over these scrapes, the markers'
-	// own events included in the CPU.
-	events               int
-	platformCPU, kubeCPU time.Duration
+	scrapes                            int
+	exact                              bool
+	crossing, crossingEvents           int // model's crossing nodes, their events
+	refresh, refreshEvents             int // model's refreshed nodes, their events
+	minRefreshEvents, maxRefreshEvents int // per scrape
+	otherEvents, events                int
+	platformCPU, kubeCPU               time.Duration
 }
 
 func (r metricsResult) watchTotals() watchTotals {
 	t := watchTotals{exact: len(r.scrapes) > 0}
 	for i, s := range r.scrapes {
-		t.exact = t.exact && s.events == int(s.reported) && s.changeRows == s.reported && int(s.reported) == s.due && len(s.unexpected) == 0
+		t.exact = t.exact && s.exact()
 		if i == 0 {
 			continue
 		}
@@ -278,23 +229,19 @@ func (t watchTotals) meanRefreshEvents() float64 {
 	return float64(t.refreshEvents) / float64(max(t.scrapes, 1))
 }
 
-// expectedRefresh is how many nodes' report periods turn in a scrape
-// interval on average: nodeCount × metricsInterval / period.
+// expectedRefresh is nodeCount × metricsInterval / period: the nodes whose
+// period turns in a scrape interval on average.
 func expectedRefresh() float64 {
 	return float64(nodeCount) * metricsInterval.Seconds() / usageReporting.Period.Seconds()
 }
 
-// reportingOp is a timed scrape of the new design that reported nodes.
 type reportingOp struct {
 	reported int64
 	took     time.Duration
 }
 
-// historySize is the on-disk size of a metrics history after the seed.
-type historySize struct {
-	table, indexes int64
-	rows           int64
-}
+// historySize is the metrics history's size after the seed.
+type historySize struct{ table, indexes, rows int64 }
 
 func (h historySize) total() int64 { return h.table + h.indexes }
 
@@ -302,17 +249,14 @@ func (r metricsResult) newBytesPerSample() float64 {
 	return float64(r.newBytes.total()) / float64(max(r.newBytes.rows, 1))
 }
 
-// ensureMirrored makes sure the server runs and the registry mirrors the
-// member, as the sub-benchmarks before this one leave it. Run on its own
-// (-bench BenchmarkDiscovery/metrics), the server is stopped with only the
-// near-empty first sync in the registry; it then syncs as initial-sync does.
+// ensureMirrored syncs the member first, as initial-sync does, unless the
+// sub-benchmarks before left the server running on a mirror.
 func (d *discoveryEnv) ensureMirrored(ctx context.Context) error {
 	if d.cp.PlatformAPIServerPID() != 0 {
 		if c, err := d.registryCounts(ctx); err == nil && c == d.want {
 			return nil
 		}
 	}
-	fmt.Fprintf(os.Stderr, "discovery: the registry does not mirror the member; syncing it first\n")
 	if err := d.cp.StopPlatformAPIServer(); err != nil {
 		return err
 	}
@@ -326,22 +270,17 @@ func (d *discoveryEnv) ensureMirrored(ctx context.Context) error {
 	return start.wait(ctx)
 }
 
-// fleet generates the scrapes and models the reporting policy: it knows, for
-// each node, the sample NodeCapacity shows, and so which nodes a scrape must
-// report (and nothing else may change).
+// fleet makes the scrapes and models the policy: which nodes a scrape must
+// report, and that nothing else may change.
 type fleet struct {
-	// base is when scrape 0 was observed; scrape k is k intervals later.
-	base        time.Time
+	base        time.Time // scrape k is observed k intervals after it
 	allocatable []store.Resources
-	// phase is each node's offset into the report period, in seconds, as
-	// the registry computes it (cluster_node_usage_phase).
-	phase    []float64
-	reported []store.NodeMetricsSample // ObservedAt zero: none
+	phase       []float64                 // each node's offset into the period, as cluster_node_usage_phase
+	reported    []store.NodeMetricsSample // ObservedAt zero: none
 }
 
-// newFleet reads each node's allocatable from the registry (discovery
-// mirrored it from kube-apiserver) and checks that no node reports usage
-// yet: the environment has no metrics.k8s.io.
+// newFleet reads each node's allocatable and phase from the registry and
+// checks that none reports usage yet (there is no metrics.k8s.io).
 func (d *discoveryEnv) newFleet(ctx context.Context) (*fleet, error) {
 	f := &fleet{
 		base:        time.Now().UTC().Truncate(time.Second),
@@ -373,8 +312,7 @@ func (d *discoveryEnv) newFleet(ctx context.Context) (*fleet, error) {
 		if usage {
 			return nil, fmt.Errorf("node %s already reports usage; the discovery environment has no metrics.k8s.io", name)
 		}
-		f.allocatable[i] = store.Resources{CPUMillis: cpu, MemoryBytes: mem}
-		f.phase[i] = phase
+		f.allocatable[i], f.phase[i] = store.Resources{CPUMillis: cpu, MemoryBytes: mem}, phase
 		seen++
 	}
 	if err := rows.Err(); err != nil {
@@ -386,45 +324,35 @@ func (d *discoveryEnv) newFleet(ctx context.Context) (*fleet, error) {
 	return f, nil
 }
 
-func crossing(i int) bool { return i%crossingEvery == crossingEvery/2 }
-
-// samples is scrape k: node i at its level (20–69 % of allocatable CPU,
-// 30–69 % of memory), jittered by up to ±usageJitter, plus crossingStep
-// from scrape crossingScrape on for the crossing nodes.
+// samples is scrape k: node i at 20–69 % of allocatable CPU and 30–69 % of
+// memory, jittered, plus crossingStep for the crossing nodes from
+// crossingScrape on.
 func (f *fleet) samples(k int) []store.NodeMetricsSample {
-	observed := f.base.Add(time.Duration(k) * metricsInterval)
 	out := make([]store.NodeMetricsSample, nodeCount)
 	for i := range out {
 		jitter := float64((i*31+k*17)%21-10) / 10 * usageJitter
-		cpu := 0.20 + float64(i%50)/100 + jitter
-		mem := 0.30 + float64(i%40)/100 - jitter
-		if crossing(i) && k >= crossingScrape {
-			cpu += crossingStep
-			mem += crossingStep
+		cpu, mem := 0.20+float64(i%50)/100+jitter, 0.30+float64(i%40)/100-jitter
+		if i%crossingEvery == crossingEvery/2 && k >= crossingScrape {
+			cpu, mem = cpu+crossingStep, mem+crossingStep
 		}
 		a := f.allocatable[i]
 		out[i] = store.NodeMetricsSample{
-			ClusterID:    discoveryClusterID,
-			Node:         nodeName(i),
-			CPUNanoCores: int64(cpu * float64(a.CPUMillis) * 1e6),
-			MemoryBytes:  int64(mem * float64(a.MemoryBytes)),
-			ObservedAt:   observed,
-			Window:       20 * time.Second,
+			ClusterID: discoveryClusterID, Node: nodeName(i),
+			CPUNanoCores: int64(cpu * float64(a.CPUMillis) * 1e6), MemoryBytes: int64(mem * float64(a.MemoryBytes)),
+			ObservedAt: f.base.Add(time.Duration(k) * metricsInterval), Window: 20 * time.Second,
 		}
 	}
 	return out
 }
 
-// dueNodes is what the policy reports of a scrape: the nodes, each with
-// why ("first", "threshold" or "period"; a node both past the threshold and
-// in a new period counts as "threshold"), and the scrape's kind ("quiet"
-// when none; else the reasons joined by "+").
+// dueNodes is what the policy reports of a scrape: each node with why
+// ("first", "threshold" or "period"; threshold wins over period), and the
+// scrape's kind ("quiet", or the reasons joined by "+").
 type dueNodes struct {
 	nodes map[string]string
 	kind  string
 }
 
-// count is how many nodes are due for reason why.
 func (d dueNodes) count(why string) int {
 	n := 0
 	for _, w := range d.nodes {
@@ -435,11 +363,12 @@ func (d dueNodes) count(why string) int {
 	return n
 }
 
-// report applies the policy (store.UsageReporting, as RecordNodeMetrics
-// does in SQL) to a scrape and remembers what it reports.
+// report applies the policy (as RecordNodeMetrics does in SQL) to a scrape
+// and remembers what it reports.
 func (f *fleet) report(samples []store.NodeMetricsSample) dueNodes {
 	out := dueNodes{nodes: map[string]string{}}
 	reasons := map[string]bool{}
+	abs := func(v int64) int64 { return max(v, -v) }
 	for i, s := range samples {
 		r, a := f.reported[i], f.allocatable[i]
 		var why string
@@ -478,37 +407,28 @@ func (f *fleet) period(i int, t time.Time) float64 {
 	return math.Floor((float64(t.UnixMicro())/1e6 + f.phase[i]) / usageReporting.Period.Seconds())
 }
 
-func abs(v int64) int64 {
-	if v < 0 {
-		return -v
-	}
-	return v
-}
-
-// scrapeEvents is one scrape of the watch part.
+// scrapeEvents is one scrape of part 1.
 type scrapeEvents struct {
 	k    int
 	kind string
-	// due is how many nodes the model says the scrape reports, crossing
-	// and refresh how many of them for crossing the threshold and for a new
-	// period; reported is what RecordNodeMetrics says it did.
+	// due, crossing, refresh: the model's nodes in all, for the threshold,
+	// for a new period; reported: what RecordNodeMetrics did.
 	due, crossing, refresh int
 	stored, reported       int64
-	// changeRows: registry_change entries of NodeCapacities the scrape
-	// wrote (the member's ClusterCapacity takes one more when any is).
-	changeRows int64
-	// events: NodeCapacity events the watch delivered before the marker;
-	// byReason counts them by the model's reason for their node ("" for
-	// other events: of a node the model did not report, or a second one of
-	// a node); unexpected lists those other events (at most 5).
+	changeRows             int64 // NodeCapacity entries in registry_change
+	// events before the marker, byReason by the model's reason for their
+	// node ("": not reported by the model, or a node's second), unexpected
+	// those other events (at most 5).
 	events     int
 	byReason   map[string]int
 	unexpected []string
 	write      time.Duration
-	// CPU time of the platform-apiserver and kube-apiserver from the
-	// scrape until the marker's event arrived (the marker's own change
-	// included; 10 ms resolution).
+	// Server CPU from the scrape to the marker's event (10 ms resolution).
 	platformCPU, kubeCPU time.Duration
+}
+
+func (s scrapeEvents) exact() bool {
+	return s.events == int(s.reported) && s.changeRows == s.reported && int(s.reported) == s.due && len(s.unexpected) == 0
 }
 
 // quietFleetEvents is part 1: the first scrape and quietFleetScrapes more,
@@ -570,21 +490,18 @@ func (d *discoveryEnv) quietFleetEvents(ctx context.Context, f *fleet) ([]scrape
 	return out, nil
 }
 
-// awaitMetricsMarker sets the marker label of the marker node to seq in
-// kube-apiserver and reads the watch until discovery's event of it arrives.
-// It returns how many other events came first, how many of them were of a
-// node in want by its reason there ("" for the others: of a node not in
-// want, or a node's second; want nil: expect none), and which were others.
+// awaitMetricsMarker sets the marker label to seq in kube-apiserver and
+// reads the watch until its event arrives. It returns how many events came
+// first, how many of a node in want by its reason there ("" for the others;
+// want nil: expect none), and which were the others.
 func (d *discoveryEnv) awaitMetricsMarker(ctx context.Context, receipts <-chan ncReceipt, seq int, want map[string]string) (int, map[string]int, []string, error) {
 	node := nodeName(metricsMarkerNode)
 	if err := d.relabel(ctx, "nodes", node, metricsMarkerLabel, strconv.Itoa(seq)); err != nil {
 		return 0, nil, nil, err
 	}
 	markerName := nodecapacity.Name(discoveryClusterID, node)
-	events := 0
-	byReason := map[string]int{}
+	events, byReason, seen := 0, map[string]int{}, map[string]bool{}
 	var unexpected []string
-	seen := map[string]bool{}
 	err := receive(ctx, receipts, metricsMarkerTimeout, func(r ncReceipt) (bool, error) {
 		if r.err != nil || (r.name == markerName && r.marker == strconv.Itoa(seq)) {
 			return true, r.err
@@ -606,17 +523,15 @@ func (d *discoveryEnv) awaitMetricsMarker(ctx context.Context, receipts <-chan n
 	return events, byReason, unexpected, err
 }
 
-// ncReceipt is one event (the object's name and marker label), or the error
-// that ended the watch.
+// ncReceipt is one event, or the error that ended the watch.
 type ncReceipt struct {
-	typ    watch.EventType
-	name   string
-	marker string
-	err    error
+	typ          watch.EventType
+	name, marker string
+	err          error
 }
 
 // watchNodeCapacities watches NodeCapacities through the aggregator from
-// now, in g on a connection of its own, and sends a receipt of each event.
+// now, in g, and sends a receipt of each event.
 func (d *discoveryEnv) watchNodeCapacities(ctx context.Context, g *watchGroup) (<-chan ncReceipt, error) {
 	c, err := g.client(d.cp.AdminConfig(), nil)
 	if err != nil {
@@ -626,8 +541,7 @@ func (d *discoveryEnv) watchNodeCapacities(ctx context.Context, g *watchGroup) (
 	if err != nil {
 		return nil, err
 	}
-	// Room for several scrapes' events: the reader never blocks.
-	receipts := make(chan ncReceipt, 4*nodeCount)
+	receipts := make(chan ncReceipt, 4*nodeCount) // several scrapes': the reader never blocks
 	f := follower{open: c.PlatformV1alpha1().NodeCapacities().Watch, event: func(ev watch.Event, _ time.Time) bool {
 		nc, ok := ev.Object.(*v1alpha1.NodeCapacity)
 		switch {
@@ -646,11 +560,8 @@ func (d *discoveryEnv) watchNodeCapacities(ctx context.Context, g *watchGroup) (
 	return receipts, nil
 }
 
-// seedHistorySQL writes $4 samples per node of cluster $1, one interval ($3
-// seconds) apart and ending one interval before $2, in time order (as
-// scrapes write them: each a sample of every node, by name), in one
-// statement. Usage is some fraction of allocatable; its values do not
-// matter to any statement measured.
+// seedHistorySQL writes $4 samples per node of cluster $1, $3 seconds apart
+// and ending one interval before $2, in time order, as scrapes write them.
 const seedHistorySQL = `
 	INSERT INTO cluster_node_metrics (cluster_id, node, cpu_usage_nanocores, memory_usage_bytes, observed_at, window_seconds)
 	SELECT n.cluster_id, n.name, n.allocatable_cpu_millis * (200000 + (i * 7919) % 500000),
@@ -661,23 +572,19 @@ const seedHistorySQL = `
 	              FROM cluster_node WHERE cluster_id = $1 AND i > 0 ORDER BY name) n`
 
 // seedDayOfHistory writes historySamples per node, ending one interval
-// before the first scrape, into the registry's hourly partitions, vacuums
-// and analyzes them (as autovacuum would have long since), and measures
-// their size.
+// before the first scrape, into the hourly partitions, vacuums and analyzes
+// them (as autovacuum would have), and measures their size.
 func (d *discoveryEnv) seedDayOfHistory(ctx context.Context, f *fleet, res *metricsResult) error {
 	end := f.base
 	if _, err := d.db.Exec(ctx, `SELECT cluster_node_metrics_ensure_partitions($1, $2)`,
 		end.Add(-time.Duration(historySamples)*metricsInterval), end); err != nil {
 		return fmt.Errorf("create the history's partitions: %w", err)
 	}
-	fmt.Fprintf(os.Stderr, "discovery: writing %d samples per node (%s of history)...\n", historySamples, metricsRetention)
-	stop := heartbeat("writing the history")
 	begin := time.Now()
 	tag, err := d.db.Exec(ctx, seedHistorySQL, discoveryClusterID, end, metricsInterval.Seconds(), historySamples)
 	if err == nil {
 		_, err = d.db.Exec(ctx, `VACUUM (ANALYZE) cluster_node_metrics`)
 	}
-	stop()
 	if err != nil {
 		return fmt.Errorf("seed the history: %w", err)
 	}
@@ -696,45 +603,21 @@ func (d *discoveryEnv) seedDayOfHistory(ctx context.Context, f *fleet, res *metr
 	return nil
 }
 
-// heartbeat prints that what is still going on every 30 s until stopped,
-// for the minutes-long seed statements.
-func heartbeat(what string) (stop func()) {
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		begin := time.Now()
-		tick := time.NewTicker(30 * time.Second)
-		defer tick.Stop()
-		for {
-			select {
-			case <-tick.C:
-				fmt.Fprintf(os.Stderr, "discovery: still %s (%s)\n", what, time.Since(begin).Round(time.Second))
-			case <-done:
-				return
-			}
-		}
-	})
-	return func() { close(done); wg.Wait() }
-}
-
-// pruneHistory is part 3: prunedHours times, the registry's oldest hourly
-// partition is dropped by MaintainNodeMetrics (with RetainAfter its upper
-// bound, as the maintenance does once the hour is older than the
-// retention). The history's first hour is partial unless the first scrape
-// was on the hour; it is pruned first, untimed.
+// pruneHistory is part 3: prunedHours times, MaintainNodeMetrics drops the
+// oldest hourly partition (RetainAfter its upper bound). A partial first
+// hour is pruned first, untimed, as is a first round that only prepares the
+// coming hours' partitions.
 func (d *discoveryEnv) pruneHistory(ctx context.Context, res *metricsResult) error {
-	// The maintenance prepares the coming hours' partitions every interval;
-	// a first untimed round does that, so the timed ones only drop.
 	if _, err := d.registry.MaintainNodeMetrics(ctx, store.MetricsMaintenance{Now: time.Now()}); err != nil {
 		return err
 	}
 	for res.prunedHoursMeasured < prunedHours {
 		var name string
 		var upper time.Time
+		var rows int64
 		if err := d.db.QueryRow(ctx, `SELECT name, upper_bound FROM cluster_node_metrics_partitions() ORDER BY upper_bound LIMIT 1`).Scan(&name, &upper); err != nil {
 			return fmt.Errorf("find the oldest history partition: %w", err)
 		}
-		var rows int64
 		if err := d.db.QueryRow(ctx, `SELECT count(*) FROM `+pgx.Identifier{name}.Sanitize()).Scan(&rows); err != nil {
 			return fmt.Errorf("count the samples of %s: %w", name, err)
 		}
@@ -747,31 +630,12 @@ func (d *discoveryEnv) pruneHistory(ctx context.Context, res *metricsResult) err
 		if done.DroppedPartitions != 1 {
 			return fmt.Errorf("prune before %s: dropped %d partitions, want 1 (%s with %d samples)", upper, done.DroppedPartitions, name, rows)
 		}
-		if rows != int64(samplesPerHour)*nodeCount {
-			fmt.Fprintf(os.Stderr, "discovery: pruned the history's partial first hour (%d samples), untimed: %s\n", rows, took.Round(time.Microsecond))
-			continue
+		if rows == int64(samplesPerHour)*nodeCount {
+			res.prunedRows, res.newPrune = rows, max(res.newPrune, took)
+			res.prunedHoursMeasured++
 		}
-		fmt.Fprintf(os.Stderr, "discovery: pruned an hour (%d samples, before %s): %s (dropped %s)\n",
-			rows, upper.UTC().Format(time.RFC3339), took.Round(time.Microsecond), name)
-		res.prunedRows = rows
-		res.newPrune = max(res.newPrune, took)
-		res.prunedHoursMeasured++
 	}
 	return nil
-}
-
-// refreshCostPerNode is the write time per reported node: the timed loop's
-// mean less the quiet reference's, over the loop's mean reported nodes (0
-// when either is missing).
-func (r metricsResult) refreshCostPerNode() time.Duration {
-	var nodes int64
-	for _, op := range r.reportingOps {
-		nodes += op.reported
-	}
-	if r.quietRefOps == 0 || r.ops == 0 || nodes == 0 {
-		return 0
-	}
-	return (r.newWrite - r.quietRefWrite) * time.Duration(r.ops) / time.Duration(nodes)
 }
 
 // summarize adds the quiet-fleet lines to the discovery summary.
@@ -782,8 +646,12 @@ func (r *metricsResult) summarize() {
 		first = r.scrapes[0].events
 	}
 	line := func(format string, args ...any) { summary.printf(discoverySection, format, args...) }
+	matched := "MISMATCH"
+	if t.exact && t.otherEvents == 0 && t.crossing > 0 && t.crossingEvents == t.crossing {
+		matched = "matched"
+	}
 	line("metrics watch      %d scrapes after the first: %d nodes crossed the threshold, %d events of them; %d events beyond them and the period refresh; change-log rows and events = the policy's model, node for node: %s",
-		t.scrapes, t.crossing, t.crossingEvents, t.otherEvents, matched(t.exact && t.otherEvents == 0 && t.crossing > 0 && t.crossingEvents == t.crossing))
+		t.scrapes, t.crossing, t.crossingEvents, t.otherEvents, matched)
 	line("                   period refresh (each node at its own phase): %d–%d events a scrape, mean %.0f (nodes × interval / period = %.0f), so \"none beyond the crossers\" holds for the threshold part only",
 		t.minRefreshEvents, t.maxRefreshEvents, t.meanRefreshEvents(), expectedRefresh())
 	perEvent := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(max(t.events, 1)) }
@@ -794,30 +662,24 @@ func (r *metricsResult) summarize() {
 	if r.quietOps > 0 {
 		ops = fmt.Sprintf("%d quiet scrapes %s each", r.quietOps, r.newQuietWrite.Round(100*time.Microsecond))
 	}
+	var nodes int64
 	if n := len(r.reportingOps); n > 0 {
-		var reported latencies
-		var nodes int64
-		lo, hi := r.reportingOps[0].reported, r.reportingOps[0].reported
+		lo, hi, slowest := r.reportingOps[0].reported, r.reportingOps[0].reported, time.Duration(0)
 		for _, op := range r.reportingOps {
-			lo, hi, nodes = min(lo, op.reported), max(hi, op.reported), nodes+op.reported
-			reported.add(op.took)
+			lo, hi, nodes, slowest = min(lo, op.reported), max(hi, op.reported), nodes+op.reported, max(slowest, op.took)
 		}
-		ops += fmt.Sprintf("; %d scrapes reporting %d–%d nodes (mean %d), slowest %s", n, lo, hi, nodes/int64(n), reported.max.Round(100*time.Microsecond))
+		ops += fmt.Sprintf("; %d scrapes reporting %d–%d nodes (mean %d), slowest %s", n, lo, hi, nodes/int64(n), slowest.Round(100*time.Microsecond))
 	}
 	line("                   (of which %s)", ops)
 	if r.quietRefOps > 0 {
+		// The loop's mean less the quiet reference's, per reported node.
+		var perNode time.Duration
+		if r.ops > 0 && nodes > 0 {
+			perNode = (r.newWrite - r.quietRefWrite) * time.Duration(r.ops) / time.Duration(nodes)
+		}
 		line("                   (quiet reference, %d scrapes with no node due: %s each; the period refresh costs %s per reported node)",
-			r.quietRefOps, r.quietRefWrite.Round(100*time.Microsecond), r.refreshCostPerNode().Round(time.Microsecond))
+			r.quietRefOps, r.quietRefWrite.Round(100*time.Microsecond), perNode.Round(time.Microsecond))
 	}
 	line("metrics history    %s for a day of %d nodes (%.0f bytes/sample); prune of an hour (%d samples) %s",
 		mibString(r.newBytes.total()), nodeCount, r.newBytesPerSample(), r.prunedRows, r.newPrune.Round(100*time.Microsecond))
-}
-
-// matched says whether measured counts matched the model (no goal of the
-// issue: the refresh's events are the model's too).
-func matched(ok bool) string {
-	if ok {
-		return "matched"
-	}
-	return "MISMATCH"
 }
