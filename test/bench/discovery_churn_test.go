@@ -113,27 +113,22 @@ func (d *discoveryEnv) churn(ctx context.Context, receipts <-chan nsReceipt, n i
 		written time.Time
 	}
 	pending := map[string][]change{}
-	tick := time.NewTicker(time.Second / churnRate)
-	defer tick.Stop()
-	for k := range n {
-		if k > 0 {
-			select {
-			case <-tick.C:
-			case <-ctx.Done():
-				return nil, ctx.Err()
-			}
-		}
+	err := every(ctx, time.Second/churnRate, n, func() error {
 		seq := d.seq
 		d.seq++
 		ns := churnNamespace(seq % churnNamespaces)
 		if err := d.relabel(ctx, "namespaces", ns, churnLabel, strconv.Itoa(seq)); err != nil {
-			return nil, err
+			return err
 		}
 		pending[ns] = append(pending[ns], change{seq: seq, written: time.Now()})
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 
 	latencies := make([]time.Duration, 0, n)
-	err := receive(ctx, receipts, visibleTimeout, func(r nsReceipt) (bool, error) {
+	err = receive(ctx, receipts, visibleTimeout, func(r nsReceipt) (bool, error) {
 		if r.err != nil {
 			return false, r.err
 		}

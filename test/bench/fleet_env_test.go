@@ -329,29 +329,3 @@ func (f *fleetEnv) nodeMetricsCount(ctx context.Context) (int, error) {
 	}
 	return len(list.Items), nil
 }
-
-// backgroundCPU measures, over window, how many cores the control plane's
-// simulator and servers use with no platform-apiserver running, for the
-// record: the load every sub-benchmark shares the two cores with. The
-// window is one metrics-server period: kwok's work comes in one burst a
-// period, when metrics-server scrapes every node.
-func (f *fleetEnv) backgroundCPU(ctx context.Context, window time.Duration) string {
-	names := []string{"etcd", "kube-apiserver", "kwok", "metrics-server"}
-	before := map[string]time.Duration{}
-	for _, n := range names {
-		before[n] = cpuOf(f.pidsNamed(n))
-	}
-	begin := time.Now()
-	if err := sleepCtx(ctx, window); err != nil {
-		return err.Error()
-	}
-	elapsed := time.Since(begin)
-	var parts []string
-	var total float64
-	for _, n := range names {
-		cores := float64(cpuOf(f.pidsNamed(n))-before[n]) / float64(elapsed)
-		total += cores
-		parts = append(parts, fmt.Sprintf("%s %.2f", n, cores))
-	}
-	return fmt.Sprintf("%.2f cores (%s)", total, strings.Join(parts, ", "))
-}

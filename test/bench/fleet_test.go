@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"math"
 	"os"
@@ -25,53 +24,40 @@ import (
 )
 
 const (
-	// fleetNodes is how many NodeCapacities a complete mirror holds.
-	fleetNodes = fleetMembers * nodeCount
-	// fleetReplicaCounts are the sub-benchmarks.
-	fleetReplicaCountsDoc = "1 and 3"
-	// fleetSyncTimeout bounds the initial sync of the whole fleet (and each
-	// replica's wait for /readyz).
+	fleetNodes = fleetMembers * nodeCount // NodeCapacities of a complete mirror
+	// fleetSyncTimeout bounds the initial sync (and each replica's /readyz);
+	// the rows are counted every fleetSyncPoll.
 	fleetSyncTimeout = 15 * time.Minute
-	// fleetSyncPoll is how often the registry's rows are counted during
-	// the sync: the resolution of the sync time.
-	fleetSyncPoll = time.Second
-	// fleetWarmup follows the sync before freshness is measured: one
-	// metrics interval, so every member's scraper has written at least once.
-	fleetWarmup = 30 * time.Second
-	// fleetSteadyMin is the shortest steady window (from the end of the
-	// warm-up): RSS, CPU and the lock histograms of the steady state cover
-	// at least two scrapes of every member.
+	fleetSyncPoll    = time.Second
+	// fleetWarmup (one metrics interval) follows the sync; the steady
+	// window lasts at least fleetSteadyMin, two scrapes of every member.
+	fleetWarmup    = 30 * time.Second
 	fleetSteadyMin = 60 * time.Second
-	// fleetChangesPerOp node label changes are one op, one after the
-	// other; each is awaited under every member's cluster id.
+	// An op is fleetChangesPerOp node label changes, one after the other,
+	// each awaited under every member's id, polled every fleetFreshnessPoll.
 	fleetChangesPerOp  = 10
 	fleetChangeTimeout = 2 * time.Minute
-	// fleetFreshnessPoll is how often the registry is asked for a change's
-	// rows: the resolution of a freshness sample.
 	fleetFreshnessPoll = 10 * time.Millisecond
 	fleetLabel         = "bench.platform.example.io/fleet-seq"
-	// fleetChurnRate namespace label changes a second in the member, round
-	// robin over fleetChurnNamespaces namespaces, run in the background
-	// from the end of the sync: fleetMembers × as many row changes in the
-	// registry.
+	// Background churn from the end of the sync: fleetChurnRate namespace
+	// relabels a second, round robin over fleetChurnNamespaces.
 	fleetChurnRate       = 10
 	fleetChurnNamespaces = 100
-	// fleetRSSSample is how often each replica's VmRSS is sampled.
-	fleetRSSSample = 2 * time.Second
-	// maxKiBPerNode is the issue's memory goal: server RSS per mirrored node.
+	fleetRSSSample       = 2 * time.Second
+	// maxKiBPerNode is the issue's goal: server RSS per mirrored node.
 	maxKiBPerNode = 100
+	// fleetLeasePrefix starts the discovery Leases' names.
+	fleetLeasePrefix = "platform-apiserver-discovery"
 )
 
 // BenchmarkFleet mirrors fleetMembers copies of one kwok-simulated cluster
-// (fleetNodes NodeCapacities) with 1 and 3 replicas, each on a database of
-// its own: the initial sync and its memory and lock waits (untimed but
-// reported), then ops of fleetChangesPerOp node changes each awaited under
-// every cluster id while scrapers and churn run, then the steady state's
-// memory, CPU, locks and database size. See docs/benchmarks.md, "Fleet".
+// with 1 and 3 replicas, each on a database of its own: the initial sync
+// (untimed, reported), ops of node changes awaited under every cluster id
+// while scrapers and churn run, then the steady state's memory, CPU, locks
+// and database size. See docs/benchmarks.md, "Fleet".
 func BenchmarkFleet(b *testing.B) {
 	f := startFleetEnv(b)
-	fmt.Fprintf(os.Stderr, "fleet: the member holds %s; %d members; background load without a platform-apiserver: %s\n",
-		f.want, fleetMembers, f.backgroundCPU(b.Context(), fleetMetricResolution))
+	fmt.Fprintf(os.Stderr, "fleet: the member holds %s; %d members\n", f.want, fleetMembers)
 	for _, n := range []int{1, 3} {
 		if !b.Run(fmt.Sprintf("replicas=%d", n), func(b *testing.B) { f.bench(b, n) }) {
 			break
@@ -82,41 +68,33 @@ func BenchmarkFleet(b *testing.B) {
 
 // fleetResult is what one sub-benchmark measured.
 type fleetResult struct {
-	replicas int
-	// sync is the start of the replicas to every member mirrored;
-	// memberSync each member's own (sorted).
-	sync       time.Duration
-	memberSync []time.Duration
+	replicas   int
+	sync       time.Duration   // from the start until every member was mirrored
+	memberSync []time.Duration // each member's, sorted
 	fresh      percentiles
-	// Writer lock p99s in seconds (NaN when the servers do not export the
-	// histograms) during the sync and the steady window, and the member
-	// lock's wait p99 where the registry has one.
+	// Lock p99s in seconds (NaN without the histograms): writer lock hold
+	// and wait, member lock wait, during the sync and the steady window.
 	syncHold, syncWait, steadyHold, steadyWait float64
 	syncMemberWait, steadyMemberWait           float64
 	syncHoldByOp, steadyHoldByOp               string
-	steadyWindow                               time.Duration
+	steadyWindow, churnWindow                  time.Duration
 	churnChanges, churnErrors                  int
-	churnWindow                                time.Duration
 	db                                         dbSize
 	perReplica                                 []fleetReplicaResult
 	leases                                     string
 }
 
-// fleetReplicaResult is one replica's share.
 type fleetReplicaResult struct {
 	name string
 	replicaShare
-	// Memory in bytes: VmHWM at the end (the peak since start, so the
-	// sync's), VmRSS right after the sync, and the mean VmRSS over the
-	// steady window.
+	// VmHWM at the end, VmRSS after the sync, mean VmRSS over the steady window.
 	hwm, rssSynced, rssSteady int64
 	cores                     float64
 	errors                    int
 	errorSamples              []string
 }
 
-// mirroredNodes is how many NodeCapacities the replica mirrors, from its
-// member count (every member has nodeCount nodes).
+// mirroredNodes is how many NodeCapacities the replica mirrors.
 func (r fleetReplicaResult) mirroredNodes() int { return max(r.members, 0) * nodeCount }
 
 // fleetRun is one sub-benchmark's replicas and database.
@@ -128,7 +106,6 @@ type fleetRun struct {
 	ids      []string
 }
 
-// bench runs one sub-benchmark with n replicas.
 func (f *fleetEnv) bench(b *testing.B, n int) {
 	ctx := b.Context()
 	res := fleetResult{replicas: n}
@@ -141,8 +118,6 @@ func (f *fleetEnv) bench(b *testing.B, n int) {
 			b.Errorf("stop the replicas: %v", err)
 		}
 	}()
-
-	// Initial sync.
 	if err := run.startAndSync(ctx, n, &res); err != nil {
 		run.diagnose(ctx)
 		b.Fatal(err)
@@ -152,8 +127,7 @@ func (f *fleetEnv) bench(b *testing.B, n int) {
 		b.Fatal(err)
 	}
 	w := newLockWindow(nil, syncLocks)
-	res.syncHold, res.syncWait, res.syncHoldByOp = w.hold.quantile(0.99), w.wait.quantile(0.99), w.byOp()
-	res.syncMemberWait = w.memberWait.quantile(0.99)
+	res.syncHold, res.syncWait, res.syncMemberWait, res.syncHoldByOp = w.hold.quantile(0.99), w.wait.quantile(0.99), w.memberWait.quantile(0.99), w.byOp()
 	res.perReplica = make([]fleetReplicaResult, len(run.replicas))
 	for i, r := range run.replicas {
 		res.perReplica[i].name = r.Name()
@@ -165,7 +139,7 @@ func (f *fleetEnv) bench(b *testing.B, n int) {
 		b.Fatal(err)
 	}
 
-	// Steady state: background churn, scrapers, and the freshness loop.
+	// Steady state: churn, scrapers, and the freshness loop.
 	churnCtx, stopChurn := context.WithCancel(ctx)
 	defer stopChurn()
 	churnBegin := time.Now()
@@ -203,8 +177,7 @@ func (f *fleetEnv) bench(b *testing.B, n int) {
 	res.churnChanges, res.churnErrors, res.churnWindow = churn[0], churn[1], time.Since(churnBegin)
 	steadyRSS := stopSampling()
 	w = newLockWindow(before, after)
-	res.steadyHold, res.steadyWait, res.steadyHoldByOp = w.hold.quantile(0.99), w.wait.quantile(0.99), w.byOp()
-	res.steadyMemberWait = w.memberWait.quantile(0.99)
+	res.steadyHold, res.steadyWait, res.steadyMemberWait, res.steadyHoldByOp = w.hold.quantile(0.99), w.wait.quantile(0.99), w.memberWait.quantile(0.99), w.byOp()
 	res.fresh = fresh.summary()
 
 	// Who mirrors what, memory, database, logs.
@@ -223,7 +196,14 @@ func (f *fleetEnv) bench(b *testing.B, n int) {
 		rr.cores = float64(cpuAfter[i]-cpuBefore[i]) / float64(res.steadyWindow)
 		logs[r.Name()] = r.LogPath()
 		if *profileDir != "" {
-			if err := writeReplicaHeap(ctx, r); err != nil {
+			heap, err := r.Get(ctx, "/debug/pprof/heap")
+			if err == nil {
+				err = os.MkdirAll(*profileDir, 0o755)
+			}
+			if err == nil {
+				err = os.WriteFile(filepath.Join(*profileDir, r.Name()+".heap.pprof"), heap, 0o644)
+			}
+			if err != nil {
 				b.Error(err)
 			}
 		}
@@ -241,14 +221,13 @@ func (f *fleetEnv) bench(b *testing.B, n int) {
 		}
 	}
 	res.report(b)
-	res.log(os.Stderr)
+	res.log()
 	f.results = append(f.results, res)
 }
 
-// newRun creates the sub-benchmark's database (dropping a leftover of an
-// earlier run) in the environment's PostgreSQL, migrates it with the
-// platform-apiserver's own `migrate`, so the replicas start on a ready
-// schema, and connects to it.
+// newRun creates the sub-benchmark's database (dropping a leftover), deletes
+// earlier replicas' discovery Leases, migrates the database with the
+// server's own `migrate` and connects to it.
 func (f *fleetEnv) newRun(ctx context.Context, db string) (*fleetRun, error) {
 	ident := pgx.Identifier{db}.Sanitize()
 	for _, stmt := range []string{`DROP DATABASE IF EXISTS ` + ident + ` WITH (FORCE)`, `CREATE DATABASE ` + ident} {
@@ -259,10 +238,12 @@ func (f *fleetEnv) newRun(ctx context.Context, db string) (*fleetRun, error) {
 	if err := f.deleteDiscoveryLeases(ctx); err != nil {
 		return nil, err
 	}
-	dsn, err := withDatabaseName(f.pg.DSN(), db)
-	if err != nil {
-		return nil, err
+	dsn := f.pg.DSN()
+	i := strings.Index(dsn, "/postgres?")
+	if i < 0 {
+		return nil, fmt.Errorf("unexpected DSN shape %q", dsn)
 	}
+	dsn = dsn[:i] + "/" + db + dsn[i+len("/postgres"):]
 	if err := f.cp.MigratePlatformDatabase(ctx, dsn); err != nil {
 		return nil, err
 	}
@@ -273,8 +254,8 @@ func (f *fleetEnv) newRun(ctx context.Context, db string) (*fleetRun, error) {
 	return &fleetRun{f: f, dsn: dsn, pool: pool, ids: fleetMemberIDs()}, nil
 }
 
-// diagnose logs, after a failed sync, what each replica mirrors and how
-// often members were claimed, and each member's rows.
+// diagnose logs, after a failed sync, each replica's members and claims and
+// each member's rows.
 func (r *fleetRun) diagnose(ctx context.Context) {
 	for _, rep := range r.replicas {
 		body, err := rep.Metrics(ctx)
@@ -299,24 +280,24 @@ func (r *fleetRun) diagnose(ctx context.Context) {
 	fmt.Fprintf(os.Stderr, "fleet: rows per member (namespaces/nodes/pods; want %s): %s\n", r.f.want, strings.Join(parts, ", "))
 }
 
-// deleteDiscoveryLeases deletes the discovery Leases earlier replicas left
-// in kube-system, so each sub-benchmark starts as a fresh deployment does,
-// and logs those still held: a replica that stopped gracefully should
-// have released them.
+// deleteDiscoveryLeases deletes the discovery Leases earlier replicas left,
+// so each sub-benchmark starts as a fresh deployment, and logs those still
+// held after their graceful stop.
 func (f *fleetEnv) deleteDiscoveryLeases(ctx context.Context) error {
-	leases, err := f.kube.CoordinationV1().Leases("kube-system").List(ctx, metav1.ListOptions{})
+	leases := f.kube.CoordinationV1().Leases("kube-system")
+	list, err := leases.List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return fmt.Errorf("list Leases: %w", err)
 	}
 	deleted, held := 0, map[string]int{}
-	for _, l := range leases.Items {
+	for _, l := range list.Items {
 		if !strings.HasPrefix(l.Name, fleetLeasePrefix) {
 			continue
 		}
 		if h := l.Spec.HolderIdentity; h != nil && *h != "" {
 			held[*h]++
 		}
-		if err := f.kube.CoordinationV1().Leases("kube-system").Delete(ctx, l.Name, metav1.DeleteOptions{}); err != nil {
+		if err := leases.Delete(ctx, l.Name, metav1.DeleteOptions{}); err != nil {
 			return fmt.Errorf("delete Lease %s: %w", l.Name, err)
 		}
 		deleted++
@@ -327,22 +308,7 @@ func (f *fleetEnv) deleteDiscoveryLeases(ctx context.Context) error {
 	return nil
 }
 
-// fleetLeasePrefix starts the names of the discovery Leases (the server's
-// default --leader-elect-resource-name).
-const fleetLeasePrefix = "platform-apiserver-discovery"
-
-// withDatabaseName points the ephemeral server's URL DSN at db.
-func withDatabaseName(dsn, db string) (string, error) {
-	i := strings.Index(dsn, "/postgres?")
-	if i < 0 {
-		return "", fmt.Errorf("unexpected DSN shape %q", dsn)
-	}
-	return dsn[:i] + "/" + db + dsn[i+len("/postgres"):], nil
-}
-
-// close stops the replicas gracefully (releasing their Leases) and closes
-// the database connections. The database stays until the next run of the
-// same sub-benchmark or the environment's end.
+// close stops the replicas gracefully (releasing their Leases) and the pool.
 func (r *fleetRun) close() error {
 	var wg sync.WaitGroup
 	errs := make([]error, len(r.replicas))
@@ -355,9 +321,9 @@ func (r *fleetRun) close() error {
 }
 
 // startAndSync starts n replicas at once and polls the registry until every
-// member's rows are complete; the sync time runs from the first start. It
-// returns once every replica is ready too, with every replica that did
-// start in r.replicas (for close), in start order.
+// member's rows are complete (the sync time, from the first start), then
+// waits until every replica is ready; started replicas are in r.replicas,
+// sorted by name.
 func (r *fleetRun) startAndSync(ctx context.Context, n int, res *fleetResult) error {
 	startCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -414,7 +380,6 @@ func (r *fleetRun) startAndSync(ctx context.Context, n int, res *fleetResult) er
 	fmt.Fprintf(os.Stderr, "fleet: %d replica(s): every member mirrored after %s (%s); members complete after %s (first) … %s (median) … %s (last)\n",
 		n, res.sync.Round(time.Millisecond), last, res.memberSync[0].Round(time.Second),
 		res.memberSync[len(res.memberSync)/2].Round(time.Second), res.memberSync[len(res.memberSync)-1].Round(time.Second))
-	// Every replica must be up (ready) before the steady state.
 	starts.Wait()
 	select {
 	case err := <-startErrs:
@@ -456,9 +421,8 @@ func registryCountsByCluster(ctx context.Context, pool *pgxpool.Pool) (map[strin
 	return out, rows.Err()
 }
 
-// checkObjects checks in the registry that every member's node carries its
-// pods' requests (4 pods) and usage once scraped: a spot check that the
-// mirrored rows are complete objects, not only counted.
+// checkObjects checks that every member's node carries its pods' requests:
+// the mirrored rows are complete objects, not only counted.
 func (r *fleetRun) checkObjects(ctx context.Context) error {
 	name := nodeName(getNodeIndex)
 	rows, err := r.pool.Query(ctx, `SELECT cluster_id, pod_count, requested_cpu_millis FROM cluster_node WHERE cluster_id = ANY($1) AND name = $2`, r.ids, name)
@@ -487,7 +451,6 @@ func (r *fleetRun) checkObjects(ctx context.Context) error {
 	return nil
 }
 
-// lockSnapshots reads every replica's writer-lock histograms.
 func (r *fleetRun) lockSnapshots(ctx context.Context) ([]lockSnapshot, error) {
 	out := make([]lockSnapshot, len(r.replicas))
 	for i, rep := range r.replicas {
@@ -500,7 +463,6 @@ func (r *fleetRun) lockSnapshots(ctx context.Context) ([]lockSnapshot, error) {
 	return out, nil
 }
 
-// cpuTimes reads every replica's CPU time so far (0 when unreadable).
 func (r *fleetRun) cpuTimes() []time.Duration {
 	pids := make([]int, len(r.replicas))
 	for i, rep := range r.replicas {
@@ -509,8 +471,8 @@ func (r *fleetRun) cpuTimes() []time.Duration {
 	return cpuClock(pids...)
 }
 
-// sampleRSS samples every replica's VmRSS every fleetRSSSample until the
-// returned stop, which returns each one's mean.
+// sampleRSS samples every replica's VmRSS every fleetRSSSample until stop,
+// which returns each one's mean.
 func (r *fleetRun) sampleRSS() (stop func() []int64) {
 	sums, n := make([]int64, len(r.replicas)), make([]int64, len(r.replicas))
 	quit, means := make(chan struct{}), make(chan []int64)
@@ -537,19 +499,11 @@ func (r *fleetRun) sampleRSS() (stop func() []int64) {
 	return func() []int64 { close(quit); return <-means }
 }
 
-// churn relabels fleetChurnNamespaces namespaces in the member, round
-// robin, fleetChurnRate times a second until ctx ends, and returns how many
-// changes it wrote and how many failed.
+// churn relabels namespaces in the member until ctx ends and returns how
+// many changes it wrote and how many failed.
 func (f *fleetEnv) churn(ctx context.Context) [2]int {
 	var changes, failures int
-	tick := time.NewTicker(time.Second / fleetChurnRate)
-	defer tick.Stop()
-	for {
-		select {
-		case <-tick.C:
-		case <-ctx.Done():
-			return [2]int{changes, failures}
-		}
+	_ = every(ctx, time.Second/fleetChurnRate, -1, func() error {
 		seq := f.churnSeq
 		f.churnSeq++
 		ns := syncNamespaceName(seq % fleetChurnNamespaces * (fleetNamespaces / fleetChurnNamespaces))
@@ -557,24 +511,23 @@ func (f *fleetEnv) churn(ctx context.Context) [2]int {
 			if ctx.Err() == nil {
 				failures++
 			}
-			continue
+		} else {
+			changes++
 		}
-		changes++
-	}
+		return nil
+	})
+	return [2]int{changes, failures}
 }
 
-// freshnessRound labels fleetChangesPerOp nodes in the member, one after
-// the other, and returns, for each change and member, the time from the
-// patch returning to the first poll whose snapshot holds the member's row
-// with the label (an upper bound, by at most fleetFreshnessPoll plus a
-// query, of when it became visible).
+// freshnessRound labels fleetChangesPerOp nodes, one after the other, and
+// returns for each change and member the time from the patch returning to
+// the first poll that sees the member's row with the label.
 func (f *fleetEnv) freshnessRound(ctx context.Context, pool *pgxpool.Pool, ids []string) ([]time.Duration, error) {
 	latencies := make([]time.Duration, 0, fleetChangesPerOp*len(ids))
 	for range fleetChangesPerOp {
 		f.nodeSeq++
 		seq := f.nodeSeq
-		node := nodeName(seq * 97 % nodeCount)
-		value := strconv.Itoa(seq)
+		node, value := nodeName(seq*97%nodeCount), strconv.Itoa(seq)
 		if err := f.relabel(ctx, "nodes", node, fleetLabel, value); err != nil {
 			return nil, err
 		}
@@ -601,12 +554,7 @@ func (f *fleetEnv) freshnessRound(ctx context.Context, pool *pgxpool.Pool, ids [
 				break
 			}
 			if time.Since(written) > fleetChangeTimeout {
-				var missing []string
-				for _, id := range ids {
-					if !seen[id] {
-						missing = append(missing, id)
-					}
-				}
+				missing := slices.DeleteFunc(slices.Clone(ids), func(id string) bool { return seen[id] })
 				return nil, fmt.Errorf("change %d (label of node %s) not mirrored under %v after %s", seq, node, missing, fleetChangeTimeout)
 			}
 			if err := sleepCtx(ctx, fleetFreshnessPoll); err != nil {
@@ -621,44 +569,25 @@ func (f *fleetEnv) freshnessRound(ctx context.Context, pool *pgxpool.Pool, ids [
 	return latencies, nil
 }
 
-// writeReplicaHeap writes a heap profile of a replica to
-// DIR/<name>.heap.pprof.
-func writeReplicaHeap(ctx context.Context, r *framework.FleetReplica) error {
-	heap, err := r.Get(ctx, "/debug/pprof/heap")
-	if err != nil {
-		return err
-	}
-	if err := os.MkdirAll(*profileDir, 0o755); err != nil {
-		return err
-	}
-	return os.WriteFile(filepath.Join(*profileDir, r.Name()+".heap.pprof"), heap, 0o644)
-}
-
-// Per-node figures of a result.
-
-// maxKiBPerMirroredNode is the largest steady (or peak) RSS per mirrored
-// node over the replicas that mirror any member; NaN when none says.
-func (res fleetResult) maxKiBPerMirroredNode(peak bool) float64 {
+// kiBPerMirroredNode is the largest steady (or peak) RSS per mirrored node
+// over the replicas that mirror any member; NaN when none does.
+func (res fleetResult) kiBPerMirroredNode(peak bool) float64 {
 	v := math.NaN()
 	for _, r := range res.perReplica {
-		nodes := r.mirroredNodes()
-		if nodes == 0 {
-			continue
-		}
-		rss := r.rssSteady
-		if peak {
-			rss = r.hwm
-		}
-		kib := float64(rss) / 1024 / float64(nodes)
-		if math.IsNaN(v) || kib > v {
-			v = kib
+		if nodes := r.mirroredNodes(); nodes > 0 {
+			rss := r.rssSteady
+			if peak {
+				rss = r.hwm
+			}
+			if kib := float64(rss) / 1024 / float64(nodes); math.IsNaN(v) || kib > v {
+				v = kib
+			}
 		}
 	}
 	return v
 }
 
-// claims sums the replicas' member claims (fleetMembers when every member
-// was claimed once and never moved); -1 when the servers do not count them.
+// claims sums the replicas' member claims; -1 when the servers do not count them.
 func (res fleetResult) claims() float64 {
 	total := -1.0
 	for _, r := range res.perReplica {
@@ -670,25 +599,19 @@ func (res fleetResult) claims() float64 {
 }
 
 // totals sums the replicas' memory and CPU.
-func (res fleetResult) totals() (hwm, steady int64, cores float64, mirroring, maxMembers int) {
+func (res fleetResult) totals() (hwm, maxHWM, steady int64, cores float64, mirroring, maxMembers int) {
 	for _, r := range res.perReplica {
-		hwm += r.hwm
-		steady += r.rssSteady
-		cores += r.cores
+		hwm, maxHWM, steady, cores = hwm+r.hwm, max(maxHWM, r.hwm), steady+r.rssSteady, cores+r.cores
 		if r.members > 0 {
 			mirroring++
 		}
 		maxMembers = max(maxMembers, r.members)
 	}
-	return hwm, steady, cores, mirroring, maxMembers
+	return hwm, maxHWM, steady, cores, mirroring, maxMembers
 }
 
 func (res fleetResult) report(b *testing.B) {
-	hwm, steady, cores, mirroring, maxMembers := res.totals()
-	maxHWM := int64(0)
-	for _, r := range res.perReplica {
-		maxHWM = max(maxHWM, r.hwm)
-	}
+	hwm, maxHWM, steady, cores, mirroring, maxMembers := res.totals()
 	b.ReportMetric(0, "ns/op") // an op is a fixed number of changes
 	b.ReportMetric(res.sync.Seconds(), "sync-s")
 	b.ReportMetric(res.sync.Seconds()/(fleetNodes/1000), "sync-s/1k-nodes")
@@ -701,7 +624,7 @@ func (res fleetResult) report(b *testing.B) {
 		{res.syncHold, "sync-lock-hold-p99-ms"}, {res.syncWait, "sync-lock-wait-p99-ms"},
 		{res.steadyHold, "lock-hold-p99-ms"}, {res.steadyWait, "lock-wait-p99-ms"},
 		{res.syncMemberWait, "sync-member-wait-p99-ms"}, {res.steadyMemberWait, "member-wait-p99-ms"},
-		{res.maxKiBPerMirroredNode(false), "rss-KiB/node"}, {res.maxKiBPerMirroredNode(true), "peak-KiB/node"},
+		{res.kiBPerMirroredNode(false), "rss-KiB/node"}, {res.kiBPerMirroredNode(true), "peak-KiB/node"},
 	} {
 		if !math.IsNaN(m.v) {
 			if strings.HasSuffix(m.unit, "-ms") {
@@ -723,8 +646,9 @@ func (res fleetResult) report(b *testing.B) {
 	b.ReportMetric(float64(maxMembers), "max-members")
 }
 
-// log writes the result's details to w.
-func (res fleetResult) log(w io.Writer) {
+// log writes the result's details to stderr.
+func (res fleetResult) log() {
+	w := os.Stderr
 	fmt.Fprintf(w, "fleet: %d replica(s): freshness %s member rows; steady window %s; background churn %d namespace changes (%d failed) over %s since the sync\n",
 		res.replicas, res.fresh, res.steadyWindow.Round(time.Second), res.churnChanges, res.churnErrors, res.churnWindow.Round(time.Second))
 	fmt.Fprintf(w, "fleet: writer lock hold p99 during the sync %s (wait %s, member lock wait %s) [%s]; steady %s (wait %s, member lock wait %s) [%s]\n",
@@ -761,14 +685,14 @@ func memberCount(n int) string {
 
 // summarize adds one block per sub-benchmark to the summary, against the goal.
 func (f *fleetEnv) summarize() {
-	section := fmt.Sprintf("fleet summary (%d members × %d kwok nodes, %d pods, %d namespaces = %d NodeCapacities; replicas %s; goal: ≤ %d KiB server RSS per mirrored node)",
-		fleetMembers, nodeCount, f.want.pods, f.want.namespaces, fleetNodes, fleetReplicaCountsDoc, maxKiBPerNode)
+	section := fmt.Sprintf("fleet summary (%d members × %d kwok nodes, %d pods, %d namespaces = %d NodeCapacities; replicas 1 and 3; goal: ≤ %d KiB server RSS per mirrored node)",
+		fleetMembers, nodeCount, f.want.pods, f.want.namespaces, fleetNodes, maxKiBPerNode)
 	line := func(format string, args ...any) { summary.printf(section, format, args...) }
 	const columns = "%-8s %9s %11s %22s %19s %19s %9s %9s %10s"
 	line(columns, "replicas", "sync", "s/1k nodes", "fresh p50/p99/max", "lock hold p99", "lock wait p99", "DB", "DB B/node", "cores")
 	line(columns, "", "", "", "(ms, per member row)", "sync / steady", "sync / steady", "", "", "(steady)")
 	for _, res := range f.results {
-		_, _, cores, _, _ := res.totals()
+		_, _, _, cores, _, _ := res.totals()
 		line("%-8d %8.1fs %11.2f %22s %19s %19s %9s %9.0f %10.2f",
 			res.replicas, res.sync.Seconds(), res.sync.Seconds()/(fleetNodes/1000),
 			fmt.Sprintf("%.0f / %.0f / %.0f", ms(res.fresh.p50), ms(res.fresh.p99), ms(res.fresh.max)),
@@ -781,8 +705,7 @@ func (f *fleetEnv) summarize() {
 		for _, r := range res.perReplica {
 			l := fmt.Sprintf("  %-22s %2s members  VmHWM %8s  VmRSS steady %8s", r.name, memberCount(r.members), mibString(r.hwm), mibString(r.rssSteady))
 			if nodes := r.mirroredNodes(); nodes > 0 {
-				steady := float64(r.rssSteady) / 1024 / float64(nodes)
-				peak := float64(r.hwm) / 1024 / float64(nodes)
+				steady, peak := float64(r.rssSteady)/1024/float64(nodes), float64(r.hwm)/1024/float64(nodes)
 				l += fmt.Sprintf("  %6.2f KiB/mirrored node steady, %6.2f peak: %s", steady, peak, verdict(peak <= maxKiBPerNode))
 			} else {
 				l += "  mirrors no member"
@@ -792,7 +715,7 @@ func (f *fleetEnv) summarize() {
 		if claims := res.claims(); claims >= 0 {
 			line("  member claims %.0f (%d = each member claimed once, never moved)", claims, fleetMembers)
 		}
-		if _, _, _, mirroring, maxMembers := res.totals(); res.replicas > 1 && mirroring <= 1 {
+		if _, _, _, _, mirroring, maxMembers := res.totals(); res.replicas > 1 && mirroring <= 1 {
 			line("  one replica mirrors all %d members (%d mirroring, the most on one %d): members are not shared across replicas", fleetMembers, mirroring, maxMembers)
 		}
 	}

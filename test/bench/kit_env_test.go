@@ -373,3 +373,24 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 		return ctx.Err()
 	}
 }
+
+// every calls f once a tick of interval: n times, the first at once, or
+// with n < 0 until ctx ends, each after a tick. It returns f's first error
+// or ctx's.
+func every(ctx context.Context, interval time.Duration, n int, f func() error) error {
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for k := 0; n < 0 || k < n; k++ {
+		if k > 0 || n < 0 {
+			select {
+			case <-tick.C:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		if err := f(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
