@@ -117,46 +117,46 @@ func (h promHistogram) quantile(q float64) float64 {
 	return prevBound
 }
 
-// lockSnapshot is one replica's writer-lock hold and wait histograms and its
-// member-lock wait histograms (where the registry has that lock), by op.
-type lockSnapshot struct{ hold, wait, memberWait map[string]promHistogram }
+// lockSnapshot is one replica's writer-lock hold and wait and member-lock
+// wait histograms (where the registry has that lock), by op.
+type lockSnapshot [3]map[string]promHistogram
 
 func readLockSnapshot(body string) lockSnapshot {
 	return lockSnapshot{
-		hold:       histogramsByOp(body, "platform_registry_writer_lock_hold_seconds"),
-		wait:       histogramsByOp(body, "platform_registry_writer_lock_wait_seconds"),
-		memberWait: histogramsByOp(body, "platform_registry_member_lock_wait_seconds"),
+		histogramsByOp(body, "platform_registry_writer_lock_hold_seconds"),
+		histogramsByOp(body, "platform_registry_writer_lock_wait_seconds"),
+		histogramsByOp(body, "platform_registry_member_lock_wait_seconds"),
 	}
 }
 
 // lockWindow sums, over replicas and ops, the observations between two
-// snapshots of each replica (before may be nil: since the process started).
+// snapshots of each replica (before nil: since the process started).
 type lockWindow struct {
 	hold, wait, memberWait promHistogram
 	holdByOp               map[string]promHistogram
 }
 
 func newLockWindow(before, after []lockSnapshot) lockWindow {
-	w := lockWindow{hold: promHistogram{}, wait: promHistogram{}, memberWait: promHistogram{}, holdByOp: map[string]promHistogram{}}
+	sums := [3]promHistogram{{}, {}, {}}
+	w := lockWindow{holdByOp: map[string]promHistogram{}}
 	for i, a := range after {
 		var b lockSnapshot
 		if before != nil {
 			b = before[i]
 		}
-		for op, h := range a.hold {
-			w.hold.addDiff(h, b.hold[op])
-			if w.holdByOp[op] == nil {
-				w.holdByOp[op] = promHistogram{}
+		for k := range a {
+			for op, h := range a[k] {
+				sums[k].addDiff(h, b[k][op])
+				if k == 0 {
+					if w.holdByOp[op] == nil {
+						w.holdByOp[op] = promHistogram{}
+					}
+					w.holdByOp[op].addDiff(h, b[k][op])
+				}
 			}
-			w.holdByOp[op].addDiff(h, b.hold[op])
-		}
-		for op, h := range a.wait {
-			w.wait.addDiff(h, b.wait[op])
-		}
-		for op, h := range a.memberWait {
-			w.memberWait.addDiff(h, b.memberWait[op])
 		}
 	}
+	w.hold, w.wait, w.memberWait = sums[0], sums[1], sums[2]
 	return w
 }
 

@@ -25,82 +25,63 @@ import (
 )
 
 const (
-	// resumeInformers watch the storm cluster's NodeCapacities on one
-	// platform-apiserver.
 	resumeInformers = 1000
-	// resumeCluster is the member whose resumeNodes nodes the informers
-	// select (label platform.example.io/cluster): a small selector.
+	// The informers select cluster resumeCluster's resumeNodes nodes.
 	resumeCluster = "storm"
 	resumeNodes   = 10
 	// resumeLabel numbers the change each op makes after the restart.
 	resumeLabel = "bench.platform.example.io/resume"
-	// resumeChurn changes of the seeded cluster's nodes, which the
-	// informers do not select, precede each restart, so the informers
-	// resume from behind the feed's head, as after a quiet while.
-	resumeChurn = 1000
-	// resumeTimeout bounds the time from a restart until every informer
-	// has the change made after it.
-	resumeTimeout = 3 * time.Minute
-	// resumePoll is the resolution of "every informer has it".
-	resumePoll = 10 * time.Millisecond
-	// resumeSyncTimeout bounds the informers' first sync.
+	// resumeChurn changes the informers do not select precede each restart,
+	// so they resume from behind the feed's head.
+	resumeChurn       = 1000
+	resumeTimeout     = 3 * time.Minute       // restart until every informer has the change
+	resumePoll        = 10 * time.Millisecond // resolution of "every informer has it"
 	resumeSyncTimeout = 3 * time.Minute
 )
 
-// resumeTarget is the storm node each op changes after the restart.
 var resumeTarget = nodecapacity.Name(resumeCluster, nodeName(0))
 
-// BenchmarkWatchResume: resumeInformers informers of cluster resumeCluster
-// on the platform-apiserver's own port (through the aggregator a restart
-// answers 503, which makes reflectors relist), and per op, with informers
-// of its own, resumeChurn changes they do not select, a graceful restart
-// (the server answers 429 while it stops, as a Deployment's would) and the
-// wait until every informer has a change made after it. It reports the
-// restarted server's LISTs, initial-event watches and history queries and
-// the informers' relists. See docs/benchmarks.md, "BenchmarkWatchResume".
+// BenchmarkWatchResume: resumeInformers informers of resumeCluster on the
+// platform-apiserver's own port (through the aggregator a restart is a 503,
+// which makes reflectors relist); per op, with fresh informers, resumeChurn
+// changes they do not select, a graceful restart (429 while it stops) and the
+// wait until every informer has a change made after it. See
+// docs/benchmarks.md, "BenchmarkWatchResume".
 func BenchmarkWatchResume(b *testing.B) {
 	e := benchEnv(b, envOptions{
 		name:         "resume",
 		platformArgs: []string{"--shutdown-delay-duration=1s", "--shutdown-send-retry-after"},
-		prepare:      seedResume,
+		prepare: func(ctx context.Context, e *env) error {
+			// The registry only: the seeded nodes (so the restarted server's
+			// window fills from real history) and the storm cluster.
+			e.seededAt = time.Now().UTC().Truncate(time.Second)
+			if err := seedRegistry(ctx, e.registry, e.seededAt); err != nil {
+				return err
+			}
+			storm := store.Batch{ClusterID: resumeCluster}
+			for i := range resumeNodes {
+				storm.Nodes = append(storm.Nodes, storeNode(i, e.seededAt))
+			}
+			if err := e.registry.Apply(ctx, storm); err != nil {
+				return fmt.Errorf("seed cluster %s: %w", resumeCluster, err)
+			}
+			return nil
+		},
 	})
-	b.Run(fmt.Sprintf("informers=%d", resumeInformers), func(b *testing.B) {
-		benchResume(b, e, resumeInformers)
-	})
+	b.Run(fmt.Sprintf("informers=%d", resumeInformers), func(b *testing.B) { benchResume(b, e, resumeInformers) })
 }
 
-// seedResume seeds only the registry: the nodeCount nodes (so the restarted
-// server's window is filled from real history) and the storm cluster.
-func seedResume(ctx context.Context, e *env) error {
-	e.seededAt = time.Now().UTC().Truncate(time.Second)
-	if err := seedRegistry(ctx, e.registry, e.seededAt); err != nil {
-		return err
-	}
-	storm := store.Batch{ClusterID: resumeCluster}
-	for i := range resumeNodes {
-		storm.Nodes = append(storm.Nodes, storeNode(i, e.seededAt))
-	}
-	if err := e.registry.Apply(ctx, storm); err != nil {
-		return fmt.Errorf("seed cluster %s: %w", resumeCluster, err)
-	}
-	return nil
-}
-
-// resumeInformer is one informer of the storm cluster, counting its own
-// relists and noting when it first holds the change of the current op.
+// resumeInformer is one informer of the storm cluster, counting its relists
+// and noting when it first holds the awaited change.
 type resumeInformer struct {
 	informer cache.SharedIndexInformer
-	// lists and initialWatches count the reflector's LISTs and watches with
-	// initial events (with WatchListClient, client-go's default, a relist
-	// is the latter).
+	// The reflector's LISTs and watches with initial events (a relist with
+	// WatchListClient, client-go's default).
 	lists, initialWatches atomic.Int64
-	// want is the op whose change is awaited; seen is when the informer
-	// first held it, as time since the set's base (0: not yet).
-	want *atomic.Int64
-	seen atomic.Int64
-	base time.Time
-	// current counts the set's informers that hold the awaited change.
-	current *atomic.Int64
+	want                  *atomic.Int64 // the op whose change is awaited
+	seen                  atomic.Int64  // when first held, since base; 0: not yet
+	base                  time.Time
+	current               *atomic.Int64 // the set's informers that hold it
 }
 
 func newResumeInformer(client versioned.Interface, base time.Time, want, current *atomic.Int64) (*resumeInformer, error) {
@@ -129,7 +110,6 @@ func newResumeInformer(client versioned.Interface, base time.Time, want, current
 	return ri, err
 }
 
-// saw notes the first time the informer holds the awaited change.
 func (ri *resumeInformer) saw(obj any) {
 	nc, ok := obj.(*v1alpha1.NodeCapacity)
 	if !ok || nc.Name != resumeTarget || nc.Labels[resumeLabel] != strconv.FormatInt(ri.want.Load(), 10) {
@@ -140,46 +120,52 @@ func (ri *resumeInformer) saw(obj any) {
 	}
 }
 
-func (ri *resumeInformer) relists() int64 { return ri.lists.Load() + ri.initialWatches.Load() }
-
 // resumeSet is the storm's informers.
 type resumeSet struct {
-	e         *env
-	g         *watchGroup
-	informers []*resumeInformer
-	base      time.Time
-	want      atomic.Int64
-	current   atomic.Int64
-	responses responseCounts
+	e             *env
+	g             *watchGroup
+	informers     []*resumeInformer
+	base          time.Time
+	want, current atomic.Int64
+	responses     responseCounts
 }
 
-// responseCounts counts the informers' HTTP attempts by outcome, as their
-// transports see them (so client-go's own retries of a 429 count too).
-type responseCounts struct {
-	refused, otherErrors, unauthorized, forbidden, tooMany, unavailable, otherStatus atomic.Int64
+// The outcomes of the informers' HTTP attempts, as their transports see
+// them (client-go's own retries of a 429 count too).
+const (
+	refused = iota
+	otherErrors
+	unauthorized
+	forbidden
+	tooMany
+	unavailable
+	otherStatus
+	outcomes
+)
+
+type (
+	responseCounts   [outcomes]atomic.Int64
+	responseSnapshot [outcomes]int64
+)
+
+func (c *responseCounts) snapshot() (s responseSnapshot) {
+	for i := range c {
+		s[i] = c[i].Load()
+	}
+	return s
 }
 
-// responseSnapshot is responseCounts at one moment.
-type responseSnapshot struct {
-	refused, otherErrors, unauthorized, forbidden, tooMany, unavailable, otherStatus int64
-}
-
-func (c *responseCounts) snapshot() responseSnapshot {
-	return responseSnapshot{c.refused.Load(), c.otherErrors.Load(), c.unauthorized.Load(), c.forbidden.Load(), c.tooMany.Load(), c.unavailable.Load(), c.otherStatus.Load()}
-}
-
-func (s responseSnapshot) sub(o responseSnapshot) responseSnapshot {
-	return s.add(responseSnapshot{-o.refused, -o.otherErrors, -o.unauthorized, -o.forbidden, -o.tooMany, -o.unavailable, -o.otherStatus})
-}
-
-func (s responseSnapshot) add(o responseSnapshot) responseSnapshot {
-	return responseSnapshot{s.refused + o.refused, s.otherErrors + o.otherErrors, s.unauthorized + o.unauthorized,
-		s.forbidden + o.forbidden, s.tooMany + o.tooMany, s.unavailable + o.unavailable, s.otherStatus + o.otherStatus}
+// plus is s + sign × o.
+func (s responseSnapshot) plus(sign int64, o responseSnapshot) responseSnapshot {
+	for i := range s {
+		s[i] += sign * o[i]
+	}
+	return s
 }
 
 func (s responseSnapshot) String() string {
 	return fmt.Sprintf("%d connections refused, %d other errors, %d 429, %d 401, %d 403, %d 503, %d other ≥400",
-		s.refused, s.otherErrors, s.tooMany, s.unauthorized, s.forbidden, s.unavailable, s.otherStatus)
+		s[refused], s[otherErrors], s[tooMany], s[unauthorized], s[forbidden], s[unavailable], s[otherStatus])
 }
 
 // countingTransport counts each request's outcome in c.
@@ -190,21 +176,25 @@ type countingTransport struct {
 
 func (t *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	resp, err := t.rt.RoundTrip(r)
+	outcome := -1
 	switch {
 	case err != nil && utilnet.IsConnectionRefused(err):
-		t.c.refused.Add(1)
+		outcome = refused
 	case err != nil:
-		t.c.otherErrors.Add(1)
+		outcome = otherErrors
 	case resp.StatusCode == http.StatusUnauthorized:
-		t.c.unauthorized.Add(1)
+		outcome = unauthorized
 	case resp.StatusCode == http.StatusForbidden:
-		t.c.forbidden.Add(1)
+		outcome = forbidden
 	case resp.StatusCode == http.StatusTooManyRequests:
-		t.c.tooMany.Add(1)
+		outcome = tooMany
 	case resp.StatusCode == http.StatusServiceUnavailable:
-		t.c.unavailable.Add(1)
+		outcome = unavailable
 	case resp.StatusCode >= 400:
-		t.c.otherStatus.Add(1)
+		outcome = otherStatus
+	}
+	if outcome >= 0 {
+		t.c[outcome].Add(1)
 	}
 	return resp, err
 }
@@ -213,8 +203,7 @@ func (t *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 func (t *countingTransport) WrappedRoundTripper() http.RoundTripper { return t.rt }
 
 // startInformers starts n informers on the server's own port,
-// watchersPerClient per transport (as many processes would each have their
-// connection), and waits until all have synced.
+// watchersPerClient per transport, and waits until all have synced.
 func (e *env) startInformers(ctx context.Context, n int) (*resumeSet, error) {
 	begin := time.Now()
 	rs := &resumeSet{e: e, g: newWatchGroup(ctx), base: time.Now()}
@@ -249,13 +238,12 @@ func (e *env) startInformers(ctx context.Context, n int) (*resumeSet, error) {
 func (rs *resumeSet) relists() int64 {
 	var n int64
 	for _, ri := range rs.informers {
-		n += ri.relists()
+		n += ri.lists.Load() + ri.initialWatches.Load()
 	}
 	return n
 }
 
-// resumeCounters are the restarted platform-apiserver's counters, from its
-// start.
+// resumeCounters are the restarted platform-apiserver's counters.
 type resumeCounters struct {
 	lists, initial, resumes                    float64
 	databaseReads, memoryReads, sharedReads    float64
@@ -287,20 +275,34 @@ type resumeOp struct {
 	responses           responseSnapshot
 }
 
+// benchResume: per op, untimed, fresh informers (a reflector's backoff after
+// refused connections resets only after two quiet minutes) and resumeChurn
+// changes; timed, the restart until every informer holds the change made
+// after it; then the counters and a check of the informers' contents.
 func benchResume(b *testing.B, e *env, n int) {
 	ctx := b.Context()
 	var ops []resumeOp
 	for b.Loop() {
 		b.StopTimer()
-		// Fresh informers each op: a reflector's backoff after refused
-		// connections resets only after two quiet minutes, so informers
-		// that lived through the last restart would wait longer.
 		rs, err := e.startInformers(ctx, n)
 		if err != nil {
 			rs.g.close()
 			b.Fatal(err)
 		}
-		op, err := e.resumeStorm(b, rs, len(ops))
+		i := len(ops)
+		err = e.churnSeededNodes(ctx, i)
+		var op resumeOp
+		if err == nil {
+			relistsBefore, responsesBefore := rs.relists(), rs.responses.snapshot()
+			b.StartTimer()
+			op, err = rs.storm(ctx, i)
+			b.StopTimer()
+			if err == nil {
+				op.counters, err = e.resumeCounters(ctx)
+			}
+			op.clientRelists = rs.relists() - relistsBefore
+			op.responses = rs.responses.snapshot().plus(-1, responsesBefore)
+		}
 		if err == nil {
 			err = rs.checkExact(ctx, e)
 		}
@@ -309,7 +311,7 @@ func benchResume(b *testing.B, e *env, n int) {
 			b.Fatal(err)
 		}
 		fmt.Fprintf(os.Stderr, "resume storm %d: restart %s, all %d informers current %s after it began; restarted server: %.0f LISTs, %.0f initial-event watches, %.0f resumes, history %.0f memory / %.0f database / %.0f shared, %.0f 429s, %.0f 503s; informers relisted %d times; informers' requests: %s\n",
-			len(ops), op.restart.Round(time.Millisecond), n, op.allCurrent.Round(time.Millisecond),
+			i, op.restart.Round(time.Millisecond), n, op.allCurrent.Round(time.Millisecond),
 			op.counters.lists, op.counters.initial, op.counters.resumes, op.counters.memoryReads, op.counters.databaseReads, op.counters.sharedReads,
 			op.counters.tooManyRequests, op.counters.notReady503, op.clientRelists, op.responses)
 		ops = append(ops, op)
@@ -318,32 +320,7 @@ func benchResume(b *testing.B, e *env, n int) {
 	summarizeResume(ops, n).report(b)
 }
 
-// resumeStorm is one op: untimed, resumeChurn changes the informers do not
-// select; timed, the restart and the wait until every informer holds the
-// change made after it; then the restarted server's counters and the
-// informers' own relists and request outcomes.
-func (e *env) resumeStorm(b *testing.B, rs *resumeSet, i int) (resumeOp, error) {
-	ctx := b.Context()
-	if err := e.churnSeededNodes(ctx, i); err != nil {
-		return resumeOp{}, err
-	}
-	relistsBefore, responsesBefore := rs.relists(), rs.responses.snapshot()
-	b.StartTimer()
-	op, err := rs.storm(ctx, i)
-	b.StopTimer()
-	if err != nil {
-		return op, err
-	}
-	if op.counters, err = e.resumeCounters(ctx); err != nil {
-		return op, err
-	}
-	op.clientRelists = rs.relists() - relistsBefore
-	op.responses = rs.responses.snapshot().sub(responsesBefore)
-	return op, nil
-}
-
-// churnSeededNodes changes resumeChurn of the seeded nodes (which the
-// informers do not select) in Applies of burstBatch.
+// churnSeededNodes changes resumeChurn seeded nodes in Applies of burstBatch.
 func (e *env) churnSeededNodes(ctx context.Context, round int) error {
 	for first := 0; first < resumeChurn; first += burstBatch {
 		batch := store.Batch{ClusterID: clusterID}
@@ -360,7 +337,7 @@ func (e *env) churnSeededNodes(ctx context.Context, round int) error {
 }
 
 // storm restarts the platform-apiserver, commits change op of the target
-// storm node once it is ready, and waits until every informer holds it.
+// once it is ready, and waits until every informer holds it.
 func (rs *resumeSet) storm(ctx context.Context, op int) (resumeOp, error) {
 	var res resumeOp
 	e := rs.e
@@ -369,7 +346,6 @@ func (rs *resumeSet) storm(ctx context.Context, op int) (resumeOp, error) {
 		ri.seen.Store(0)
 	}
 	rs.want.Store(int64(op))
-
 	begin := time.Since(rs.base)
 	if err := e.cp.RestartPlatformAPIServer(ctx); err != nil {
 		return res, err
@@ -381,7 +357,6 @@ func (rs *resumeSet) storm(ctx context.Context, op int) (resumeOp, error) {
 		return res, fmt.Errorf("change after the restart: %w", err)
 	}
 	committed := time.Since(rs.base)
-
 	n := int64(len(rs.informers))
 	err := wait.PollUntilContextTimeout(ctx, resumePoll, resumeTimeout, true, func(context.Context) (bool, error) {
 		return rs.current.Load() == n, nil
@@ -400,7 +375,7 @@ func (rs *resumeSet) storm(ctx context.Context, op int) (resumeOp, error) {
 }
 
 // checkExact checks that every informer holds exactly the storm cluster's
-// NodeCapacities as the server lists them now.
+// NodeCapacities as the server lists them.
 func (rs *resumeSet) checkExact(ctx context.Context, e *env) error {
 	want, err := e.direct.PlatformV1alpha1().NodeCapacities().List(ctx, metav1.ListOptions{LabelSelector: platform.ClusterLabel + "=" + resumeCluster})
 	if err != nil {
@@ -426,18 +401,15 @@ func (rs *resumeSet) checkExact(ctx context.Context, e *env) error {
 	})
 }
 
-// resumeResult summarizes BenchmarkWatchResume over its ops.
+// resumeResult summarizes the ops: means, maxima, and the worst op's counts.
 type resumeResult struct {
-	ops, informers                int
-	restartMean, restartMax       time.Duration
-	allCurrentMean, allCurrentMax time.Duration
-	lat                           percentiles // from the change's commit, every informer of every op
-	// The worst op's counts.
+	ops, informers                                                      int
+	restartMean, restartMax, allCurrentMean, allCurrentMax              time.Duration
+	lat                                                                 percentiles // from the commit, every informer of every op
 	lists, initial, databaseReads, sharedReads, minResumes, memoryReads float64
 	clientRelists                                                       int64
 	tooManyRequests, notReady503                                        float64
-	// responses is the informers' request outcomes over every op.
-	responses responseSnapshot
+	responses                                                           responseSnapshot // over every op
 }
 
 func summarizeResume(ops []resumeOp, informers int) resumeResult {
@@ -458,7 +430,7 @@ func summarizeResume(ops []resumeOp, informers int) resumeResult {
 			r.minResumes = c.resumes
 		}
 		r.clientRelists = max(r.clientRelists, op.clientRelists)
-		r.responses = r.responses.add(op.responses)
+		r.responses = r.responses.plus(1, op.responses)
 	}
 	r.lat = hist.summary()
 	return r
@@ -474,8 +446,8 @@ func (r resumeResult) report(b *testing.B) {
 	b.ReportMetric(float64(r.clientRelists), "client-relists")
 	b.ReportMetric(r.databaseReads, "history-db-reads")
 	b.ReportMetric(r.memoryReads, "history-memory-reads")
-	b.ReportMetric(float64(r.responses.unauthorized+r.responses.forbidden), "client-401-403s")
-	b.ReportMetric(float64(r.responses.tooMany), "client-429s")
+	b.ReportMetric(float64(r.responses[unauthorized]+r.responses[forbidden]), "client-401-403s")
+	b.ReportMetric(float64(r.responses[tooMany]), "client-429s")
 
 	section := fmt.Sprintf("watch resume storm: %d informers (selector %s=%s) on one platform-apiserver's port, %d restart(s) (worst restart's counts; goal: no LIST, no relist, a handful of history queries at most)",
 		r.informers, platform.ClusterLabel, resumeCluster, r.ops)
