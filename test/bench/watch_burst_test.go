@@ -24,40 +24,28 @@ import (
 )
 
 const (
-	// burstWatchers watch every NodeCapacity during a burst.
 	burstWatchers = 1000
-	// burstBatch is how many node changes one Apply of the burst commits.
-	burstBatch = 500
+	burstBatch    = 500 // node changes per Apply
 	// burstLabel numbers the bursts: every change of burst r sets it to r.
-	burstLabel = "bench.platform.example.io/burst"
-	// burstTimeout bounds the delivery of one burst to every watcher.
-	burstTimeout = 15 * time.Minute
-	// burstReadBuffer holds one watch event (a NodeCapacity is ~1.7 KB).
-	burstReadBuffer = 64 << 10
-	// burstQuiet is how long the watchers must receive nothing after the
-	// burst.
-	burstQuiet = 2 * time.Second
-	// burstReopenPause is how long a watcher waits before re-opening a
-	// watch the server refused (never 410: that fails the run).
-	burstReopenPause = 100 * time.Millisecond
+	burstLabel       = "bench.platform.example.io/burst"
+	burstTimeout     = 15 * time.Minute       // one burst to every watcher
+	burstReadBuffer  = 64 << 10               // one watch event (a NodeCapacity is ~1.7 KB)
+	burstQuiet       = 2 * time.Second        // nothing may arrive after the burst
+	burstReopenPause = 100 * time.Millisecond // before re-opening a refused watch
+	// Goal from the issue: p99 ≤ 500 ms and no watcher dropped.
+	maxBurstP99 = 500 * time.Millisecond
 )
 
-// burstRounds counts the bursts made in this test binary: each sets
-// burstLabel to a new value, so every burst changes every node (the store
-// skips a write that changes nothing), however often the benchmark runs.
+// burstRounds counts this binary's bursts, so each changes every node (the
+// store skips a write that changes nothing).
 var burstRounds int
 
-// Goal from the issue: a burst of nodeCount changes reaches 1,000 watchers
-// with a p99 from commit to client of at most 500 ms and no watcher dropped.
-const maxBurstP99 = 500 * time.Millisecond
-
 // BenchmarkWatchBurst opens burstWatchers raw watches of every NodeCapacity
-// on the platform-apiserver's own port and makes one burst per run (-count
-// repeats it): every seeded node changed in Applies of burstBatch, back to
-// back, until every watcher has every change. ns/op is 0; burst-s runs from
-// the first Apply to the last receipt. A watch the server closes resumes as
-// a reflector does and is counted; a gap, a duplicate, an error event or a
-// 410 fails the run. See docs/benchmarks.md, "BenchmarkWatchBurst".
+// on the platform-apiserver's own port and makes one burst per run: every
+// seeded node changed in Applies of burstBatch, until every watcher has
+// every change. A closed watch resumes as a reflector does and is counted;
+// a gap, a duplicate, an error event or a 410 fails the run. See
+// docs/benchmarks.md, "BenchmarkWatchBurst".
 func BenchmarkWatchBurst(b *testing.B) {
 	e := setup(b)
 	b.Run(fmt.Sprintf("watchers=%d", burstWatchers), func(b *testing.B) {
@@ -90,10 +78,8 @@ func benchBurst(b *testing.B, e *env, n int) {
 	if err := e.readBurstCounters(ctx, &before); err != nil {
 		b.Fatal(err)
 	}
-	// One burst per run, whatever -benchtime says: a burst of 5,000,000
-	// events takes minutes on two shared cores (-count repeats it). b.Loop
-	// runs this function once (testing runs one without it twice, for N=1
-	// and then N); every iteration after the first is empty.
+	// One burst per run, whatever -benchtime says (it takes minutes): every
+	// iteration after the first is empty.
 	var op burstOp
 	for first := true; b.Loop(); first = false {
 		if first {
@@ -103,7 +89,6 @@ func benchBurst(b *testing.B, e *env, n int) {
 		}
 	}
 	b.StopTimer()
-	// Nothing may follow the burst (a change twice, say).
 	if err := sleepCtx(ctx, burstQuiet); err != nil {
 		b.Fatal(err)
 	}
@@ -148,10 +133,7 @@ func benchBurst(b *testing.B, e *env, n int) {
 		op.write.Round(time.Millisecond), op.drain.Round(time.Millisecond), events/op.drain.Seconds(), platformPerEvent, platformCores, clientPerEvent, clientCores)
 }
 
-// burstCounters are the platform-apiserver's counters a burst moves.
-type burstCounters struct {
-	closedBehind, memoryReads, databaseReads, resumes float64
-}
+type burstCounters struct{ closedBehind, memoryReads, databaseReads, resumes float64 }
 
 func (e *env) readBurstCounters(ctx context.Context, c *burstCounters) error {
 	return readCounters(ctx, e.cp.PlatformMetrics,
@@ -161,25 +143,17 @@ func (e *env) readBurstCounters(ctx context.Context, c *burstCounters) error {
 		counter{&c.resumes, "platform_watch_requests_total", []string{`kind="NodeCapacity"`, `start="resume"`}})
 }
 
-// burstSet is the burst's watchers, each a goroutine reading one raw JSON
-// watch stream of NodeCapacities.
+// burstSet is the burst's watchers, each reading one raw JSON stream.
 type burstSet struct {
 	e        *env
 	g        *watchGroup
 	watchers []*burstWatcher
-	// notes carries each watcher's completion of a burst or the error that
-	// makes its stream wrong.
-	notes chan burstNote
-	// endedEarly counts watches that ended before close (each resumed);
-	// reopenErrors re-opens the server refused (then retried).
+	notes    chan burstNote // a watcher's completion of a burst, or its error
+	// Watches that ended before close (each resumed), and refused re-opens.
 	endedEarly, reopenErrors atomic.Int64
-	// firstReopenError is the first refusal of a re-open, for the record.
-	firstReopenError atomic.Value
-
-	// round is the burst in flight; base is the clock every receipt and
-	// commit is measured from.
-	round int
-	base  time.Time
+	firstReopenError         atomic.Value
+	round                    int       // the burst in flight
+	base                     time.Time // the clock of every receipt and commit
 }
 
 type burstNote struct {
@@ -191,19 +165,15 @@ type burstNote struct {
 type burstWatcher struct {
 	i      int
 	client rest.Interface
-
 	mu     sync.Mutex
 	lastRV int64
 	round  int
-	// recv is when node i's change of the current burst arrived, as time
-	// since burstSet.base; 0 until it does.
-	recv []time.Duration
-	got  int
+	recv   []time.Duration // node i's change's arrival since base; 0: not yet
+	got    int
 }
 
-// openBurstWatches lists NodeCapacities directly for a resourceVersion and
-// opens n raw watches from it, watchersPerClient per transport, then waits
-// until the platform-apiserver serves all n.
+// openBurstWatches opens n raw watches from a listed resourceVersion,
+// watchersPerClient per transport, and checks the server serves n.
 func (e *env) openBurstWatches(ctx context.Context, n int) (*burstSet, error) {
 	begin := time.Now()
 	_, from, err := latestRV(ctx, e.direct)
@@ -243,8 +213,7 @@ func (e *env) openBurstWatches(ctx context.Context, n int) (*burstSet, error) {
 	return bs, nil
 }
 
-// open starts a watch of every NodeCapacity after w.lastRV and returns its
-// response body, a stream of JSON watch events, one per line.
+// open watches every NodeCapacity after w.lastRV: JSON events, one a line.
 func (w *burstWatcher) open(ctx context.Context) (io.ReadCloser, error) {
 	w.mu.Lock()
 	rv := w.lastRV
@@ -258,8 +227,8 @@ func (w *burstWatcher) open(ctx context.Context) (io.ReadCloser, error) {
 	return w.client.Get().Resource("nodecapacities").VersionedParams(&opts, scheme.ParameterCodec).Stream(ctx)
 }
 
-// follow reads watcher w's streams until the set closes: a stream that ends
-// early is counted and re-opened from the last resourceVersion received.
+// follow reads w's streams until the set closes, counting and re-opening
+// from the last resourceVersion one that ends early.
 func (bs *burstSet) follow(ctx context.Context, w *burstWatcher, body io.ReadCloser) {
 	r := bufio.NewReaderSize(nil, burstReadBuffer)
 	for {
@@ -302,8 +271,7 @@ var (
 	burstLabelField = []byte(`"` + burstLabel + `":"`)
 )
 
-// read consumes one stream's events until it ends (nil: the stream ended,
-// to be resumed, or the set is closing) or one is wrong (the error).
+// read consumes one stream until it ends (nil) or an event is wrong.
 func (bs *burstSet) read(ctx context.Context, w *burstWatcher, r *bufio.Reader) error {
 	for {
 		line, err := r.ReadSlice('\n')
@@ -324,9 +292,9 @@ func (bs *burstSet) read(ctx context.Context, w *burstWatcher, r *bufio.Reader) 
 	}
 }
 
-// event checks one event: a bookmark not going back, or the change of the
-// current burst of a node not yet received, after the last resourceVersion.
-// It reports whether the event was the burst's last for w.
+// event checks one event (a bookmark not going back, or the current burst's
+// change of a node not yet received, after lastRV) and reports whether it
+// was w's last of the burst.
 func (w *burstWatcher) event(line []byte, at time.Duration) (bool, error) {
 	rv, ok := field(line, burstRVField)
 	if !ok {
@@ -369,31 +337,27 @@ func (w *burstWatcher) event(line []byte, at time.Duration) (bool, error) {
 	return w.got == nodeCount, nil
 }
 
-// field returns the value of the first string field of line that starts
-// with prefix (a `"key":"` and possibly the value's start), up to its
-// closing quote.
+// field is the rest of the first string field of line that starts with
+// prefix, up to its closing quote.
 func field(line, prefix []byte) ([]byte, bool) {
 	_, rest, ok := bytes.Cut(line, prefix)
 	if !ok {
 		return nil, false
 	}
-	value, _, ok := bytes.Cut(rest, []byte{'"'})
-	if !ok {
-		return nil, false
+	if value, _, ok := bytes.Cut(rest, []byte{'"'}); ok {
+		return value, true
 	}
-	return value, true
+	return nil, false
 }
 
-// burstOp is what one burst measured.
 type burstOp struct {
 	hist                   latencies
 	write, drain           time.Duration
 	platformCPU, clientCPU time.Duration
 }
 
-// burst changes every seeded node (Applies of burstBatch, back to back) and
-// waits until every watcher has every change; latencies run from the
-// return of the Apply that committed a change to its receipt.
+// burst changes every seeded node and waits until every watcher has every
+// change; latencies run from the return of the change's Apply.
 func (bs *burstSet) burst(ctx context.Context) (burstOp, error) {
 	var op burstOp
 	bs.round = burstRounds
@@ -447,8 +411,6 @@ func (bs *burstSet) burst(ctx context.Context) (burstOp, error) {
 	for _, w := range bs.watchers {
 		w.mu.Lock()
 		for node, at := range w.recv {
-			// A change cannot leave the server before its commit, but the
-			// clock is read only after Apply returns.
 			op.hist.add(max(0, at-commits[node/burstBatch]))
 			last = max(last, at)
 		}
@@ -458,8 +420,7 @@ func (bs *burstSet) burst(ctx context.Context) (burstOp, error) {
 	return op, nil
 }
 
-// expectQuiet fails if a watcher reported anything after the last burst
-// was complete (a change twice, say).
+// expectQuiet fails if a watcher reported anything after the burst.
 func (bs *burstSet) expectQuiet() error {
 	return expectNothing(bs.notes, func(note burstNote) error {
 		if note.err != nil {
