@@ -26,22 +26,15 @@ import (
 )
 
 const (
-	// faultLabel marks each change the fault benchmarks make; its value
-	// numbers the change.
-	faultLabel = "bench.platform.example.io/fault-change"
-	// freshTimeout bounds the wait for one change to reach a watch.
-	freshTimeout = 3 * time.Minute
-	// applyAttemptTimeout is discovery's ApplyTimeout: how long one
-	// attempt to commit a batch may take before it is retried.
-	applyAttemptTimeout = time.Minute
-	// replicaReadyTimeout bounds a replica's start, migrations included.
-	replicaReadyTimeout = 2 * time.Minute
+	faultLabel          = "bench.platform.example.io/fault-change" // its value numbers the change
+	freshTimeout        = 3 * time.Minute                          // one change to reach a watch
+	applyAttemptTimeout = time.Minute                              // discovery's ApplyTimeout
+	replicaReadyTimeout = 2 * time.Minute                          // a replica's start, migrations included
 )
 
-// markerWatch is one watch of every NodeCapacity on one server's own port,
-// opened before a fault and kept open through it, that notes when each
-// value of its label first arrives. It resumes as reflectors do; ends says
-// why each stream ended or could not be opened.
+// markerWatch watches every NodeCapacity on one server's own port through a
+// fault, noting when each value of its label first arrives. It resumes as
+// reflectors do; ends says why each stream ended.
 type markerWatch struct {
 	g     *watchGroup
 	label string
@@ -50,8 +43,8 @@ type markerWatch struct {
 	ends  []string
 }
 
-// openMarkerWatch lists NodeCapacities on the server at serverURL for a
-// resourceVersion and watches from it for label, on a connection of its own.
+// openMarkerWatch watches the server at serverURL for label, from a listed
+// resourceVersion, on a connection of its own.
 func (e *env) openMarkerWatch(ctx context.Context, serverURL, label string) (*markerWatch, error) {
 	w := &markerWatch{g: newWatchGroup(ctx), label: label, seen: map[string]time.Time{}}
 	cfg := e.cp.PlatformDirectConfig()
@@ -90,7 +83,6 @@ func (w *markerWatch) ended(err error) bool {
 	return true
 }
 
-// await returns when change value first arrived, waiting up to timeout.
 func (w *markerWatch) await(ctx context.Context, value string, timeout time.Duration) (time.Time, error) {
 	var at time.Time
 	err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
@@ -106,14 +98,13 @@ func (w *markerWatch) await(ctx context.Context, value string, timeout time.Dura
 	return at, nil
 }
 
-// mark is how many streams have ended so far, for endingsSince.
+// mark counts the streams ended so far; endingsSince says why later ones did.
 func (w *markerWatch) mark() int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return len(w.ends)
 }
 
-// endingsSince says why each stream that ended after mark did.
 func (w *markerWatch) endingsSince(after int) []string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -122,11 +113,10 @@ func (w *markerWatch) endingsSince(after int) []string {
 
 func (w *markerWatch) close() { w.g.close() }
 
-// faultRegistry is a registry of its own for the primary faults: a
-// PostgreSQL primary with one streaming standby, a platform-apiserver
-// replica on their multi-host DSN with target_session_attrs=read-write (as
-// TestRegistryHungPrimary), a store on the same DSN that writes the changes
-// as discovery does, and a watch open on the replica's own port.
+// faultRegistry is the primary faults' registry: a primary with a streaming
+// standby, a replica on their multi-host DSN (read-write, as
+// TestRegistryHungPrimary), a store writing the changes as discovery does,
+// and a watch on the replica's own port.
 type faultRegistry struct {
 	primary *postgres.Instance
 	standby *postgres.Standby
@@ -134,16 +124,13 @@ type faultRegistry struct {
 	replica *framework.FleetReplica
 	writer  *registrypostgres.Store
 	watch   *markerWatch
-	// seq numbers the changes; each relabels node of member clusterID.
-	seq  int
-	node store.Node
-	// stopped is set by the first stop.
+	seq     int        // numbers the changes,
+	node    store.Node // each a relabel of node
 	stopped bool
 }
 
-// startFaultRegistry starts the servers and the replica (named name), and
-// returns once a first change has reached the watch. On error the returned
-// registry, when non-nil, holds whatever started, for stop.
+// startFaultRegistry starts it (the replica named name) and returns once a
+// first change has reached the watch; on error it holds what started.
 func (e *env) startFaultRegistry(ctx context.Context, name string) (*faultRegistry, error) {
 	r := &faultRegistry{node: storeNode(0, time.Now().UTC().Truncate(time.Second))}
 	var err error
@@ -173,16 +160,14 @@ func (e *env) startFaultRegistry(ctx context.Context, name string) (*faultRegist
 	return r, nil
 }
 
-// next numbers the next change; commit writes it.
 func (r *faultRegistry) next() string {
 	r.seq++
 	return strconv.Itoa(r.seq)
 }
 
-// commit writes change v (node relabelled) through w as discovery writes a
-// batch: each attempt has discovery's timeout and a failed one is made
-// again 100 ms later, up to freshTimeout. It returns when the commit
-// returned. It reads only r.node, so changes may be committed concurrently.
+// commit writes change v through w as discovery writes a batch (each
+// attempt with its timeout, retried after 100 ms) and returns when the
+// commit returned. It may run concurrently.
 func (r *faultRegistry) commit(ctx context.Context, w *registrypostgres.Store, v string) (time.Time, error) {
 	n := r.node
 	n.Labels = maps.Clone(r.node.Labels)
@@ -200,8 +185,7 @@ func (r *faultRegistry) commit(ctx context.Context, w *registrypostgres.Store, v
 	return time.Now(), nil
 }
 
-// commitAndAwait commits the next change through w and waits until it is
-// on the watch; it returns when the commit returned and when the watch had it.
+// commitAndAwait commits the next change through w and waits for the watch.
 func (r *faultRegistry) commitAndAwait(ctx context.Context, w *registrypostgres.Store) (committed, seen time.Time, err error) {
 	v := r.next()
 	if committed, err = r.commit(ctx, w, v); err != nil {
@@ -211,35 +195,23 @@ func (r *faultRegistry) commitAndAwait(ctx context.Context, w *registrypostgres.
 	return committed, seen, err
 }
 
-// beforeFault waits until the replica is ready and the standby has
-// replayed everything the primary wrote. The test servers run with
-// synchronous_commit=off, so a commit can return before its WAL is written;
-// waiting for the standby makes every commit made so far durable on both,
-// as synchronous_commit=on would, so a fault loses none.
+// beforeFault waits until the replica answers /readyz and the standby has
+// replayed everything: with synchronous_commit=off that makes every commit
+// so far durable on both, so a fault loses none.
 func (r *faultRegistry) beforeFault(ctx context.Context) error {
-	if err := waitReady(ctx, r.replica); err != nil {
-		return err
+	var last error
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, freshTimeout, true, func(ctx context.Context) (bool, error) {
+		_, last = r.replica.Get(ctx, "/readyz")
+		return last == nil, nil
+	})
+	if err != nil {
+		return fmt.Errorf("%s not ready: %w (last: %w)", r.replica.Name(), err, last)
 	}
 	return r.standby.CatchUp(ctx)
 }
 
-// waitReady waits until the replica answers /readyz, so each run starts
-// healthy.
-func waitReady(ctx context.Context, r *framework.FleetReplica) error {
-	var last error
-	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, freshTimeout, true, func(ctx context.Context) (bool, error) {
-		_, last = r.Get(ctx, "/readyz")
-		return last == nil, nil
-	})
-	if err != nil {
-		return fmt.Errorf("%s not ready: %w (last: %w)", r.Name(), err, last)
-	}
-	return nil
-}
-
-// stop kills the primary first (it may be frozen, and a frozen server
-// never finishes a graceful stop; after a promotion it must not wake up as
-// a second primary), then stops the rest.
+// stop kills the primary first (a frozen one never stops gracefully, a
+// promoted one's must not wake up as a second primary), then the rest.
 func (r *faultRegistry) stop() error {
 	var errs []error
 	if r.primary != nil {
@@ -263,33 +235,28 @@ func (r *faultRegistry) stop() error {
 	return errors.Join(errs...)
 }
 
-// discoveryReplica is a platform-apiserver running discovery of the
-// framework's kube-apiserver as member discoveryClusterID, and a watch
-// open on its own port.
+// discoveryReplica runs discovery of member discoveryClusterID, with a
+// watch on its own port.
 type discoveryReplica struct {
 	*framework.FleetReplica
 	watch *markerWatch
 }
 
 // faultMember is the replica faults' set-up: two discovery replicas sharing
-// the member through its Lease (discovery's defaults: 15 s lease, 10 s
-// renew deadline, 2 s retry period), on the framework's registry, and the
-// member Node whose label each change sets.
+// the member through its Lease (discovery's defaults), on the framework's
+// registry, and the member Node each change relabels.
 type faultMember struct {
-	e *env
-	// prefix names the replicas, each start a new log file.
-	prefix   string
+	e        *env
+	prefix   string // names the replicas prefix-N
 	replicas [2]*discoveryReplica
-	started  int // replicas started so far, to name the next one
+	started  int
 	seq      int
 }
 
-// faultNodeName is the member Node the replica faults relabel.
 var faultNodeName = nodeName(0)
 
-// startFaultMember creates the member's Node (unless an earlier
-// sub-benchmark did) and starts the replicas, named prefix-N. On error the
-// returned value holds whatever started, for stop.
+// startFaultMember creates the member's Node (unless it exists) and starts
+// the replicas; on error it holds what started.
 func (e *env) startFaultMember(ctx context.Context, prefix string) (*faultMember, error) {
 	m := &faultMember{e: e, prefix: prefix}
 	now := time.Now().UTC().Truncate(time.Second)
@@ -320,8 +287,7 @@ func (m *faultMember) startReplica(ctx context.Context) (*discoveryReplica, erro
 	return r, nil
 }
 
-// change sets the next value of faultLabel on the member's Node and
-// returns it.
+// change sets the next value of faultLabel on the member's Node.
 func (m *faultMember) change(ctx context.Context) (string, error) {
 	m.seq++
 	v := strconv.Itoa(m.seq)
@@ -337,8 +303,7 @@ func (m *faultMember) changeSeenBy(ctx context.Context, r *discoveryReplica) (ti
 	return r.watch.await(ctx, v, freshTimeout)
 }
 
-// settle makes a change and waits until both replicas' watches have it:
-// the member is mirrored and both followers read the registry.
+// settle makes a change and waits until both replicas' watches have it.
 func (m *faultMember) settle(ctx context.Context) error {
 	v, err := m.change(ctx)
 	if err != nil {
@@ -352,8 +317,8 @@ func (m *faultMember) settle(ctx context.Context) error {
 	return nil
 }
 
-// holder returns the index of the replica holding the member's Lease. A
-// replica's Lease identity (host name and a random suffix) is in its log.
+// holder returns the index of the replica holding the member's Lease,
+// whose identity its log names.
 func (m *faultMember) holder(ctx context.Context) (int, error) {
 	leases := m.e.kube.CoordinationV1().Leases(metav1.NamespaceSystem)
 	name := shard.MemberLeaseName("platform-apiserver-discovery", discoveryClusterID)
@@ -385,8 +350,7 @@ func (m *faultMember) holder(ctx context.Context) (int, error) {
 	return holding, nil
 }
 
-// replace stops the watch of a killed replica and starts a new replica in
-// its place.
+// replace starts a new replica in a killed one's place.
 func (m *faultMember) replace(ctx context.Context, killed *discoveryReplica) error {
 	for i, r := range m.replicas {
 		if r != killed {

@@ -11,24 +11,17 @@ import (
 )
 
 const (
-	// primaryHang is how long the hung primary stays SIGSTOPped before
-	// SIGCONT: long enough for the change feed's read to time out (10 s)
-	// and readiness to fail (measured 17.6–17.8 s), short of the request
-	// timeout (60 s).
+	// primaryHang: past the feed's read timeout (10 s) and failed readiness,
+	// short of the request timeout (60 s).
 	primaryHang = 20 * time.Second
-	// replicaHang is how long a hung replica stays SIGSTOPped at least:
-	// twice discovery's lease duration (15 s). It stays stopped longer if
-	// its member has not been taken over by then.
+	// replicaHang: at least twice discovery's lease duration (15 s).
 	replicaHang = 30 * time.Second
 )
 
-// BenchmarkFaultRecovery measures, for each fault of docs/faults.md that can
-// be made here, the time from the fault's end (or, for a lost replica, the
-// fault) until a change made after it reaches a watch opened before it;
-// each run is one iteration, and the p50 and max over the runs are reported.
-// Primary faults run on registries of their own (primary, standby and a
-// replica on their multi-host DSN), replica faults on two discovery
-// replicas sharing the member. See docs/benchmarks.md, "Time to fresh".
+// BenchmarkFaultRecovery measures, for each fault of docs/faults.md made
+// here, the time from the fault's end (for a lost replica, the fault) until
+// a change made after it reaches a watch opened before it: one run per
+// iteration, p50 and max reported. See docs/benchmarks.md, "Time to fresh".
 func BenchmarkFaultRecovery(b *testing.B) {
 	e := benchEnv(b, envOptions{name: "faults"})
 	b.Run("fault=primary-hung-then-back", func(b *testing.B) { benchPrimaryHungThenBack(b, e) })
@@ -46,9 +39,8 @@ func BenchmarkFaultRecovery(b *testing.B) {
 	b.Run("fault=replica-killed", func(b *testing.B) { benchReplicaKilled(b, e) })
 }
 
-// benchPrimaryHungThenBack: every process of the primary SIGSTOPped for
-// primaryHang, a change committed (through a connection the writer had
-// open) during the hang, SIGCONT, another change; s-to-fresh is from
+// benchPrimaryHungThenBack: the primary SIGSTOPped for primaryHang, a change
+// committed during the hang, SIGCONT, another change; s-to-fresh is from
 // SIGCONT until both reached the watch.
 func benchPrimaryHungThenBack(b *testing.B, e *env) {
 	ctx := b.Context()
@@ -99,19 +91,14 @@ func benchPrimaryHungThenBack(b *testing.B, e *env) {
 	rec.report(b)
 }
 
-// primaryFault is a fault of the primary ended by make: s-to-fresh is from
-// its end (the promotion, the restart) until a change committed after it
-// reached the watch, and endMetric the time from its start to its end
-// (without one, s-to-commit is the time from its end to the commit).
+// primaryFault is a fault of the primary that make ends: s-to-fresh is from
+// its end until a change committed after it reached the watch; endMetric
+// (else s-to-commit, from its end to the commit) from its start to its end.
 type primaryFault struct {
 	name, replica string
-	// perRun: each run has a registry of its own.
-	perRun bool
-	// freshWriter: the change is written by a store opened after the
-	// fault, as discovery's next commit is made on a new connection once
-	// the feed has dropped a hung server's (a commit caught on the hung
-	// server waits out its minute; not measured); else by the writer whose
-	// connections the fault cut.
+	perRun        bool // a registry of its own each run
+	// freshWriter: the change is written by a store opened after the fault,
+	// as discovery's next commit is on a new connection.
 	freshWriter bool
 	make        func(context.Context, *faultRegistry) error
 	endMetric   string
@@ -165,7 +152,6 @@ func benchPrimaryFault(b *testing.B, e *env, f primaryFault) {
 	rec.report(b)
 }
 
-// promoteAfter is fault, then the standby promoted.
 func promoteAfter(fault func(context.Context, *faultRegistry) error) func(context.Context, *faultRegistry) error {
 	return func(ctx context.Context, r *faultRegistry) error {
 		if err := fault(ctx, r); err != nil {
@@ -175,15 +161,12 @@ func promoteAfter(fault func(context.Context, *faultRegistry) error) func(contex
 	}
 }
 
-// hang SIGSTOPs every process of the primary for good (its sockets open).
 func hang(_ context.Context, r *faultRegistry) error { return r.primary.Freeze() }
 
-// stop stops the primary (fast shutdown).
-func stop(_ context.Context, r *faultRegistry) error { return r.primary.Pause() }
+func stop(_ context.Context, r *faultRegistry) error { return r.primary.Pause() } // fast shutdown
 
-// hangLosingCommits is hang with the standby stopped before a last change
-// (which the watch sees) and started again after the hang began, so the
-// promotion loses that change.
+// hangLosingCommits hangs the primary after a last change the standby
+// missed (stopped, then started again): the promotion loses it.
 func hangLosingCommits(ctx context.Context, r *faultRegistry) error {
 	if err := r.standby.Pause(); err != nil {
 		return err
@@ -197,9 +180,8 @@ func hangLosingCommits(ctx context.Context, r *faultRegistry) error {
 	return r.standby.Resume(ctx)
 }
 
-// killAndRestart SIGKILLs every process of the primary, as a crash, and
-// starts it again at once on its data and port (crash recovery); it ends
-// when the server accepts connections.
+// killAndRestart SIGKILLs the primary and starts it again on its data (crash
+// recovery); it ends when the server accepts connections.
 func killAndRestart(ctx context.Context, r *faultRegistry) error {
 	if err := r.primary.Kill(); err != nil {
 		return err
@@ -207,12 +189,10 @@ func killAndRestart(ctx context.Context, r *faultRegistry) error {
 	return r.primary.Resume(ctx)
 }
 
-// benchReplicaHung: the replica holding the member's Lease SIGSTOPped for
-// replicaHang (and until its member was taken over), then SIGCONT.
-// s-to-fresh is from the SIGSTOP until a change made in the member after it
-// reached the other replica's watch (the other replica took the member
-// over); woken-s-to-fresh is from SIGCONT until a change made after it
-// reached the watch open on the woken replica since before the fault.
+// benchReplicaHung: the replica holding the member SIGSTOPped for
+// replicaHang (and until the other took it over), then SIGCONT. s-to-fresh
+// is from SIGSTOP until a member change reached the other's watch,
+// woken-s-to-fresh from SIGCONT until one reached the woken replica's.
 func benchReplicaHung(b *testing.B, e *env) {
 	m := startFaultMember(b, e, "platform-apiserver-replica-hung")
 	rec := recovery{}
@@ -222,7 +202,6 @@ func benchReplicaHung(b *testing.B, e *env) {
 	rec.report(b)
 }
 
-// replicaHung is one run of benchReplicaHung.
 func (rec recovery) replicaHung(b *testing.B, m *faultMember, run int) {
 	ctx := b.Context()
 	victim, survivor := m.beforeFault(b)
@@ -263,10 +242,8 @@ func (rec recovery) replicaHung(b *testing.B, m *faultMember, run int) {
 		run, victim.Name(), seconds(woke.Sub(stopped)), survivor.Name(), seconds(takenOver.Sub(stopped)), seconds(seen.Sub(woke)), victim.watch.endingsSince(mark))
 }
 
-// benchReplicaKilled: the replica holding the member's Lease SIGKILLed;
-// s-to-fresh is from the kill until a change made in the member after it
-// reached the other replica's watch. A new replica replaces the killed one
-// for the next run.
+// benchReplicaKilled: the replica holding the member SIGKILLed; s-to-fresh
+// until a member change reached the other's watch. A new replica replaces it.
 func benchReplicaKilled(b *testing.B, e *env) {
 	ctx := b.Context()
 	m := startFaultMember(b, e, "platform-apiserver-replica-killed")
@@ -290,7 +267,7 @@ func benchReplicaKilled(b *testing.B, e *env) {
 	rec.report(b)
 }
 
-// startFaultRegistry starts a fault registry for b and stops it when b ends.
+// startFaultRegistry starts a fault registry, stopped when b ends.
 func startFaultRegistry(b *testing.B, e *env, name string) *faultRegistry {
 	b.Helper()
 	r, err := e.startFaultRegistry(b.Context(), name)
@@ -304,8 +281,7 @@ func startFaultRegistry(b *testing.B, e *env, name string) *faultRegistry {
 	return r
 }
 
-// stopFaultRegistry stops r once (a run's deferred stop and b's cleanup
-// may both call it).
+// stopFaultRegistry stops r once (a run's defer and b's cleanup both call it).
 func stopFaultRegistry(b *testing.B, r *faultRegistry) {
 	if r.stopped {
 		return
@@ -316,8 +292,7 @@ func stopFaultRegistry(b *testing.B, r *faultRegistry) {
 	}
 }
 
-// startFaultMember starts the replica faults' set-up for b and stops it
-// when b ends.
+// startFaultMember starts the replica faults' set-up, stopped when b ends.
 func startFaultMember(b *testing.B, e *env, prefix string) *faultMember {
 	b.Helper()
 	m, err := e.startFaultMember(b.Context(), prefix)
@@ -332,8 +307,8 @@ func startFaultMember(b *testing.B, e *env, prefix string) *faultMember {
 	return m
 }
 
-// beforeFault waits until the member is mirrored and both replicas watch
-// the registry, and returns the replica holding the member and the other.
+// beforeFault waits until both replicas watch the mirrored member and
+// returns the one holding it and the other.
 func (m *faultMember) beforeFault(b *testing.B) (holding, other *discoveryReplica) {
 	b.Helper()
 	if err := m.settle(b.Context()); err != nil {
@@ -346,12 +321,11 @@ func (m *faultMember) beforeFault(b *testing.B) (holding, other *discoveryReplic
 	return m.replicas[i], m.replicas[1-i]
 }
 
-// recovery collects one duration per run under each metric name.
+// recovery is each metric's duration per run.
 type recovery map[string][]time.Duration
 
 func (r recovery) add(metric string, d time.Duration) { r[metric] = append(r[metric], d) }
 
-// report reports each metric's p50 and max over the runs, in seconds.
 func (r recovery) report(b *testing.B) {
 	for metric, samples := range r {
 		var h latencies
