@@ -19,39 +19,26 @@ import (
 	"github.com/example/platform-apiserver/test/framework"
 )
 
-// Goals from the discovery issue (the restart's "ready in seconds" is read
-// as under maxRestartReady).
 const (
-	maxSyncHWMMiB   = 300
-	maxRestartReady = 10 * time.Second
+	// Goals from the discovery issue ("ready in seconds": maxRestartReady).
+	maxSyncHWMMiB        = 300
+	maxRestartReady      = 10 * time.Second
+	syncTimeout          = 5 * time.Minute
+	readyPollInterval    = 20 * time.Millisecond // the restart's resolution
+	platformStartTimeout = 2 * time.Minute       // the framework's bound on a start
+	// settleWindow is how long a restarted server is watched for writes
+	// after its loops resumed.
+	settleWindow = 3 * time.Second
 )
 
 var discoverySection = fmt.Sprintf("discovery summary (%d nodes, %d namespaces, %d pods in kube-apiserver; with several ops, the worst)", nodeCount, syncNamespaces, syncPods)
 
-const (
-	// syncTimeout bounds one initial sync; the framework gives the server
-	// two minutes to become ready, which needs the sync, anyway.
-	syncTimeout = 5 * time.Minute
-	// readyPollInterval is the resolution of the restart's time to /readyz.
-	readyPollInterval = 20 * time.Millisecond
-	// settleWindow is how long a restarted server is watched for writes
-	// after all its loops resumed: long enough for the member to replay
-	// whatever followed the cursors and for a 100ms batch to commit.
-	settleWindow = 3 * time.Second
-)
-
-// BenchmarkDiscovery measures discovery on a control plane of its own (its
-// kube-apiserver mirrored as member "local", with nodeCount Nodes,
-// syncNamespaces Namespaces and syncPods Pods; the other benchmarks must
-// not see discovery, nor it their seed): initial-sync, restart-unchanged,
-// freshness and metrics-quiet-fleet, each needing the one before. See
-// docs/benchmarks.md, "Discovery" and "Quiet fleet".
+// BenchmarkDiscovery measures discovery on a control plane of its own,
+// mirroring its kube-apiserver as member "local": each sub-benchmark needs
+// the one before. See docs/benchmarks.md, "Discovery" and "Quiet fleet".
 func BenchmarkDiscovery(b *testing.B) {
 	d := startDiscoveryEnv(b)
 	fmt.Fprintf(os.Stderr, "discovery: kube-apiserver holds %s\n", d.want)
-
-	// Each step needs the one before: a synced registry to restart on, and
-	// a running server to watch.
 	for _, s := range []struct {
 		name  string
 		bench func(*testing.B)
@@ -67,9 +54,8 @@ func BenchmarkDiscovery(b *testing.B) {
 	}
 }
 
-// benchInitialSync: one op deletes the member's rows and cursors (with the
-// server stopped; untimed), then times from starting the server until the
-// registry holds every namespace, node and pod of kube-apiserver.
+// benchInitialSync: per op, untimed, the member removed with the server
+// stopped; timed, from the start until the registry holds the member.
 func (d *discoveryEnv) benchInitialSync(b *testing.B) {
 	ctx := b.Context()
 	var res syncResult
@@ -106,18 +92,17 @@ func (d *discoveryEnv) benchInitialSync(b *testing.B) {
 		d.want.total(), res.synced.Round(time.Millisecond), res.ops, res.hwmMiB, maxSyncHWMMiB, verdict(res.hwmMiB < maxSyncHWMMiB))
 }
 
-// syncResult is the worst of ops initial syncs.
+// syncResult is the worst of ops initial syncs; commits is each resource's
+// platform_discovery_apply_duration_seconds.
 type syncResult struct {
-	synced time.Duration
-	hwmMiB float64
-	ops    int
-	// commits is the time each resource's list commit took, from the
-	// server's platform_discovery_apply_duration_seconds.
+	synced  time.Duration
+	hwmMiB  float64
+	ops     int
 	commits map[string]time.Duration
 }
 
-// startAndWaitSynced starts the server and polls the registry until it
-// holds what the member holds; the caller times exactly that.
+// startAndWaitSynced starts the server and polls until the registry holds
+// what the member holds.
 func (d *discoveryEnv) startAndWaitSynced(ctx context.Context) (*platformStart, error) {
 	start := d.startPlatform(ctx)
 	var last registryCounts
@@ -139,10 +124,8 @@ func (d *discoveryEnv) startAndWaitSynced(ctx context.Context) (*platformStart, 
 	return start, nil
 }
 
-// afterSync waits for the start to finish (ready directly and served
-// through the aggregator), reads the server's peak resident memory, which
-// covers the sync, and checks one object of each kind through the
-// aggregated API.
+// afterSync waits for the start to finish, reads the server's VmHWM (the
+// sync's peak) and checks objects through the aggregator.
 func (d *discoveryEnv) afterSync(ctx context.Context, start *platformStart) (syncResult, error) {
 	var res syncResult
 	if err := start.wait(ctx); err != nil {
@@ -157,43 +140,34 @@ func (d *discoveryEnv) afterSync(ctx context.Context, start *platformStart) (syn
 		return res, err
 	}
 	if *profileDir != "" {
-		// Its alloc_space covers everything since the start: the sync.
 		path := filepath.Join(*profileDir, "platform-apiserver.discovery-sync.heap.pprof")
 		if err := d.writeHeapProfile(ctx, path, false); err != nil {
 			return res, err
 		}
 	}
-	// The framework's start also waits until the aggregator finds the
-	// server available again, which can take seconds after it was down.
 	fmt.Fprintf(os.Stderr, "discovery: initial sync of %s in %s (framework start returned after %s), VmHWM %.1f MiB, list commits %v\n",
 		d.want, start.synced.Round(time.Millisecond), start.took.Round(time.Millisecond), res.hwmMiB, res.commits)
-	return res, d.checkSyncedObjects(ctx)
-}
-
-// checkSyncedObjects checks, through the aggregator, that a node carries
-// its pods' requests and a namespace its pods.
-func (d *discoveryEnv) checkSyncedObjects(ctx context.Context) error {
+	// A node carries its pods' requests and a namespace its pods.
 	name := nodecapacity.Name(discoveryClusterID, nodeName(getNodeIndex))
 	nc, err := d.platform.PlatformV1alpha1().NodeCapacities().Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
-		return fmt.Errorf("get NodeCapacity %s: %w", name, err)
+		return res, fmt.Errorf("get NodeCapacity %s: %w", name, err)
 	}
 	if nc.Status.Requested.Pods != podsPerSyncNode || nc.Status.Requested.CPU.IsZero() {
-		return fmt.Errorf("NodeCapacity %s requests %+v, want %d pods", name, nc.Status.Requested, podsPerSyncNode)
+		return res, fmt.Errorf("NodeCapacity %s requests %+v, want %d pods", name, nc.Status.Requested, podsPerSyncNode)
 	}
 	ns := syncNamespaceName(syncNamespaces / 2)
 	cn, err := d.platform.PlatformV1alpha1().ClusterNamespaces(ns).Get(ctx, discoveryClusterID, metav1.GetOptions{})
 	if err != nil {
-		return fmt.Errorf("get ClusterNamespace %s/%s: %w", ns, discoveryClusterID, err)
+		return res, fmt.Errorf("get ClusterNamespace %s/%s: %w", ns, discoveryClusterID, err)
 	}
 	if cn.Status.PodCount != podsPerSyncNamespace {
-		return fmt.Errorf("ClusterNamespace %s/%s counts %d pods, want %d", ns, discoveryClusterID, cn.Status.PodCount, podsPerSyncNamespace)
+		return res, fmt.Errorf("ClusterNamespace %s/%s counts %d pods, want %d", ns, discoveryClusterID, cn.Status.PodCount, podsPerSyncNamespace)
 	}
-	return nil
+	return res, nil
 }
 
-// commitDurations reads, per resource, the total time the server spent in
-// committing transactions since it started.
+// commitDurations reads each resource's time in committing transactions.
 func (d *discoveryEnv) commitDurations(ctx context.Context) (map[string]time.Duration, error) {
 	body, err := d.cp.PlatformMetrics(ctx)
 	if err != nil {
@@ -210,20 +184,17 @@ func (d *discoveryEnv) commitDurations(ctx context.Context) (map[string]time.Dur
 	return out, nil
 }
 
-// platformStart is a StartPlatformAPIServer running in the background.
+// platformStart is a StartPlatformAPIServer in the background (it returns
+// once the server is served through the aggregator; the benchmarks time
+// what happens before); done closes once it returned err after took.
 type platformStart struct {
-	begin time.Time
-	// synced is when the registry held everything, for a sync.
-	synced time.Duration
-	// done is closed once the start has returned err after took.
-	done chan struct{}
-	took time.Duration
-	err  error
+	begin  time.Time
+	synced time.Duration // when the registry held everything, for a sync
+	done   chan struct{}
+	took   time.Duration
+	err    error
 }
 
-// startPlatform starts the platform-apiserver in the background: the
-// framework's start returns only once the server is ready and served
-// through the aggregator, and the benchmarks time what happens before.
 func (d *discoveryEnv) startPlatform(ctx context.Context) *platformStart {
 	s := &platformStart{begin: time.Now(), done: make(chan struct{})}
 	go func() {
@@ -234,7 +205,6 @@ func (d *discoveryEnv) startPlatform(ctx context.Context) *platformStart {
 	return s
 }
 
-// failed reports the start's error if it has ended with one.
 func (s *platformStart) failed() error {
 	select {
 	case <-s.done:
@@ -244,7 +214,6 @@ func (s *platformStart) failed() error {
 	}
 }
 
-// wait waits for the start to end and returns its error.
 func (s *platformStart) wait(ctx context.Context) error {
 	select {
 	case <-s.done:
@@ -254,10 +223,8 @@ func (s *platformStart) wait(ctx context.Context) error {
 	}
 }
 
-// benchRestart: one op restarts the server gracefully with nothing changed
-// in the member and times from the start until /readyz, asked directly,
-// answers 200. Untimed, it then waits until every loop has resumed from
-// its cursor, watches settleWindow for writes, and counts the rows written.
+// benchRestart: per op, a graceful restart with nothing changed, timed from
+// the start until /readyz answers 200; untimed, the rows written after.
 func (d *discoveryEnv) benchRestart(b *testing.B) {
 	ctx := b.Context()
 	ready, err := d.readyzProbe()
@@ -313,17 +280,14 @@ func (d *discoveryEnv) benchRestart(b *testing.B) {
 		verdict(worst.ready < maxRestartReady && worst.rows == 0 && worst.rvDelta == 0))
 }
 
-// restartResult is one restart, or the worst of several.
 type restartResult struct {
 	ready                  time.Duration
 	rows, rvDelta, relists int64
 	ops                    int
 }
 
-// readyzProbe returns a check of the platform-apiserver's /readyz, asked
-// directly with its serving CA, as a kubelet's probe would (anonymously).
-// A fresh connection per call, so a restarted server is asked, not a
-// connection to its predecessor.
+// readyzProbe checks the platform-apiserver's /readyz directly, anonymously
+// as a kubelet's probe, on a fresh connection per call.
 func (d *discoveryEnv) readyzProbe() (func(context.Context) error, error) {
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(d.cp.PlatformServingCA()) {
@@ -351,9 +315,8 @@ func (d *discoveryEnv) readyzProbe() (func(context.Context) error, error) {
 	}, nil
 }
 
-// settleAfterRestart waits until the restarted server's four loops have
-// resumed (or relisted), watches settleWindow more, and counts what was
-// written since snap.
+// settleAfterRestart waits until the four loops resumed (or relisted),
+// then settleWindow, and counts what was written since snap.
 func (d *discoveryEnv) settleAfterRestart(ctx context.Context, snap registrySnapshot) (restartResult, error) {
 	var res restartResult
 	cluster := `cluster="` + discoveryClusterID + `"`
@@ -376,6 +339,3 @@ func (d *discoveryEnv) settleAfterRestart(ctx context.Context, snap registrySnap
 	res.rows, res.rvDelta, err = d.rowsWrittenSince(ctx, snap)
 	return res, err
 }
-
-// platformStartTimeout mirrors the framework's bound on a start.
-const platformStartTimeout = 2 * time.Minute
