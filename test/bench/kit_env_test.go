@@ -28,35 +28,20 @@ import (
 )
 
 const (
-	// setupTimeout bounds starting and seeding an environment, including a
-	// first build of the control-plane binaries by hack/build-tools.sh.
-	setupTimeout = 30 * time.Minute
-	// clientTimeout bounds one request of the benchmark's clients.
-	clientTimeout = 2 * time.Minute
-	// envPlatformBinary names a prebuilt platform-apiserver to benchmark
-	// instead of building ./cmd/apiserver.
-	envPlatformBinary = "PLATFORM_APISERVER_BINARY"
+	setupTimeout      = 30 * time.Minute // starting and seeding, a first tools build included
+	clientTimeout     = 2 * time.Minute
+	envPlatformBinary = "PLATFORM_APISERVER_BINARY" // a prebuilt platform-apiserver
 )
 
 // envOptions is what differs between the benchmarks' environments.
 type envOptions struct {
-	// name names the work directory (platform-bench-<name>-…) and the log.
-	name string
-	// platformArgs are appended to the platform-apiserver's flags.
-	platformArgs []string
-	// memberDir adds an empty member kubeconfig directory (env.memberDir)
-	// and --member-kubeconfig-dir pointing at it.
-	memberDir bool
-	// simulator starts kwok and metrics-server.
-	simulator bool
-	// standby gives the primary a streaming standby; the registry's DSN
-	// names both with target_session_attrs=read-write.
-	standby bool
-	// stopPlatform stops the framework's platform-apiserver once started
-	// (gracefully, so it releases its Leases): the benchmark starts its own.
-	stopPlatform bool
-	// prepare seeds the environment, within setupTimeout.
-	prepare func(context.Context, *env) error
+	name         string   // of the work directory and the log
+	platformArgs []string // appended to the platform-apiserver's flags
+	memberDir    bool     // an empty --member-kubeconfig-dir (env.memberDir)
+	simulator    bool     // kwok and metrics-server
+	standby      bool     // a streaming standby; the DSN names both, read-write
+	stopPlatform bool     // stop the framework's platform-apiserver once started
+	prepare      func(context.Context, *env) error
 }
 
 // env is a running control plane on an ephemeral PostgreSQL, and its clients.
@@ -71,30 +56,20 @@ type env struct {
 	platform versioned.Interface  // platform.example.io through kube-apiserver's aggregator, JSON
 	direct   versioned.Interface  // the platform-apiserver's own port, bypassing the aggregator, JSON
 
-	// registry writes to the registry as discovery does; db queries it.
-	registry *registrypostgres.Store
+	registry *registrypostgres.Store // writes as discovery does
 	db       *pgxpool.Pool
-	// seededAt is the clock the seed used, so later writes of a seeded
-	// node change only what they mean to.
-	seededAt time.Time
-	// flips counts the changes the watch benchmark has committed.
-	flips int
-	// kubePID caches kubeAPIServerPID.
-	kubePID int
+	seededAt time.Time // the seed's clock, so later writes change only what they mean to
+	flips    int       // the watch benchmark's changes
+	kubePID  int
 
 	kubectlPath  string
 	kubectlFlags []string
-	// cleanups run first in stop, last added first.
-	cleanups []func() error
+	cleanups     []func() error // run first in stop, last added first
 }
 
-// onStop has stop run f (a replica's Stop, say) before anything else.
-func (e *env) onStop(f func() error) { e.cleanups = append(e.cleanups, f) }
-
-// startEnv starts PostgreSQL (never TEST_DATABASE_URL, so nothing shared is
-// measured or written) and a control plane on it, builds the clients, opens
-// the registry and runs opts.prepare. On error the returned env, when
-// non-nil, holds whatever started, for stop.
+// startEnv starts PostgreSQL (never TEST_DATABASE_URL) and a control plane,
+// builds the clients, opens the registry and runs opts.prepare. On error the
+// env, when non-nil, holds what started.
 func startEnv(ctx context.Context, opts envOptions) (*env, error) {
 	ctx, cancel := context.WithTimeout(ctx, setupTimeout)
 	defer cancel()
@@ -153,8 +128,7 @@ func startEnv(ctx context.Context, opts envOptions) (*env, error) {
 	return e, nil
 }
 
-// benchEnv starts an environment of b's own, stopped when b ends (its logs
-// kept if b failed).
+// benchEnv starts an environment of b's own, stopped when b ends.
 func benchEnv(b *testing.B, opts envOptions) *env {
 	b.Helper()
 	begin := time.Now()
@@ -187,15 +161,13 @@ func (e *env) buildClients() error {
 	e.kubectlPath = filepath.Join(e.cp.BinDir(), "kubectl")
 	e.kubectlFlags = []string{
 		"--kubeconfig=" + e.cp.AdminKubeconfig(),
-		// One discovery cache for every call, warmed by the first, so each
-		// timed call pays for discovery as a user's warm kubectl does.
+		// One discovery cache, warmed by the first call, as a user's.
 		"--cache-dir=" + filepath.Join(e.workDir, "kubectl-cache"),
 	}
 	return nil
 }
 
-// jsonConfig makes cfg speak JSON both ways and never throttle client-side,
-// so the benchmarks compare the servers, not client-go's rate limiter.
+// jsonConfig makes cfg speak JSON and never throttle client-side.
 func jsonConfig(cfg *rest.Config) *rest.Config {
 	cfg.ContentType = runtime.ContentTypeJSON
 	cfg.AcceptContentTypes = runtime.ContentTypeJSON
@@ -204,7 +176,6 @@ func jsonConfig(cfg *rest.Config) *rest.Config {
 	return cfg
 }
 
-// kubectl runs the built kubectl as admin with stdout going to out.
 func (e *env) kubectl(ctx context.Context, out io.Writer, args ...string) error {
 	cmd := exec.CommandContext(ctx, e.kubectlPath, slices.Concat(e.kubectlFlags, args)...)
 	var stderr bytes.Buffer
@@ -215,7 +186,6 @@ func (e *env) kubectl(ctx context.Context, out io.Writer, args ...string) error 
 	return nil
 }
 
-// platformPID is the framework's platform-apiserver's pid.
 func (e *env) platformPID() (int, error) {
 	if pid := e.cp.PlatformAPIServerPID(); pid != 0 {
 		return pid, nil
@@ -223,8 +193,7 @@ func (e *env) platformPID() (int, error) {
 	return 0, errors.New("platform-apiserver is not running")
 }
 
-// platformMemory returns the platform-apiserver's current and peak resident
-// set size in bytes.
+// platformMemory returns the platform-apiserver's VmRSS and VmHWM in bytes.
 func (e *env) platformMemory() (rss, hwm int64, err error) {
 	pid, err := e.platformPID()
 	if err != nil {
@@ -233,8 +202,7 @@ func (e *env) platformMemory() (rss, hwm int64, err error) {
 	return processMemory(pid)
 }
 
-// platformCPU returns how many cores the platform-apiserver used on average
-// during the next window.
+// platformCPU is the platform-apiserver's mean cores over the next window.
 func (e *env) platformCPU(ctx context.Context, window time.Duration) (float64, error) {
 	pid, err := e.platformPID()
 	if err != nil {
@@ -252,8 +220,7 @@ func (e *env) platformCPU(ctx context.Context, window time.Duration) (float64, e
 	return float64(after-before) / float64(time.Since(begin)), err
 }
 
-// platformWatches returns how many NodeCapacity watches the platform-apiserver
-// serves, from its apiserver_longrunning_requests gauge.
+// platformWatches is how many NodeCapacity watches the platform-apiserver serves.
 func (e *env) platformWatches(ctx context.Context) (int, error) {
 	body, err := e.cp.PlatformMetrics(ctx)
 	if err != nil {
@@ -266,8 +233,7 @@ func (e *env) platformWatches(ctx context.Context) (int, error) {
 	return int(n), err
 }
 
-// kubeAPIServerPID finds this environment's kube-apiserver, which the
-// framework does not expose.
+// kubeAPIServerPID finds this environment's kube-apiserver in /proc.
 func (e *env) kubeAPIServerPID() (int, error) {
 	if e.kubePID == 0 {
 		pids := e.pidsNamed("kube-apiserver")
@@ -279,8 +245,7 @@ func (e *env) kubeAPIServerPID() (int, error) {
 	return e.kubePID, nil
 }
 
-// pidsNamed finds this environment's processes named name: those whose
-// arguments name its work directory.
+// pidsNamed finds the processes named name whose arguments name the work directory.
 func (e *env) pidsNamed(name string) []int {
 	dirs, err := os.ReadDir("/proc")
 	if err != nil {
@@ -304,8 +269,7 @@ func (e *env) pidsNamed(name string) []int {
 	return pids
 }
 
-// connectionCounts describes how many TCP connections kube-apiserver and the
-// platform-apiserver are serving, for the log.
+// connectionCounts describes the TCP connections both servers serve, for the log.
 func (e *env) connectionCounts() string {
 	count := func(serverURL string) string {
 		u, err := url.Parse(serverURL)
@@ -326,8 +290,7 @@ func (e *env) connectionCounts() string {
 		count(e.cp.KubeAPIServerURL()), count(e.cp.PlatformServerURL()))
 }
 
-// stop stops everything startEnv started and removes the work directory
-// unless keepLogs is set, in which case it names it.
+// stop stops everything and removes the work directory unless keepLogs.
 func (e *env) stop(keepLogs bool) error {
 	var errs []error
 	for _, f := range slices.Backward(e.cleanups) {

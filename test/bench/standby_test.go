@@ -12,7 +12,6 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/rest"
 
 	"github.com/example/platform-apiserver/pkg/generated/clientset/versioned"
 	registrypostgres "github.com/example/platform-apiserver/pkg/registry/postgres"
@@ -21,20 +20,17 @@ import (
 	"github.com/example/platform-apiserver/test/framework/postgres"
 )
 
-// standbyReaders is how many clients list at once in BenchmarkStandby:
-// enough to keep two database servers busy.
+// standbyReaders clients list at once: enough to keep two servers busy.
 const standbyReaders = 4
 
-// standbyEnv is a control plane whose registry is a primary with one
-// streaming standby (envOptions.standby). The framework's platform-apiserver
-// runs discovery of its own kube-apiserver (nodeCount Nodes) and reads from
-// the primary only; a second replica reads from the standby too.
+// standbyEnv's registry is a primary with a streaming standby; the
+// framework's platform-apiserver runs discovery (nodeCount Nodes) and reads
+// the primary only, a second replica (withStandby, its port; standbyStore
+// reads as it does) the standby too.
 type standbyEnv struct {
 	*env
-	replica *framework.FleetReplica
-	// withStandby is the second replica's own port.
-	withStandby versioned.Interface
-	// standbyStore reads like the second replica; env.registry like the first.
+	replica      *framework.FleetReplica
+	withStandby  versioned.Interface
 	standbyStore *registrypostgres.Store
 }
 
@@ -47,10 +43,8 @@ func startStandbyEnv(b *testing.B) *standbyEnv {
 	return s
 }
 
-// prepare creates the Nodes, waits until discovery mirrors them and starts
-// the replica reading from the standby.
 func (s *standbyEnv) prepare(ctx context.Context) error {
-	s.onStop(s.stop)
+	s.cleanups = append(s.cleanups, s.stop)
 	var err error
 	if s.standbyStore, err = registrypostgres.Open(ctx, s.cp.DatabaseURL(), registrypostgres.Options{ReadDSNs: []string{s.standby.DSN()}}); err != nil {
 		return err
@@ -68,15 +62,10 @@ func (s *standbyEnv) prepare(ctx context.Context) error {
 	if s.replica, err = s.cp.StartFleetReplica(ctx, "platform-apiserver-standby", []string{"--postgres-read-dsn=" + s.standby.DSN()}, 2*time.Minute); err != nil {
 		return err
 	}
-	s.withStandby, err = versioned.NewForConfig(jsonConfig(s.replicaConfig()))
-	return err
-}
-
-// replicaConfig is the admin's config for the second replica's own port.
-func (s *standbyEnv) replicaConfig() *rest.Config {
 	cfg := s.cp.PlatformDirectConfig()
 	cfg.Host = s.replica.URL()
-	return cfg
+	s.withStandby, err = versioned.NewForConfig(jsonConfig(cfg))
+	return err
 }
 
 func (s *standbyEnv) stop() error {
@@ -89,19 +78,10 @@ func (s *standbyEnv) stop() error {
 	return nil
 }
 
-// BenchmarkStandby measures what a streaming standby buys (issue 13), with
-// discovery running as in production (its scraper finds no metrics.k8s.io
-// here; BenchmarkFleet measures scraping). Sub-benchmarks, each pair back
-// to back on the same machine load:
-//   - reads=store/server=primary vs server=primary+standby: standbyReaders
-//     concurrent registry lists (an op is one list by each) of the nodeCount NodeCapacities, from a store
-//     reading the primary only vs one spreading reads over the standby;
-//   - reads=api/...: the same through each replica's own port with client-go
-//     (JSON): the primary-only replica vs the one reading from the standby;
-//   - failover: the primary is killed and the standby promoted; reports
-//     seconds until a list through the API answers again and until a change
-//     made in the member after the promotion reaches a watcher (once per
-//     environment, whatever -benchtime).
+// BenchmarkStandby measures what a streaming standby buys (issue 13), each
+// pair back to back: standbyReaders concurrent lists from a store (reads=store)
+// or a replica's port (reads=api) on the primary only vs with the standby,
+// and a failover (once per environment). See docs/benchmarks.md.
 func BenchmarkStandby(b *testing.B) {
 	s := startStandbyEnv(b)
 	storeList := func(st *registrypostgres.Store) func(context.Context) (int, error) {
@@ -134,9 +114,7 @@ func BenchmarkStandby(b *testing.B) {
 			}
 		})
 	}
-	// Each server on a core of its own, as on machines of their own: the
-	// registry's reads alone, since the replicas' own work (encoding 5,000
-	// objects) needs the cores too.
+	// The registry's reads with each server on a core of its own.
 	if runtime.NumCPU() >= 2 {
 		if err := s.pin([]int{0}, []int{1}); err != nil {
 			b.Fatal(err)
@@ -160,9 +138,7 @@ func BenchmarkStandby(b *testing.B) {
 	b.Run("failover", func(b *testing.B) { s.benchFailover(b) })
 }
 
-// benchLists runs benchParallelLists and reports the CPU time each database
-// server spent per list: what a server's own machine would pay, so the
-// primary's share shows how much more it could serve.
+// benchLists runs benchParallelLists and reports each database server's CPU per list.
 func (s *standbyEnv) benchLists(b *testing.B, list func(context.Context) (int, error)) {
 	primary, standby := serverCPU(s.pg), serverCPU(s.standby.Instance)
 	benchParallelLists(b, list)
@@ -171,10 +147,8 @@ func (s *standbyEnv) benchLists(b *testing.B, list func(context.Context) (int, e
 	b.ReportMetric(float64((serverCPU(s.standby.Instance)-standby).Milliseconds())/lists, "standby-cpu-ms/list")
 }
 
-// serverCPU is the CPU time the server's processes have used.
 func serverCPU(inst *postgres.Instance) time.Duration { return cpuOf(inst.Pids()) }
 
-// pin restricts the primary and the standby to CPUs each.
 func (s *standbyEnv) pin(primary, standby []int) error {
 	if err := s.pg.PinToCPUs(primary...); err != nil {
 		return err
@@ -182,7 +156,6 @@ func (s *standbyEnv) pin(primary, standby []int) error {
 	return s.standby.PinToCPUs(standby...)
 }
 
-// standbyReadsOf reads a replica's platform_registry_reads_total{server="standby"}.
 func standbyReadsOf(b *testing.B, metrics func(context.Context) (string, error)) float64 {
 	body, err := metrics(b.Context())
 	if err != nil {
@@ -195,9 +168,8 @@ func standbyReadsOf(b *testing.B, metrics func(context.Context) (string, error))
 	return n
 }
 
-// benchParallelLists lists every NodeCapacity standbyReaders×b.N times
-// from standbyReaders goroutines (an op is standbyReaders lists), and
-// reports lists/s, the throughput.
+// benchParallelLists lists standbyReaders×b.N times from standbyReaders
+// goroutines and reports lists/s.
 func benchParallelLists(b *testing.B, list func(context.Context) (int, error)) {
 	ctx := b.Context()
 	if _, err := list(ctx); err != nil {
@@ -227,10 +199,9 @@ func benchParallelLists(b *testing.B, list func(context.Context) (int, error)) {
 	b.ReportMetric(float64(standbyReaders*b.N)/b.Elapsed().Seconds(), "lists/s")
 }
 
-// benchFailover kills the primary, promotes the standby and measures how
-// long until the API lists again and a watcher sees a change made after
-// the promotion. An environment fails over once: the first iteration does,
-// any further ones (-benchtime above 1x) are empty.
+// benchFailover kills the primary, promotes the standby and measures until
+// the API lists again and a watcher sees a change made after. The first
+// iteration fails over; any further ones are empty.
 func (s *standbyEnv) benchFailover(b *testing.B) {
 	for first := true; b.Loop(); first = false {
 		if first {
@@ -263,8 +234,7 @@ func (s *standbyEnv) failover(b *testing.B) {
 	}
 	listed := time.Since(killed)
 
-	// A change in the member after the promotion, made again until the
-	// watcher sees it: discovery must write it and the API watch serve it.
+	// A member change, made again until the watcher sees it.
 	var seen time.Time
 	for attempt := 0; seen.IsZero(); attempt++ {
 		label := strconv.Itoa(attempt)
