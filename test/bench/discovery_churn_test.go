@@ -70,14 +70,9 @@ func (d *discoveryEnv) benchFreshness(b *testing.B) {
 		b.Fatal(err)
 	}
 	begin := time.Now()
-	var hist latencies
-	for b.Loop() {
-		got, err := d.churn(ctx, receipts, int(churnWindow.Seconds())*churnRate)
-		if err != nil {
-			b.Fatal(err)
-		}
-		hist.add(got...)
-	}
+	hist := loopLatencies(b, func() ([]time.Duration, error) {
+		return d.churn(ctx, receipts, int(churnWindow.Seconds())*churnRate)
+	})
 	elapsed := time.Since(begin)
 	cpuAfter := cpuClock(pid)
 	lagAfter, err := d.commitLag(ctx)

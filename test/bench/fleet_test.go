@@ -155,14 +155,7 @@ func (f *fleetEnv) bench(b *testing.B, n int) {
 		b.Fatal(err)
 	}
 	cpuBefore := run.cpuTimes()
-	var fresh latencies
-	for b.Loop() {
-		got, err := f.freshnessRound(ctx, run.pool, run.ids)
-		if err != nil {
-			b.Fatal(err)
-		}
-		fresh.add(got...)
-	}
+	fresh := loopLatencies(b, func() ([]time.Duration, error) { return f.freshnessRound(ctx, run.pool, run.ids) })
 	if err := sleepCtx(ctx, fleetSteadyMin-time.Since(steadyBegin)); err != nil {
 		b.Fatal(err)
 	}

@@ -73,6 +73,19 @@ func (h *latencies) quantile(q float64) time.Duration {
 	return h.max
 }
 
+// loopLatencies runs op once per b.Loop iteration and collects its latencies.
+func loopLatencies(b *testing.B, op func() ([]time.Duration, error)) *latencies {
+	var h latencies
+	for b.Loop() {
+		got, err := op()
+		if err != nil {
+			b.Fatal(err)
+		}
+		h.add(got...)
+	}
+	return &h
+}
+
 // percentiles is a summary of latencies.
 type percentiles struct {
 	p50, p99, max time.Duration

@@ -135,14 +135,7 @@ func runWatchOps(b *testing.B, e *env, ws *watchSet) watchLatency {
 	// The platform-apiserver, the aggregator and this binary (the write, the watchers).
 	pids := []int{platform, kube, os.Getpid()}
 	before := cpuClock(pids...)
-	var hist latencies
-	for b.Loop() {
-		got, err := ws.commit(b.Context(), eventTimeout)
-		if err != nil {
-			b.Fatal(err)
-		}
-		hist.add(got...)
-	}
+	hist := loopLatencies(b, func() ([]time.Duration, error) { return ws.commit(b.Context(), eventTimeout) })
 	after := cpuClock(pids...)
 	lat := watchLatency{percentiles: hist.summary(), changes: b.N, watchers: ws.n,
 		platformCPU: after[0] - before[0], kubeCPU: after[1] - before[1]}
