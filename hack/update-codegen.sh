@@ -7,6 +7,8 @@ set -o errexit -o nounset -o pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 module=$(go list -m)
+# A fresh module cache may not hold code-generator's sources yet.
+go mod download k8s.io/code-generator
 codegen_pkg=$(go list -m -f '{{.Dir}}' k8s.io/code-generator)
 # Generators land in a project-local bin, not in the user's GOPATH/bin.
 export GOBIN="$root/_output/codegen-bin"

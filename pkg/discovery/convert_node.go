@@ -48,5 +48,6 @@ func nodeResources(q *quantities, field string, list corev1.ResourceList) store.
 		CPUMillis:   q.milli(field, list, corev1.ResourceCPU),
 		MemoryBytes: q.value(field, list, corev1.ResourceMemory),
 		Pods:        q.value(field, list, corev1.ResourcePods),
+		Other:       q.others(field, list, corev1.ResourcePods),
 	}
 }

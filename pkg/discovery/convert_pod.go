@@ -31,6 +31,7 @@ func convertPod(p *corev1.Pod) (rec store.Pod, ok bool, issues []issue) {
 		Phase:              string(p.Status.Phase),
 		CPURequestMillis:   q.milli("requests", requests, corev1.ResourceCPU),
 		MemoryRequestBytes: q.value("requests", requests, corev1.ResourceMemory),
+		OtherRequests:      q.others("requests", requests),
 	}
 	return rec, true, append(issues, q.issues...)
 }

@@ -39,6 +39,7 @@ func TestConvertPod(t *testing.T) {
 		wantOK     bool
 		wantCPU    int64
 		wantMem    int64
+		wantOther  map[string]int64
 		wantIssues int
 	}{
 		{name: "containers summed", wantOK: true, wantCPU: 350, wantMem: 384 << 20, mutate: func(p *corev1.Pod) {
@@ -59,6 +60,15 @@ func TestConvertPod(t *testing.T) {
 		{name: "exponent and decimal suffixes", wantOK: true, wantCPU: 1500, wantMem: 2_000_000_000, mutate: func(p *corev1.Pod) {
 			p.Spec.Containers = []corev1.Container{container("a", rl("cpu", "1500000u", "memory", "2e9"))}
 		}},
+		{name: "every other resource, as the scheduler sums it", wantOK: true, wantCPU: 1000,
+			wantOther: map[string]int64{"nvidia.com/gpu": 2, "ephemeral-storage": 3 << 30, "hugepages-2Mi": 64 << 20}, mutate: func(p *corev1.Pod) {
+				p.Spec.Containers = []corev1.Container{
+					container("a", rl("cpu", "1", "nvidia.com/gpu", "1", "ephemeral-storage", "1Gi", "hugepages-2Mi", "64Mi")),
+					container("b", rl("nvidia.com/gpu", "1", "ephemeral-storage", "1Gi")),
+				}
+				// The init container's 3Gi is more than the containers' 2Gi.
+				p.Spec.InitContainers = []corev1.Container{container("init", rl("ephemeral-storage", "3Gi"))}
+			}},
 		{name: "no requests", wantOK: true, mutate: func(p *corev1.Pod) {
 			p.Spec.Containers = []corev1.Container{container("a", nil)}
 		}},
@@ -95,6 +105,9 @@ func TestConvertPod(t *testing.T) {
 			}
 			if rec.CPURequestMillis != tc.wantCPU || rec.MemoryRequestBytes != tc.wantMem {
 				t.Errorf("requests = %dm %dB, want %dm %dB", rec.CPURequestMillis, rec.MemoryRequestBytes, tc.wantCPU, tc.wantMem)
+			}
+			if !reflect.DeepEqual(rec.OtherRequests, tc.wantOther) {
+				t.Errorf("other requests = %v, want %v", rec.OtherRequests, tc.wantOther)
 			}
 			if rec.Namespace != p.Namespace || rec.Name != p.Name || rec.UID != string(p.UID) || rec.NodeName != p.Spec.NodeName || rec.Phase != string(p.Status.Phase) {
 				t.Errorf("identity fields = %+v", rec)
@@ -136,6 +149,16 @@ func TestConvertNode(t *testing.T) {
 		{name: "NUL in a condition message replaced, reported", wantIssues: 1, mutate: func(n *corev1.Node) {
 			n.Status.Conditions[1].Message = "disk\x00full"
 		}, want: func(n *store.Node) { n.Conditions[1].Message = "disk\uFFFDfull" }},
+		{name: "every other resource, in its unit", mutate: func(n *corev1.Node) {
+			n.Status.Capacity = rl("cpu", "4", "memory", "16Gi", "pods", "110", "nvidia.com/gpu", "8", "ephemeral-storage", "100Gi", "hugepages-2Mi", "1Gi")
+			n.Status.Allocatable = rl("cpu", "3920m", "memory", "15Gi", "pods", "110", "nvidia.com/gpu", "8", "ephemeral-storage", "95Gi", "hugepages-2Mi", "1Gi")
+		}, want: func(n *store.Node) {
+			n.Capacity.Other = map[string]int64{"nvidia.com/gpu": 8, "ephemeral-storage": 100 << 30, "hugepages-2Mi": 1 << 30}
+			n.Allocatable.Other = map[string]int64{"nvidia.com/gpu": 8, "ephemeral-storage": 95 << 30, "hugepages-2Mi": 1 << 30}
+		}},
+		{name: "unusable extended resource left out, reported", wantIssues: 1, mutate: func(n *corev1.Node) {
+			n.Status.Allocatable = rl("cpu", "3920m", "memory", "15Gi", "pods", "110", "example.com/fpga", "-1", "nvidia.com/gpu", "2")
+		}, want: func(n *store.Node) { n.Allocatable.Other = map[string]int64{"nvidia.com/gpu": 2} }},
 		{name: "malformed allocatable memory zeroed, reported", wantIssues: 1, mutate: func(n *corev1.Node) {
 			n.Status.Allocatable = rl("cpu", "3920m", "memory", "1e40", "pods", "110")
 		}, want: func(n *store.Node) { n.Allocatable.MemoryBytes = 0 }},

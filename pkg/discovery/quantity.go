@@ -3,6 +3,7 @@ package discovery
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -66,4 +67,26 @@ func (q *quantities) value(field string, list corev1.ResourceList, name corev1.R
 		return 0
 	}
 	return v.Value()
+}
+
+// others returns every resource of list besides cpu, memory and those in
+// skip, as whole numbers of their unit (rounded up), nil when there is
+// none; an unusable amount is an issue and left out.
+func (q *quantities) others(field string, list corev1.ResourceList, skip ...corev1.ResourceName) map[string]int64 {
+	var out map[string]int64
+	for name := range list {
+		if name == corev1.ResourceCPU || name == corev1.ResourceMemory || slices.Contains(skip, name) {
+			continue
+		}
+		before := len(q.issues)
+		v := q.value(field, list, name)
+		if len(q.issues) > before {
+			continue
+		}
+		if out == nil {
+			out = make(map[string]int64, len(list))
+		}
+		out[string(name)] = v
+	}
+	return out
 }

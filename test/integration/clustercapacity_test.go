@@ -98,7 +98,7 @@ func TestClusterCapacity(t *testing.T) {
 			createNode(t, kube, "cap-4")
 		}, func(s v1alpha1.ClusterCapacityStatus) bool {
 			// cap-2 cordoned, cap-3 tainted, cap-4 schedulable
-			return s.Nodes == v1alpha1.NodeCounts{Total: 3, Ready: 3, Schedulable: 1, Cordoned: 1, Tainted: 1}
+			return reflect.DeepEqual(s.Nodes, v1alpha1.NodeCounts{Total: 3, Ready: 3, Schedulable: 1, Cordoned: 1, Tainted: 1})
 		}},
 	}
 	for _, step := range steps {

@@ -50,6 +50,7 @@ type NamespaceUsage struct {
 type ComputeResources struct {
 	CPU    resource.Quantity
 	Memory resource.Quantity
+	Other  map[string]resource.Quantity
 }
 
 // ResourceQuotaStatus is one member ResourceQuota's hard limits and usage.
@@ -112,6 +113,7 @@ type NodeResources struct {
 	CPU    resource.Quantity
 	Memory resource.Quantity
 	Pods   int64
+	Other  map[string]resource.Quantity
 }
 
 // NodeUsage is a node's latest metrics.k8s.io sample.
@@ -191,11 +193,12 @@ const (
 
 // NodeCounts counts a member's nodes.
 type NodeCounts struct {
-	Total       int64
-	Ready       int64
-	Schedulable int64
-	Cordoned    int64
-	Tainted     int64
+	Total        int64
+	Ready        int64
+	Schedulable  int64
+	Cordoned     int64
+	Tainted      int64
+	WithResource map[string]int64
 }
 
 // CapacitySummary sums a set of nodes.

@@ -312,7 +312,7 @@ func schema_pkg_apis_platform_v1alpha1_ClusterCapacityStatus(ref common.Referenc
 					},
 					"largestFree": {
 						SchemaProps: spec.SchemaProps{
-							Description: "LargestFree is the most CPU and the most memory (each maximized on its own) that one schedulable node has left: a pod requesting more of either fits on no node. Absent without a schedulable node.",
+							Description: "LargestFree is the most CPU and the most memory (each maximized on its own) that one schedulable node has left: a pod requesting more of either fits on no node. Other holds the same for every other resource a schedulable node has (the most free nvidia.com/gpu on one node, for example). Absent without a schedulable node.",
 							Ref:         ref(v1alpha1.ComputeResources{}.OpenAPIModelName()),
 						},
 					},
@@ -566,6 +566,20 @@ func schema_pkg_apis_platform_v1alpha1_ComputeResources(ref common.ReferenceCall
 							Ref:         ref(resource.Quantity{}.OpenAPIModelName()),
 						},
 					},
+					"other": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Other holds every other resource by its Kubernetes name (ephemeral-storage, hugepages-<size>, extended resources such as nvidia.com/gpu), in the resource's unit; absent means none.",
+							Type:        []string{"object"},
+							AdditionalProperties: &spec.SchemaOrBool{
+								Allows: true,
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(resource.Quantity{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
 				},
 				Required: []string{"cpu", "memory"},
 			},
@@ -677,6 +691,20 @@ func schema_pkg_apis_platform_v1alpha1_NamespaceUsage(ref common.ReferenceCallba
 						SchemaProps: spec.SchemaProps{
 							Description: "Memory in bytes (for example 512Mi).",
 							Ref:         ref(resource.Quantity{}.OpenAPIModelName()),
+						},
+					},
+					"other": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Other holds every other resource by its Kubernetes name (ephemeral-storage, hugepages-<size>, extended resources such as nvidia.com/gpu), in the resource's unit; absent means none.",
+							Type:        []string{"object"},
+							AdditionalProperties: &spec.SchemaOrBool{
+								Allows: true,
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(resource.Quantity{}.OpenAPIModelName()),
+									},
+								},
+							},
 						},
 					},
 					"pods": {
@@ -1042,6 +1070,21 @@ func schema_pkg_apis_platform_v1alpha1_NodeCounts(ref common.ReferenceCallback) 
 							Format:      "int64",
 						},
 					},
+					"withResource": {
+						SchemaProps: spec.SchemaProps{
+							Description: "WithResource counts, per resource besides cpu, memory and pods (ephemeral-storage, hugepages-<size>, extended resources such as nvidia.com/gpu), the nodes whose allocatable lists it.",
+							Type:        []string{"object"},
+							AdditionalProperties: &spec.SchemaOrBool{
+								Allows: true,
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"integer"},
+										Format: "int64",
+									},
+								},
+							},
+						},
+					},
 				},
 				Required: []string{"total", "ready", "schedulable", "cordoned", "tainted"},
 			},
@@ -1074,6 +1117,20 @@ func schema_pkg_apis_platform_v1alpha1_NodeResources(ref common.ReferenceCallbac
 							Default:     0,
 							Type:        []string{"integer"},
 							Format:      "int64",
+						},
+					},
+					"other": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Other holds every other resource the node reports or its pods request, by its Kubernetes name: ephemeral-storage, hugepages-<size> and extended resources such as nvidia.com/gpu, in the resource's unit (bytes, devices). Absent means zero.",
+							Type:        []string{"object"},
+							AdditionalProperties: &spec.SchemaOrBool{
+								Allows: true,
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(resource.Quantity{}.OpenAPIModelName()),
+									},
+								},
+							},
 						},
 					},
 				},

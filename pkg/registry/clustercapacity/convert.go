@@ -25,7 +25,7 @@ func ToObject(cc *store.ClusterCapacity) platform.ClusterCapacity {
 		Status: platform.ClusterCapacityStatus{
 			Cluster: cc.ClusterID,
 			Nodes: platform.NodeCounts{Total: cc.Nodes, Ready: cc.NodesReady, Schedulable: cc.NodesSchedulable,
-				Cordoned: cc.NodesCordoned, Tainted: cc.NodesTainted},
+				Cordoned: cc.NodesCordoned, Tainted: cc.NodesTainted, WithResource: cc.NodesWith},
 			Schedulable: summary(cc.Schedulable),
 			All:         summary(cc.All),
 			Pods:        cc.Pods,
@@ -36,6 +36,7 @@ func ToObject(cc *store.ClusterCapacity) platform.ClusterCapacity {
 		obj.Status.LargestFree = &platform.ComputeResources{
 			CPU:    *resource.NewMilliQuantity(f.CPUMillis, resource.DecimalSI),
 			Memory: *resource.NewQuantity(f.MemoryBytes, resource.BinarySI),
+			Other:  registry.OtherQuantities(f.Other),
 		}
 	}
 	if cc.Mirroring != "" {
@@ -91,13 +92,9 @@ func hasRoom(o *platform.ClusterCapacity) bool {
 
 func summary(s store.CapacitySums) platform.CapacitySummary {
 	out := platform.CapacitySummary{
-		Allocatable: resources(s.Allocatable),
-		Requested:   resources(s.Requested),
-		Available: resources(store.Resources{
-			CPUMillis:   s.Allocatable.CPUMillis - s.Requested.CPUMillis,
-			MemoryBytes: s.Allocatable.MemoryBytes - s.Requested.MemoryBytes,
-			Pods:        s.Allocatable.Pods - s.Requested.Pods,
-		}),
+		Allocatable: registry.Resources(s.Allocatable),
+		Requested:   registry.Resources(s.Requested),
+		Available:   registry.Resources(registry.Available(s.Allocatable, s.Requested)),
 	}
 	if s.UsageNodes > 0 {
 		out.Usage = &platform.CapacityUsage{
@@ -109,12 +106,4 @@ func summary(s store.CapacitySums) platform.CapacitySummary {
 		out.Usage.CPU.SetMilli(out.Usage.CPU.MilliValue())
 	}
 	return out
-}
-
-func resources(r store.Resources) platform.NodeResources {
-	return platform.NodeResources{
-		CPU:    *resource.NewMilliQuantity(r.CPUMillis, resource.DecimalSI),
-		Memory: *resource.NewQuantity(r.MemoryBytes, resource.BinarySI),
-		Pods:   r.Pods,
-	}
 }

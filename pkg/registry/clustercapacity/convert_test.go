@@ -2,6 +2,7 @@ package clustercapacity
 
 import (
 	"context"
+	"reflect"
 	"strconv"
 	"testing"
 	"time"
@@ -61,7 +62,7 @@ func TestToObject(t *testing.T) {
 	if o.Name != "prod-1" || o.ResourceVersion != "42" || o.Labels[platform.ClusterLabel] != "prod-1" || s.Cluster != "prod-1" {
 		t.Errorf("metadata %+v, cluster %q", o.ObjectMeta, s.Cluster)
 	}
-	if s.Nodes != (platform.NodeCounts{Total: 5, Ready: 4, Schedulable: 3, Cordoned: 1, Tainted: 1}) || s.Pods != 75 || s.Namespaces != 7 {
+	if !reflect.DeepEqual(s.Nodes, platform.NodeCounts{Total: 5, Ready: 4, Schedulable: 3, Cordoned: 1, Tainted: 1}) || s.Pods != 75 || s.Namespaces != 7 {
 		t.Errorf("counts %+v pods %d namespaces %d", s.Nodes, s.Pods, s.Namespaces)
 	}
 	if a := s.Schedulable.Available; a.CPU.MilliValue() != 12000 || a.Memory.Value() != 192<<30 || a.Pods != 290 {

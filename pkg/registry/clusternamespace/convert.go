@@ -35,6 +35,7 @@ func ToObject(cn *store.ClusterNamespace) platform.ClusterNamespace {
 			Requests: platform.ComputeResources{
 				CPU:    *resource.NewMilliQuantity(cn.Requested.CPUMillis, resource.DecimalSI),
 				Memory: *resource.NewQuantity(cn.Requested.MemoryBytes, resource.BinarySI),
+				Other:  registry.OtherQuantities(cn.Requested.Other),
 			},
 		},
 	}

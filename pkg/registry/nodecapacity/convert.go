@@ -16,11 +16,6 @@ var uidSpace = uuid.MustParse("3f0c7e58-8f5e-4a53-9d55-7a8a2f0b6c11")
 // ToObject builds the API object from a registry record.
 func ToObject(nc *store.NodeCapacity) platform.NodeCapacity {
 	n := &nc.Node
-	available := store.Resources{
-		CPUMillis:   n.Allocatable.CPUMillis - nc.Requested.CPUMillis,
-		MemoryBytes: n.Allocatable.MemoryBytes - nc.Requested.MemoryBytes,
-		Pods:        n.Allocatable.Pods - nc.Requested.Pods,
-	}
 	obj := platform.NodeCapacity{
 		ObjectMeta: registry.ViewMeta{
 			Name:     Name(nc.ClusterID, n.Name),
@@ -31,10 +26,10 @@ func ToObject(nc *store.NodeCapacity) platform.NodeCapacity {
 		Status: platform.NodeCapacityStatus{
 			Cluster:             nc.ClusterID,
 			NodeName:            n.Name,
-			Capacity:            resources(n.Capacity),
-			Allocatable:         resources(n.Allocatable),
-			Requested:           resources(nc.Requested),
-			Available:           resources(available),
+			Capacity:            registry.Resources(n.Capacity),
+			Allocatable:         registry.Resources(n.Allocatable),
+			Requested:           registry.Resources(nc.Requested),
+			Available:           registry.Resources(registry.Available(n.Allocatable, nc.Requested)),
 			Schedulable:         nc.Schedulable,
 			UnschedulableReason: platform.UnschedulableReason(nc.UnschedulableReason),
 			Unschedulable:       n.Unschedulable,
@@ -61,12 +56,4 @@ func ToObject(nc *store.NodeCapacity) platform.NodeCapacity {
 		obj.Status.Taints = append(obj.Status.Taints, platform.Taint{Key: t.Key, Value: t.Value, Effect: t.Effect})
 	}
 	return obj
-}
-
-func resources(r store.Resources) platform.NodeResources {
-	return platform.NodeResources{
-		CPU:    *resource.NewMilliQuantity(r.CPUMillis, resource.DecimalSI),
-		Memory: *resource.NewQuantity(r.MemoryBytes, resource.BinarySI),
-		Pods:   r.Pods,
-	}
 }

@@ -267,6 +267,8 @@ type podRow struct {
 	Phase              string `json:"phase"`
 	CPURequestMillis   int64  `json:"cpu_request_millis"`
 	MemoryRequestBytes int64  `json:"memory_request_bytes"`
+	// RequestsOther is omitted when empty; the statement reads it as '{}'.
+	RequestsOther map[string]int64 `json:"requests_other,omitempty"`
 }
 
 // upsertPods writes pods and collects, for every pod that changed, the
@@ -282,7 +284,7 @@ func (a *applier) upsertPods() error {
 			return fmt.Errorf("upsert pods: %w", err)
 		}
 		rows[i] = podRow{Namespace: p.Namespace, Name: p.Name, UID: p.UID, NodeName: p.NodeName, Phase: p.Phase,
-			CPURequestMillis: p.CPURequestMillis, MemoryRequestBytes: p.MemoryRequestBytes}
+			CPURequestMillis: p.CPURequestMillis, MemoryRequestBytes: p.MemoryRequestBytes, RequestsOther: p.OtherRequests}
 	}
 	param, err := jsonRows(rows)
 	if err != nil {

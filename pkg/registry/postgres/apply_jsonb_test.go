@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"errors"
 	"math"
+	"reflect"
 	"testing"
 	"time"
 
@@ -26,26 +27,30 @@ func TestApplyKeepsLargeInt64(t *testing.T) {
 	n := node("big", 4000, 1<<30)
 	n.Capacity = store.Resources{CPUMillis: above2to53, MemoryBytes: math.MaxInt64, Pods: above2to53 + 2}
 	n.Allocatable = store.Resources{CPUMillis: above2to53 - 2, MemoryBytes: math.MaxInt64 - 1, Pods: math.MinInt64}
+	n.Capacity.Other = map[string]int64{"nvidia.com/gpu": above2to53, "example.com/big": math.MaxInt64}
+	n.Allocatable.Other = map[string]int64{"nvidia.com/gpu": above2to53 - 2, "example.com/big": math.MaxInt64}
+	p1, p2 := pod("a", "p1", "big", above2to53, above2to53+2), pod("a", "p2", "big", 2, 4)
+	p1.OtherRequests = map[string]int64{"nvidia.com/gpu": above2to53, "example.com/big": math.MaxInt64}
+	p2.OtherRequests = map[string]int64{"nvidia.com/gpu": 2, "example.com/big": math.MaxInt64}
 	batch := store.Batch{ClusterID: "c",
 		Namespaces: []store.Namespace{namespace("a")},
 		Nodes:      []store.Node{n},
-		Pods: []store.Pod{
-			pod("a", "p1", "big", above2to53, above2to53+2),
-			pod("a", "p2", "big", 2, 4), // the sums are above 2^53 too, and odd
-		},
+		Pods:       []store.Pod{p1, p2}, // the sums are above 2^53 too, and odd; example.com/big's beyond int64
+
 	}
 	mustApply(t, s, ctx, batch)
 
 	got := getNode(t, s, ctx, "c", "big")
-	if got.Node.Capacity != n.Capacity || got.Node.Allocatable != n.Allocatable {
+	if !reflect.DeepEqual(got.Node.Capacity, n.Capacity) || !reflect.DeepEqual(got.Node.Allocatable, n.Allocatable) {
 		t.Errorf("capacity %+v, allocatable %+v; want %+v, %+v", got.Node.Capacity, got.Node.Allocatable, n.Capacity, n.Allocatable)
 	}
-	want := store.Resources{CPUMillis: above2to53 + 2, MemoryBytes: above2to53 + 6, Pods: 2}
-	if got.Requested != want {
+	want := store.Resources{CPUMillis: above2to53 + 2, MemoryBytes: above2to53 + 6, Pods: 2,
+		Other: map[string]int64{"nvidia.com/gpu": above2to53 + 2, "example.com/big": math.MaxInt64}}
+	if !reflect.DeepEqual(got.Requested, want) {
 		t.Errorf("node requests %+v, want %+v", got.Requested, want)
 	}
 	ns := getNamespace(t, s, ctx, "c", "a")
-	if ns.Requested != want {
+	if !reflect.DeepEqual(ns.Requested, want) {
 		t.Errorf("namespace requests %+v, want %+v", ns.Requested, want)
 	}
 

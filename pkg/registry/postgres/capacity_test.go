@@ -23,6 +23,8 @@ func sumCapacity(nodes []store.NodeCapacity, nss []store.ClusterNamespace) store
 		s.Requested.CPUMillis += n.Requested.CPUMillis
 		s.Requested.MemoryBytes += n.Requested.MemoryBytes
 		s.Requested.Pods += n.Requested.Pods
+		addOther(&s.Allocatable.Other, n.Node.Allocatable.Other)
+		addOther(&s.Requested.Other, n.Requested.Other)
 		if n.Usage != nil {
 			s.UsageCPUNanoCores += n.Usage.CPUNanoCores
 			s.UsageMemoryBytes += n.Usage.MemoryBytes
@@ -45,6 +47,9 @@ func sumCapacity(nodes []store.NodeCapacity, nss []store.ClusterNamespace) store
 			}
 		}
 		add(&c.All, n)
+		for name := range n.Node.Allocatable.Other {
+			addOther(&c.NodesWith, map[string]int64{name: 1})
+		}
 		if !n.Schedulable {
 			continue
 		}
@@ -56,6 +61,14 @@ func sumCapacity(nodes []store.NodeCapacity, nss []store.ClusterNamespace) store
 		}
 		c.MaxFree.CPUMillis = max(c.MaxFree.CPUMillis, free.CPUMillis)
 		c.MaxFree.MemoryBytes = max(c.MaxFree.MemoryBytes, free.MemoryBytes)
+		for name, v := range n.Node.Allocatable.Other {
+			if c.MaxFree.Other == nil {
+				c.MaxFree.Other = map[string]int64{}
+			}
+			if f, seen := c.MaxFree.Other[name]; !seen || v-n.Requested.Other[name] > f {
+				c.MaxFree.Other[name] = v - n.Requested.Other[name]
+			}
+		}
 	}
 	c.HasRoom = c.MaxFree != nil && c.MaxFree.CPUMillis > 0 && c.MaxFree.MemoryBytes > 0
 	for _, ns := range nss {
@@ -63,6 +76,23 @@ func sumCapacity(nodes []store.NodeCapacity, nss []store.ClusterNamespace) store
 		c.Pods += ns.PodCount
 	}
 	return c
+}
+
+// addOther adds other resources into *sum, as the registry does: a sum of
+// zero is left out, and an empty sum is nil.
+func addOther(sum *map[string]int64, add map[string]int64) {
+	for name, v := range add {
+		if *sum == nil {
+			*sum = map[string]int64{}
+		}
+		(*sum)[name] += v
+		if (*sum)[name] == 0 {
+			delete(*sum, name)
+		}
+	}
+	if len(*sum) == 0 {
+		*sum = nil
+	}
 }
 
 // capacityValues drops what sumCapacity does not compute.
@@ -123,13 +153,37 @@ func TestClusterCapacity(t *testing.T) {
 		{"pods deleted", func() error {
 			return s.Apply(ctx, store.Batch{ClusterID: "a", Deleted: store.Keys{store.ResourcePods: {{Namespace: "x", Name: "p1"}, {Namespace: "x", Name: "p2"}}}})
 		}, true},
+		{"GPU nodes and the pods that request them", func() error {
+			g1, g2 := gpuNode("g1", 8), gpuNode("g2", 4)
+			g2.Allocatable.Other["hugepages-2Mi"] = 1 << 30
+			p1, p2 := pod("x", "gpu-1", "g1", 100, 1<<20), pod("x", "gpu-2", "g2", 100, 1<<20)
+			p1.OtherRequests = map[string]int64{"nvidia.com/gpu": 6, "ephemeral-storage": 1 << 30}
+			p2.OtherRequests = map[string]int64{"nvidia.com/gpu": 1, "hugepages-2Mi": 512 << 20}
+			return s.Apply(ctx, store.Batch{ClusterID: "a", Nodes: []store.Node{g1, g2}, Pods: []store.Pod{p1, p2}})
+		}, true},
+		{"the freest GPU node cordoned", func() error {
+			g2 := gpuNode("g2", 4)
+			g2.Allocatable.Other["hugepages-2Mi"] = 1 << 30
+			g2.Unschedulable = true
+			return s.Apply(ctx, store.Batch{ClusterID: "a", Nodes: []store.Node{g2}})
+		}, true},
+		{"a GPU pod ends, one starts on the other node", func() error {
+			done := pod("x", "gpu-1", "g1", 100, 1<<20)
+			done.Phase = "Failed"
+			p3 := pod("x", "gpu-3", "g2", 100, 1<<20)
+			p3.OtherRequests = map[string]int64{"nvidia.com/gpu": 3}
+			return s.Apply(ctx, store.Batch{ClusterID: "a", Pods: []store.Pod{done, p3}})
+		}, true},
+		{"a GPU node deleted", func() error {
+			return s.Apply(ctx, store.Batch{ClusterID: "a", Deleted: store.Keys{store.ResourceNodes: {{Name: "g2"}}}})
+		}, true},
 		{"uncordon, untaint and delete the largest", func() error {
 			return s.Apply(ctx, store.Batch{ClusterID: "a", Nodes: []store.Node{node("n2", 8000, 16<<30), node("t1", 2000, 4<<30)}, Deleted: store.Keys{store.ResourceNodes: {{Name: "n1"}}}})
 		}, true},
 		{"the last schedulable node goes NotReady", func() error {
-			n2, t1 := node("n2", 8000, 16<<30), node("t1", 2000, 4<<30)
-			n2.Ready, t1.Ready = false, false
-			return s.Apply(ctx, store.Batch{ClusterID: "a", Nodes: []store.Node{n2, t1}})
+			n2, t1, g1 := node("n2", 8000, 16<<30), node("t1", 2000, 4<<30), gpuNode("g1", 8)
+			n2.Ready, t1.Ready, g1.Ready = false, false, false
+			return s.Apply(ctx, store.Batch{ClusterID: "a", Nodes: []store.Node{n2, t1, g1}})
 		}, true},
 		{"namespace deleted", func() error {
 			return s.Apply(ctx, store.Batch{ClusterID: "a", Deleted: store.Keys{store.ResourceNamespaces: {{Name: "y"}}, store.ResourcePods: {{Namespace: "y", Name: "pending"}, {Namespace: "y", Name: "p3"}}}})
@@ -219,6 +273,14 @@ func TestClusterCapacity(t *testing.T) {
 		t.Error("ClusterCapacity a after its removal: want not found")
 	}
 	checkCapacity(t, s, b, "b", "member a removed")
+}
+
+// gpuNode is a node with gpus nvidia.com/gpu and 100Gi of ephemeral storage.
+func gpuNode(name string, gpus int64) store.Node {
+	n := node(name, 16000, 64<<30)
+	n.Capacity.Other = map[string]int64{"nvidia.com/gpu": gpus, "ephemeral-storage": 100 << 30}
+	n.Allocatable.Other = map[string]int64{"nvidia.com/gpu": gpus, "ephemeral-storage": 95 << 30}
+	return n
 }
 
 func checkCapacity(t *testing.T, s *postgres.Store, b testBundle, cluster, step string) {

@@ -50,6 +50,8 @@ func clusterCapacityColumns() []column[store.ClusterCapacity] {
 			sum("usage_cpu_nanocores", func(s *store.CapacitySums) *int64 { return &s.UsageCPUNanoCores }),
 			sum("usage_memory_bytes", func(s *store.CapacitySums) *int64 { return &s.UsageMemoryBytes }),
 			col(group.prefix+"usage_nodes", func(c *store.ClusterCapacity) *int64 { return &group.sums(c).UsageNodes }),
+			otherCol(group.prefix+"allocatable_other", func(c *store.ClusterCapacity) *map[string]int64 { return &group.sums(c).Allocatable.Other }),
+			otherCol(group.prefix+"requested_other", func(c *store.ClusterCapacity) *map[string]int64 { return &group.sums(c).Requested.Other }),
 		)
 	}
 	return append(cols,
@@ -59,6 +61,9 @@ func clusterCapacityColumns() []column[store.ClusterCapacity] {
 		column[store.ClusterCapacity]{name: "max_free_memory_bytes", target: func(c *store.ClusterCapacity) any {
 			return maxFree{c, func(r *store.Resources) *int64 { return &r.MemoryBytes }}
 		}},
+		// after max_free_cpu_millis, which decides whether MaxFree is set
+		column[store.ClusterCapacity]{name: "max_free_other", target: func(c *store.ClusterCapacity) any { return maxFreeOther{c} }},
+		otherCol("nodes_with", func(c *store.ClusterCapacity) *map[string]int64 { return &c.NodesWith }),
 		col("has_room", func(c *store.ClusterCapacity) *bool { return &c.HasRoom }),
 		col("has_room_since", func(c *store.ClusterCapacity) *time.Time { return &c.HasRoomSince }),
 		col("mirroring", func(c *store.ClusterCapacity) *store.MemberState { return &c.Mirroring }),
@@ -88,6 +93,22 @@ func (m maxFree) ScanNumeric(n pgtype.Numeric) error {
 		m.c.MaxFree = &store.Resources{}
 	}
 	return sat(m.field(m.c.MaxFree)).ScanNumeric(n)
+}
+
+// maxFreeOther scans max_free_other into MaxFree.Other, once MaxFree is
+// set (the member has a schedulable node).
+type maxFreeOther struct{ c *store.ClusterCapacity }
+
+// Scan implements sql.Scanner.
+func (m maxFreeOther) Scan(src any) error {
+	var other map[string]int64
+	if err := (amounts{&other}).Scan(src); err != nil {
+		return err
+	}
+	if m.c.MaxFree != nil {
+		m.c.MaxFree.Other = other
+	}
+	return nil
 }
 
 // ClusterCapacities serves ClusterCapacity records by object name, the cluster id.

@@ -28,6 +28,7 @@ var clusterNamespaceView = newView(view[store.ClusterNamespace]{
 		col("pod_count", func(n *store.ClusterNamespace) *int64 { return &n.PodCount }),
 		col("cpu_request_millis", func(n *store.ClusterNamespace) *int64 { return &n.Requested.CPUMillis }),
 		col("memory_request_bytes", func(n *store.ClusterNamespace) *int64 { return &n.Requested.MemoryBytes }),
+		otherCol("requested_other", func(n *store.ClusterNamespace) *map[string]int64 { return &n.Requested.Other }),
 		col("quotas", func(n *store.ClusterNamespace) *[]store.Quota { return &n.Quotas }),
 		col("first_seen", func(n *store.ClusterNamespace) *time.Time { return &n.FirstSeen }),
 		col("resource_version", func(n *store.ClusterNamespace) *int64 { return &n.ResourceVersion }),

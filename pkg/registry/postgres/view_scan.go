@@ -1,7 +1,11 @@
 package postgres
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
+	"math"
+	"math/big"
 	"time"
 )
 
@@ -39,4 +43,65 @@ func (s seconds) Scan(src any) error {
 	}
 	*s.into = time.Duration(f * float64(time.Second))
 	return nil
+}
+
+// amounts scans a jsonb object of whole numbers (a view's *_other
+// columns: other resources by name) into a map, NULL (a change-log entry
+// from before migration 015) and {} as nil; a sum beyond int64 saturates,
+// as the other sums do.
+type amounts struct{ into *map[string]int64 }
+
+// Scan implements sql.Scanner; pgx passes jsonb as text or bytes.
+func (a amounts) Scan(src any) error {
+	var raw []byte
+	switch src := src.(type) {
+	case nil:
+		*a.into = nil
+		return nil
+	case string:
+		raw = []byte(src)
+	case []byte:
+		raw = src
+	default:
+		return fmt.Errorf("cannot scan %T into resource amounts", src)
+	}
+	var m map[string]json.Number
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if err := dec.Decode(&m); err != nil {
+		return fmt.Errorf("resource amounts: %w", err)
+	}
+	if len(m) == 0 {
+		*a.into = nil
+		return nil
+	}
+	out := make(map[string]int64, len(m))
+	for k, v := range m {
+		n, ok := new(big.Int).SetString(v.String(), 10)
+		if !ok {
+			return fmt.Errorf("resource amounts: %s is %q, not a whole number", k, v)
+		}
+		switch {
+		case n.IsInt64():
+			out[k] = n.Int64()
+		case n.Sign() > 0:
+			out[k] = math.MaxInt64
+		default:
+			out[k] = math.MinInt64
+		}
+	}
+	*a.into = out
+	return nil
+}
+
+// otherField declares an input column of other resources (store.Resources.Other).
+func otherField[R any](name string, target func(*R) *map[string]int64) column[R] {
+	c := jsonField(name, target, "{}")
+	c.target = func(r *R) any { return amounts{target(r)} }
+	return c
+}
+
+// otherCol declares a derived column of other resources.
+func otherCol[R any](name string, target func(*R) *map[string]int64) column[R] {
+	return column[R]{name: name, target: func(r *R) any { return amounts{target(r)} }}
 }

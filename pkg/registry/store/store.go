@@ -99,6 +99,11 @@ type Resources struct {
 	CPUMillis   int64
 	MemoryBytes int64
 	Pods        int64
+	// Other holds every other resource by its Kubernetes name
+	// (ephemeral-storage, hugepages-<size>, extended resources such as
+	// nvidia.com/gpu) as a whole number of its unit (bytes, devices);
+	// absent means zero.
+	Other map[string]int64
 }
 
 // NodeCondition mirrors a member node's condition.
@@ -149,6 +154,9 @@ type Pod struct {
 	Phase              string
 	CPURequestMillis   int64
 	MemoryRequestBytes int64
+	// OtherRequests are the pod's requests of every other resource, as
+	// Resources.Other holds them.
+	OtherRequests map[string]int64
 }
 
 // Quota is a member ResourceQuota; quantities are kept as their canonical strings.
@@ -252,10 +260,14 @@ type ClusterCapacity struct {
 	// Node counts; Cordoned and Tainted count every node with the flag
 	// (NoSchedule or NoExecute taints), so they may overlap.
 	Nodes, NodesReady, NodesSchedulable, NodesCordoned, NodesTainted int64
+	// NodesWith counts, per other resource (Resources.Other), the nodes
+	// whose allocatable lists it.
+	NodesWith map[string]int64
 	// All sums every node, Schedulable the schedulable ones.
 	All, Schedulable CapacitySums
 	// MaxFree is the most CPU and the most memory (each on its own) that
-	// one schedulable node has left; nil without a schedulable node.
+	// one schedulable node has left, and in Other the same per other
+	// resource; nil without a schedulable node.
 	MaxFree *Resources
 	// HasRoom: some schedulable node has CPU and memory left; since
 	// HasRoomSince.

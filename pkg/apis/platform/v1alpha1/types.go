@@ -91,6 +91,11 @@ type ComputeResources struct {
 	CPU resource.Quantity `json:"cpu"`
 	// Memory in bytes (for example 512Mi).
 	Memory resource.Quantity `json:"memory"`
+	// Other holds every other resource by its Kubernetes name
+	// (ephemeral-storage, hugepages-<size>, extended resources such as
+	// nvidia.com/gpu), in the resource's unit; absent means none.
+	// +optional
+	Other map[string]resource.Quantity `json:"other,omitempty"`
 }
 
 // ResourceQuotaStatus is one member ResourceQuota's hard limits and usage.
@@ -202,6 +207,12 @@ type NodeResources struct {
 	// Pods is a number of pods: the pod limit for capacity and allocatable,
 	// the count of pods for requested, what is left for available.
 	Pods int64 `json:"pods"`
+	// Other holds every other resource the node reports or its pods
+	// request, by its Kubernetes name: ephemeral-storage, hugepages-<size>
+	// and extended resources such as nvidia.com/gpu, in the resource's unit
+	// (bytes, devices). Absent means zero.
+	// +optional
+	Other map[string]resource.Quantity `json:"other,omitempty"`
 }
 
 // NodeUsage is a node's latest metrics.k8s.io sample.
@@ -292,7 +303,9 @@ type ClusterCapacityStatus struct {
 	All CapacitySummary `json:"all"`
 	// LargestFree is the most CPU and the most memory (each maximized on
 	// its own) that one schedulable node has left: a pod requesting more
-	// of either fits on no node. Absent without a schedulable node.
+	// of either fits on no node. Other holds the same for every other
+	// resource a schedulable node has (the most free nvidia.com/gpu on one
+	// node, for example). Absent without a schedulable node.
 	// +optional
 	LargestFree *ComputeResources `json:"largestFree,omitempty"`
 	// Pods counts the non-terminal pods of the member's namespaces,
@@ -357,6 +370,11 @@ type NodeCounts struct {
 	Cordoned int64 `json:"cordoned"`
 	// Tainted counts nodes with a NoSchedule or NoExecute taint.
 	Tainted int64 `json:"tainted"`
+	// WithResource counts, per resource besides cpu, memory and pods
+	// (ephemeral-storage, hugepages-<size>, extended resources such as
+	// nvidia.com/gpu), the nodes whose allocatable lists it.
+	// +optional
+	WithResource map[string]int64 `json:"withResource,omitempty"`
 }
 
 // CapacitySummary sums a set of nodes.

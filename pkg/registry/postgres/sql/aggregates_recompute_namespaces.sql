@@ -1,4 +1,4 @@
--- Recomputes the pod count, requests and quotas of the namespaces keyed in
+-- Recomputes the pod count, requests (cpu, memory, requested_other) and quotas of the namespaces keyed in
 -- $1, a JSON array of {"cluster_id", "name"} (pairRow); unscheduled pods
 -- count. $2 is the writer's start resourceVersion, as in
 -- aggregates_recompute_nodes. Returns the highest version stamped (0 if none).
@@ -8,7 +8,8 @@ WITH t AS (
 	SELECT t.cluster_id, t.name,
 		coalesce(sum(p.cpu_request_millis), 0)::bigint   AS cpu,
 		coalesce(sum(p.memory_request_bytes), 0)::bigint AS mem,
-		count(p.name)::bigint                            AS pods
+		count(p.name)::bigint                            AS pods,
+		registry_jsonb_sum(p.requests_other)             AS other
 	FROM t LEFT JOIN cluster_pod p
 		ON p.cluster_id = t.cluster_id AND p.namespace = t.name AND p.phase NOT IN ('Succeeded', 'Failed')
 	GROUP BY t.cluster_id, t.name
@@ -23,12 +24,13 @@ WITH t AS (
 		pod_count            = pods.pods,
 		cpu_request_millis   = pods.cpu,
 		memory_request_bytes = pods.mem,
+		requested_other      = pods.other,
 		quotas               = quotas.quotas,
 		resource_version     = CASE WHEN c.resource_version > $2 THEN c.resource_version ELSE nextval('registry_resource_version') END
 	FROM pods JOIN quotas ON quotas.cluster_id = pods.cluster_id AND quotas.name = pods.name
 	WHERE c.cluster_id = pods.cluster_id AND c.name = pods.name
-		AND (c.pod_count, c.cpu_request_millis, c.memory_request_bytes, c.quotas)
-		IS DISTINCT FROM (pods.pods, pods.cpu, pods.mem, quotas.quotas)
+		AND (c.pod_count, c.cpu_request_millis, c.memory_request_bytes, c.requested_other, c.quotas)
+		IS DISTINCT FROM (pods.pods, pods.cpu, pods.mem, pods.other, quotas.quotas)
 	RETURNING c.resource_version
 )
 SELECT coalesce(max(resource_version), 0) FROM changed
