@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"maps"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -27,9 +28,9 @@ func Available(allocatable, requested store.Resources) store.Resources {
 		Pods:        allocatable.Pods - requested.Pods,
 	}
 	if len(allocatable.Other)+len(requested.Other) > 0 {
-		out.Other = make(map[string]int64, len(allocatable.Other))
-		for name, v := range allocatable.Other {
-			out.Other[name] = v
+		out.Other = maps.Clone(allocatable.Other)
+		if out.Other == nil {
+			out.Other = make(map[string]int64, len(requested.Other))
 		}
 		for name, v := range requested.Other {
 			out.Other[name] -= v
