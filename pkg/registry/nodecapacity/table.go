@@ -1,7 +1,10 @@
 package nodecapacity
 
 import (
+	"maps"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/example/platform-apiserver/pkg/apis/platform"
@@ -58,6 +61,26 @@ var columns = []registry.Column[platform.NodeCapacity]{
 		Cell: func(o *platform.NodeCapacity) any { return o.Status.Ready }},
 	{Name: "Cordoned", Type: "boolean", Priority: 1, Description: "spec.unschedulable of the node",
 		Cell: func(o *platform.NodeCapacity) any { return o.Status.Unschedulable }},
+	{Name: "Extended Free/Alloc", Type: "string", Priority: 1,
+		Description: "Per extended resource (a domain-prefixed name such as nvidia.com/gpu) the node allocates: available over allocatable",
+		Cell:        func(o *platform.NodeCapacity) any { return extended(&o.Status) }},
+}
+
+// extended is the Extended Free/Alloc cell: "nvidia.com/gpu=2/8" per
+// extended resource, in name order; <none> without one.
+func extended(s *platform.NodeCapacityStatus) string {
+	var cells []string
+	for _, name := range slices.Sorted(maps.Keys(s.Allocatable.Other)) {
+		if !strings.Contains(name, "/") {
+			continue // ephemeral-storage, hugepages-<size>
+		}
+		free, alloc := s.Available.Other[name], s.Allocatable.Other[name]
+		cells = append(cells, name+"="+free.String()+"/"+alloc.String())
+	}
+	if len(cells) == 0 {
+		return registry.None
+	}
+	return strings.Join(cells, ",")
 }
 
 func cpuRatio(used, alloc int64) string {

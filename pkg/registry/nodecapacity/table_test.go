@@ -40,3 +40,30 @@ func TestTableReason(t *testing.T) {
 		}
 	}
 }
+
+// TestTableExtended: -o wide shows available over allocatable per extended
+// resource, not ephemeral-storage or hugepages; <none> without one.
+func TestTableExtended(t *testing.T) {
+	s := newStack(t, feed.Options{}, 0)
+	gpu := nc("c", "gpu", nil)
+	gpu.Node.Allocatable.Other = map[string]int64{"nvidia.com/gpu": 8, "example.com/fpga": 2, "ephemeral-storage": 100 << 30}
+	gpu.Requested.Other = map[string]int64{"nvidia.com/gpu": 6}
+	plain := nc("c", "plain", nil)
+	list := &platform.NodeCapacityList{}
+	for _, r := range []store.NodeCapacity{gpu, plain} {
+		list.Items = append(list.Items, nodecapacity.ToObject(&r))
+	}
+	table, err := s.rest.ConvertToTable(t.Context(), list, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := len(table.ColumnDefinitions) - 1
+	if got := table.ColumnDefinitions[last]; got.Name != "Extended Free/Alloc" || got.Priority != 1 {
+		t.Fatalf("last column = %+v, want Extended Free/Alloc with -o wide", got)
+	}
+	for i, want := range []string{"example.com/fpga=2/2,nvidia.com/gpu=2/8", "<none>"} {
+		if got := table.Rows[i].Cells[last]; got != want {
+			t.Errorf("row %s: %v, want %q", table.Rows[i].Cells[0], got, want)
+		}
+	}
+}
