@@ -74,8 +74,14 @@ CREATE OR REPLACE FUNCTION cluster_capacity_add_nodes(added cluster_node[], remo
             sum(s * schedulable::int * (usage_cpu_nanocores IS NOT NULL)::int)::bigint AS sched_usage_nodes
         FROM r GROUP BY cluster_id
     ), other AS (
-        -- the other resources' sums, per member and map, without zero deltas
-        SELECT cluster_id, map, jsonb_object_agg(key, v) AS delta FROM (
+        -- the other resources' sums per member, one object per column, without zero deltas
+        SELECT cluster_id,
+            coalesce(jsonb_object_agg(key, v) FILTER (WHERE map = 'all_allocatable'), '{}') AS all_allocatable_other,
+            coalesce(jsonb_object_agg(key, v) FILTER (WHERE map = 'all_requested'), '{}') AS all_requested_other,
+            coalesce(jsonb_object_agg(key, v) FILTER (WHERE map = 'sched_allocatable'), '{}') AS sched_allocatable_other,
+            coalesce(jsonb_object_agg(key, v) FILTER (WHERE map = 'sched_requested'), '{}') AS sched_requested_other,
+            coalesce(jsonb_object_agg(key, v) FILTER (WHERE map = 'nodes_with'), '{}') AS nodes_with
+        FROM (
             SELECT r.cluster_id, e.map, e.key, sum(r.s * e.v) AS v
             FROM r CROSS JOIN LATERAL (
                 SELECT 'all_allocatable' AS map, key, value::numeric AS v FROM jsonb_each_text(r.allocatable_other)
@@ -85,7 +91,7 @@ CREATE OR REPLACE FUNCTION cluster_capacity_add_nodes(added cluster_node[], remo
                 UNION ALL SELECT 'nodes_with', key, 1 FROM jsonb_object_keys(r.allocatable_other) AS key
             ) e
             GROUP BY 1, 2, 3 HAVING sum(r.s * e.v) <> 0
-        ) x GROUP BY 1, 2
+        ) x GROUP BY cluster_id
     ), touched AS (
         -- the other resources of the nodes whose schedulability or other
         -- resources changed (not a usage report's): their largest free
@@ -99,7 +105,7 @@ CREATE OR REPLACE FUNCTION cluster_capacity_add_nodes(added cluster_node[], remo
         ) x CROSS JOIN LATERAL jsonb_object_keys(x.allocatable_other) AS k(key)
     ), free AS (
         SELECT t.cluster_id,
-            coalesce(jsonb_object_agg(t.key, t.v) FILTER (WHERE t.v IS NOT NULL), '{}') AS found,
+            jsonb_object_agg(t.key, t.v) FILTER (WHERE t.v IS NOT NULL) AS found,
             array_agg(t.key) AS keys
         FROM (SELECT t.cluster_id, t.key,
                 (SELECT max((n.allocatable_other->>t.key)::numeric - coalesce((n.requested_other->>t.key)::numeric, 0))
@@ -108,13 +114,13 @@ CREATE OR REPLACE FUNCTION cluster_capacity_add_nodes(added cluster_node[], remo
         GROUP BY t.cluster_id
     ), od AS (
         SELECT delta.cluster_id,
-            coalesce((SELECT o.delta FROM other o WHERE o.cluster_id = delta.cluster_id AND o.map = 'all_allocatable'), '{}') AS all_allocatable_other,
-            coalesce((SELECT o.delta FROM other o WHERE o.cluster_id = delta.cluster_id AND o.map = 'all_requested'), '{}') AS all_requested_other,
-            coalesce((SELECT o.delta FROM other o WHERE o.cluster_id = delta.cluster_id AND o.map = 'sched_allocatable'), '{}') AS sched_allocatable_other,
-            coalesce((SELECT o.delta FROM other o WHERE o.cluster_id = delta.cluster_id AND o.map = 'sched_requested'), '{}') AS sched_requested_other,
-            coalesce((SELECT o.delta FROM other o WHERE o.cluster_id = delta.cluster_id AND o.map = 'nodes_with'), '{}') AS nodes_with,
-            f.found AS free_found, coalesce(f.keys, '{}') AS free_keys
-        FROM delta LEFT JOIN free f ON f.cluster_id = delta.cluster_id
+            coalesce(o.all_allocatable_other, '{}') AS all_allocatable_other,
+            coalesce(o.all_requested_other, '{}') AS all_requested_other,
+            coalesce(o.sched_allocatable_other, '{}') AS sched_allocatable_other,
+            coalesce(o.sched_requested_other, '{}') AS sched_requested_other,
+            coalesce(o.nodes_with, '{}') AS nodes_with,
+            coalesce(f.found, '{}') AS free_found, coalesce(f.keys, '{}') AS free_keys
+        FROM delta LEFT JOIN other o USING (cluster_id) LEFT JOIN free f USING (cluster_id)
     ), d AS (
         SELECT delta.*, od.all_allocatable_other, od.all_requested_other, od.sched_allocatable_other, od.sched_requested_other,
             od.nodes_with, od.free_found, od.free_keys,
@@ -155,7 +161,7 @@ CREATE OR REPLACE FUNCTION cluster_capacity_add_nodes(added cluster_node[], remo
             sched_allocatable_other = registry_jsonb_add(c.sched_allocatable_other, d.sched_allocatable_other),
             sched_requested_other = registry_jsonb_add(c.sched_requested_other, d.sched_requested_other),
             nodes_with = registry_jsonb_add(c.nodes_with, d.nodes_with),
-            max_free_other = (c.max_free_other - d.free_keys) || coalesce(d.free_found, '{}'),
+            max_free_other = (c.max_free_other - d.free_keys) || d.free_found,
             max_free_cpu_millis = d.max_free_cpu_millis,
             max_free_memory_bytes = d.max_free_memory_bytes,
             has_room = cluster_capacity_room(d.max_free_cpu_millis, d.max_free_memory_bytes),
@@ -169,14 +175,14 @@ CREATE OR REPLACE FUNCTION cluster_capacity_add_nodes(added cluster_node[], remo
             OR (c.max_free_cpu_millis, c.max_free_memory_bytes) IS DISTINCT FROM (d.max_free_cpu_millis, d.max_free_memory_bytes)
             OR (d.all_allocatable_other, d.all_requested_other, d.sched_allocatable_other, d.sched_requested_other, d.nodes_with)
                 IS DISTINCT FROM ('{}'::jsonb, '{}'::jsonb, '{}'::jsonb, '{}'::jsonb, '{}'::jsonb)
-            OR c.max_free_other IS DISTINCT FROM (c.max_free_other - d.free_keys) || coalesce(d.free_found, '{}'))
+            OR c.max_free_other IS DISTINCT FROM (c.max_free_other - d.free_keys) || d.free_found)
         RETURNING 1
     )
     INSERT INTO cluster_capacity (cluster_id, nodes, nodes_ready, nodes_schedulable, nodes_cordoned, nodes_tainted, all_allocatable_cpu_millis, all_allocatable_memory_bytes, all_allocatable_pods, all_requested_cpu_millis, all_requested_memory_bytes, all_requested_pods, all_usage_cpu_nanocores, all_usage_memory_bytes, all_usage_nodes, sched_allocatable_cpu_millis, sched_allocatable_memory_bytes, sched_allocatable_pods, sched_requested_cpu_millis, sched_requested_memory_bytes, sched_requested_pods, sched_usage_cpu_nanocores, sched_usage_memory_bytes, sched_usage_nodes,
         all_allocatable_other, all_requested_other, sched_allocatable_other, sched_requested_other, nodes_with, max_free_other,
         max_free_cpu_millis, max_free_memory_bytes, has_room, resource_version)
     SELECT d.cluster_id, d.nodes, d.nodes_ready, d.nodes_schedulable, d.nodes_cordoned, d.nodes_tainted, d.all_allocatable_cpu_millis, d.all_allocatable_memory_bytes, d.all_allocatable_pods, d.all_requested_cpu_millis, d.all_requested_memory_bytes, d.all_requested_pods, d.all_usage_cpu_nanocores, d.all_usage_memory_bytes, d.all_usage_nodes, d.sched_allocatable_cpu_millis, d.sched_allocatable_memory_bytes, d.sched_allocatable_pods, d.sched_requested_cpu_millis, d.sched_requested_memory_bytes, d.sched_requested_pods, d.sched_usage_cpu_nanocores, d.sched_usage_memory_bytes, d.sched_usage_nodes,
-        d.all_allocatable_other, d.all_requested_other, d.sched_allocatable_other, d.sched_requested_other, d.nodes_with, coalesce(d.free_found, '{}'),
+        d.all_allocatable_other, d.all_requested_other, d.sched_allocatable_other, d.sched_requested_other, d.nodes_with, d.free_found,
         d.max_free_cpu_millis, d.max_free_memory_bytes, cluster_capacity_room(d.max_free_cpu_millis, d.max_free_memory_bytes),
         nextval('registry_resource_version')
     FROM d WHERE NOT EXISTS (SELECT 1 FROM cluster_capacity c WHERE c.cluster_id = d.cluster_id)
