@@ -3,9 +3,9 @@ package postgres
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"math"
-	"math/big"
+	"strconv"
 	"time"
 )
 
@@ -77,17 +77,14 @@ func (a amounts) Scan(src any) error {
 	}
 	out := make(map[string]int64, len(m))
 	for k, v := range m {
-		n, ok := new(big.Int).SetString(v.String(), 10)
-		if !ok {
-			return fmt.Errorf("resource amounts: %s is %q, not a whole number", k, v)
-		}
+		n, err := strconv.ParseInt(v.String(), 10, 64)
 		switch {
-		case n.IsInt64():
-			out[k] = n.Int64()
-		case n.Sign() > 0:
-			out[k] = math.MaxInt64
+		case err == nil:
+			out[k] = n
+		case errors.Is(err, strconv.ErrRange):
+			out[k] = n // ParseInt saturates: MaxInt64 or MinInt64
 		default:
-			out[k] = math.MinInt64
+			return fmt.Errorf("resource amounts: %s is %q, not a whole number", k, v)
 		}
 	}
 	*a.into = out
