@@ -2,6 +2,7 @@ package postgres_test
 
 import (
 	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -57,6 +58,12 @@ func TestMigrateToOtherResources(t *testing.T) {
 		t.Errorf("cursors after migration 015: %v, want %v (nodes and pods relist)", kept, want)
 	}
 	checkCapacity(t, s, b, "a", "after migration 015")
+	// JIT would compile the trigger's statement on every node write of a
+	// large member, seconds each (migration 015's comment).
+	var config []string
+	if err := conn.QueryRow(ctx, `SELECT proconfig FROM pg_proc WHERE proname = 'cluster_capacity_add_nodes'`).Scan(&config); err != nil || !slices.Contains(config, "jit=off") {
+		t.Errorf("cluster_capacity_add_nodes settings %v, %v; want jit=off", config, err)
+	}
 
 	p2 := pod("x", "p2", "g1", 100, 1<<20)
 	p2.OtherRequests = map[string]int64{"nvidia.com/gpu": 3}

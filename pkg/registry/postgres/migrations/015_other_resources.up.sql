@@ -42,7 +42,12 @@ CREATE AGGREGATE registry_jsonb_sum(jsonb) (SFUNC = registry_jsonb_sum_step, STY
 -- resources' sums and largest free amounts: those of the resources the
 -- statement's nodes list are read again from the member's schedulable
 -- nodes (no index: a member without other resources pays nothing).
-CREATE OR REPLACE FUNCTION cluster_capacity_add_nodes(added cluster_node[], removed cluster_node[]) RETURNS void LANGUAGE sql AS $$
+-- Without JIT: the planner prices the largest-free scans as if every
+-- statement touched a thousand resources, which crosses jit_above_cost and
+-- jit_optimize_above_cost; compiling then takes seconds on every node
+-- statement of a large member, for a statement that runs in milliseconds.
+CREATE OR REPLACE FUNCTION cluster_capacity_add_nodes(added cluster_node[], removed cluster_node[]) RETURNS void LANGUAGE sql
+    SET jit = off AS $$
     WITH r AS (
         SELECT 1 AS s, a.* FROM unnest(added) AS a
         UNION ALL
@@ -97,20 +102,17 @@ CREATE OR REPLACE FUNCTION cluster_capacity_add_nodes(added cluster_node[], remo
         -- resources changed (not a usage report's): their largest free
         -- amounts are read again
         SELECT DISTINCT x.cluster_id, k.key FROM (
-            (SELECT cluster_id, name, schedulable, allocatable_other, requested_other FROM unnest(added)
-             EXCEPT SELECT cluster_id, name, schedulable, allocatable_other, requested_other FROM unnest(removed))
-            UNION ALL
-            (SELECT cluster_id, name, schedulable, allocatable_other, requested_other FROM unnest(removed)
-             EXCEPT SELECT cluster_id, name, schedulable, allocatable_other, requested_other FROM unnest(added))
+            -- a row whose old and new versions agree on these cancels out
+            SELECT cluster_id, name, schedulable, allocatable_other, requested_other FROM r
+            GROUP BY 1, 2, 3, 4, 5 HAVING sum(s) <> 0
         ) x CROSS JOIN LATERAL jsonb_object_keys(x.allocatable_other) AS k(key)
     ), free AS (
         SELECT t.cluster_id,
-            jsonb_object_agg(t.key, t.v) FILTER (WHERE t.v IS NOT NULL) AS found,
+            jsonb_object_agg(t.key, m.v) FILTER (WHERE m.v IS NOT NULL) AS found,
             array_agg(t.key) AS keys
-        FROM (SELECT t.cluster_id, t.key,
-                (SELECT max((n.allocatable_other->>t.key)::numeric - coalesce((n.requested_other->>t.key)::numeric, 0))
-                 FROM cluster_node n WHERE n.cluster_id = t.cluster_id AND n.schedulable AND n.allocatable_other ? t.key) AS v
-            FROM touched t) t
+        FROM touched t CROSS JOIN LATERAL (
+            SELECT max((n.allocatable_other->>t.key)::numeric - coalesce((n.requested_other->>t.key)::numeric, 0)) AS v
+            FROM cluster_node n WHERE n.cluster_id = t.cluster_id AND n.schedulable AND n.allocatable_other ? t.key) m
         GROUP BY t.cluster_id
     ), od AS (
         SELECT delta.cluster_id,
