@@ -35,6 +35,14 @@ type ClusterNamespaceStatus struct {
 	Requests          ComputeResources
 	Usage             *NamespaceUsage
 	Quotas            []ResourceQuotaStatus
+	DeviceClaims      []DeviceClaimCount
+}
+
+// DeviceClaimCount counts a namespace's ResourceClaims of one device class.
+type DeviceClaimCount struct {
+	DeviceClassName  string
+	Claims           int64
+	AllocatedDevices int64
 }
 
 // NamespaceUsage is a namespace's measured usage, next to its requests.
@@ -97,6 +105,13 @@ type NodeCapacityStatus struct {
 	Ready               bool
 	Conditions          []NodeCondition
 	Taints              []Taint
+	Devices             []DeviceCount
+}
+
+// DeviceCount counts the DRA devices of one driver on a node.
+type DeviceCount struct {
+	Driver                 string
+	Total, Allocated, Free int64
 }
 
 // UnschedulableReason says in one word why a node is not schedulable.
@@ -171,7 +186,28 @@ type ClusterCapacityStatus struct {
 	Pods        int64
 	Namespaces  int64
 	Mirroring   MemberMirroring
+	Devices     *MemberDevices
 	Conditions  []metav1.Condition
+}
+
+// MemberDevices are a member's DRA devices.
+type MemberDevices struct {
+	API     DeviceAPIState
+	Drivers []MemberDeviceCount
+}
+
+// DeviceAPIState says whether a member serves the DRA API.
+type DeviceAPIState string
+
+const (
+	DeviceAPIServed DeviceAPIState = "Served"
+	DeviceAPIAbsent DeviceAPIState = "Absent"
+)
+
+// MemberDeviceCount counts a member's DRA devices of one driver.
+type MemberDeviceCount struct {
+	Driver                        string
+	Total, Allocated, Free, Nodes int64
 }
 
 // MemberMirroring is how the registry's mirror of the member stands.

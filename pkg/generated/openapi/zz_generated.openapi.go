@@ -30,7 +30,11 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		v1alpha1.ClusterNamespaceList{}.OpenAPIModelName():   schema_pkg_apis_platform_v1alpha1_ClusterNamespaceList(ref),
 		v1alpha1.ClusterNamespaceStatus{}.OpenAPIModelName(): schema_pkg_apis_platform_v1alpha1_ClusterNamespaceStatus(ref),
 		v1alpha1.ComputeResources{}.OpenAPIModelName():       schema_pkg_apis_platform_v1alpha1_ComputeResources(ref),
+		v1alpha1.DeviceClaimCount{}.OpenAPIModelName():       schema_pkg_apis_platform_v1alpha1_DeviceClaimCount(ref),
+		v1alpha1.DeviceCount{}.OpenAPIModelName():            schema_pkg_apis_platform_v1alpha1_DeviceCount(ref),
 		v1alpha1.LocalUsageReport{}.OpenAPIModelName():       schema_pkg_apis_platform_v1alpha1_LocalUsageReport(ref),
+		v1alpha1.MemberDeviceCount{}.OpenAPIModelName():      schema_pkg_apis_platform_v1alpha1_MemberDeviceCount(ref),
+		v1alpha1.MemberDevices{}.OpenAPIModelName():          schema_pkg_apis_platform_v1alpha1_MemberDevices(ref),
 		v1alpha1.MemberMirroring{}.OpenAPIModelName():        schema_pkg_apis_platform_v1alpha1_MemberMirroring(ref),
 		v1alpha1.NamespaceUsage{}.OpenAPIModelName():         schema_pkg_apis_platform_v1alpha1_NamespaceUsage(ref),
 		v1alpha1.NodeCapacity{}.OpenAPIModelName():           schema_pkg_apis_platform_v1alpha1_NodeCapacity(ref),
@@ -339,6 +343,12 @@ func schema_pkg_apis_platform_v1alpha1_ClusterCapacityStatus(ref common.Referenc
 							Ref:         ref(v1alpha1.MemberMirroring{}.OpenAPIModelName()),
 						},
 					},
+					"devices": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Devices counts the member's DRA devices per driver, over every ResourceSlice (devices of one node and those shared by several). Absent before discovery looked at the member's resource.k8s.io API.",
+							Ref:         ref(v1alpha1.MemberDevices{}.OpenAPIModelName()),
+						},
+					},
 					"conditions": {
 						VendorExtensible: spec.VendorExtensible{
 							Extensions: spec.Extensions{
@@ -365,7 +375,7 @@ func schema_pkg_apis_platform_v1alpha1_ClusterCapacityStatus(ref common.Referenc
 			},
 		},
 		Dependencies: []string{
-			v1alpha1.CapacitySummary{}.OpenAPIModelName(), v1alpha1.ComputeResources{}.OpenAPIModelName(), v1alpha1.MemberMirroring{}.OpenAPIModelName(), v1alpha1.NodeCounts{}.OpenAPIModelName(), v1.Condition{}.OpenAPIModelName()},
+			v1alpha1.CapacitySummary{}.OpenAPIModelName(), v1alpha1.ComputeResources{}.OpenAPIModelName(), v1alpha1.MemberDevices{}.OpenAPIModelName(), v1alpha1.MemberMirroring{}.OpenAPIModelName(), v1alpha1.NodeCounts{}.OpenAPIModelName(), v1.Condition{}.OpenAPIModelName()},
 	}
 }
 
@@ -538,12 +548,33 @@ func schema_pkg_apis_platform_v1alpha1_ClusterNamespaceStatus(ref common.Referen
 							},
 						},
 					},
+					"deviceClaims": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-map-keys": []interface{}{
+									"deviceClassName",
+								},
+								"x-kubernetes-list-type": "map",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "DeviceClaims counts, per DRA device class, the namespace's ResourceClaims with a request of the class, and the devices allocated to those requests.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(v1alpha1.DeviceClaimCount{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
 				},
 				Required: []string{"cluster", "phase", "podCount", "requests"},
 			},
 		},
 		Dependencies: []string{
-			v1alpha1.ComputeResources{}.OpenAPIModelName(), v1alpha1.NamespaceUsage{}.OpenAPIModelName(), v1alpha1.ResourceQuotaStatus{}.OpenAPIModelName(), v1.Time{}.OpenAPIModelName()},
+			v1alpha1.ComputeResources{}.OpenAPIModelName(), v1alpha1.DeviceClaimCount{}.OpenAPIModelName(), v1alpha1.NamespaceUsage{}.OpenAPIModelName(), v1alpha1.ResourceQuotaStatus{}.OpenAPIModelName(), v1.Time{}.OpenAPIModelName()},
 	}
 }
 
@@ -586,6 +617,90 @@ func schema_pkg_apis_platform_v1alpha1_ComputeResources(ref common.ReferenceCall
 		},
 		Dependencies: []string{
 			resource.Quantity{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_platform_v1alpha1_DeviceClaimCount(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "DeviceClaimCount counts a namespace's ResourceClaims of one device class.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"deviceClassName": {
+						SchemaProps: spec.SchemaProps{
+							Description: "DeviceClassName is the DeviceClass the claims' requests name.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"claims": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Claims is the number of ResourceClaims with a request of the class.",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int64",
+						},
+					},
+					"allocatedDevices": {
+						SchemaProps: spec.SchemaProps{
+							Description: "AllocatedDevices is the number of devices allocated to those requests.",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int64",
+						},
+					},
+				},
+				Required: []string{"deviceClassName", "claims", "allocatedDevices"},
+			},
+		},
+	}
+}
+
+func schema_pkg_apis_platform_v1alpha1_DeviceCount(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "DeviceCount counts the DRA devices of one driver.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"driver": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Driver is the DRA driver publishing the devices (gpu.example.com).",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"total": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Total is the number of devices published.",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int64",
+						},
+					},
+					"allocated": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Allocated is how many of them are allocated to ResourceClaims.",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int64",
+						},
+					},
+					"free": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Free is Total minus Allocated.",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int64",
+						},
+					},
+				},
+				Required: []string{"driver", "total", "allocated", "free"},
+			},
+		},
 	}
 }
 
@@ -636,6 +751,105 @@ func schema_pkg_apis_platform_v1alpha1_LocalUsageReport(ref common.ReferenceCall
 		},
 		Dependencies: []string{
 			v1alpha1.UsageReportSpec{}.OpenAPIModelName(), v1alpha1.UsageReportStatus{}.OpenAPIModelName(), v1.ObjectMeta{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_platform_v1alpha1_MemberDeviceCount(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "MemberDeviceCount counts a member's DRA devices of one driver.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"driver": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Driver is the DRA driver publishing the devices.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"total": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Total is the number of devices published.",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int64",
+						},
+					},
+					"allocated": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Allocated is how many of them are allocated to ResourceClaims.",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int64",
+						},
+					},
+					"free": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Free is Total minus Allocated.",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int64",
+						},
+					},
+					"nodes": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Nodes is the number of nodes with a device of the driver.",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int64",
+						},
+					},
+				},
+				Required: []string{"driver", "total", "allocated", "free", "nodes"},
+			},
+		},
+	}
+}
+
+func schema_pkg_apis_platform_v1alpha1_MemberDevices(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "MemberDevices are a member's DRA devices.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"api": {
+						SchemaProps: spec.SchemaProps{
+							Description: "API is Served when the member serves resource.k8s.io/v1 and discovery mirrors its ResourceSlices and ResourceClaims, Absent when it does not serve them (no DRA there: Drivers is empty, not unknown).",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"drivers": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-map-keys": []interface{}{
+									"driver",
+								},
+								"x-kubernetes-list-type": "map",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "Drivers counts the devices per DRA driver.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(v1alpha1.MemberDeviceCount{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
+				},
+				Required: []string{"api"},
+			},
+		},
+		Dependencies: []string{
+			v1alpha1.MemberDeviceCount{}.OpenAPIModelName()},
 	}
 }
 
@@ -962,12 +1176,33 @@ func schema_pkg_apis_platform_v1alpha1_NodeCapacityStatus(ref common.ReferenceCa
 							},
 						},
 					},
+					"devices": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-map-keys": []interface{}{
+									"driver",
+								},
+								"x-kubernetes-list-type": "map",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "Devices counts, per DRA driver, the devices the member's ResourceSlices (resource.k8s.io) publish for this node and how many of them are allocated to ResourceClaims. Only the newest generation of each pool counts, as the scheduler's. Absent when no ResourceSlice names the node (or the member does not serve resource.k8s.io: its ClusterCapacity says so).",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(v1alpha1.DeviceCount{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
 				},
 				Required: []string{"cluster", "nodeName", "capacity", "allocatable", "requested", "available", "schedulable", "unschedulable", "ready"},
 			},
 		},
 		Dependencies: []string{
-			v1alpha1.NodeCondition{}.OpenAPIModelName(), v1alpha1.NodeResources{}.OpenAPIModelName(), v1alpha1.NodeUsage{}.OpenAPIModelName(), v1alpha1.Taint{}.OpenAPIModelName()},
+			v1alpha1.DeviceCount{}.OpenAPIModelName(), v1alpha1.NodeCondition{}.OpenAPIModelName(), v1alpha1.NodeResources{}.OpenAPIModelName(), v1alpha1.NodeUsage{}.OpenAPIModelName(), v1alpha1.Taint{}.OpenAPIModelName()},
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 
 	"github.com/jackc/pgx/v5"
 
@@ -42,6 +43,7 @@ func (s *Store) Apply(ctx context.Context, b store.Batch) error {
 			return a.run(append(a.writes(true),
 				func() error { return a.recomputeNodes(a.nodes) },
 				func() error { return a.recomputeNamespaces(a.namespaces) },
+				a.recomputeMemberDevices,
 			)...)
 		},
 	})
@@ -67,9 +69,10 @@ func (a *applier) run(steps ...func() error) error {
 }
 
 // replace turns a relist into deletions: rows of a replaced resource that the
-// batch does not carry join the batch's deleted keys.
+// batch does not carry join the batch's deleted keys, and so do all rows of
+// a resource the member does not serve (Absent).
 func (a *applier) replace() error {
-	for _, r := range a.b.Replace {
+	for _, r := range slices.Concat(a.b.Replace, a.b.Absent) {
 		t, ok := memberTableOf(r)
 		if !ok {
 			return fmt.Errorf("apply: cannot replace unknown resource %q", r)

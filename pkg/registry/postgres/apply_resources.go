@@ -24,7 +24,7 @@ type memberTable struct {
 
 // memberTables are the member resources Apply writes, in the order it
 // writes them within a section: every delete, then every upsert.
-var memberTables = []memberTable{
+var memberTables = append([]memberTable{
 	{
 		resource: store.ResourceNamespaces,
 		view:     true,
@@ -71,7 +71,7 @@ var memberTables = []memberTable{
 		delete: (*applier).deleteQuotas,
 		upsert: (*applier).upsertQuotas,
 	},
-}
+}, deviceTables...)
 
 // memberTableOf returns the table of a member resource.
 func memberTableOf(r store.Resource) (memberTable, bool) {

@@ -206,8 +206,11 @@ type NodeCapacity struct {
 	Schedulable bool
 	// UnschedulableReason says why the node is not schedulable ("" when it is).
 	UnschedulableReason string
-	FirstSeen           time.Time
-	ResourceVersion     int64
+	// Devices counts the DRA devices of ResourceSlices local to the node,
+	// per driver.
+	Devices         map[string]DeviceCount
+	FirstSeen       time.Time
+	ResourceVersion int64
 }
 
 // Why a node is not schedulable, one word, by precedence: a node that is
@@ -246,8 +249,10 @@ type ClusterNamespace struct {
 	PodCount  int64
 	Requested Resources // CPUMillis and MemoryBytes of non-terminal pods
 	// Usage is the namespace's reported usage (nil while unknown).
-	Usage           *NamespaceUsage
-	Quotas          []Quota
+	Usage  *NamespaceUsage
+	Quotas []Quota
+	// DeviceClaims counts the namespace's ResourceClaims per device class.
+	DeviceClaims    map[string]ClaimCount
 	FirstSeen       time.Time
 	ResourceVersion int64
 }
@@ -281,7 +286,10 @@ type ClusterCapacity struct {
 	MirroringSince time.Time
 	// LastChange is when the registry last mirrored a change of the member
 	// (to a minute); zero before one was reported.
-	LastChange      time.Time
+	LastChange time.Time
+	// Devices are the member's DRA devices; nil before discovery looked
+	// at its resource.k8s.io API.
+	Devices         *MemberDevices
 	FirstSeen       time.Time
 	ResourceVersion int64
 }
@@ -444,6 +452,8 @@ type Batch struct {
 	Nodes      []Node
 	Pods       []Pod
 	Quotas     []Quota
+	Slices     []ResourceSlice
+	Claims     []ResourceClaim
 	// Deleted holds the keys of the objects to delete, per resource.
 	Deleted Keys
 
@@ -458,6 +468,10 @@ type Batch struct {
 	Present []ObjectKey
 	// Cursors are the member resourceVersions the batch reaches, per resource.
 	Cursors map[Resource]string
+	// Absent lists resources the member does not serve (their API answered
+	// 404): their rows are deleted, as a relist that found none would, and
+	// the member's views say the API is absent until a batch replaces them.
+	Absent []Resource
 }
 
 // Writer is what discovery writes through.

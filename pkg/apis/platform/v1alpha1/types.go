@@ -65,6 +65,23 @@ type ClusterNamespaceStatus struct {
 	// +listType=map
 	// +listMapKey=name
 	Quotas []ResourceQuotaStatus `json:"quotas,omitempty"`
+	// DeviceClaims counts, per DRA device class, the namespace's
+	// ResourceClaims with a request of the class, and the devices
+	// allocated to those requests.
+	// +optional
+	// +listType=map
+	// +listMapKey=deviceClassName
+	DeviceClaims []DeviceClaimCount `json:"deviceClaims,omitempty"`
+}
+
+// DeviceClaimCount counts a namespace's ResourceClaims of one device class.
+type DeviceClaimCount struct {
+	// DeviceClassName is the DeviceClass the claims' requests name.
+	DeviceClassName string `json:"deviceClassName"`
+	// Claims is the number of ResourceClaims with a request of the class.
+	Claims int64 `json:"claims"`
+	// AllocatedDevices is the number of devices allocated to those requests.
+	AllocatedDevices int64 `json:"allocatedDevices"`
 }
 
 // NamespaceUsage is a namespace's measured usage, next to its requests.
@@ -182,6 +199,28 @@ type NodeCapacityStatus struct {
 	// +optional
 	// +listType=atomic
 	Taints []Taint `json:"taints,omitempty"`
+	// Devices counts, per DRA driver, the devices the member's
+	// ResourceSlices (resource.k8s.io) publish for this node and how many
+	// of them are allocated to ResourceClaims. Only the newest generation
+	// of each pool counts, as the scheduler's. Absent when no ResourceSlice
+	// names the node (or the member does not serve resource.k8s.io: its
+	// ClusterCapacity says so).
+	// +optional
+	// +listType=map
+	// +listMapKey=driver
+	Devices []DeviceCount `json:"devices,omitempty"`
+}
+
+// DeviceCount counts the DRA devices of one driver.
+type DeviceCount struct {
+	// Driver is the DRA driver publishing the devices (gpu.example.com).
+	Driver string `json:"driver"`
+	// Total is the number of devices published.
+	Total int64 `json:"total"`
+	// Allocated is how many of them are allocated to ResourceClaims.
+	Allocated int64 `json:"allocated"`
+	// Free is Total minus Allocated.
+	Free int64 `json:"free"`
 }
 
 // UnschedulableReason says in one word why a node is not schedulable.
@@ -317,6 +356,11 @@ type ClusterCapacityStatus struct {
 	// discovery replica holding the member last reported it.
 	// +optional
 	Mirroring MemberMirroring `json:"mirroring,omitempty"`
+	// Devices counts the member's DRA devices per driver, over every
+	// ResourceSlice (devices of one node and those shared by several).
+	// Absent before discovery looked at the member's resource.k8s.io API.
+	// +optional
+	Devices *MemberDevices `json:"devices,omitempty"`
 	// Conditions: HasSchedulableCapacity is True while some schedulable
 	// node has CPU and memory left; Synced is True while the member's
 	// mirroring is Synced (its reason is the state otherwise, NotReported
@@ -325,6 +369,41 @@ type ClusterCapacityStatus struct {
 	// +listType=map
 	// +listMapKey=type
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// MemberDevices are a member's DRA devices.
+type MemberDevices struct {
+	// API is Served when the member serves resource.k8s.io/v1 and
+	// discovery mirrors its ResourceSlices and ResourceClaims, Absent when
+	// it does not serve them (no DRA there: Drivers is empty, not unknown).
+	API DeviceAPIState `json:"api"`
+	// Drivers counts the devices per DRA driver.
+	// +optional
+	// +listType=map
+	// +listMapKey=driver
+	Drivers []MemberDeviceCount `json:"drivers,omitempty"`
+}
+
+// DeviceAPIState says whether a member serves the DRA API.
+type DeviceAPIState string
+
+const (
+	DeviceAPIServed DeviceAPIState = "Served"
+	DeviceAPIAbsent DeviceAPIState = "Absent"
+)
+
+// MemberDeviceCount counts a member's DRA devices of one driver.
+type MemberDeviceCount struct {
+	// Driver is the DRA driver publishing the devices.
+	Driver string `json:"driver"`
+	// Total is the number of devices published.
+	Total int64 `json:"total"`
+	// Allocated is how many of them are allocated to ResourceClaims.
+	Allocated int64 `json:"allocated"`
+	// Free is Total minus Allocated.
+	Free int64 `json:"free"`
+	// Nodes is the number of nodes with a device of the driver.
+	Nodes int64 `json:"nodes"`
 }
 
 // MemberMirroring is how the registry's mirror of a member stands.

@@ -55,8 +55,28 @@ func (in ComputeResources) OpenAPIModelName() string {
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
+func (in DeviceClaimCount) OpenAPIModelName() string {
+	return "io.example.platform.v1alpha1.DeviceClaimCount"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in DeviceCount) OpenAPIModelName() string {
+	return "io.example.platform.v1alpha1.DeviceCount"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in LocalUsageReport) OpenAPIModelName() string {
 	return "io.example.platform.v1alpha1.LocalUsageReport"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in MemberDeviceCount) OpenAPIModelName() string {
+	return "io.example.platform.v1alpha1.MemberDeviceCount"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in MemberDevices) OpenAPIModelName() string {
+	return "io.example.platform.v1alpha1.MemberDevices"
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.

@@ -1,4 +1,5 @@
--- Recomputes the pod count, requests (cpu, memory, requested_other) and quotas of the namespaces keyed in
+-- Recomputes the pod count, requests (cpu, memory, requested_other), quotas
+-- and DRA claims per device class (device_claims) of the namespaces keyed in
 -- $1, a JSON array of {"cluster_id", "name"} (pairRow); unscheduled pods
 -- count. $2 is the writer's start resourceVersion, as in
 -- aggregates_recompute_nodes. Returns the highest version stamped (0 if none).
@@ -19,6 +20,16 @@ WITH t AS (
 			FILTER (WHERE q.name IS NOT NULL), '[]'::jsonb) AS quotas
 	FROM t LEFT JOIN cluster_resource_quota q ON q.cluster_id = t.cluster_id AND q.namespace = t.name
 	GROUP BY t.cluster_id, t.name
+), claims AS (
+	SELECT t.cluster_id, t.name,
+		coalesce(jsonb_object_agg(k.class, jsonb_build_object('claims', k.claims, 'devices', k.devices))
+			FILTER (WHERE k.class IS NOT NULL), '{}') AS claims
+	FROM t LEFT JOIN LATERAL (
+		SELECT e.key AS class, count(*) AS claims, sum(e.value::numeric)::bigint AS devices
+		FROM cluster_resource_claim c CROSS JOIN LATERAL jsonb_each_text(c.classes) AS e
+		WHERE c.cluster_id = t.cluster_id AND c.namespace = t.name
+		GROUP BY e.key) k ON true
+	GROUP BY t.cluster_id, t.name
 ), changed AS (
 	UPDATE cluster_namespace c SET
 		pod_count            = pods.pods,
@@ -26,11 +37,13 @@ WITH t AS (
 		memory_request_bytes = pods.mem,
 		requested_other      = pods.other,
 		quotas               = quotas.quotas,
+		device_claims        = claims.claims,
 		resource_version     = CASE WHEN c.resource_version > $2 THEN c.resource_version ELSE nextval('registry_resource_version') END
 	FROM pods JOIN quotas ON quotas.cluster_id = pods.cluster_id AND quotas.name = pods.name
+		JOIN claims ON claims.cluster_id = pods.cluster_id AND claims.name = pods.name
 	WHERE c.cluster_id = pods.cluster_id AND c.name = pods.name
-		AND (c.pod_count, c.cpu_request_millis, c.memory_request_bytes, c.requested_other, c.quotas)
-		IS DISTINCT FROM (pods.pods, pods.cpu, pods.mem, pods.other, quotas.quotas)
+		AND (c.pod_count, c.cpu_request_millis, c.memory_request_bytes, c.requested_other, c.quotas, c.device_claims)
+		IS DISTINCT FROM (pods.pods, pods.cpu, pods.mem, pods.other, quotas.quotas, claims.claims)
 	RETURNING c.resource_version
 )
 SELECT coalesce(max(resource_version), 0) FROM changed

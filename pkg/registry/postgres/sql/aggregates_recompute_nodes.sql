@@ -1,5 +1,7 @@
--- Recomputes the requested resources (cpu, memory and requested_other) and
--- pod count of the nodes keyed in $1, a JSON array of {"cluster_id", "name"}
+-- Recomputes the requested resources (cpu, memory and requested_other), the
+-- pod count and the DRA device counts (devices_total, devices_allocated: the
+-- devices of the node's slices of each pool's newest generation, and those
+-- of them a claim holds) of the nodes keyed in $1, a JSON array of {"cluster_id", "name"}
 -- (pairRow), over their non-terminal pods, and stamps only the rows whose
 -- values change; $2 is the writer's start resourceVersion: a row already
 -- stamped by this transaction (above it) keeps its version, so one commit
@@ -16,17 +18,33 @@ WITH t AS (
 	FROM t LEFT JOIN cluster_pod p
 		ON p.cluster_id = t.cluster_id AND p.node_name = t.name AND p.phase NOT IN ('Succeeded', 'Failed')
 	GROUP BY t.cluster_id, t.name
+), dev AS (
+	SELECT t.cluster_id, t.name,
+		coalesce(jsonb_object_agg(d.driver, d.total) FILTER (WHERE d.driver IS NOT NULL), '{}') AS total,
+		coalesce(jsonb_object_agg(d.driver, d.allocated) FILTER (WHERE d.driver IS NOT NULL), '{}') AS allocated
+	FROM t LEFT JOIN LATERAL (
+		SELECT s.driver, count(*) AS total, count(*) FILTER (WHERE EXISTS (
+			SELECT 1 FROM cluster_claim_device a
+			WHERE a.cluster_id = s.cluster_id AND a.driver = s.driver AND a.pool = s.pool AND a.device = x.device)) AS allocated
+		FROM cluster_resource_slice s CROSS JOIN LATERAL unnest(s.devices) AS x(device)
+		WHERE s.cluster_id = t.cluster_id AND s.node_name = t.name AND s.pool_generation = (
+			SELECT max(p.pool_generation) FROM cluster_resource_slice p
+			WHERE p.cluster_id = s.cluster_id AND p.driver = s.driver AND p.pool = s.pool)
+		GROUP BY s.driver) d ON true
+	GROUP BY t.cluster_id, t.name
 ), changed AS (
 	UPDATE cluster_node n SET
 		requested_cpu_millis   = agg.cpu,
 		requested_memory_bytes = agg.mem,
 		pod_count              = agg.pods,
 		requested_other        = agg.other,
+		devices_total          = dev.total,
+		devices_allocated      = dev.allocated,
 		resource_version       = CASE WHEN n.resource_version > $2 THEN n.resource_version ELSE nextval('registry_resource_version') END
-	FROM agg
+	FROM agg JOIN dev ON dev.cluster_id = agg.cluster_id AND dev.name = agg.name
 	WHERE n.cluster_id = agg.cluster_id AND n.name = agg.name
-		AND (n.requested_cpu_millis, n.requested_memory_bytes, n.pod_count, n.requested_other)
-		IS DISTINCT FROM (agg.cpu, agg.mem, agg.pods, agg.other)
+		AND (n.requested_cpu_millis, n.requested_memory_bytes, n.pod_count, n.requested_other, n.devices_total, n.devices_allocated)
+		IS DISTINCT FROM (agg.cpu, agg.mem, agg.pods, agg.other, dev.total, dev.allocated)
 	RETURNING n.resource_version
 )
 SELECT coalesce(max(resource_version), 0) FROM changed
