@@ -70,9 +70,9 @@ func (a *applier) run(steps ...func() error) error {
 
 // replace turns a relist into deletions: rows of a replaced resource that the
 // batch does not carry join the batch's deleted keys, and so do all rows of
-// a resource the member does not serve (Absent).
+// a resource the member does not serve (Unserved).
 func (a *applier) replace() error {
-	for _, r := range slices.Concat(a.b.Replace, a.b.Absent) {
+	for _, r := range slices.Concat(a.b.Replace, slices.Sorted(maps.Keys(a.b.Unserved))) {
 		t, ok := memberTableOf(r)
 		if !ok {
 			return fmt.Errorf("apply: cannot replace unknown resource %q", r)

@@ -182,7 +182,7 @@ func touchesDevices(b *store.Batch) bool {
 		return true
 	}
 	for _, r := range deviceResources {
-		if len(b.Deleted[r]) > 0 || slices.Contains(b.Replace, r) || slices.Contains(b.Absent, r) {
+		if _, unserved := b.Unserved[r]; unserved || len(b.Deleted[r]) > 0 || slices.Contains(b.Replace, r) {
 			return true
 		}
 	}
@@ -195,13 +195,12 @@ func (a *applier) recomputeMemberDevices() error {
 	if !touchesDevices(&a.b) {
 		return nil
 	}
-	apis := map[string]string{}
+	apis := map[store.Resource]store.APIState{}
 	for _, r := range deviceResources {
-		switch {
-		case slices.Contains(a.b.Absent, r):
-			apis[string(r)] = "Absent"
-		case slices.Contains(a.b.Replace, r):
-			apis[string(r)] = "Served"
+		if st, ok := a.b.Unserved[r]; ok {
+			apis[r] = st
+		} else if slices.Contains(a.b.Replace, r) {
+			apis[r] = store.APIServed
 		}
 	}
 	param, err := json.Marshal(apis)

@@ -56,12 +56,24 @@ type ClaimCount struct {
 	Devices int64 `json:"devices"`
 }
 
+// APIState says whether a member serves an optional resource to discovery.
+type APIState string
+
+const (
+	// APIServed: a list of the resource committed.
+	APIServed APIState = "Served"
+	// APIAbsent: the member does not serve the resource (404).
+	APIAbsent APIState = "Absent"
+	// APIForbidden: discovery's credentials may not list it (403).
+	APIForbidden APIState = "Forbidden"
+)
+
 // MemberDevices are a member's DRA devices: whether it serves the API, and
 // per driver the counts over every slice and the nodes with a device.
 type MemberDevices struct {
-	// Absent: the member does not serve resource.k8s.io (its ResourceSlices
-	// or ResourceClaims list answered 404).
-	Absent  bool
+	// API is APIServed when both DRA resources are, else the state of one
+	// that is not.
+	API     APIState
 	Drivers map[string]DeviceCount
 	Nodes   map[string]int64
 }

@@ -468,10 +468,11 @@ type Batch struct {
 	Present []ObjectKey
 	// Cursors are the member resourceVersions the batch reaches, per resource.
 	Cursors map[Resource]string
-	// Absent lists resources the member does not serve (their API answered
-	// 404): their rows are deleted, as a relist that found none would, and
-	// the member's views say the API is absent until a batch replaces them.
-	Absent []Resource
+	// Unserved lists resources the member does not serve to discovery, and
+	// why (APIAbsent, APIForbidden): their rows are deleted, as a relist
+	// that found none would, and the member's views say so until a batch
+	// replaces them. Only optional resources (DRA) can be unserved.
+	Unserved map[Resource]APIState
 }
 
 // Writer is what discovery writes through.

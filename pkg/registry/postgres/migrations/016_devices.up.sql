@@ -53,7 +53,8 @@ ALTER TABLE cluster_node
 ALTER TABLE cluster_namespace ADD COLUMN device_claims jsonb NOT NULL DEFAULT '{}';
 -- The member's devices per driver over every slice, the nodes with one,
 -- and member_apis: per DRA resource, "Served" once a list of it committed,
--- "Absent" when the member answered 404 ('{}' before discovery looked).
+-- "Absent" when the member answered 404, "Forbidden" on 403 ('{}' before
+-- discovery looked).
 ALTER TABLE cluster_capacity
     ADD COLUMN devices_total     jsonb NOT NULL DEFAULT '{}',
     ADD COLUMN devices_allocated jsonb NOT NULL DEFAULT '{}',

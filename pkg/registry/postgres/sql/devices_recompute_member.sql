@@ -1,6 +1,6 @@
 -- Recomputes member $1's device counts on its ClusterCapacity from its
 -- slices (each pool's newest generation) and claims, and merges $2, a
--- jsonb object of DRA resource states ("Served", "Absent"), into
+-- jsonb object of DRA resource states ("Served", "Absent", "Forbidden"), into
 -- member_apis, creating the row of a member that has none yet; a row
 -- whose values do not change is left alone. $3 is the writer's start
 -- resourceVersion, as in aggregates_recompute_nodes. Returns the version
