@@ -2,6 +2,7 @@ package registry
 
 import (
 	"maps"
+	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -53,6 +54,48 @@ func OtherQuantities(other map[string]int64) map[string]resource.Quantity {
 			format = resource.BinarySI
 		}
 		out[name] = *resource.NewQuantity(v, format)
+	}
+	return out
+}
+
+// Devices is the API form of DRA device counts per driver, sorted by
+// driver; nil for none.
+func Devices(counts map[string]store.DeviceCount) []platform.DeviceCount {
+	if len(counts) == 0 {
+		return nil
+	}
+	out := make([]platform.DeviceCount, 0, len(counts))
+	for _, driver := range slices.Sorted(maps.Keys(counts)) {
+		c := counts[driver]
+		out = append(out, platform.DeviceCount{Driver: driver, Total: c.Total, Allocated: c.Allocated, Free: c.Total - c.Allocated})
+	}
+	return out
+}
+
+// MemberDevices is the API form of a member's DRA devices; nil before
+// discovery looked at its DRA API.
+func MemberDevices(d *store.MemberDevices) *platform.MemberDevices {
+	if d == nil {
+		return nil
+	}
+	out := &platform.MemberDevices{API: platform.DeviceAPIState(d.API)}
+	for _, c := range Devices(d.Drivers) {
+		out.Drivers = append(out.Drivers, platform.MemberDeviceCount{
+			Driver: c.Driver, Total: c.Total, Allocated: c.Allocated, Free: c.Free, Nodes: d.Nodes[c.Driver]})
+	}
+	return out
+}
+
+// DeviceClaims is the API form of a namespace's claims per device class,
+// sorted by class; nil for none.
+func DeviceClaims(counts map[string]store.ClaimCount) []platform.DeviceClaimCount {
+	if len(counts) == 0 {
+		return nil
+	}
+	out := make([]platform.DeviceClaimCount, 0, len(counts))
+	for _, class := range slices.Sorted(maps.Keys(counts)) {
+		c := counts[class]
+		out = append(out, platform.DeviceClaimCount{DeviceClassName: class, Claims: c.Claims, AllocatedDevices: c.Devices})
 	}
 	return out
 }

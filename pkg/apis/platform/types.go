@@ -202,6 +202,8 @@ type DeviceAPIState string
 const (
 	DeviceAPIServed DeviceAPIState = "Served"
 	DeviceAPIAbsent DeviceAPIState = "Absent"
+	// DeviceAPIForbidden: discovery's credentials may not list them.
+	DeviceAPIForbidden DeviceAPIState = "Forbidden"
 )
 
 // MemberDeviceCount counts a member's DRA devices of one driver.

@@ -817,7 +817,7 @@ func schema_pkg_apis_platform_v1alpha1_MemberDevices(ref common.ReferenceCallbac
 				Properties: map[string]spec.Schema{
 					"api": {
 						SchemaProps: spec.SchemaProps{
-							Description: "API is Served when the member serves resource.k8s.io/v1 and discovery mirrors its ResourceSlices and ResourceClaims, Absent when it does not serve them (no DRA there: Drivers is empty, not unknown).",
+							Description: "API is Served when the member serves resource.k8s.io/v1 and discovery mirrors its ResourceSlices and ResourceClaims, Absent when it does not serve them (no DRA there: Drivers is empty, not unknown), Forbidden when discovery's credentials may not list them (grant get, list and watch on resource.k8s.io resourceslices and resourceclaims; until then the counts are unknown).",
 							Default:     "",
 							Type:        []string{"string"},
 							Format:      "",

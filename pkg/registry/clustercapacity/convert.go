@@ -30,6 +30,7 @@ func ToObject(cc *store.ClusterCapacity) platform.ClusterCapacity {
 			All:         summary(cc.All),
 			Pods:        cc.Pods,
 			Namespaces:  cc.Namespaces,
+			Devices:     registry.MemberDevices(cc.Devices),
 		},
 	}
 	if f := cc.MaxFree; f != nil {

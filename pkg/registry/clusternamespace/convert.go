@@ -37,6 +37,7 @@ func ToObject(cn *store.ClusterNamespace) platform.ClusterNamespace {
 				Memory: *resource.NewQuantity(cn.Requested.MemoryBytes, resource.BinarySI),
 				Other:  registry.OtherQuantities(cn.Requested.Other),
 			},
+			DeviceClaims: registry.DeviceClaims(cn.DeviceClaims),
 		},
 	}
 	if u := cn.Usage; u != nil {

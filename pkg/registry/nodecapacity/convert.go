@@ -34,6 +34,7 @@ func ToObject(nc *store.NodeCapacity) platform.NodeCapacity {
 			UnschedulableReason: platform.UnschedulableReason(nc.UnschedulableReason),
 			Unschedulable:       n.Unschedulable,
 			Ready:               n.Ready,
+			Devices:             registry.Devices(nc.Devices),
 		},
 	}
 	if u := nc.Usage; u != nil {

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math"
 	"time"
@@ -19,6 +20,11 @@ var clusterCapacityView = newView(view[store.ClusterCapacity]{
 	key:     func(c *store.ClusterCapacity) store.ListKey { return store.ListKey{c.ClusterID, c.ClusterID} },
 	name:    func(_, name string) (store.ListKey, bool) { return store.ListKey{name, name}, name != "" },
 	columns: clusterCapacityColumns(),
+	finish: func(c *store.ClusterCapacity) {
+		if c.Devices != nil && c.Devices.API == "" {
+			c.Devices = nil // discovery has not looked at the member's DRA API
+		}
+	},
 })
 
 // clusterCapacityColumns are cluster_capacity's columns: counts, the sums
@@ -73,7 +79,60 @@ func clusterCapacityColumns() []column[store.ClusterCapacity] {
 		col("first_seen", func(c *store.ClusterCapacity) *time.Time { return &c.FirstSeen }),
 		col("resource_version", func(c *store.ClusterCapacity) *int64 { return &c.ResourceVersion }),
 		column[store.ClusterCapacity]{name: "last_change_at", target: func(c *store.ClusterCapacity) any { return nullable(&c.LastChange) }},
+		column[store.ClusterCapacity]{name: "member_apis", target: func(c *store.ClusterCapacity) any { return memberAPIs{c} }},
+		column[store.ClusterCapacity]{name: "devices_total", target: func(c *store.ClusterCapacity) any {
+			return deviceCounts{into: &memberDevices(c).Drivers}
+		}},
+		column[store.ClusterCapacity]{name: "devices_allocated", target: func(c *store.ClusterCapacity) any {
+			return deviceCounts{into: &memberDevices(c).Drivers, allocated: true}
+		}},
+		otherCol("devices_nodes", func(c *store.ClusterCapacity) *map[string]int64 { return &memberDevices(c).Nodes }),
 	)
+}
+
+// memberDevices is the member's devices a scan fills in, made on first use.
+func memberDevices(c *store.ClusterCapacity) *store.MemberDevices {
+	if c.Devices == nil {
+		c.Devices = &store.MemberDevices{}
+	}
+	return c.Devices
+}
+
+// memberAPIs scans member_apis (per DRA resource its state; NULL in a
+// change-log entry from before migration 016) into Devices.API: Served
+// when every DRA resource is, else the state of one that is not; ""
+// before discovery looked.
+type memberAPIs struct{ c *store.ClusterCapacity }
+
+// Scan implements sql.Scanner.
+func (m memberAPIs) Scan(src any) error {
+	var raw []byte
+	switch src := src.(type) {
+	case nil:
+	case string:
+		raw = []byte(src)
+	case []byte:
+		raw = src
+	default:
+		return fmt.Errorf("cannot scan %T into member APIs", src)
+	}
+	var apis map[store.Resource]store.APIState
+	if len(raw) > 0 {
+		if err := json.Unmarshal(raw, &apis); err != nil {
+			return fmt.Errorf("member APIs: %w", err)
+		}
+	}
+	if len(apis) == 0 {
+		return nil
+	}
+	api := store.APIServed
+	for _, r := range deviceResources {
+		if st, ok := apis[r]; ok && st != store.APIServed {
+			api = st
+		}
+	}
+	memberDevices(m.c).API = api
+	return nil
 }
 
 // maxFree scans one of the largest free resources of a schedulable node,

@@ -30,6 +30,7 @@ var clusterNamespaceView = newView(view[store.ClusterNamespace]{
 		col("memory_request_bytes", func(n *store.ClusterNamespace) *int64 { return &n.Requested.MemoryBytes }),
 		otherCol("requested_other", func(n *store.ClusterNamespace) *map[string]int64 { return &n.Requested.Other }),
 		col("quotas", func(n *store.ClusterNamespace) *[]store.Quota { return &n.Quotas }),
+		col("device_claims", func(n *store.ClusterNamespace) *map[string]store.ClaimCount { return &n.DeviceClaims }),
 		col("first_seen", func(n *store.ClusterNamespace) *time.Time { return &n.FirstSeen }),
 		col("resource_version", func(n *store.ClusterNamespace) *int64 { return &n.ResourceVersion }),
 		{name: "usage_cpu_nanocores", target: func(n *store.ClusterNamespace) any { return nullable(&namespaceUsage(n).CPUNanoCores) }},
@@ -42,6 +43,9 @@ var clusterNamespaceView = newView(view[store.ClusterNamespace]{
 			n.Usage = nil // never scraped, or expired
 		}
 		n.Requested.Pods = n.PodCount
+		if len(n.DeviceClaims) == 0 {
+			n.DeviceClaims = nil // '{}'
+		}
 		for i := range n.Quotas {
 			n.Quotas[i].Namespace = n.Namespace.Name
 		}

@@ -18,7 +18,7 @@ var nodeCapacityView = newView(view[store.NodeCapacity]{
 		cluster, node, ok := strings.Cut(name, ".")
 		return store.ListKey{cluster, node}, ok && cluster != "" && node != ""
 	},
-	columns: []column[store.NodeCapacity]{
+	columns: append([]column[store.NodeCapacity]{
 		col("cluster_id", func(n *store.NodeCapacity) *string { return &n.ClusterID }),
 		field("name", "text", func(n *store.NodeCapacity) *string { return &n.Node.Name }),
 		field("uid", "text", func(n *store.NodeCapacity) *string { return &n.Node.UID }),
@@ -49,7 +49,7 @@ var nodeCapacityView = newView(view[store.NodeCapacity]{
 		{name: "usage_window_seconds", target: func(n *store.NodeCapacity) any { return seconds{&nodeUsage(n).Window} }},
 		col("first_seen", func(n *store.NodeCapacity) *time.Time { return &n.FirstSeen }),
 		col("resource_version", func(n *store.NodeCapacity) *int64 { return &n.ResourceVersion }),
-	},
+	}, deviceCols("devices", func(n *store.NodeCapacity) *map[string]store.DeviceCount { return &n.Devices })...),
 	finish: func(n *store.NodeCapacity) {
 		if n.Usage.Timestamp.IsZero() {
 			n.Usage = nil // never scraped, or expired

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+
+	"github.com/example/platform-apiserver/pkg/registry/store"
 )
 
 // Scan targets for view columns (view.go) whose value needs converting.
@@ -101,4 +103,44 @@ func otherField[R any](name string, target func(*R) *map[string]int64) column[R]
 // otherCol declares a derived column of other resources.
 func otherCol[R any](name string, target func(*R) *map[string]int64) column[R] {
 	return column[R]{name: name, target: func(r *R) any { return amounts{target(r)} }}
+}
+
+// deviceCounts scans one of a node's or member's device columns
+// (devices_total, devices_allocated: counts per driver) into the counts per
+// driver; the two columns fill the same map, in either order.
+type deviceCounts struct {
+	into      *map[string]store.DeviceCount
+	allocated bool
+}
+
+// Scan implements sql.Scanner.
+func (d deviceCounts) Scan(src any) error {
+	var counts map[string]int64
+	if err := (amounts{&counts}).Scan(src); err != nil {
+		return err
+	}
+	if len(counts) == 0 {
+		return nil
+	}
+	if *d.into == nil {
+		*d.into = make(map[string]store.DeviceCount, len(counts))
+	}
+	for driver, n := range counts {
+		c := (*d.into)[driver]
+		if d.allocated {
+			c.Allocated = n
+		} else {
+			c.Total = n
+		}
+		(*d.into)[driver] = c
+	}
+	return nil
+}
+
+// deviceCols declares the two derived device columns of a view.
+func deviceCols[R any](prefix string, target func(*R) *map[string]store.DeviceCount) []column[R] {
+	return []column[R]{
+		{name: prefix + "_total", target: func(r *R) any { return deviceCounts{into: target(r)} }},
+		{name: prefix + "_allocated", target: func(r *R) any { return deviceCounts{into: target(r), allocated: true} }},
+	}
 }

@@ -375,7 +375,10 @@ type ClusterCapacityStatus struct {
 type MemberDevices struct {
 	// API is Served when the member serves resource.k8s.io/v1 and
 	// discovery mirrors its ResourceSlices and ResourceClaims, Absent when
-	// it does not serve them (no DRA there: Drivers is empty, not unknown).
+	// it does not serve them (no DRA there: Drivers is empty, not unknown),
+	// Forbidden when discovery's credentials may not list them (grant
+	// get, list and watch on resource.k8s.io resourceslices and
+	// resourceclaims; until then the counts are unknown).
 	API DeviceAPIState `json:"api"`
 	// Drivers counts the devices per DRA driver.
 	// +optional
@@ -390,6 +393,8 @@ type DeviceAPIState string
 const (
 	DeviceAPIServed DeviceAPIState = "Served"
 	DeviceAPIAbsent DeviceAPIState = "Absent"
+	// DeviceAPIForbidden: discovery's credentials may not list them.
+	DeviceAPIForbidden DeviceAPIState = "Forbidden"
 )
 
 // MemberDeviceCount counts a member's DRA devices of one driver.
