@@ -3,6 +3,7 @@ package registry
 import (
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -98,4 +99,17 @@ func DeviceClaims(counts map[string]store.ClaimCount) []platform.DeviceClaimCoun
 		out = append(out, platform.DeviceClaimCount{DeviceClassName: class, Claims: c.Claims, AllocatedDevices: c.Devices})
 	}
 	return out
+}
+
+// DeviceCells is a table cell of device counts: "gpu.example.com=2/8"
+// (free over total) per driver; <none> without devices.
+func DeviceCells(counts []platform.DeviceCount) string {
+	if len(counts) == 0 {
+		return None
+	}
+	cells := make([]string, len(counts))
+	for i, c := range counts {
+		cells[i] = c.Driver + "=" + strconv.FormatInt(c.Free, 10) + "/" + strconv.FormatInt(c.Total, 10)
+	}
+	return strings.Join(cells, ",")
 }

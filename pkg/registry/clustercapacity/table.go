@@ -85,6 +85,22 @@ var columns = []registry.Column[platform.ClusterCapacity]{
 		Cell: func(o *platform.ClusterCapacity) any { return o.Status.Namespaces }},
 	{Name: "All Pods", Type: "integer", Priority: 1, Description: "Non-terminal pods of the member, scheduled or not",
 		Cell: func(o *platform.ClusterCapacity) any { return o.Status.Pods }},
+	{Name: "Devices Free/Total", Type: "string", Priority: 1,
+		Description: "Per DRA driver: unallocated over published devices of the member; Absent or Forbidden when discovery cannot list its resource.k8s.io API",
+		Cell: func(o *platform.ClusterCapacity) any {
+			d := o.Status.Devices
+			switch {
+			case d == nil:
+				return registry.Unknown
+			case d.API != platform.DeviceAPIServed:
+				return string(d.API)
+			}
+			counts := make([]platform.DeviceCount, len(d.Drivers))
+			for i, c := range d.Drivers {
+				counts[i] = platform.DeviceCount{Driver: c.Driver, Total: c.Total, Allocated: c.Allocated, Free: c.Free}
+			}
+			return registry.DeviceCells(counts)
+		}},
 	{Name: "Last Change", Type: "string", Priority: 1, Description: "How long ago the registry last mirrored a change of the member (to a minute)",
 		Cell: func(o *platform.ClusterCapacity) any {
 			if t := o.Status.Mirroring.LastChangeTime; t != nil {

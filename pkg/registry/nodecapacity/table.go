@@ -64,6 +64,9 @@ var columns = []registry.Column[platform.NodeCapacity]{
 	{Name: "Extended Free/Alloc", Type: "string", Priority: 1,
 		Description: "Per extended resource (a domain-prefixed name such as nvidia.com/gpu) the node allocates: available over allocatable",
 		Cell:        func(o *platform.NodeCapacity) any { return extended(&o.Status) }},
+	{Name: "Devices Free/Total", Type: "string", Priority: 1,
+		Description: "Per DRA driver publishing devices for the node (ResourceSlices): unallocated over published devices",
+		Cell:        func(o *platform.NodeCapacity) any { return registry.DeviceCells(o.Status.Devices) }},
 }
 
 // extended is the Extended Free/Alloc cell: "nvidia.com/gpu=2/8" per

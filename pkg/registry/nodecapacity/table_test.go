@@ -57,11 +57,36 @@ func TestTableExtended(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	last := len(table.ColumnDefinitions) - 1
+	last := len(table.ColumnDefinitions) - 2
 	if got := table.ColumnDefinitions[last]; got.Name != "Extended Free/Alloc" || got.Priority != 1 {
 		t.Fatalf("last column = %+v, want Extended Free/Alloc with -o wide", got)
 	}
 	for i, want := range []string{"example.com/fpga=2/2,nvidia.com/gpu=2/8", "<none>"} {
+		if got := table.Rows[i].Cells[last]; got != want {
+			t.Errorf("row %s: %v, want %q", table.Rows[i].Cells[0], got, want)
+		}
+	}
+}
+
+// TestTableDevices: -o wide shows DRA devices per driver, free over total.
+func TestTableDevices(t *testing.T) {
+	s := newStack(t, feed.Options{}, 0)
+	gpu := nc("c", "gpu", nil)
+	gpu.Devices = map[string]store.DeviceCount{"gpu.example.com": {Total: 8, Allocated: 6}, "fpga.example.com": {Total: 1}}
+	plain := nc("c", "plain", nil)
+	list := &platform.NodeCapacityList{}
+	for _, r := range []store.NodeCapacity{gpu, plain} {
+		list.Items = append(list.Items, nodecapacity.ToObject(&r))
+	}
+	table, err := s.rest.ConvertToTable(t.Context(), list, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := len(table.ColumnDefinitions) - 1
+	if got := table.ColumnDefinitions[last]; got.Name != "Devices Free/Total" || got.Priority != 1 {
+		t.Fatalf("last column = %+v, want Devices Free/Total with -o wide", got)
+	}
+	for i, want := range []string{"fpga.example.com=1/1,gpu.example.com=2/8", "<none>"} {
 		if got := table.Rows[i].Cells[last]; got != want {
 			t.Errorf("row %s: %v, want %q", table.Rows[i].Cells[0], got, want)
 		}
