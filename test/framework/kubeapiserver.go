@@ -53,6 +53,7 @@ func (cp *ControlPlane) startKubeAPIServer(ctx context.Context) error {
 		"--proxy-client-key-file=" + p.frontProxyClient.keyFile,
 		"--profiling=false",
 	}
+	args = append(args, cp.opts.ExtraKubeAPIServerArgs...)
 	cp.apiServerURL = url
 	cp.adminConfig = clientConfig(url, p.clusterCA.certPEM, p.admin)
 	client, err := kubernetes.NewForConfig(cp.adminConfig)

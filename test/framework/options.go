@@ -28,6 +28,10 @@ type Options struct {
 	// ExtraPlatformArgs are appended to the platform-apiserver's flags.
 	ExtraPlatformArgs []string
 
+	// ExtraKubeAPIServerArgs are appended to kube-apiserver's flags (e.g.
+	// --runtime-config=resource.k8s.io/v1=false for a member without DRA).
+	ExtraKubeAPIServerArgs []string
+
 	// Log, when set, receives every process's output, each line prefixed with
 	// the process name. The output always goes to <WorkDir>/<name>.log too.
 	Log io.Writer
