@@ -217,3 +217,102 @@ func benchPod(i, version int) store.Pod {
 		CPURequestMillis: 100 + int64(version), MemoryRequestBytes: 128 << 20,
 	}
 }
+
+// BenchmarkResourceShapes compares, in one run, the 5,000-node relist
+// (into an empty member, and with every row changed) and a scrape of every
+// node's usage for today's CPU/memory-only rows and for nodes with four
+// other resources (nvidia.com/gpu, example.com/fpga, ephemeral-storage,
+// hugepages-2Mi) whose pods request two of them; it reports the database
+// bytes per node of the node and pod tables after the relist. See
+// docs/benchmarks.md, "Other resources".
+func BenchmarkResourceShapes(b *testing.B) {
+	for _, shape := range []struct {
+		name  string
+		shape func(store.Batch) store.Batch
+	}{{"cpu-memory", func(b store.Batch) store.Batch { return b }}, {"extended=4", withExtended}} {
+		b.Run("shape="+shape.name+"/relist=new", func(b *testing.B) {
+			s, dsn := benchStore(b)
+			ctx := b.Context()
+			relist := shape.shape(benchRelist(0))
+			i := 0
+			for b.Loop() {
+				relist.ClusterID = fmt.Sprintf("new-%d", i)
+				i++
+				benchApply(b, s, ctx, relist)
+			}
+			reportPerRow(b, benchRows(relist))
+			reportTableBytes(b, dsn, i)
+		})
+		b.Run("shape="+shape.name+"/relist=changed", func(b *testing.B) {
+			s, dsn := benchStore(b)
+			ctx := b.Context()
+			relists := [2]store.Batch{shape.shape(benchRelist(0)), shape.shape(benchRelist(1))}
+			benchApply(b, s, ctx, relists[1])
+			benchAnalyze(b, dsn)
+			i := 0
+			for b.Loop() {
+				benchApply(b, s, ctx, relists[i%2])
+				i++
+			}
+			reportPerRow(b, benchRows(relists[0]))
+		})
+		b.Run("shape="+shape.name+"/scrape", func(b *testing.B) {
+			s, dsn := benchStore(b)
+			ctx := b.Context()
+			benchApply(b, s, ctx, shape.shape(benchRelist(0)))
+			benchAnalyze(b, dsn)
+			start := time.Date(2025, 1, 2, 4, 0, 0, 0, time.UTC)
+			samples := make([]store.NodeMetricsSample, benchNodes)
+			i := 0
+			for b.Loop() {
+				at := start.Add(time.Duration(i) * time.Second)
+				for n := range samples {
+					samples[n] = store.NodeMetricsSample{ClusterID: "c", Node: fmt.Sprintf("node-%05d", n),
+						CPUNanoCores: int64(1e8 + n + i), MemoryBytes: int64(1<<30 + n + i), ObservedAt: at, Window: 30 * time.Second}
+				}
+				i++
+				if _, err := s.RecordNodeMetrics(ctx, store.Fence{ClusterID: "c"}, samples, reportEvery); err != nil {
+					b.Fatalf("RecordNodeMetrics: %v", err)
+				}
+			}
+			reportPerRow(b, benchNodes)
+		})
+	}
+}
+
+// withExtended gives every node of a relist four other resources and every
+// pod requests of two of them.
+func withExtended(batch store.Batch) store.Batch {
+	nodes := make([]store.Node, len(batch.Nodes))
+	for i, n := range batch.Nodes {
+		other := map[string]int64{"nvidia.com/gpu": 8, "example.com/fpga": 2, "ephemeral-storage": 100 << 30, "hugepages-2Mi": 1 << 30}
+		n.Capacity.Other, n.Allocatable.Other = other, other
+		nodes[i] = n
+	}
+	pods := make([]store.Pod, len(batch.Pods))
+	for i, p := range batch.Pods {
+		p.OtherRequests = map[string]int64{"nvidia.com/gpu": 1 + p.CPURequestMillis%2, "ephemeral-storage": 1 << 30}
+		pods[i] = p
+	}
+	batch.Nodes, batch.Pods = nodes, pods
+	return batch
+}
+
+// reportTableBytes reports the bytes per node of the node and pod tables
+// (with their indexes and TOAST) over the members relisted.
+func reportTableBytes(b *testing.B, dsn string, members int) {
+	b.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = conn.Close(ctx) }()
+	var nodeBytes, podBytes int64
+	if err := conn.QueryRow(ctx, `SELECT pg_total_relation_size('cluster_node'), pg_total_relation_size('cluster_pod')`).Scan(&nodeBytes, &podBytes); err != nil {
+		b.Fatal(err)
+	}
+	nodes := float64(members * benchNodes)
+	b.ReportMetric(float64(nodeBytes)/nodes, "node-bytes/node")
+	b.ReportMetric(float64(podBytes)/nodes, "pod-bytes/node")
+}
