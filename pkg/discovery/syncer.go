@@ -197,7 +197,7 @@ func (s *syncer) unserved(ctx context.Context, st store.APIState, op string, err
 		if st == store.APIForbidden {
 			s.logger.Error(err, "Member cluster forbids discovery to read this optional resource; not mirroring it and showing the API as Forbidden on the member's ClusterCapacity. "+
 				"Discovery's identity there needs get, list and watch on "+s.Resource.group+" "+optionalResourcesOf(s.Resource.group)+
-				" (the platform-apiserver:discovery ClusterRole's rule); asking again periodically",
+				" (the shipped discovery ClusterRole has the rule); asking again periodically",
 				"op", op, "recheckInterval", s.Sync.UnservedRecheck)
 		} else {
 			s.logger.Info("Member cluster does not serve this optional resource (404: its API is not enabled there, or its Kubernetes is older); not mirroring it and showing the API as Absent on the member's ClusterCapacity; asking again periodically",
