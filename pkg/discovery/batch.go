@@ -33,6 +33,11 @@ type pending struct {
 	replace bool
 	// present holds the keys a relist committed in earlier chunks.
 	present []store.ObjectKey
+	// unserved, when set, makes the batch say the member does not serve
+	// the (optional) resource, and why: it carries no changes, and clears
+	// the cursor, so a restart lists instead of resuming a watch whose
+	// rows the registry deleted.
+	unserved store.APIState
 }
 
 func newPending(r *memberResource, cursor string) *pending {
@@ -54,7 +59,7 @@ func (p *pending) count(eventType string, t time.Time) {
 
 // dirty reports whether the batch has anything to commit beyond committedCursor.
 func (p *pending) dirty(committedCursor string) bool {
-	return len(p.changes) > 0 || p.replace || p.cursor != committedCursor
+	return len(p.changes) > 0 || p.replace || p.unserved != "" || p.cursor != committedCursor
 }
 
 // takeChunk moves the changes absorbed so far into a batch of their own,
@@ -90,6 +95,10 @@ func (p *pending) batch(cluster string) store.Batch {
 	if p.replace {
 		b.Replace = []store.Resource{r}
 		b.Present = p.present
+	}
+	if p.unserved != "" {
+		b.Unserved = map[store.Resource]store.APIState{r: p.unserved}
+		b.Cursors[r] = ""
 	}
 	for _, c := range p.changes {
 		if c.rec == nil {

@@ -78,6 +78,10 @@ type SyncConfig struct {
 	// IdentityInterval is how often a running worker checks that the member
 	// is still the cluster its cursors came from.
 	IdentityInterval time.Duration
+	// UnservedRecheck is how long after a member answered that it does not
+	// serve an optional resource (404) or does not let discovery read it
+	// (403) the resource is listed again.
+	UnservedRecheck time.Duration
 }
 
 // MetricsConfig tunes the metrics.k8s.io scrapes and their history.
@@ -115,6 +119,7 @@ func DefaultConfig() Config {
 			WatchTimeout:     5 * time.Minute,
 			WedgeTimeout:     5 * time.Minute,
 			IdentityInterval: time.Minute,
+			UnservedRecheck:  5 * time.Minute,
 		},
 		Metrics: MetricsConfig{
 			Interval:  30 * time.Second,
@@ -163,7 +168,8 @@ func (c *Config) validate() error {
 	if c.Members.RemovalGrace < 0 {
 		errs = append(errs, fmt.Errorf("negative member removal grace period %s", c.Members.RemovalGrace))
 	}
-	if s := c.Sync; s.BatchSize < 1 || s.BatchDelay <= 0 || s.ApplyTimeout <= 0 || s.WatchTimeout <= 0 || s.WedgeTimeout <= 0 || s.IdentityInterval <= 0 {
+	if s := c.Sync; s.BatchSize < 1 || s.BatchDelay <= 0 || s.ApplyTimeout <= 0 || s.WatchTimeout <= 0 || s.WedgeTimeout <= 0 || s.IdentityInterval <= 0 ||
+		s.UnservedRecheck <= 0 {
 		errs = append(errs, fmt.Errorf("invalid sync settings %+v", s))
 	}
 	if m := c.Metrics; m.Interval <= 0 || m.ListTimeout <= 0 || m.WriteTimeout <= 0 || m.MaintenanceTimeout <= 0 ||

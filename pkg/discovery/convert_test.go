@@ -6,8 +6,10 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/example/platform-apiserver/pkg/registry/store"
 )
@@ -238,6 +240,138 @@ func TestConvertQuota(t *testing.T) {
 			got := convertQuota(q)
 			if got.Namespace != "team-a" || got.Name != "q" || !reflect.DeepEqual(got.Hard, tc.wantHard) || !reflect.DeepEqual(got.Used, tc.wantUsed) {
 				t.Errorf("got %+v, want hard %v used %v", got, tc.wantHard, tc.wantUsed)
+			}
+		})
+	}
+}
+
+func TestConvertResourceSlice(t *testing.T) {
+	base := resourcev1.ResourceSlice{
+		ObjectMeta: metav1.ObjectMeta{Name: "node-1-gpu.example.com-x7k2p"},
+		Spec: resourcev1.ResourceSliceSpec{
+			Driver:   "gpu.example.com",
+			Pool:     resourcev1.ResourcePool{Name: "node-1", Generation: 3, ResourceSliceCount: 1},
+			NodeName: ptr.To("node-1"),
+			Devices:  []resourcev1.Device{{Name: "gpu-0"}, {Name: "gpu-1"}},
+		},
+	}
+	tests := []struct {
+		name       string
+		mutate     func(s *resourcev1.ResourceSlice)
+		want       func(s *store.ResourceSlice)
+		wantIssues int
+	}{
+		{name: "node-local", mutate: func(*resourcev1.ResourceSlice) {}, want: func(*store.ResourceSlice) {}},
+		{name: "all nodes count for the member", mutate: func(s *resourcev1.ResourceSlice) {
+			s.Spec.NodeName, s.Spec.AllNodes = nil, ptr.To(true)
+		}, want: func(s *store.ResourceSlice) { s.NodeName = "" }},
+		{name: "node selector counts for the member", mutate: func(s *resourcev1.ResourceSlice) {
+			s.Spec.NodeName = nil
+			s.Spec.NodeSelector = &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+				MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "rack", Operator: corev1.NodeSelectorOpIn, Values: []string{"r1"}}},
+			}}}
+		}, want: func(s *store.ResourceSlice) { s.NodeName = "" }},
+		{name: "per-device node selection counts for the member", mutate: func(s *resourcev1.ResourceSlice) {
+			s.Spec.NodeName, s.Spec.PerDeviceNodeSelection = nil, ptr.To(true)
+			s.Spec.Devices[0].NodeName = ptr.To("node-1")
+			s.Spec.Devices[1].AllNodes = ptr.To(true)
+		}, want: func(s *store.ResourceSlice) { s.NodeName = "" }},
+		{name: "shared counters only: no devices", mutate: func(s *resourcev1.ResourceSlice) {
+			s.Spec.Devices = nil
+			s.Spec.SharedCounters = []resourcev1.CounterSet{{Name: "mem"}}
+		}, want: func(s *store.ResourceSlice) { s.Devices = nil }},
+		{name: "no node selection known counts for the member, reported", wantIssues: 1, mutate: func(s *resourcev1.ResourceSlice) {
+			s.Spec.NodeName = ptr.To("")
+		}, want: func(s *store.ResourceSlice) { s.NodeName = "" }},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := base.DeepCopy()
+			tc.mutate(s)
+			want := store.ResourceSlice{Name: "node-1-gpu.example.com-x7k2p", NodeName: "node-1", Driver: "gpu.example.com",
+				Pool: "node-1", PoolGeneration: 3, Devices: []string{"gpu-0", "gpu-1"}}
+			tc.want(&want)
+			got, issues := convertResourceSlice(s)
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("got  %+v\nwant %+v", got, want)
+			}
+			if len(issues) != tc.wantIssues {
+				t.Errorf("issues = %v, want %d", issues, tc.wantIssues)
+			}
+		})
+	}
+}
+
+func TestConvertResourceClaim(t *testing.T) {
+	exactly := func(name, class string) resourcev1.DeviceRequest {
+		return resourcev1.DeviceRequest{Name: name, Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: class}}
+	}
+	result := func(request, device string) resourcev1.DeviceRequestAllocationResult {
+		return resourcev1.DeviceRequestAllocationResult{Request: request, Driver: "gpu.example.com", Pool: "node-1", Device: device}
+	}
+	ref := func(device string) store.DeviceRef {
+		return store.DeviceRef{Driver: "gpu.example.com", Pool: "node-1", Device: device}
+	}
+	allocated := func(results ...resourcev1.DeviceRequestAllocationResult) resourcev1.ResourceClaimStatus {
+		return resourcev1.ResourceClaimStatus{Allocation: &resourcev1.AllocationResult{
+			Devices: resourcev1.DeviceAllocationResult{Results: results}}}
+	}
+	tests := []struct {
+		name          string
+		requests      []resourcev1.DeviceRequest
+		status        resourcev1.ResourceClaimStatus
+		wantClasses   map[string]int64
+		wantAllocated []store.DeviceRef
+		wantIssues    int
+	}{
+		{name: "unallocated: every class named, no devices", requests: []resourcev1.DeviceRequest{exactly("gpu", "gpu.example.com"), exactly("nic", "nic.example.com")},
+			wantClasses: map[string]int64{"gpu.example.com": 0, "nic.example.com": 0}},
+		{name: "allocated: devices counted per class", requests: []resourcev1.DeviceRequest{exactly("gpu", "gpu.example.com"), exactly("nic", "nic.example.com")},
+			status:      allocated(result("gpu", "gpu-0"), result("gpu", "gpu-1"), result("nic", "nic-0")),
+			wantClasses: map[string]int64{"gpu.example.com": 2, "nic.example.com": 1}, wantAllocated: []store.DeviceRef{ref("gpu-0"), ref("gpu-1"), ref("nic-0")}},
+		{name: "two requests of one class add up", requests: []resourcev1.DeviceRequest{exactly("a", "gpu.example.com"), exactly("b", "gpu.example.com")},
+			status:      allocated(result("a", "gpu-0"), result("b", "gpu-1")),
+			wantClasses: map[string]int64{"gpu.example.com": 2}, wantAllocated: []store.DeviceRef{ref("gpu-0"), ref("gpu-1")}},
+		{name: "firstAvailable names every subrequest's class, counts the chosen one",
+			requests: []resourcev1.DeviceRequest{{Name: "gpu", FirstAvailable: []resourcev1.DeviceSubRequest{
+				{Name: "large", DeviceClassName: "large.gpu.example.com"}, {Name: "small", DeviceClassName: "small.gpu.example.com"}}}},
+			status:      allocated(result("gpu/small", "gpu-3")),
+			wantClasses: map[string]int64{"large.gpu.example.com": 0, "small.gpu.example.com": 1}, wantAllocated: []store.DeviceRef{ref("gpu-3")}},
+		{name: "adminAccess results do not take the device", requests: []resourcev1.DeviceRequest{exactly("gpu", "gpu.example.com")},
+			status: func() resourcev1.ResourceClaimStatus {
+				admin := result("gpu", "gpu-1")
+				admin.AdminAccess = ptr.To(true)
+				notAdmin := result("gpu", "gpu-0")
+				notAdmin.AdminAccess = ptr.To(false)
+				return allocated(notAdmin, admin)
+			}(),
+			wantClasses: map[string]int64{"gpu.example.com": 1}, wantAllocated: []store.DeviceRef{ref("gpu-0")}},
+		{name: "a result of an unknown request is allocated for no class, reported", requests: []resourcev1.DeviceRequest{exactly("gpu", "gpu.example.com")},
+			status:      allocated(result("gone", "gpu-0")),
+			wantClasses: map[string]int64{"gpu.example.com": 0}, wantAllocated: []store.DeviceRef{ref("gpu-0")}, wantIssues: 1},
+		{name: "a firstAvailable result without its subrequest matches nothing, reported",
+			requests: []resourcev1.DeviceRequest{{Name: "gpu", FirstAvailable: []resourcev1.DeviceSubRequest{{Name: "any", DeviceClassName: "gpu.example.com"}}}},
+			status:   allocated(result("gpu", "gpu-0")), wantClasses: map[string]int64{"gpu.example.com": 0}, wantAllocated: []store.DeviceRef{ref("gpu-0")}, wantIssues: 1},
+		{name: "a request of a kind this version does not know is left out, reported",
+			requests:    []resourcev1.DeviceRequest{{Name: "future"}, exactly("gpu", "gpu.example.com")},
+			wantClasses: map[string]int64{"gpu.example.com": 0}, wantIssues: 1},
+		{name: "a request without a class is left out, reported", requests: []resourcev1.DeviceRequest{exactly("gpu", "")}, wantIssues: 1},
+		{name: "no requests"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &resourcev1.ResourceClaim{
+				ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "train", UID: "c1"},
+				Spec:       resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{Requests: tc.requests}},
+				Status:     tc.status,
+			}
+			got, issues := convertResourceClaim(c)
+			want := store.ResourceClaim{Namespace: "team-a", Name: "train", UID: "c1", Classes: tc.wantClasses, Allocated: tc.wantAllocated}
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("got  %+v\nwant %+v", got, want)
+			}
+			if len(issues) != tc.wantIssues {
+				t.Errorf("issues = %v, want %d", issues, tc.wantIssues)
 			}
 		})
 	}

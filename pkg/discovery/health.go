@@ -30,7 +30,11 @@ func (d *Discovery) LivezCheck() healthz.HealthChecker {
 }
 
 // ReadyzCheck passes once the hosting cluster's first sync is in the
-// registry: every resource has a persisted cursor. Every replica can tell
+// registry: every resource has a persisted cursor. Optional resources do
+// not count: a member need not serve them (and their views say whether
+// discovery looked yet), and a replica started among replicas of an older
+// version, which hold the hosting cluster and do not mirror them, would
+// never be ready. Every replica can tell
 // (not just the leader), a restart with cursors is ready at once, and once
 // passed it stays passed (the registry check covers outages). Members from
 // the directory do not gate readiness: one unreachable member must not take
@@ -53,6 +57,9 @@ func (r *readiness) check(ctx context.Context) error {
 		return nil
 	}
 	for _, res := range memberResources {
+		if res.optional {
+			continue
+		}
 		cursor, err := r.store.Cursor(ctx, r.clusterID, res.name)
 		if err != nil {
 			return fmt.Errorf("reading discovery cursors: %w", err)

@@ -1,9 +1,12 @@
 package discovery
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/example/platform-apiserver/pkg/registry/store"
 )
 
 func TestWorkerWedged(t *testing.T) {
@@ -31,5 +34,36 @@ func TestWorkerWedged(t *testing.T) {
 				t.Errorf("error %q does not name the cluster, resource and backlog", err)
 			}
 		})
+	}
+}
+
+// cursorStore answers the cursors it holds, "" for the others.
+type cursorStore struct {
+	recordingStore
+	cursors map[store.Resource]string
+}
+
+func (s *cursorStore) Cursor(_ context.Context, _ string, r store.Resource) (string, error) {
+	return s.cursors[r], nil
+}
+
+// TestReadinessIgnoresOptionalResources: the hosting cluster's first sync
+// is its required resources' cursors; the optional (DRA) ones, which a
+// member may not serve and an older replica holding the member does not
+// mirror, do not hold readiness back.
+func TestReadinessIgnoresOptionalResources(t *testing.T) {
+	st := &cursorStore{cursors: map[store.Resource]string{}}
+	r := &readiness{clusterID: "hosting", store: st}
+	for _, res := range memberResources {
+		if res.optional {
+			continue
+		}
+		if err := r.check(t.Context()); err == nil {
+			t.Fatalf("ready with the cursors %v", st.cursors)
+		}
+		st.cursors[res.name] = "10"
+	}
+	if err := r.check(t.Context()); err != nil {
+		t.Errorf("not ready with every required resource's cursor: %v", err)
 	}
 }

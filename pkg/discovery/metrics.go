@@ -40,9 +40,10 @@ var (
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"cluster", "resource"})
 	relists = metrics.NewCounterVec(&metrics.CounterOpts{
-		Subsystem:      metricsSubsystem,
-		Name:           "relists_total",
-		Help:           "Full lists of a member resource, by reason: initial (no persisted cursor), expired (410 Gone) or too_large (the member is behind the cursor: restored or rebuilt).",
+		Subsystem: metricsSubsystem,
+		Name:      "relists_total",
+		Help: "Full lists of a member resource, by reason: initial (no persisted cursor), expired (410 Gone), too_large (the member is behind the cursor: restored or rebuilt) " +
+			"or recheck (an optional resource the member did not serve, served when asked again).",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"cluster", "resource", "reason"})
 	resumes = metrics.NewCounterVec(&metrics.CounterOpts{
@@ -62,7 +63,9 @@ var (
 		Name:      "errors_total",
 		Help: "Discovery errors by reason: forbidden, unauthorized, member_unavailable, decode, " +
 			"store_unavailable, store, conversion (a value that could not be mirrored, e.g. a malformed quantity), " +
-			"or watch_closed_early (the member ended a watch at once without an event; re-watched after a backoff).",
+			"watch_closed_early (the member ended a watch at once without an event; re-watched after a backoff), " +
+			"or api_absent (a 404 on an optional resource: the member does not serve it). An optional resource's " +
+			"forbidden and api_absent are counted at each answer, every --discovery-unserved-recheck-interval (see unserved).",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"cluster", "resource", "reason"})
 	synced = metrics.NewGaugeVec(&metrics.GaugeOpts{
@@ -71,6 +74,15 @@ var (
 		Help:           "1 once a member resource has completed its first list or resumed its watch, else 0.",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"cluster", "resource"})
+	unserved = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Subsystem: metricsSubsystem,
+		Name:      "unserved",
+		Help: "1 while a member does not serve an optional resource (DRA resourceslices, resourceclaims) to discovery, by state: " +
+			"Absent (404: the API is not enabled there, or Kubernetes is older than 1.34) or Forbidden (403: discovery's " +
+			"credentials lack get, list and watch on it there). The member still counts as synced; the resource is asked " +
+			"again every --discovery-unserved-recheck-interval. Alert on Forbidden.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"cluster", "resource", "state"})
 	scrapeDuration = metrics.NewHistogramVec(&metrics.HistogramOpts{
 		Subsystem:      metricsSubsystem,
 		Name:           "metrics_scrape_duration_seconds",
@@ -195,7 +207,7 @@ var registerOnce sync.Once
 func RegisterMetrics() {
 	registerOnce.Do(func() {
 		legacyregistry.MustRegister(eventsApplied, batchSize, commitLag, applyDuration,
-			relists, resumes, expired, errorsTotal, synced,
+			relists, resumes, expired, errorsTotal, synced, unserved,
 			scrapeDuration, samplesStored, scrapeErrors, usageReports,
 			maintenanceDuration, maintenanceErrors, partitionsDropped, usageExpired,
 			quarantined, stuck, identityChanges, fencedWrites, rewinds, claims, kubeconfigsRefused,
@@ -208,8 +220,26 @@ func forgetCluster(cluster string) {
 	for _, r := range memberResources {
 		synced.DeleteLabelValues(cluster, string(r.name))
 		stuck.DeleteLabelValues(cluster, string(r.name))
+		forgetUnserved(cluster, r.name)
 	}
 }
+
+// unservedStates are the unserved gauge's values of its state label.
+var unservedStates = []store.APIState{store.APIAbsent, store.APIForbidden}
+
+// setUnserved makes the unserved gauge of a member resource say st
+// (nothing while "": served or not known).
+func setUnserved(cluster string, r store.Resource, st store.APIState) {
+	for _, s := range unservedStates {
+		if s == st {
+			unserved.WithLabelValues(cluster, string(r), string(s)).Set(1)
+		} else {
+			unserved.DeleteLabelValues(cluster, string(r), string(s))
+		}
+	}
+}
+
+func forgetUnserved(cluster string, r store.Resource) { setUnserved(cluster, r, "") }
 
 var membersDesc = metrics.NewDesc(metricsSubsystem+"_members",
 	"Member clusters this replica mirrors, by state: syncing (first sync running), synced, stuck (a commit keeps failing), "+

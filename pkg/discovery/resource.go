@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
@@ -27,6 +28,13 @@ type memberResource struct {
 	convert func(obj runtime.Object) (rec any, issues []issue, err error)
 	// put adds a record convert returned to a batch.
 	put func(b *store.Batch, rec any)
+	// optional: a member may not serve the resource (404: its API group
+	// or version is not enabled) or may not let discovery read it (403).
+	// Either is recorded as the resource's store.APIState (Batch.Unserved)
+	// instead of a failure, and asked again every Sync.UnservedRecheck.
+	optional bool
+	// group is the resource's API group ("" for the core group).
+	group string
 }
 
 // memberResources are the resources every worker mirrors. Adding one is an
@@ -51,6 +59,26 @@ var memberResources = []memberResource{
 		},
 		func(q *corev1.ResourceQuota) (store.Quota, bool, []issue) { return convertQuota(q), true, nil },
 		func(b *store.Batch) *[]store.Quota { return &b.Quotas }),
+	// DRA (resource.k8s.io/v1, Kubernetes 1.34+): optional, as older
+	// members and those with the API disabled do not serve it.
+	optional(resourcev1.GroupName, declare(store.ResourceResourceSlices,
+		func(c kubernetes.Interface) listWatcher[*resourcev1.ResourceSliceList] {
+			return c.ResourceV1().ResourceSlices()
+		},
+		always(convertResourceSlice),
+		func(b *store.Batch) *[]store.ResourceSlice { return &b.Slices })),
+	optional(resourcev1.GroupName, declare(store.ResourceResourceClaims,
+		func(c kubernetes.Interface) listWatcher[*resourcev1.ResourceClaimList] {
+			return c.ResourceV1().ResourceClaims(metav1.NamespaceAll)
+		},
+		always(convertResourceClaim),
+		func(b *store.Batch) *[]store.ResourceClaim { return &b.Claims })),
+}
+
+// optional marks r optional, of API group group (memberResource.optional).
+func optional(group string, r memberResource) memberResource {
+	r.optional, r.group = true, group
+	return r
 }
 
 // listWatcher is the part of a typed client of one resource discovery uses.

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -60,6 +62,11 @@ type syncer struct {
 	unreachable bool
 	// stuck: the last commit attempt failed.
 	stuck bool
+
+	// unservedAs is the state of an optional resource the member does not
+	// serve, as this run last committed it ("" while served or not known);
+	// run's own.
+	unservedAs store.APIState
 }
 
 func newSyncer(p syncerParams) *syncer {
@@ -73,6 +80,8 @@ func (s *syncer) run(ctx context.Context) {
 	s.logger = klog.FromContext(ctx).WithValues("cluster", s.Cluster, "resource", s.resource())
 	ctx = klog.NewContext(ctx, s.logger)
 	defer synced.WithLabelValues(s.Cluster, s.resource()).Set(0)
+	s.unservedAs = ""
+	defer forgetUnserved(s.Cluster, s.Resource.name)
 
 	cursor, ok := s.loadCursor(ctx)
 	if !ok {
@@ -88,11 +97,17 @@ func (s *syncer) run(ctx context.Context) {
 		if cursor == "" {
 			rv, err := s.relist(ctx, reason)
 			s.setPending(0)
+			if st, ok := s.unservedState(err); ok {
+				s.unserved(ctx, st, "list", err)
+				reason, backoff = "recheck", s.Sync.Backoff
+				continue
+			}
 			if err != nil {
 				s.failed("list", err)
 				s.sleep(ctx, backoff.Step())
 				continue
 			}
+			s.served()
 			cursor, backoff = rv, s.Sync.Backoff
 		}
 		watchStart := s.Clock.Now()
@@ -124,10 +139,96 @@ func (s *syncer) run(ctx context.Context) {
 				"resourceVersion", cursor, "err", err.Error())
 			cursor, reason = "", "too_large"
 		default:
+			if st, ok := s.unservedState(err); ok {
+				s.unserved(ctx, st, "watch", err)
+				cursor, reason, backoff = "", "recheck", s.Sync.Backoff
+				continue
+			}
 			s.failed("watch", err)
 			s.sleep(ctx, backoff.Step())
 		}
 	}
+}
+
+// unservedState reports whether err is a member saying that it does not
+// serve an optional resource: 404, the API is not enabled there (or the
+// member's Kubernetes is older than the API), or 403, discovery's
+// credentials may not read it. Either answer of another resource is a
+// failure.
+func (s *syncer) unservedState(err error) (store.APIState, bool) {
+	switch {
+	case err == nil || !s.Resource.optional:
+		return "", false
+	case apierrors.IsNotFound(err):
+		return store.APIAbsent, true
+	case apierrors.IsForbidden(err):
+		return store.APIForbidden, true
+	}
+	return "", false
+}
+
+// unserved handles an optional resource the member does not serve (st,
+// from err of op): the first time (or when the state changes) one fenced
+// batch deletes its rows and records st for the member's views, with a
+// log line (a missing RBAC rule at Error level); the resource counts as
+// synced and the member as reached, so the member is not shown failing for
+// it. It then waits Sync.UnservedRecheck before the caller lists again; a
+// list that succeeds then records the resource served (its Replace).
+func (s *syncer) unserved(ctx context.Context, st store.APIState, op string, err error) {
+	s.reached()
+	reason := "api_absent"
+	if st == store.APIForbidden {
+		reason = "forbidden"
+	}
+	errorsTotal.WithLabelValues(s.Cluster, s.resource(), reason).Inc()
+	if st == s.unservedAs {
+		s.logger.V(4).Info("Member still does not serve this optional resource", "state", st, "op", op, "err", err.Error())
+	} else {
+		p := newPending(s.Resource, "")
+		p.unserved = st
+		if cerr := s.commit(ctx, p); cerr != nil {
+			// ctx ended, or the member is no longer this replica's (and
+			// ctx ends with it).
+			s.sleep(ctx, s.Sync.Backoff.Step())
+			return
+		}
+		s.unservedAs = st
+		setUnserved(s.Cluster, s.Resource.name, st)
+		if st == store.APIForbidden {
+			s.logger.Error(err, "Member cluster forbids discovery to read this optional resource; not mirroring it and showing the API as Forbidden on the member's ClusterCapacity. "+
+				"Discovery's identity there needs get, list and watch on "+s.Resource.group+" "+optionalResourcesOf(s.Resource.group)+
+				" (the shipped discovery ClusterRole has the rule); asking again periodically",
+				"op", op, "recheckInterval", s.Sync.UnservedRecheck)
+		} else {
+			s.logger.Info("Member cluster does not serve this optional resource (404: its API is not enabled there, or its Kubernetes is older); not mirroring it and showing the API as Absent on the member's ClusterCapacity; asking again periodically",
+				"op", op, "recheckInterval", s.Sync.UnservedRecheck, "err", err.Error())
+		}
+	}
+	s.markSynced()
+	s.sleep(ctx, s.Sync.UnservedRecheck)
+}
+
+// served notes a committed list of the resource: an optional resource the
+// member did not serve is served now.
+func (s *syncer) served() {
+	if s.unservedAs == "" {
+		return
+	}
+	s.logger.Info("Member cluster serves this optional resource now; mirroring it", "was", s.unservedAs)
+	s.unservedAs = ""
+	forgetUnserved(s.Cluster, s.Resource.name)
+}
+
+// optionalResourcesOf names the optional member resources of an API
+// group, as an RBAC rule lists them: "resourceslices, resourceclaims".
+func optionalResourcesOf(group string) string {
+	var names []string
+	for _, r := range memberResources {
+		if r.optional && r.group == group {
+			names = append(names, string(r.name))
+		}
+	}
+	return strings.Join(names, ", ")
 }
 
 // loadCursor reads the persisted cursor, retrying while the registry is
@@ -165,7 +266,12 @@ func (s *syncer) loadCursor(ctx context.Context) (string, bool) {
 // token again; listing again with chunked commits could (the fleet
 // benchmark saw members relist for 15 minutes without ever finishing).
 func (s *syncer) relist(ctx context.Context, reason string) (string, error) {
-	s.logger.Info("Listing member resource", "reason", reason)
+	logger := s.logger
+	if reason == "recheck" {
+		// Every Sync.UnservedRecheck while unserved; its change is logged.
+		logger = s.logger.V(4)
+	}
+	logger.Info("Listing member resource", "reason", reason)
 	start := s.Clock.Now()
 	p := newPending(s.Resource, "")
 	p.replace = true
@@ -424,7 +530,7 @@ func (s *syncer) committedBatch(p *pending, start time.Time) {
 	s.mu.Lock()
 	s.pending = 0
 	s.lastBeat = now
-	if p.cursor != "" { // a relist's chunk reaches no cursor
+	if p.cursor != "" || p.unserved != "" { // a relist's chunk reaches no cursor; unserved clears it
 		s.committed = p.cursor
 	}
 	if len(p.changes) > 0 {

@@ -128,7 +128,7 @@ func startSyncerWith(t *testing.T, m *fakeMember, st *recordingStore, backoff wa
 
 // runSyncer runs a namespaces syncer of member m into st until the test
 // ends, with the tests' parameters as tune leaves them.
-func runSyncer(t *testing.T, m *fakeMember, st batchStore, tune func(*syncerParams)) {
+func runSyncer(t *testing.T, m *fakeMember, st batchStore, tune func(*syncerParams)) *syncer {
 	t.Helper()
 	RegisterMetrics()
 	p := syncerParams{
@@ -136,7 +136,7 @@ func runSyncer(t *testing.T, m *fakeMember, st batchStore, tune func(*syncerPara
 		Sync: SyncConfig{
 			BatchSize: 1000, BatchDelay: 20 * time.Millisecond,
 			Backoff:      wait.Backoff{Duration: 10 * time.Millisecond, Factor: 1, Steps: 1 << 30},
-			ApplyTimeout: time.Second, WatchTimeout: time.Minute,
+			ApplyTimeout: time.Second, WatchTimeout: time.Minute, UnservedRecheck: time.Minute,
 		},
 		Clock: clock.RealClock{},
 	}
@@ -148,6 +148,7 @@ func runSyncer(t *testing.T, m *fakeMember, st batchStore, tune func(*syncerPara
 	done := make(chan struct{})
 	go func() { defer close(done); s.run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
+	return s
 }
 
 func mustResource(t *testing.T, name store.Resource) *memberResource {

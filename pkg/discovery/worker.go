@@ -272,7 +272,8 @@ func (w *worker) state() store.MemberState {
 	}
 }
 
-// synced reports whether every resource finished its first list or resumed its watch.
+// synced reports whether every resource finished its first list or resumed
+// its watch, or (an optional one) was recorded as not served by the member.
 func (w *worker) synced() bool {
 	for _, s := range w.syncers {
 		if !s.status().synced {

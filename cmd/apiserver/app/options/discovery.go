@@ -74,6 +74,10 @@ func (o *DiscoveryOptions) AddFlags(fs *pflag.FlagSet) {
 		"Member events committed to the registry in one transaction at most.")
 	fs.DurationVar(&o.Config.Sync.BatchDelay, "discovery-batch-delay", o.Config.Sync.BatchDelay,
 		"How long a member event may wait for more to share its transaction; bounds the freshness cost of batching.")
+	fs.DurationVar(&o.Config.Sync.UnservedRecheck, "discovery-unserved-recheck-interval", o.Config.Sync.UnservedRecheck, ""+
+		"How often a member that does not serve an optional resource (the DRA resource.k8s.io/v1 resourceslices and "+
+		"resourceclaims: 404, API not enabled or Kubernetes older than 1.34) or forbids discovery to read it (403) is "+
+		"asked again. Until then the member counts as synced and its ClusterCapacity shows the API as Absent or Forbidden.")
 	fs.DurationVar(&o.Config.Metrics.Interval, "metrics-interval", o.Config.Metrics.Interval,
 		"How often each member's metrics.k8s.io NodeMetrics are scraped into the registry.")
 	fs.DurationVar(&o.Config.Metrics.Retention, "metrics-retention", o.Config.Metrics.Retention,
@@ -131,6 +135,9 @@ func (o *DiscoveryOptions) Validate() []error {
 	}
 	if o.Config.Sync.BatchDelay <= 0 {
 		errs = append(errs, fmt.Errorf("--discovery-batch-delay must be positive, got %s", o.Config.Sync.BatchDelay))
+	}
+	if o.Config.Sync.UnservedRecheck <= 0 {
+		errs = append(errs, fmt.Errorf("--discovery-unserved-recheck-interval must be positive (e.g. 5m), got %s", o.Config.Sync.UnservedRecheck))
 	}
 	if o.Config.Metrics.Interval <= 0 {
 		errs = append(errs, fmt.Errorf("--metrics-interval must be positive, got %s", o.Config.Metrics.Interval))

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/spf13/pflag"
 )
@@ -59,5 +60,26 @@ func TestKubeconfigFlag(t *testing.T) {
 	NewDiscoveryOptions().AddFlags(fs)
 	if usage := fs.FlagUsages(); strings.Contains(usage, "member-kubeconfig ") || !strings.Contains(usage, "--kubeconfig string") {
 		t.Errorf("help must list --kubeconfig and hide the deprecated alias:\n%s", usage)
+	}
+}
+
+// TestUnservedRecheckFlag: --discovery-unserved-recheck-interval sets how
+// often an optional resource a member does not serve is asked again; it
+// defaults to 5m and must be positive.
+func TestUnservedRecheckFlag(t *testing.T) {
+	o, _ := parseDiscoveryFlags(t)
+	if got := o.Config.Sync.UnservedRecheck; got != 5*time.Minute {
+		t.Errorf("default %s, want 5m", got)
+	}
+	o, _ = parseDiscoveryFlags(t, "--discovery-unserved-recheck-interval=30s")
+	if got := o.Config.Sync.UnservedRecheck; got != 30*time.Second {
+		t.Errorf("--discovery-unserved-recheck-interval=30s set %s", got)
+	}
+	if errs := o.Validate(); len(errs) != 0 {
+		t.Errorf("30s: %v", errs)
+	}
+	o, _ = parseDiscoveryFlags(t, "--discovery-unserved-recheck-interval=0")
+	if errs := o.Validate(); len(errs) != 1 || !strings.Contains(errs[0].Error(), "--discovery-unserved-recheck-interval must be positive") {
+		t.Errorf("0: %v, want one error naming the flag", errs)
 	}
 }
