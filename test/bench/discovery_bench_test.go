@@ -315,7 +315,7 @@ func (d *discoveryEnv) readyzProbe() (func(context.Context) error, error) {
 	}, nil
 }
 
-// settleAfterRestart waits until the four loops resumed (or relisted),
+// settleAfterRestart waits until the six loops (one per member resource) resumed (or relisted),
 // then settleWindow, and counts what was written since snap.
 func (d *discoveryEnv) settleAfterRestart(ctx context.Context, snap registrySnapshot) (restartResult, error) {
 	var res restartResult
@@ -328,10 +328,10 @@ func (d *discoveryEnv) settleAfterRestart(ctx context.Context, snap registrySnap
 			return false, nil
 		}
 		started, res.relists = resumed+relisted, int64(relisted)
-		return started >= 4, nil
+		return started >= 6, nil
 	})
 	if err != nil {
-		return res, fmt.Errorf("wait for the four loops to resume (%v started): %w", started, err)
+		return res, fmt.Errorf("wait for the six loops to resume (%v started): %w", started, err)
 	}
 	if err := sleepCtx(ctx, settleWindow); err != nil {
 		return res, err

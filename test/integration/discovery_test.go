@@ -243,8 +243,8 @@ func (e *env) testDiscoveryResume(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if relisted != 0 || resumed != 4 {
-		t.Errorf("after the restart: %v relists and %v resumes, want 0 relists and 4 resumes (from the persisted cursors)", relisted, resumed)
+	if relisted != 0 || resumed != 6 {
+		t.Errorf("after the restart: %v relists and %v resumes, want 0 relists and 6 resumes (from the persisted cursors)", relisted, resumed)
 	}
 }
 
