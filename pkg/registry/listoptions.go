@@ -62,13 +62,9 @@ func StoreListOptions(ctx context.Context, opts *metainternalversion.ListOptions
 	}
 	if opts.FieldSelector != nil {
 		for _, r := range opts.FieldSelector.Requirements() {
-			f, ok := fields.Lookup(r.Field)
-			if !ok {
-				return so, false, apierrors.NewBadRequest(fields.unsupported(r.Field).Error())
-			}
-			req := store.FieldRequirement{Field: f, Op: r.Operator, Value: r.Value}
-			if err := req.ValidateValue(); err != nil {
-				return so, false, apierrors.NewBadRequest(err.Error())
+			req, err := fields.Requirement(r.Field, r.Operator, r.Value)
+			if err != nil {
+				return so, false, err
 			}
 			so.Fields = append(so.Fields, req)
 		}

@@ -60,7 +60,7 @@ func NewREST[R, O any, P APIObject[O]](k *Kind[R, O], src store.Source[R], w Wat
 		Convert:   ConvertChange[R, O, P](k.ToObject),
 		Stream:    StreamObjects[R, O, P](src.Stream, src.Key, k.ToObject),
 		NewObject: r.New,
-		Attrs: func(obj runtime.Object) (labels.Set, fields.Set) {
+		Attrs: func(obj runtime.Object) (labels.Set, fields.Fields) {
 			o := obj.(P)
 			return o.GetLabels(), k.FieldValues(o)
 		},

@@ -40,8 +40,9 @@ type WatchSpec struct {
 	ListKey func(c *store.Change) store.ListKey
 	// NewObject returns an empty object of the kind, for bookmarks.
 	NewObject func() runtime.Object
-	// Attrs returns the labels and field-selector values of an object.
-	Attrs func(obj runtime.Object) (labels.Set, fields.Set)
+	// Attrs returns the labels and field-selector values of an object
+	// (keyed amounts for any key, see Kind.FieldValues).
+	Attrs func(obj runtime.Object) (labels.Set, fields.Fields)
 	// Key returns the key fields of a change's object, read from the
 	// change without converting it, so a watch can skip changes it cannot
 	// want before anything is converted.
@@ -111,6 +112,11 @@ func Watch(ctx context.Context, cfg WatchConfig, spec WatchSpec, options *metain
 	}
 	if w.fields == nil {
 		w.fields = fields.Everything()
+	}
+	// Values as the list compares them (a keyed amount's 1Gi as 1073741824);
+	// StoreListOptions has checked them.
+	if w.fields, err = w.fields.Transform(spec.Fields.convert); err != nil {
+		return nil, err
 	}
 
 	rv := options.ResourceVersion
@@ -555,7 +561,7 @@ func (w *watcher) consider(stop <-chan struct{}, c *store.Change, memo *feed.Mem
 
 func (w *watcher) matches(obj runtime.Object) bool {
 	l, f := w.spec.Attrs(unwrap(obj))
-	if w.namespace != "" && f["metadata.namespace"] != w.namespace {
+	if w.namespace != "" && f.Get("metadata.namespace") != w.namespace {
 		return false
 	}
 	return w.labels.Matches(l) && w.fields.Matches(f)

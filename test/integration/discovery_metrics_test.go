@@ -28,12 +28,11 @@ import (
 // a window in which the scraper records new samples spans several of those.
 const metricsScrapeInterval = 2 * time.Second
 
-// startMetricsEnv runs the simulator (kwok nodes, metrics-server) with
-// discovery scraping it, creates the nodes "busy" (one pod requesting
-// 1 CPU and 2Gi) and "idle", and waits until both show usage.
-func startMetricsEnv(t *testing.T, extraArgs ...string) *env {
+// newSimulatorEnv runs the simulator (kwok nodes, metrics-server) with
+// discovery mirroring its cluster as "local".
+func newSimulatorEnv(t *testing.T, extraArgs ...string) *env {
 	t.Helper()
-	e := newEnv(t, framework.Options{
+	return newEnv(t, framework.Options{
 		PlatformAPIServerBinary: os.Getenv("PLATFORM_APISERVER_BINARY"),
 		StartSimulator:          true,
 		StartControllerManager:  true, // lifts the nodes' not-ready taint
@@ -41,9 +40,16 @@ func startMetricsEnv(t *testing.T, extraArgs ...string) *env {
 			"--cluster-id=local",
 			"--kubeconfig=kubeconfig",
 			"--discovery-batch-delay=50ms",
-			"--metrics-interval=" + metricsScrapeInterval.String(),
 		}, extraArgs...),
 	})
+}
+
+// startMetricsEnv runs the simulator with discovery scraping it, creates
+// the nodes "busy" (one pod requesting 1 CPU and 2Gi) and "idle", and
+// waits until both show usage.
+func startMetricsEnv(t *testing.T, extraArgs ...string) *env {
+	t.Helper()
+	e := newSimulatorEnv(t, append([]string{"--metrics-interval=" + metricsScrapeInterval.String()}, extraArgs...)...)
 	ctx := t.Context()
 	for _, name := range []string{"busy", "idle"} {
 		if _, err := e.cp.CreateSimulatedNode(ctx, framework.SimulatedNode{Name: name}); err != nil {
@@ -355,12 +361,19 @@ type nodeWatch struct {
 // watchNodeCapacities watches NodeCapacities from now on.
 func (e *env) watchNodeCapacities(t *testing.T) *nodeWatch {
 	t.Helper()
+	return e.watchNodeCapacitiesWhere(t, "")
+}
+
+// watchNodeCapacitiesWhere watches the NodeCapacities a field selector
+// selects from now on.
+func (e *env) watchNodeCapacitiesWhere(t *testing.T, fieldSelector string) *nodeWatch {
+	t.Helper()
 	ncs := e.platform.PlatformV1alpha1().NodeCapacities()
-	list, err := ncs.List(t.Context(), metav1.ListOptions{})
+	list, err := ncs.List(t.Context(), metav1.ListOptions{FieldSelector: fieldSelector})
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := ncs.Watch(t.Context(), metav1.ListOptions{ResourceVersion: list.ResourceVersion})
+	w, err := ncs.Watch(t.Context(), metav1.ListOptions{FieldSelector: fieldSelector, ResourceVersion: list.ResourceVersion})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -196,6 +196,9 @@ func (e *env) testFieldSelectors(t *testing.T) {
 		{"node name", "nc", "status.nodeName=n1", 1},
 		{"object name", "nc", "metadata.name=prod-2.m03", 1},
 		{"cluster not", "nc", "status.cluster!=prod-2", 4},
+		{"no free GPU is 0 free", "nc", "status.available.other.nvidia.com/gpu=0", fixtureNodes},
+		{"no node with a free GPU", "nc", "status.available.other.nvidia.com/gpu!=0", 0},
+		{"no hugepages, as a quantity", "nc", "status.allocatable.other.hugepages-2Mi==0Gi", fixtureNodes},
 		{"phase", "cns", "status.phase=Terminating", 1},
 		{"namespace", "cns", "metadata.namespace=team-a", fixtureClusterNSTeamA},
 		{"cluster name", "cns", "metadata.name=prod-2", 1},
@@ -213,9 +216,22 @@ func (e *env) testFieldSelectors(t *testing.T) {
 	}
 	t.Run("unsupported field names the supported ones", func(t *testing.T) {
 		stderr := e.kubectlFails(t.Context(), t, e.cp.AdminKubeconfig(), "get", "nc", "--field-selector", "spec.foo=bar")
-		for _, want := range []string{"BadRequest", "spec.foo", "status.schedulable", "status.nodeName", "status.unschedulableReason"} {
+		for _, want := range []string{"BadRequest", "spec.foo", "status.schedulable", "status.nodeName", "status.unschedulableReason",
+			"status.available.other.<resource name>", "status.allocatable.other.<resource name>"} {
 			if !strings.Contains(stderr, want) {
 				t.Errorf("error lacks %q: %s", want, stderr)
+			}
+		}
+	})
+	t.Run("an other resource's bad name or amount says what is wrong", func(t *testing.T) {
+		for sel, want := range map[string]string{
+			"status.available.other.nvidia.com/gpu=lots": `value "lots" is not a quantity; use a whole number or a quantity such as 8, 500Mi or 1Gi`,
+			"status.available.other.a/b/c!=0":            `"a/b/c" is not a valid resource name`,
+			"status.allocatable.other.=1":                `needs a resource name after the prefix, e.g. status.allocatable.other.nvidia.com/gpu`,
+		} {
+			stderr := e.kubectlFails(t.Context(), t, e.cp.AdminKubeconfig(), "get", "nc", "--field-selector", sel)
+			if !strings.Contains(stderr, "BadRequest") || !strings.Contains(stderr, want) {
+				t.Errorf("--field-selector %s: %s, want 400 saying %s", sel, stderr, want)
 			}
 		}
 	})

@@ -96,7 +96,7 @@ func TestToObject(t *testing.T) {
 			if c == nil || c.Status != tt.status || c.Reason != tt.reason || !c.LastTransitionTime.Time.Equal(r.HasRoomSince) {
 				t.Errorf("condition %+v, want %s %s since %s", c, tt.status, tt.reason, r.HasRoomSince)
 			}
-			if got, want := Kind.FieldValues(&o)["status.hasSchedulableCapacity"], strconv.FormatBool(tt.status == metav1.ConditionTrue); got != want {
+			if got, want := Kind.FieldValues(&o).Get("status.hasSchedulableCapacity"), strconv.FormatBool(tt.status == metav1.ConditionTrue); got != want {
 				t.Errorf("field status.hasSchedulableCapacity = %q, want %q", got, want)
 			}
 		})

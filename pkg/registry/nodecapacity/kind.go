@@ -27,6 +27,14 @@ var Kind = &registry.Kind[store.NodeCapacity, platform.NodeCapacity]{
 			Columns: []string{"schedulable"}, Bool: true},
 		{Path: "status.unschedulableReason", Value: func(o *platform.NodeCapacity) string { return string(o.Status.UnschedulableReason) },
 			Columns: []string{"unschedulable_reason"}, Values: []string{"", store.ReasonNotReady, store.ReasonCordoned, store.ReasonTainted}},
+		// Other resources by name (nvidia.com/gpu, ephemeral-storage,
+		// hugepages-2Mi), 0 where the node lists none: status.available.other.nvidia.com/gpu!=0.
+		{Prefix: "status.allocatable.other.", Key: registry.ResourceName, Amount: store.Amount{Column: "allocatable_other"},
+			Get: func(o *platform.NodeCapacity, name string) int64 { return amount(o.Status.Allocatable, name) }},
+		{Prefix: "status.requested.other.", Key: registry.ResourceName, Amount: store.Amount{Column: "requested_other"},
+			Get: func(o *platform.NodeCapacity, name string) int64 { return amount(o.Status.Requested, name) }},
+		{Prefix: "status.available.other.", Key: registry.ResourceName, Amount: store.Amount{Column: "allocatable_other", Minus: "requested_other"},
+			Get: func(o *platform.NodeCapacity, name string) int64 { return amount(o.Status.Available, name) }},
 	},
 	ToObject: ToObject,
 	NewList:  func(items []platform.NodeCapacity) runtime.Object { return &platform.NodeCapacityList{Items: items} },
@@ -52,4 +60,10 @@ func Name(clusterID, node string) string { return clusterID + "." + node }
 func SplitName(name string) (clusterID, node string, ok bool) {
 	clusterID, node, ok = strings.Cut(name, ".")
 	return clusterID, node, ok && clusterID != "" && node != ""
+}
+
+// amount is the whole amount of an other resource, 0 if r lacks it.
+func amount(r platform.NodeResources, name string) int64 {
+	q := r.Other[name]
+	return q.Value()
 }

@@ -157,6 +157,9 @@ func fieldSQL(a *sqlArgs, f store.FieldRequirement) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	if f.Field.Amount != nil {
+		return amountSQL(a, f, op)
+	}
 	var value any = f.Value
 	if f.Field.Bool {
 		if value, err = strictBool(f.Value); err != nil {
@@ -183,6 +186,22 @@ func fieldSQL(a *sqlArgs, f store.FieldRequirement) (string, error) {
 	default:
 		return "", fmt.Errorf("field selector %s: the field has %d columns, want 1 or 2", f.Field.Path, len(cols))
 	}
+}
+
+// amountSQL compares a keyed amount (store.Amount) with a whole number, as
+// numeric: a key a column's object lacks counts 0. The key and the value
+// are bind parameters.
+func amountSQL(a *sqlArgs, f store.FieldRequirement, op string) (string, error) {
+	n, err := strconv.ParseInt(f.Value, 10, 64)
+	if err != nil || f.Key == "" {
+		return "", fmt.Errorf("%w: field selector %s%s: value %q is not a whole number under a key", store.ErrInvalidSelector, f.Field.Path, f.Key, f.Value)
+	}
+	key := a.add(f.Key)
+	expr := "coalesce((" + f.Field.Amount.Column + "->>" + key + ")::numeric, 0)"
+	if m := f.Field.Amount.Minus; m != "" {
+		expr += " - coalesce((" + m + "->>" + key + ")::numeric, 0)"
+	}
+	return "((" + expr + ") " + op + " " + a.add(n) + "::bigint)", nil
 }
 
 func strictBool(s string) (bool, error) {

@@ -338,6 +338,17 @@ type Field struct {
 	Bool bool
 	// Values, when set, are the only values the field can hold.
 	Values []string
+	// Amount, when set, makes the field a family of keyed amounts (no
+	// Columns): Path is their prefix, ending in a dot; a requirement's Key
+	// is what follows it (a resource name) and its Value a base-10 int64.
+	Amount *Amount
+}
+
+// Amount is a whole-number amount by key, read from jsonb objects of whole
+// numbers keyed by it (a key an object lacks counts 0): Column's, minus
+// Minus's when Minus is set (allocatable_other minus requested_other).
+type Amount struct {
+	Column, Minus string
 }
 
 // FieldRequirement is one field-selector term; Op is selection.Equals,
@@ -346,11 +357,14 @@ type FieldRequirement struct {
 	Field Field
 	Op    selection.Operator
 	Value string
+	// Key is what follows an Amount field's prefix in the selector's path.
+	Key string
 }
 
 // ValidateValue checks the value against what the field can hold, so a
 // list and a watch refuse the same selectors: a Bool field's value is
-// "true" or "false", a field with Values one of them.
+// "true" or "false", a field with Values one of them, an Amount field's a
+// whole number (the API normalizes quantities to one) under a key.
 func (f FieldRequirement) ValidateValue() error {
 	if f.Field.Bool && f.Value != "true" && f.Value != "false" {
 		return fmt.Errorf("%w: field selector %s: value %q is not \"true\" or \"false\"", ErrInvalidSelector, f.Field.Path, f.Value)
@@ -361,6 +375,14 @@ func (f FieldRequirement) ValidateValue() error {
 			quoted[i] = strconv.Quote(v)
 		}
 		return fmt.Errorf("%w: field selector %s: value %q is not one of %s", ErrInvalidSelector, f.Field.Path, f.Value, strings.Join(quoted, ", "))
+	}
+	if f.Field.Amount != nil {
+		if f.Key == "" {
+			return fmt.Errorf("%w: field selector %s: no key after the prefix", ErrInvalidSelector, f.Field.Path)
+		}
+		if _, err := strconv.ParseInt(f.Value, 10, 64); err != nil {
+			return fmt.Errorf("%w: field selector %s%s: value %q is not a whole number", ErrInvalidSelector, f.Field.Path, f.Key, f.Value)
+		}
 	}
 	return nil
 }
