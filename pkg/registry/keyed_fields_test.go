@@ -66,8 +66,9 @@ func TestKeyedFieldRequirements(t *testing.T) {
 		{"status.available.other.nvidia.com/", "1", `"nvidia.com/" is not a valid resource name (`},
 		{"status.available.other.gpu!", "1", `"gpu!" is not a valid resource name (`},
 		{"status.available.other.Bad_Name-", "1", `e.g. status.available.other.nvidia.com/gpu`},
+		{"status.devices.free.GPU_vendor", "1", `"GPU_vendor" is not a valid DRA driver name (`},
 		{"status.available.cpu", "1", "supported field selectors: metadata.name, status.allocatable.other.<resource name>, status.available.other.<resource name>, status.cluster, " +
-			"status.nodeName, status.requested.other.<resource name>, status.schedulable, status.unschedulableReason"},
+			"status.devices.free.<DRA driver name>, status.devices.total.<DRA driver name>, status.nodeName, status.requested.other.<resource name>, status.schedulable, status.unschedulableReason"},
 	} {
 		_, err := table.Requirement(tc.path, selection.Equals, tc.value)
 		if !apierrors.IsBadRequest(err) || !strings.Contains(err.Error(), tc.want) {

@@ -99,6 +99,10 @@ type Key struct {
 // resource names.
 var ResourceName = Key{Name: "resource name", Example: "nvidia.com/gpu", Check: validation.IsQualifiedName}
 
+// DriverName keys fields by DRA driver name (gpu.example.com): a DNS
+// subdomain, as resource.k8s.io checks driver names.
+var DriverName = Key{Name: "DRA driver name", Example: "gpu.example.com", Check: validation.IsDNS1123Subdomain}
+
 // GroupResource is the kind's resource in platform.example.io.
 func (k *Kind[R, O]) GroupResource() schema.GroupResource { return platform.Resource(k.Resource) }
 

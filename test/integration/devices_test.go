@@ -67,6 +67,18 @@ func TestDevices(t *testing.T) {
 	if !strings.Contains(out, draDriver+"=6/8") {
 		t.Errorf("kubectl get nc -o wide: want %s=6/8 in the Devices column\n%s", draDriver, out)
 	}
+	// Nodes with free devices of the driver, with exactly six free, and
+	// without any (an absent driver is zero).
+	for selector, want := range map[string]string{
+		"status.devices.free." + draDriver + "!=0": "nodecapacity.platform.example.io/local.dra-1\nnodecapacity.platform.example.io/local.dra-2\n",
+		"status.devices.free." + draDriver + "=6":  "nodecapacity.platform.example.io/local.dra-1\n",
+		"status.devices.total." + draDriver + "=0,status.cluster=second": "nodecapacity.platform.example.io/second.plain-1\n",
+	} {
+		eventually(t, "--field-selector "+selector, mirrorTimeout, func(ctx context.Context) (bool, string) {
+			got, _, err := e.cp.Kubectl(ctx, "get", "nodecapacities", "--field-selector", selector, "-o", "name")
+			return err == nil && got == want, fmt.Sprintf("%q, %v; want %q", got, err, want)
+		})
+	}
 
 	// The member without resource.k8s.io: its node is mirrored, it is
 	// Synced, and its devices say Absent, not unknown.

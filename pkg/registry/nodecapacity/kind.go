@@ -35,6 +35,12 @@ var Kind = &registry.Kind[store.NodeCapacity, platform.NodeCapacity]{
 			Get: func(o *platform.NodeCapacity, name string) int64 { return amount(o.Status.Requested, name) }},
 		{Prefix: "status.available.other.", Key: registry.ResourceName, Amount: store.Amount{Column: "allocatable_other", Minus: "requested_other"},
 			Get: func(o *platform.NodeCapacity, name string) int64 { return amount(o.Status.Available, name) }},
+		// DRA devices by driver, 0 where no slice of the driver names the
+		// node: status.devices.free.gpu.example.com!=0.
+		{Prefix: "status.devices.total.", Key: registry.DriverName, Amount: store.Amount{Column: "devices_total"},
+			Get: func(o *platform.NodeCapacity, driver string) int64 { return devices(o, driver).Total }},
+		{Prefix: "status.devices.free.", Key: registry.DriverName, Amount: store.Amount{Column: "devices_total", Minus: "devices_allocated"},
+			Get: func(o *platform.NodeCapacity, driver string) int64 { return devices(o, driver).Free }},
 	},
 	ToObject: ToObject,
 	NewList:  func(items []platform.NodeCapacity) runtime.Object { return &platform.NodeCapacityList{Items: items} },
@@ -63,6 +69,16 @@ func SplitName(name string) (clusterID, node string, ok bool) {
 }
 
 // amount is the whole amount of an other resource, 0 if r lacks it.
+// devices is the node's count of the driver's devices, zero for none.
+func devices(o *platform.NodeCapacity, driver string) platform.DeviceCount {
+	for _, d := range o.Status.Devices {
+		if d.Driver == driver {
+			return d
+		}
+	}
+	return platform.DeviceCount{}
+}
+
 func amount(r platform.NodeResources, name string) int64 {
 	q := r.Other[name]
 	return q.Value()
