@@ -9,11 +9,22 @@ WITH t AS (
 	SELECT t.cluster_id, t.name,
 		coalesce(sum(p.cpu_request_millis), 0)::bigint   AS cpu,
 		coalesce(sum(p.memory_request_bytes), 0)::bigint AS mem,
-		count(p.name)::bigint                            AS pods,
-		registry_jsonb_sum(p.requests_other)             AS other
+		count(p.name)::bigint                            AS pods
 	FROM t LEFT JOIN cluster_pod p
 		ON p.cluster_id = t.cluster_id AND p.namespace = t.name AND p.phase NOT IN ('Succeeded', 'Failed')
 	GROUP BY t.cluster_id, t.name
+), other AS (
+	-- requests_other summed key by key in one grouping (zero sums left out),
+	-- not with registry_jsonb_sum's call per pod
+	SELECT cluster_id, name, coalesce(jsonb_object_agg(key, v) FILTER (WHERE key IS NOT NULL AND v <> 0), '{}') AS other
+	FROM (
+		SELECT t.cluster_id, t.name, e.key, sum(e.value::numeric) AS v
+		FROM t LEFT JOIN cluster_pod p
+			ON p.cluster_id = t.cluster_id AND p.namespace = t.name AND p.phase NOT IN ('Succeeded', 'Failed')
+			AND p.requests_other <> '{}'
+		LEFT JOIN LATERAL jsonb_each_text(p.requests_other) AS e ON true
+		GROUP BY 1, 2, 3) s
+	GROUP BY cluster_id, name
 ), quotas AS (
 	SELECT t.cluster_id, t.name,
 		coalesce(jsonb_agg(jsonb_build_object('name', q.name, 'hard', q.hard, 'used', q.used) ORDER BY q.name)
@@ -35,15 +46,16 @@ WITH t AS (
 		pod_count            = pods.pods,
 		cpu_request_millis   = pods.cpu,
 		memory_request_bytes = pods.mem,
-		requested_other      = pods.other,
+		requested_other      = other.other,
 		quotas               = quotas.quotas,
 		device_claims        = claims.claims,
 		resource_version     = CASE WHEN c.resource_version > $2 THEN c.resource_version ELSE nextval('registry_resource_version') END
 	FROM pods JOIN quotas ON quotas.cluster_id = pods.cluster_id AND quotas.name = pods.name
+		JOIN other ON other.cluster_id = pods.cluster_id AND other.name = pods.name
 		JOIN claims ON claims.cluster_id = pods.cluster_id AND claims.name = pods.name
 	WHERE c.cluster_id = pods.cluster_id AND c.name = pods.name
 		AND (c.pod_count, c.cpu_request_millis, c.memory_request_bytes, c.requested_other, c.quotas, c.device_claims)
-		IS DISTINCT FROM (pods.pods, pods.cpu, pods.mem, pods.other, quotas.quotas, claims.claims)
+		IS DISTINCT FROM (pods.pods, pods.cpu, pods.mem, other.other, quotas.quotas, claims.claims)
 	RETURNING c.resource_version
 )
 SELECT coalesce(max(resource_version), 0) FROM changed

@@ -13,11 +13,22 @@ WITH t AS (
 	SELECT t.cluster_id, t.name,
 		coalesce(sum(p.cpu_request_millis), 0)::bigint   AS cpu,
 		coalesce(sum(p.memory_request_bytes), 0)::bigint AS mem,
-		count(p.name)::bigint                            AS pods,
-		registry_jsonb_sum(p.requests_other)             AS other
+		count(p.name)::bigint                            AS pods
 	FROM t LEFT JOIN cluster_pod p
 		ON p.cluster_id = t.cluster_id AND p.node_name = t.name AND p.phase NOT IN ('Succeeded', 'Failed')
 	GROUP BY t.cluster_id, t.name
+), other AS (
+	-- requests_other summed key by key in one grouping (zero sums left out),
+	-- not with registry_jsonb_sum's call per pod
+	SELECT cluster_id, name, coalesce(jsonb_object_agg(key, v) FILTER (WHERE key IS NOT NULL AND v <> 0), '{}') AS other
+	FROM (
+		SELECT t.cluster_id, t.name, e.key, sum(e.value::numeric) AS v
+		FROM t LEFT JOIN cluster_pod p
+			ON p.cluster_id = t.cluster_id AND p.node_name = t.name AND p.phase NOT IN ('Succeeded', 'Failed')
+			AND p.requests_other <> '{}'
+		LEFT JOIN LATERAL jsonb_each_text(p.requests_other) AS e ON true
+		GROUP BY 1, 2, 3) s
+	GROUP BY cluster_id, name
 ), dev AS (
 	SELECT t.cluster_id, t.name,
 		coalesce(jsonb_object_agg(d.driver, d.total) FILTER (WHERE d.driver IS NOT NULL), '{}') AS total,
@@ -37,14 +48,15 @@ WITH t AS (
 		requested_cpu_millis   = agg.cpu,
 		requested_memory_bytes = agg.mem,
 		pod_count              = agg.pods,
-		requested_other        = agg.other,
+		requested_other        = other.other,
 		devices_total          = dev.total,
 		devices_allocated      = dev.allocated,
 		resource_version       = CASE WHEN n.resource_version > $2 THEN n.resource_version ELSE nextval('registry_resource_version') END
 	FROM agg JOIN dev ON dev.cluster_id = agg.cluster_id AND dev.name = agg.name
+		JOIN other ON other.cluster_id = agg.cluster_id AND other.name = agg.name
 	WHERE n.cluster_id = agg.cluster_id AND n.name = agg.name
 		AND (n.requested_cpu_millis, n.requested_memory_bytes, n.pod_count, n.requested_other, n.devices_total, n.devices_allocated)
-		IS DISTINCT FROM (agg.cpu, agg.mem, agg.pods, agg.other, dev.total, dev.allocated)
+		IS DISTINCT FROM (agg.cpu, agg.mem, agg.pods, other.other, dev.total, dev.allocated)
 	RETURNING n.resource_version
 )
 SELECT coalesce(max(resource_version), 0) FROM changed
