@@ -41,37 +41,14 @@ func TestTableReason(t *testing.T) {
 	}
 }
 
-// TestTableExtended: -o wide shows available over allocatable per extended
-// resource, not ephemeral-storage or hugepages; <none> without one.
-func TestTableExtended(t *testing.T) {
+// TestTableResources: -o wide shows available over allocatable per extended
+// resource (not ephemeral-storage or hugepages) and free over total DRA
+// devices per driver; <none> without any.
+func TestTableResources(t *testing.T) {
 	s := newStack(t, feed.Options{}, 0)
 	gpu := nc("c", "gpu", nil)
 	gpu.Node.Allocatable.Other = map[string]int64{"nvidia.com/gpu": 8, "example.com/fpga": 2, "ephemeral-storage": 100 << 30}
 	gpu.Requested.Other = map[string]int64{"nvidia.com/gpu": 6}
-	plain := nc("c", "plain", nil)
-	list := &platform.NodeCapacityList{}
-	for _, r := range []store.NodeCapacity{gpu, plain} {
-		list.Items = append(list.Items, nodecapacity.ToObject(&r))
-	}
-	table, err := s.rest.ConvertToTable(t.Context(), list, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	last := len(table.ColumnDefinitions) - 2
-	if got := table.ColumnDefinitions[last]; got.Name != "Extended Free/Alloc" || got.Priority != 1 {
-		t.Fatalf("last column = %+v, want Extended Free/Alloc with -o wide", got)
-	}
-	for i, want := range []string{"example.com/fpga=2/2,nvidia.com/gpu=2/8", "<none>"} {
-		if got := table.Rows[i].Cells[last]; got != want {
-			t.Errorf("row %s: %v, want %q", table.Rows[i].Cells[0], got, want)
-		}
-	}
-}
-
-// TestTableDevices: -o wide shows DRA devices per driver, free over total.
-func TestTableDevices(t *testing.T) {
-	s := newStack(t, feed.Options{}, 0)
-	gpu := nc("c", "gpu", nil)
 	gpu.Devices = map[string]store.DeviceCount{"gpu.example.com": {Total: 8, Allocated: 6}, "fpga.example.com": {Total: 1}}
 	plain := nc("c", "plain", nil)
 	list := &platform.NodeCapacityList{}
@@ -83,12 +60,18 @@ func TestTableDevices(t *testing.T) {
 		t.Fatal(err)
 	}
 	last := len(table.ColumnDefinitions) - 1
-	if got := table.ColumnDefinitions[last]; got.Name != "Devices Free/Total" || got.Priority != 1 {
-		t.Fatalf("last column = %+v, want Devices Free/Total with -o wide", got)
-	}
-	for i, want := range []string{"fpga.example.com=1/1,gpu.example.com=2/8", "<none>"} {
-		if got := table.Rows[i].Cells[last]; got != want {
-			t.Errorf("row %s: %v, want %q", table.Rows[i].Cells[0], got, want)
+	for col, want := range map[string][]string{
+		"Extended Free/Alloc": {"example.com/fpga=2/2,nvidia.com/gpu=2/8", "<none>"},
+		"Devices Free/Total":  {"fpga.example.com=1/1,gpu.example.com=2/8", "<none>"},
+	} {
+		i := map[string]int{"Extended Free/Alloc": last - 1, "Devices Free/Total": last}[col]
+		if got := table.ColumnDefinitions[i]; got.Name != col || got.Priority != 1 {
+			t.Fatalf("column %d = %+v, want %s with -o wide", i, got, col)
+		}
+		for row, cell := range want {
+			if got := table.Rows[row].Cells[i]; got != cell {
+				t.Errorf("%s of row %s: %v, want %q", col, table.Rows[row].Cells[0], got, cell)
+			}
 		}
 	}
 }

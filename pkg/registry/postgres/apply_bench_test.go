@@ -88,6 +88,13 @@ func BenchmarkRecordNodeMetrics(b *testing.B) {
 	ctx := b.Context()
 	benchApply(b, s, ctx, benchRelist(0))
 	benchAnalyze(b, dsn)
+	benchScrapes(b, s, ctx)
+}
+
+// benchScrapes records, per op, a sample of every node of member "c" with
+// every node's usage due, and reports ns/row per node.
+func benchScrapes(b *testing.B, s *postgres.Store, ctx context.Context) {
+	b.Helper()
 	start := time.Date(2025, 1, 2, 4, 0, 0, 0, time.UTC) // after the nodes were created
 	samples := make([]store.NodeMetricsSample, benchNodes)
 	i := 0
@@ -261,21 +268,7 @@ func BenchmarkResourceShapes(b *testing.B) {
 			ctx := b.Context()
 			benchApply(b, s, ctx, shape.shape(benchRelist(0)))
 			benchAnalyze(b, dsn)
-			start := time.Date(2025, 1, 2, 4, 0, 0, 0, time.UTC)
-			samples := make([]store.NodeMetricsSample, benchNodes)
-			i := 0
-			for b.Loop() {
-				at := start.Add(time.Duration(i) * time.Second)
-				for n := range samples {
-					samples[n] = store.NodeMetricsSample{ClusterID: "c", Node: fmt.Sprintf("node-%05d", n),
-						CPUNanoCores: int64(1e8 + n + i), MemoryBytes: int64(1<<30 + n + i), ObservedAt: at, Window: 30 * time.Second}
-				}
-				i++
-				if _, err := s.RecordNodeMetrics(ctx, store.Fence{ClusterID: "c"}, samples, reportEvery); err != nil {
-					b.Fatalf("RecordNodeMetrics: %v", err)
-				}
-			}
-			reportPerRow(b, benchNodes)
+			benchScrapes(b, s, ctx)
 		})
 	}
 }
