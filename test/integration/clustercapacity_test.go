@@ -13,6 +13,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
@@ -91,14 +92,31 @@ func TestClusterCapacity(t *testing.T) {
 		}, func(s v1alpha1.ClusterCapacityStatus) bool {
 			return s.All.Requested.Pods == 1 && s.All.Requested.CPU.MilliValue() == 2000
 		}},
+		{"GPUs on two nodes, a pod requesting three", func(t *testing.T, kube kubernetes.Interface) {
+			for node, gpus := range map[string]string{"cap-1": "8", "cap-3": "4"} {
+				patch := fmt.Sprintf(`{"status":{"capacity":{"nvidia.com/gpu":%[1]q},"allocatable":{"nvidia.com/gpu":%[1]q}}}`, gpus)
+				if _, err := kube.CoreV1().Nodes().PatchStatus(t.Context(), node, []byte(patch)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			p := testPod("cap", "p5", "cap-1", "100m", "128Mi")
+			gpus := corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("3")}
+			p.Spec.Containers[0].Resources.Requests["nvidia.com/gpu"] = gpus["nvidia.com/gpu"]
+			p.Spec.Containers[0].Resources.Limits = gpus
+			create(t, kube.CoreV1().Pods("cap").Create, p)
+		}, func(s v1alpha1.ClusterCapacityStatus) bool {
+			gpus := s.All.Requested.Other["nvidia.com/gpu"]
+			return s.Nodes.WithResource["nvidia.com/gpu"] == 2 && gpus.Value() == 3
+		}},
 		{"node deletion and a new node", func(t *testing.T, kube kubernetes.Interface) {
 			if err := kube.CoreV1().Nodes().Delete(t.Context(), "cap-1", metav1.DeleteOptions{}); err != nil {
 				t.Fatal(err)
 			}
 			createNode(t, kube, "cap-4")
 		}, func(s v1alpha1.ClusterCapacityStatus) bool {
-			// cap-2 cordoned, cap-3 tainted, cap-4 schedulable
-			return reflect.DeepEqual(s.Nodes, v1alpha1.NodeCounts{Total: 3, Ready: 3, Schedulable: 1, Cordoned: 1, Tainted: 1})
+			// cap-2 cordoned, cap-3 tainted (with GPUs), cap-4 schedulable
+			return reflect.DeepEqual(s.Nodes, v1alpha1.NodeCounts{Total: 3, Ready: 3, Schedulable: 1, Cordoned: 1, Tainted: 1,
+				WithResource: map[string]int64{"nvidia.com/gpu": 1}})
 		}},
 	}
 	for _, step := range steps {
@@ -355,18 +373,55 @@ type nodeSums struct {
 	UsageNodes                int64
 	HasLargestFree            bool
 	LargestFreeCPU, LargestMi int64
+	// Other resources (nvidia.com/gpu ...): the same sums, and the most
+	// of each free on one schedulable node that lists it.
+	AllOther, SchedulableOther, AllReqOther, SchedulableReqOther, LargestFreeOther map[string]int64
+}
+
+// amounts is other resources in plain numbers, nil for none.
+func amounts(other map[string]resource.Quantity) map[string]int64 {
+	if len(other) == 0 {
+		return nil
+	}
+	out := make(map[string]int64, len(other))
+	for name, q := range other {
+		out[name] = q.Value()
+	}
+	return out
+}
+
+// addAmounts adds other to *to, dropping sums of zero as the registry does.
+func addAmounts(to *map[string]int64, other map[string]resource.Quantity) {
+	for name, q := range other {
+		if *to == nil {
+			*to = map[string]int64{}
+		}
+		(*to)[name] += q.Value()
+		if (*to)[name] == 0 {
+			delete(*to, name)
+		}
+	}
+	if len(*to) == 0 {
+		*to = nil
+	}
 }
 
 func capacityOf(cc *v1alpha1.ClusterCapacity) nodeSums {
 	s := cc.Status
 	triple := func(r v1alpha1.NodeResources) [3]int64 { return [3]int64{r.CPU.MilliValue(), r.Memory.Value(), r.Pods} }
 	out := nodeSums{Counts: s.Nodes, All: triple(s.All.Allocatable), Schedulable: triple(s.Schedulable.Allocatable),
-		AllReq: triple(s.All.Requested), SchedulableReq: triple(s.Schedulable.Requested)}
+		AllReq: triple(s.All.Requested), SchedulableReq: triple(s.Schedulable.Requested),
+		AllOther: amounts(s.All.Allocatable.Other), SchedulableOther: amounts(s.Schedulable.Allocatable.Other),
+		AllReqOther: amounts(s.All.Requested.Other), SchedulableReqOther: amounts(s.Schedulable.Requested.Other)}
+	if len(out.Counts.WithResource) == 0 {
+		out.Counts.WithResource = nil
+	}
 	if s.All.Usage != nil {
 		out.UsageNodes = s.All.Usage.Nodes
 	}
 	if f := s.LargestFree; f != nil {
 		out.HasLargestFree, out.LargestFreeCPU, out.LargestMi = true, f.CPU.MilliValue(), f.Memory.Value()
+		out.LargestFreeOther = amounts(f.Other)
 	}
 	return out
 }
@@ -395,12 +450,33 @@ func sumNodeCapacities(nodes []v1alpha1.NodeCapacity) nodeSums {
 		}
 		add(&out.All, s.Allocatable)
 		add(&out.AllReq, s.Requested)
+		addAmounts(&out.AllOther, s.Allocatable.Other)
+		addAmounts(&out.AllReqOther, s.Requested.Other)
+		for name := range s.Allocatable.Other {
+			if out.Counts.WithResource == nil {
+				out.Counts.WithResource = map[string]int64{}
+			}
+			out.Counts.WithResource[name]++
+		}
 		if !s.Schedulable {
 			continue
 		}
 		out.Counts.Schedulable++
 		add(&out.Schedulable, s.Allocatable)
 		add(&out.SchedulableReq, s.Requested)
+		addAmounts(&out.SchedulableOther, s.Allocatable.Other)
+		addAmounts(&out.SchedulableReqOther, s.Requested.Other)
+		for name, q := range s.Available.Other {
+			if _, listed := s.Allocatable.Other[name]; !listed {
+				continue
+			}
+			if out.LargestFreeOther == nil {
+				out.LargestFreeOther = map[string]int64{}
+			}
+			if v, seen := out.LargestFreeOther[name]; !seen || q.Value() > v {
+				out.LargestFreeOther[name] = q.Value()
+			}
+		}
 		cpu, mem := s.Available.CPU.MilliValue(), s.Available.Memory.Value()
 		if out.HasLargestFree {
 			cpu, mem = max(cpu, out.LargestFreeCPU), max(mem, out.LargestMi)
