@@ -57,6 +57,7 @@ func run(platformBinary string) (err error) {
 		WorkDir:                 workDir,
 		PlatformAPIServerBinary: platformBinary,
 		PlatformAPIServerLog:    os.Stderr,
+		BuildLog:                os.Stderr, // a line per binary reused or built, as it happens
 		StartControllerManager:  true,
 		StartSimulator:          true,
 		// Discovery mirrors the local cluster, as it would a member in
@@ -104,7 +105,13 @@ Try (discovery mirrors the cluster as "local"; usage appears once metrics are sc
   kubectl get nodecapacities
   kubectl get nodecapacities -w
   kubectl get clusternamespaces -A
+  kubectl get clustercapacities -o wide
   kubectl get platform -A
+  kubectl create -o yaml -f - <<EOF   # the last hour's usage of the local cluster
+apiVersion: platform.example.io/v1alpha1
+kind: UsageReport
+spec: {cluster: local, window: 1h}
+EOF
   kubectl explain nodecapacity.status
   kubectl api-resources --api-group=%s
 

@@ -145,7 +145,14 @@ func (cp *ControlPlane) prepareWorkDir(context.Context) error {
 }
 
 func (cp *ControlPlane) resolveBinaries(ctx context.Context) error {
-	binDir, err := resolveBinDir(ctx, cp.opts.BinDir, cp.log)
+	log := cp.log
+	if b := cp.opts.BuildLog; b != nil {
+		log = b
+		if cp.log != nil {
+			log = io.MultiWriter(cp.log, b)
+		}
+	}
+	binDir, err := resolveBinDir(ctx, cp.opts.BinDir, log)
 	if err != nil {
 		return err
 	}

@@ -40,6 +40,11 @@ type Options struct {
 	// raw output (make run points it at the terminal).
 	PlatformAPIServerLog io.Writer
 
+	// BuildLog, when set, receives hack/build-tools.sh's progress as it
+	// happens: a line per control-plane binary reused or built, with the
+	// time a build took (make run points it at the terminal).
+	BuildLog io.Writer
+
 	// StartControllerManager starts kube-controller-manager, which namespace
 	// deletion (and garbage collection) needs.
 	StartControllerManager bool
