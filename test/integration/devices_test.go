@@ -70,8 +70,8 @@ func TestDevices(t *testing.T) {
 	// Nodes with free devices of the driver, with exactly six free, and
 	// without any (an absent driver is zero).
 	for selector, want := range map[string]string{
-		"status.devices.free." + draDriver + "!=0": "nodecapacity.platform.example.io/local.dra-1\nnodecapacity.platform.example.io/local.dra-2\n",
-		"status.devices.free." + draDriver + "=6":  "nodecapacity.platform.example.io/local.dra-1\n",
+		"status.devices.free." + draDriver + "!=0":                       "nodecapacity.platform.example.io/local.dra-1\nnodecapacity.platform.example.io/local.dra-2\n",
+		"status.devices.free." + draDriver + "=6":                        "nodecapacity.platform.example.io/local.dra-1\n",
 		"status.devices.total." + draDriver + "=0,status.cluster=second": "nodecapacity.platform.example.io/second.plain-1\n",
 	} {
 		eventually(t, "--field-selector "+selector, mirrorTimeout, func(ctx context.Context) (bool, string) {
