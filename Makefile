@@ -23,7 +23,7 @@ help:
 build:
 	$(GO) build -o $(BIN)/platform-apiserver ./cmd/apiserver
 
-## deps: PostgreSQL 15 and shellcheck from Debian's packages, if missing
+## deps: PostgreSQL 15, shellcheck and promtool (package prometheus) from Debian's packages, if missing
 deps:
 	@hack/install-deps.sh
 
@@ -60,12 +60,13 @@ test: deps tools
 unit: deps
 	$(GO) test -count=1 $$($(GO) list ./... | grep -v /test/)
 
-## verify: every check CI runs besides the tests: gofmt, vet, tidy, generated code and lint
+## verify: every check CI runs besides the tests: gofmt, vet, tidy, generated code, the alerts (promtool) and lint
 verify:
 	hack/verify-gofmt.sh
 	$(GO) vet ./...
 	hack/verify-gomod.sh
 	hack/verify-codegen.sh
+	hack/verify-alerts.sh
 	@$(MAKE) --no-print-directory lint
 
 ## lint: golangci-lint (.golangci.yml), logcheck (structured, contextual klog) and shellcheck (hack/, .ci/)

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs what the tests and `make run` need from Debian's packages on a
 # fresh machine: PostgreSQL 15 (initdb, postgres) and its `postgres` system
-# user, which runs them when we are root; and shellcheck for `make lint`.
-# Does nothing when they are there.
+# user, which runs them when we are root; shellcheck for `make lint`; and
+# promtool (Debian package prometheus) for hack/verify-alerts.sh in
+# `make verify`. Does nothing when they are there.
 set -o errexit -o nounset -o pipefail
 
 apt_updated=
@@ -12,6 +13,24 @@ apt_install() {
     apt_updated=1
   fi
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
+}
+
+# Installs a package without starting its service: Debian's prometheus
+# package would start a Prometheus server on :9090; only its promtool is
+# wanted. policy-rc.d exit 101 tells invoke-rc.d not to start anything.
+apt_install_no_start() {
+  local policy=/usr/sbin/policy-rc.d created=
+  if [[ ! -e $policy ]]; then
+    printf '#!/bin/sh\nexit 101\n' >"$policy"
+    chmod 755 "$policy"
+    created=1
+  fi
+  local rc=0
+  apt_install --no-install-recommends "$@" || rc=$?
+  if [[ -n $created ]]; then
+    rm -f "$policy"
+  fi
+  return "$rc"
 }
 
 if [[ ! -x /usr/lib/postgresql/15/bin/initdb ]]; then
@@ -29,6 +48,15 @@ if ! command -v shellcheck >/dev/null 2>&1; then
   else
     echo ">> installing shellcheck (Debian package shellcheck)" >&2
     apt_install shellcheck
+  fi
+fi
+if ! command -v promtool >/dev/null 2>&1; then
+  if [[ $(id -u) -ne 0 ]]; then
+    # Only `make verify` (hack/verify-alerts.sh) needs it.
+    echo "promtool is missing (make verify needs it): run 'sudo apt-get install --no-install-recommends prometheus'" >&2
+  else
+    echo ">> installing promtool (Debian package prometheus)" >&2
+    apt_install_no_start prometheus
   fi
 fi
 # initdb and postgres refuse to run as root; the harness runs them as this user.

@@ -138,11 +138,13 @@ type UpstreamCRD struct {
 }
 
 // PinnedCRDs are the CRDs the manifests' optional components use: the
-// ServiceMonitor of the Prometheus Operator and cert-manager's Certificate
+// ServiceMonitor and PrometheusRule of the Prometheus Operator and cert-manager's Certificate
 // and Issuer.
 var PinnedCRDs = []UpstreamCRD{
 	{"github.com/prometheus-operator/prometheus-operator", "v0.85.0", "h1:M5xLCLEoaW2IJfnuCwFzzpL+jSVQu3KGT84Pye+fW8s=",
 		"example/prometheus-operator-crd/monitoring.coreos.com_servicemonitors.yaml"},
+	{"github.com/prometheus-operator/prometheus-operator", "v0.85.0", "h1:M5xLCLEoaW2IJfnuCwFzzpL+jSVQu3KGT84Pye+fW8s=",
+		"example/prometheus-operator-crd/monitoring.coreos.com_prometheusrules.yaml"},
 	{"github.com/cert-manager/cert-manager", "v1.21.2", "h1:UWgoYM+KLNtRlqmoWOKjKBOBUPVHeepQ6/ac3ERJW68=",
 		"deploy/crds/cert-manager.io_certificates.yaml"},
 	{"github.com/cert-manager/cert-manager", "v1.21.2", "h1:UWgoYM+KLNtRlqmoWOKjKBOBUPVHeepQ6/ac3ERJW68=",

@@ -331,6 +331,14 @@ func (e *installEnv) testDryRuns(t *testing.T) {
 		}
 	}
 
+	// The monitoring component and the chart ship the same alerts (both
+	// from the chart's files/alerts.rules.yaml; hack/verify-alerts.sh).
+	monitoring := parseDocs(t, e.sh(ctx, t, "kubectl kustomize dry-run/monitoring"))
+	chartMonitoring := parseDocs(t, e.sh(ctx, t, "cat dry-run/helm-cert-manager+monitoring.yaml"))
+	if b, h := field(monitoring, "PrometheusRule", "platform-apiserver", "spec"), field(chartMonitoring, "PrometheusRule", "platform-apiserver", "spec"); fmt.Sprint(b) != fmt.Sprint(h) || b == nil {
+		t.Errorf("PrometheusRule spec: kustomize %v, chart %v", b, h)
+	}
+
 	// Every variant's pod is admitted under the base Namespace's
 	// enforce=restricted.
 	e.preparePodSecurity(t, base)
