@@ -9,7 +9,6 @@ import (
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 
 	"github.com/example/platform-apiserver/pkg/registry/store"
 )
@@ -251,7 +250,7 @@ func TestConvertResourceSlice(t *testing.T) {
 		Spec: resourcev1.ResourceSliceSpec{
 			Driver:   "gpu.example.com",
 			Pool:     resourcev1.ResourcePool{Name: "node-1", Generation: 3, ResourceSliceCount: 1},
-			NodeName: ptr.To("node-1"),
+			NodeName: new("node-1"),
 			Devices:  []resourcev1.Device{{Name: "gpu-0"}, {Name: "gpu-1"}},
 		},
 	}
@@ -263,7 +262,7 @@ func TestConvertResourceSlice(t *testing.T) {
 	}{
 		{name: "node-local", mutate: func(*resourcev1.ResourceSlice) {}, want: func(*store.ResourceSlice) {}},
 		{name: "all nodes count for the member", mutate: func(s *resourcev1.ResourceSlice) {
-			s.Spec.NodeName, s.Spec.AllNodes = nil, ptr.To(true)
+			s.Spec.NodeName, s.Spec.AllNodes = nil, new(true)
 		}, want: func(s *store.ResourceSlice) { s.NodeName = "" }},
 		{name: "node selector counts for the member", mutate: func(s *resourcev1.ResourceSlice) {
 			s.Spec.NodeName = nil
@@ -272,16 +271,16 @@ func TestConvertResourceSlice(t *testing.T) {
 			}}}
 		}, want: func(s *store.ResourceSlice) { s.NodeName = "" }},
 		{name: "per-device node selection counts for the member", mutate: func(s *resourcev1.ResourceSlice) {
-			s.Spec.NodeName, s.Spec.PerDeviceNodeSelection = nil, ptr.To(true)
-			s.Spec.Devices[0].NodeName = ptr.To("node-1")
-			s.Spec.Devices[1].AllNodes = ptr.To(true)
+			s.Spec.NodeName, s.Spec.PerDeviceNodeSelection = nil, new(true)
+			s.Spec.Devices[0].NodeName = new("node-1")
+			s.Spec.Devices[1].AllNodes = new(true)
 		}, want: func(s *store.ResourceSlice) { s.NodeName = "" }},
 		{name: "shared counters only: no devices", mutate: func(s *resourcev1.ResourceSlice) {
 			s.Spec.Devices = nil
 			s.Spec.SharedCounters = []resourcev1.CounterSet{{Name: "mem"}}
 		}, want: func(s *store.ResourceSlice) { s.Devices = nil }},
 		{name: "no node selection known counts for the member, reported", wantIssues: 1, mutate: func(s *resourcev1.ResourceSlice) {
-			s.Spec.NodeName = ptr.To("")
+			s.Spec.NodeName = new("")
 		}, want: func(s *store.ResourceSlice) { s.NodeName = "" }},
 	}
 	for _, tc := range tests {
@@ -340,9 +339,9 @@ func TestConvertResourceClaim(t *testing.T) {
 		{name: "adminAccess results do not take the device", requests: []resourcev1.DeviceRequest{exactly("gpu", "gpu.example.com")},
 			status: func() resourcev1.ResourceClaimStatus {
 				admin := result("gpu", "gpu-1")
-				admin.AdminAccess = ptr.To(true)
+				admin.AdminAccess = new(true)
 				notAdmin := result("gpu", "gpu-0")
-				notAdmin.AdminAccess = ptr.To(false)
+				notAdmin.AdminAccess = new(false)
 				return allocated(notAdmin, admin)
 			}(),
 			wantClasses: map[string]int64{"gpu.example.com": 1}, wantAllocated: []store.DeviceRef{ref("gpu-0")}},

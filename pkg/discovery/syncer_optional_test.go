@@ -15,7 +15,6 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/component-base/metrics/testutil"
-	"k8s.io/utils/ptr"
 
 	"github.com/example/platform-apiserver/pkg/registry/store"
 )
@@ -47,7 +46,7 @@ func newOptionalMember(r store.Resource, answer func(n int) error) *optionalMemb
 			return true, &resourcev1.ResourceSliceList{ListMeta: metav1.ListMeta{ResourceVersion: "300"},
 				Items: []resourcev1.ResourceSlice{{ObjectMeta: metav1.ObjectMeta{Name: "s", ResourceVersion: "290"},
 					Spec: resourcev1.ResourceSliceSpec{Driver: "gpu.example.com", Pool: resourcev1.ResourcePool{Name: "node-1"},
-						NodeName: ptr.To("node-1"), Devices: []resourcev1.Device{{Name: "gpu-0"}}}}}}, nil
+						NodeName: new("node-1"), Devices: []resourcev1.Device{{Name: "gpu-0"}}}}}}, nil
 		}
 		return true, &resourcev1.ResourceClaimList{ListMeta: metav1.ListMeta{ResourceVersion: "300"},
 			Items: []resourcev1.ResourceClaim{{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "c", ResourceVersion: "290"}}}}, nil
@@ -179,7 +178,7 @@ func TestSyncerOptionalResourceAbsent(t *testing.T) {
 	}
 	// Mirrored as any resource from there on.
 	w.Add(&resourcev1.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: "s2", ResourceVersion: "301"},
-		Spec: resourcev1.ResourceSliceSpec{Driver: "gpu.example.com", AllNodes: ptr.To(true), Devices: []resourcev1.Device{{Name: "d"}}}})
+		Spec: resourcev1.ResourceSliceSpec{Driver: "gpu.example.com", AllNodes: new(true), Devices: []resourcev1.Device{{Name: "d"}}}})
 	waitFor(t, "the watch batch", func() bool {
 		b := st.snapshot()
 		return b[len(b)-1].Cursors[r] == "301" && len(b[len(b)-1].Slices) == 1
