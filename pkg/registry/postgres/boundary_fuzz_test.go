@@ -89,6 +89,7 @@ func FuzzHTTPBoundary(f *testing.F) {
 		{"limit=1&continue=" + url.QueryEscape(first.Continue), "prod-1", `{"spec":{"cluster":"prod-1","window":"-1h"}}`},
 		{"continue=abc&limit=-1&labelSelector=x>9223372036854775807", "prod-1.", `not json`},
 		{"labelSelector=" + url.QueryEscape(platform.ClusterLabel+" in (prod-1,prod-2),size<3"), "", `{"kind":"UsageReport","spec":{"cluster":"x","window":"1000000h"}}`},
+		{"fieldSelector=" + url.QueryEscape("status.available.other.nvidia.com/gpu!=0,status.devices.free.gpu.example.com=1Gi,status.requested.other.x=9E"), "prod-1.n2", `{}`},
 	} {
 		for k := range kinds {
 			f.Add(uint8(i+k), seed.query, seed.name, []byte(seed.body))
