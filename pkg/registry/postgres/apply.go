@@ -205,7 +205,7 @@ func (a *applier) deleteQuotas() error {
 	if err != nil {
 		return fmt.Errorf("delete quotas: %w", err)
 	}
-	return a.collectNamespaces(rows)
+	return a.collectNames(rows, a.namespaces)
 }
 
 // queryKeys runs sql with the member ($1) and keys ($2, a jsonb array of keyRow).
@@ -328,7 +328,7 @@ func (a *applier) upsertQuotas() error {
 	if err != nil {
 		return fmt.Errorf("upsert quotas: %w", err)
 	}
-	return a.collectNamespaces(result)
+	return a.collectNames(result, a.namespaces)
 }
 
 // cursorRow is one row of apply_save_cursors' jsonb parameter.

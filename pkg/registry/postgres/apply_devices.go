@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/example/platform-apiserver/pkg/registry/store"
 )
 
@@ -86,7 +84,7 @@ func (a *applier) upsertSlices() error {
 	if err != nil {
 		return fmt.Errorf("upsert resource slices: %w", err)
 	}
-	return a.collectNodes(result)
+	return a.collectNames(result, a.nodes)
 }
 
 func (a *applier) deleteSlices() error {
@@ -101,7 +99,7 @@ func (a *applier) deleteSlices() error {
 	if err != nil {
 		return fmt.Errorf("delete resource slices: %w", err)
 	}
-	return a.collectNodes(result)
+	return a.collectNames(result, a.nodes)
 }
 
 // claimRow is one row of apply_upsert_claims' jsonb parameter.
@@ -160,19 +158,6 @@ func (a *applier) deleteClaims() error {
 		return fmt.Errorf("delete resource claims: %w", err)
 	}
 	return a.collectNamespacesAndNodes(rows)
-}
-
-// collectNodes adds the nodes in rows (one text column) to a.nodes.
-func (a *applier) collectNodes(rows pgx.Rows) error {
-	defer rows.Close()
-	var node string
-	for rows.Next() {
-		if err := rows.Scan(&node); err != nil {
-			return err
-		}
-		a.nodes.add(a.cluster, node)
-	}
-	return rows.Err()
 }
 
 // touchesDevices reports whether the batch writes DRA rows or says the

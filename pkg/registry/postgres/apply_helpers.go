@@ -12,15 +12,16 @@ import (
 	"github.com/example/platform-apiserver/pkg/registry/store"
 )
 
-// collectNamespaces adds the namespaces in rows (one text column) to a.namespaces.
-func (a *applier) collectNamespaces(rows pgx.Rows) error {
+// collectNames adds the names in rows (one text column: namespaces or
+// nodes whose aggregates change) to into.
+func (a *applier) collectNames(rows pgx.Rows, into pairs) error {
 	defer rows.Close()
-	var ns string
+	var name string
 	for rows.Next() {
-		if err := rows.Scan(&ns); err != nil {
+		if err := rows.Scan(&name); err != nil {
 			return err
 		}
-		a.namespaces.add(a.cluster, ns)
+		into.add(a.cluster, name)
 	}
 	return rows.Err()
 }

@@ -60,7 +60,7 @@ func clusterCapacityColumns() []column[store.ClusterCapacity] {
 			otherCol(group.prefix+"requested_other", func(c *store.ClusterCapacity) *map[string]int64 { return &group.sums(c).Requested.Other }),
 		)
 	}
-	return append(cols,
+	return append(append(cols,
 		column[store.ClusterCapacity]{name: "max_free_cpu_millis", target: func(c *store.ClusterCapacity) any {
 			return maxFree{c, func(r *store.Resources) *int64 { return &r.CPUMillis }}
 		}},
@@ -80,14 +80,8 @@ func clusterCapacityColumns() []column[store.ClusterCapacity] {
 		col("resource_version", func(c *store.ClusterCapacity) *int64 { return &c.ResourceVersion }),
 		column[store.ClusterCapacity]{name: "last_change_at", target: func(c *store.ClusterCapacity) any { return nullable(&c.LastChange) }},
 		column[store.ClusterCapacity]{name: "member_apis", target: func(c *store.ClusterCapacity) any { return memberAPIs{c} }},
-		column[store.ClusterCapacity]{name: "devices_total", target: func(c *store.ClusterCapacity) any {
-			return deviceCounts{into: &memberDevices(c).Drivers}
-		}},
-		column[store.ClusterCapacity]{name: "devices_allocated", target: func(c *store.ClusterCapacity) any {
-			return deviceCounts{into: &memberDevices(c).Drivers, allocated: true}
-		}},
 		otherCol("devices_nodes", func(c *store.ClusterCapacity) *map[string]int64 { return &memberDevices(c).Nodes }),
-	)
+	), deviceCols("devices", func(c *store.ClusterCapacity) *map[string]store.DeviceCount { return &memberDevices(c).Drivers })...)
 }
 
 // memberDevices is the member's devices a scan fills in, made on first use.
@@ -106,18 +100,12 @@ type memberAPIs struct{ c *store.ClusterCapacity }
 
 // Scan implements sql.Scanner.
 func (m memberAPIs) Scan(src any) error {
-	var raw []byte
-	switch src := src.(type) {
-	case nil:
-	case string:
-		raw = []byte(src)
-	case []byte:
-		raw = src
-	default:
-		return fmt.Errorf("cannot scan %T into member APIs", src)
+	raw, err := jsonbBytes(src, "member APIs")
+	if err != nil {
+		return err
 	}
 	var apis map[store.Resource]store.APIState
-	if len(raw) > 0 {
+	if raw != nil {
 		if err := json.Unmarshal(raw, &apis); err != nil {
 			return fmt.Errorf("member APIs: %w", err)
 		}

@@ -53,19 +53,30 @@ func (s seconds) Scan(src any) error {
 // as the other sums do.
 type amounts struct{ into *map[string]int64 }
 
-// Scan implements sql.Scanner; pgx passes jsonb as text or bytes.
-func (a amounts) Scan(src any) error {
-	var raw []byte
+// jsonbBytes is a jsonb column's value as a scanner gets it (pgx passes
+// jsonb as text or bytes), nil for NULL.
+func jsonbBytes(src any, into string) ([]byte, error) {
 	switch src := src.(type) {
 	case nil:
+		return nil, nil
+	case string:
+		return []byte(src), nil
+	case []byte:
+		return src, nil
+	default:
+		return nil, fmt.Errorf("cannot scan %T into %s", src, into)
+	}
+}
+
+// Scan implements sql.Scanner.
+func (a amounts) Scan(src any) error {
+	raw, err := jsonbBytes(src, "resource amounts")
+	if err != nil {
+		return err
+	}
+	if raw == nil {
 		*a.into = nil
 		return nil
-	case string:
-		raw = []byte(src)
-	case []byte:
-		raw = src
-	default:
-		return fmt.Errorf("cannot scan %T into resource amounts", src)
 	}
 	var m map[string]json.Number
 	dec := json.NewDecoder(bytes.NewReader(raw))
