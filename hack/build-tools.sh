@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Provides the pinned local stack — etcd, kube-apiserver, kube-controller-manager
-# and kubectl (hack/tools), kwok (hack/tools/kwok) and metrics-server
+# Provides the pinned local stack — etcd, kube-apiserver, kube-controller-manager,
+# kube-scheduler and kubectl (hack/tools), kwok (hack/tools/kwok) and metrics-server
 # (hack/tools/metrics-server), and on request helm (hack/tools/helm) — in a
 # cache outside the checkout, keyed by the tools modules' content, so every
 # clone on this machine shares it. Prints the directory holding the binaries.
@@ -43,11 +43,12 @@ declare -A sources=(
   [kube-apiserver]="$tools|k8s.io/kubernetes/cmd/kube-apiserver|$k8s_version|$ldflags"
   [kube-controller-manager]="$tools|k8s.io/kubernetes/cmd/kube-controller-manager|$k8s_version|$ldflags"
   [kubectl]="$tools|k8s.io/kubernetes/cmd/kubectl|$k8s_version|$ldflags"
+  [kube-scheduler]="$tools|k8s.io/kubernetes/cmd/kube-scheduler|$k8s_version|$ldflags"
   [kwok]="$tools/kwok|sigs.k8s.io/kwok/cmd/kwok|$(pinned "$tools/kwok" sigs.k8s.io/kwok)|-s -w"
   [metrics-server]="$tools/metrics-server|sigs.k8s.io/metrics-server/cmd/metrics-server|$(pinned "$tools/metrics-server" sigs.k8s.io/metrics-server)|-s -w"
   [helm]="$tools/helm|helm.sh/helm/v3/cmd/helm|$helm_version|-s -w -X helm.sh/helm/v3/internal/version.version=$helm_version"
 )
-default=(etcd kube-apiserver kube-controller-manager kubectl kwok metrics-server)
+default=(etcd kube-apiserver kube-controller-manager kubectl kwok metrics-server kube-scheduler)
 wanted=("$@")
 [[ ${#wanted[@]} -eq 0 ]] && wanted=("${default[@]}")
 [[ "${wanted[*]}" == all ]] && wanted=("${default[@]}" helm)
@@ -67,7 +68,7 @@ version_of() {
   local v=""
   case "$1" in
     etcd) v=$(timeout 10 "$2" --version 2>/dev/null | awk '/^etcd Version:/ {print "v"$3; exit}') ;;
-    kube-apiserver|kube-controller-manager) v=$(timeout 10 "$2" --version 2>/dev/null | awk '/^Kubernetes / {print $2; exit}') ;;
+    kube-apiserver|kube-controller-manager|kube-scheduler) v=$(timeout 10 "$2" --version 2>/dev/null | awk '/^Kubernetes / {print $2; exit}') ;;
     kubectl) v=$(timeout 10 "$2" version --client -o json 2>/dev/null | sed -n 's/.*"gitVersion": *"\([^"]*\)".*/\1/p' | head -1) ;;
     kwok) v=$(timeout 10 "$2" --version 2>/dev/null | awk '/^kwok version/ {print $3; exit}') ;;
     helm) v=$(timeout 10 "$2" version --template '{{.Version}}' 2>/dev/null) ;;
