@@ -23,6 +23,7 @@ import (
 	"github.com/example/platform-apiserver/pkg/registry"
 	"github.com/example/platform-apiserver/pkg/registry/feed"
 	"github.com/example/platform-apiserver/pkg/registry/postgres"
+	"github.com/example/platform-apiserver/pkg/registry/placementreport"
 	"github.com/example/platform-apiserver/pkg/registry/usagereport"
 )
 
@@ -219,6 +220,7 @@ func (c CompletedConfig) newServer(reg *postgres.Store) (*Server, error) {
 	}
 	reports := usagereport.NewREST(reg, c.generic.Authorization.Authorizer, c.registry.UsageRetention).WithLimits(c.limits)
 	storages["usagereports"], storages["localusagereports"] = reports, reports.Local()
+	storages["placementreports"] = placementreport.NewREST(reg, c.generic.Authorization.Authorizer, c.limits)
 	group.VersionedResourcesStorageMap[v1alpha1.SchemeGroupVersion.Version] = storages
 	if err := generic.InstallAPIGroup(&group); err != nil {
 		return nil, err

@@ -41,6 +41,7 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 		&NodeCapacityList{},
 		&UsageReport{},
 		&LocalUsageReport{},
+		&PlacementReport{},
 	)
 	return nil
 }

@@ -21,90 +21,99 @@ import (
 
 func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenAPIDefinition {
 	return map[string]common.OpenAPIDefinition{
-		v1alpha1.CapacitySummary{}.OpenAPIModelName():        schema_pkg_apis_platform_v1alpha1_CapacitySummary(ref),
-		v1alpha1.CapacityUsage{}.OpenAPIModelName():          schema_pkg_apis_platform_v1alpha1_CapacityUsage(ref),
-		v1alpha1.ClusterCapacity{}.OpenAPIModelName():        schema_pkg_apis_platform_v1alpha1_ClusterCapacity(ref),
-		v1alpha1.ClusterCapacityList{}.OpenAPIModelName():    schema_pkg_apis_platform_v1alpha1_ClusterCapacityList(ref),
-		v1alpha1.ClusterCapacityStatus{}.OpenAPIModelName():  schema_pkg_apis_platform_v1alpha1_ClusterCapacityStatus(ref),
-		v1alpha1.ClusterNamespace{}.OpenAPIModelName():       schema_pkg_apis_platform_v1alpha1_ClusterNamespace(ref),
-		v1alpha1.ClusterNamespaceList{}.OpenAPIModelName():   schema_pkg_apis_platform_v1alpha1_ClusterNamespaceList(ref),
-		v1alpha1.ClusterNamespaceStatus{}.OpenAPIModelName(): schema_pkg_apis_platform_v1alpha1_ClusterNamespaceStatus(ref),
-		v1alpha1.ComputeResources{}.OpenAPIModelName():       schema_pkg_apis_platform_v1alpha1_ComputeResources(ref),
-		v1alpha1.DeviceClaimCount{}.OpenAPIModelName():       schema_pkg_apis_platform_v1alpha1_DeviceClaimCount(ref),
-		v1alpha1.DeviceCount{}.OpenAPIModelName():            schema_pkg_apis_platform_v1alpha1_DeviceCount(ref),
-		v1alpha1.LocalUsageReport{}.OpenAPIModelName():       schema_pkg_apis_platform_v1alpha1_LocalUsageReport(ref),
-		v1alpha1.MemberDeviceCount{}.OpenAPIModelName():      schema_pkg_apis_platform_v1alpha1_MemberDeviceCount(ref),
-		v1alpha1.MemberDevices{}.OpenAPIModelName():          schema_pkg_apis_platform_v1alpha1_MemberDevices(ref),
-		v1alpha1.MemberMirroring{}.OpenAPIModelName():        schema_pkg_apis_platform_v1alpha1_MemberMirroring(ref),
-		v1alpha1.NamespaceUsage{}.OpenAPIModelName():         schema_pkg_apis_platform_v1alpha1_NamespaceUsage(ref),
-		v1alpha1.NodeCapacity{}.OpenAPIModelName():           schema_pkg_apis_platform_v1alpha1_NodeCapacity(ref),
-		v1alpha1.NodeCapacityList{}.OpenAPIModelName():       schema_pkg_apis_platform_v1alpha1_NodeCapacityList(ref),
-		v1alpha1.NodeCapacityStatus{}.OpenAPIModelName():     schema_pkg_apis_platform_v1alpha1_NodeCapacityStatus(ref),
-		v1alpha1.NodeCondition{}.OpenAPIModelName():          schema_pkg_apis_platform_v1alpha1_NodeCondition(ref),
-		v1alpha1.NodeCounts{}.OpenAPIModelName():             schema_pkg_apis_platform_v1alpha1_NodeCounts(ref),
-		v1alpha1.NodeResources{}.OpenAPIModelName():          schema_pkg_apis_platform_v1alpha1_NodeResources(ref),
-		v1alpha1.NodeUsage{}.OpenAPIModelName():              schema_pkg_apis_platform_v1alpha1_NodeUsage(ref),
-		v1alpha1.ResourceQuotaStatus{}.OpenAPIModelName():    schema_pkg_apis_platform_v1alpha1_ResourceQuotaStatus(ref),
-		v1alpha1.Taint{}.OpenAPIModelName():                  schema_pkg_apis_platform_v1alpha1_Taint(ref),
-		v1alpha1.UsageReport{}.OpenAPIModelName():            schema_pkg_apis_platform_v1alpha1_UsageReport(ref),
-		v1alpha1.UsageReportSpec{}.OpenAPIModelName():        schema_pkg_apis_platform_v1alpha1_UsageReportSpec(ref),
-		v1alpha1.UsageReportStatus{}.OpenAPIModelName():      schema_pkg_apis_platform_v1alpha1_UsageReportStatus(ref),
-		v1alpha1.UsageStatistics{}.OpenAPIModelName():        schema_pkg_apis_platform_v1alpha1_UsageStatistics(ref),
-		resource.Quantity{}.OpenAPIModelName():               schema_apimachinery_pkg_api_resource_Quantity(ref),
-		v1.APIGroup{}.OpenAPIModelName():                     schema_pkg_apis_meta_v1_APIGroup(ref),
-		v1.APIGroupList{}.OpenAPIModelName():                 schema_pkg_apis_meta_v1_APIGroupList(ref),
-		v1.APIResource{}.OpenAPIModelName():                  schema_pkg_apis_meta_v1_APIResource(ref),
-		v1.APIResourceList{}.OpenAPIModelName():              schema_pkg_apis_meta_v1_APIResourceList(ref),
-		v1.APIVersions{}.OpenAPIModelName():                  schema_pkg_apis_meta_v1_APIVersions(ref),
-		v1.ApplyOptions{}.OpenAPIModelName():                 schema_pkg_apis_meta_v1_ApplyOptions(ref),
-		v1.Condition{}.OpenAPIModelName():                    schema_pkg_apis_meta_v1_Condition(ref),
-		v1.CreateOptions{}.OpenAPIModelName():                schema_pkg_apis_meta_v1_CreateOptions(ref),
-		v1.DeleteOptions{}.OpenAPIModelName():                schema_pkg_apis_meta_v1_DeleteOptions(ref),
-		v1.Duration{}.OpenAPIModelName():                     schema_pkg_apis_meta_v1_Duration(ref),
-		v1.FieldSelectorRequirement{}.OpenAPIModelName():     schema_pkg_apis_meta_v1_FieldSelectorRequirement(ref),
-		v1.FieldsV1{}.OpenAPIModelName():                     schema_pkg_apis_meta_v1_FieldsV1(ref),
-		v1.GetOptions{}.OpenAPIModelName():                   schema_pkg_apis_meta_v1_GetOptions(ref),
-		v1.GroupKind{}.OpenAPIModelName():                    schema_pkg_apis_meta_v1_GroupKind(ref),
-		v1.GroupResource{}.OpenAPIModelName():                schema_pkg_apis_meta_v1_GroupResource(ref),
-		v1.GroupVersion{}.OpenAPIModelName():                 schema_pkg_apis_meta_v1_GroupVersion(ref),
-		v1.GroupVersionForDiscovery{}.OpenAPIModelName():     schema_pkg_apis_meta_v1_GroupVersionForDiscovery(ref),
-		v1.GroupVersionKind{}.OpenAPIModelName():             schema_pkg_apis_meta_v1_GroupVersionKind(ref),
-		v1.GroupVersionResource{}.OpenAPIModelName():         schema_pkg_apis_meta_v1_GroupVersionResource(ref),
-		v1.InternalEvent{}.OpenAPIModelName():                schema_pkg_apis_meta_v1_InternalEvent(ref),
-		v1.LabelSelector{}.OpenAPIModelName():                schema_pkg_apis_meta_v1_LabelSelector(ref),
-		v1.LabelSelectorRequirement{}.OpenAPIModelName():     schema_pkg_apis_meta_v1_LabelSelectorRequirement(ref),
-		v1.List{}.OpenAPIModelName():                         schema_pkg_apis_meta_v1_List(ref),
-		v1.ListMeta{}.OpenAPIModelName():                     schema_pkg_apis_meta_v1_ListMeta(ref),
-		v1.ListOptions{}.OpenAPIModelName():                  schema_pkg_apis_meta_v1_ListOptions(ref),
-		v1.ManagedFieldsEntry{}.OpenAPIModelName():           schema_pkg_apis_meta_v1_ManagedFieldsEntry(ref),
-		v1.MicroTime{}.OpenAPIModelName():                    schema_pkg_apis_meta_v1_MicroTime(ref),
-		v1.ObjectMeta{}.OpenAPIModelName():                   schema_pkg_apis_meta_v1_ObjectMeta(ref),
-		v1.OwnerReference{}.OpenAPIModelName():               schema_pkg_apis_meta_v1_OwnerReference(ref),
-		v1.PartialObjectMetadata{}.OpenAPIModelName():        schema_pkg_apis_meta_v1_PartialObjectMetadata(ref),
-		v1.PartialObjectMetadataList{}.OpenAPIModelName():    schema_pkg_apis_meta_v1_PartialObjectMetadataList(ref),
-		v1.Patch{}.OpenAPIModelName():                        schema_pkg_apis_meta_v1_Patch(ref),
-		v1.PatchOptions{}.OpenAPIModelName():                 schema_pkg_apis_meta_v1_PatchOptions(ref),
-		v1.Preconditions{}.OpenAPIModelName():                schema_pkg_apis_meta_v1_Preconditions(ref),
-		v1.RootPaths{}.OpenAPIModelName():                    schema_pkg_apis_meta_v1_RootPaths(ref),
-		v1.ServerAddressByClientCIDR{}.OpenAPIModelName():    schema_pkg_apis_meta_v1_ServerAddressByClientCIDR(ref),
-		v1.ShardInfo{}.OpenAPIModelName():                    schema_pkg_apis_meta_v1_ShardInfo(ref),
-		v1.Status{}.OpenAPIModelName():                       schema_pkg_apis_meta_v1_Status(ref),
-		v1.StatusCause{}.OpenAPIModelName():                  schema_pkg_apis_meta_v1_StatusCause(ref),
-		v1.StatusDetails{}.OpenAPIModelName():                schema_pkg_apis_meta_v1_StatusDetails(ref),
-		v1.Table{}.OpenAPIModelName():                        schema_pkg_apis_meta_v1_Table(ref),
-		v1.TableColumnDefinition{}.OpenAPIModelName():        schema_pkg_apis_meta_v1_TableColumnDefinition(ref),
-		v1.TableOptions{}.OpenAPIModelName():                 schema_pkg_apis_meta_v1_TableOptions(ref),
-		v1.TableRow{}.OpenAPIModelName():                     schema_pkg_apis_meta_v1_TableRow(ref),
-		v1.TableRowCondition{}.OpenAPIModelName():            schema_pkg_apis_meta_v1_TableRowCondition(ref),
-		v1.Time{}.OpenAPIModelName():                         schema_pkg_apis_meta_v1_Time(ref),
-		v1.Timestamp{}.OpenAPIModelName():                    schema_pkg_apis_meta_v1_Timestamp(ref),
-		v1.TypeMeta{}.OpenAPIModelName():                     schema_pkg_apis_meta_v1_TypeMeta(ref),
-		v1.UpdateOptions{}.OpenAPIModelName():                schema_pkg_apis_meta_v1_UpdateOptions(ref),
-		v1.WatchEvent{}.OpenAPIModelName():                   schema_pkg_apis_meta_v1_WatchEvent(ref),
-		runtime.RawExtension{}.OpenAPIModelName():            schema_k8sio_apimachinery_pkg_runtime_RawExtension(ref),
-		runtime.TypeMeta{}.OpenAPIModelName():                schema_k8sio_apimachinery_pkg_runtime_TypeMeta(ref),
-		runtime.Unknown{}.OpenAPIModelName():                 schema_k8sio_apimachinery_pkg_runtime_Unknown(ref),
-		version.Info{}.OpenAPIModelName():                    schema_k8sio_apimachinery_pkg_version_Info(ref),
+		v1alpha1.CapacitySummary{}.OpenAPIModelName():         schema_pkg_apis_platform_v1alpha1_CapacitySummary(ref),
+		v1alpha1.CapacityUsage{}.OpenAPIModelName():           schema_pkg_apis_platform_v1alpha1_CapacityUsage(ref),
+		v1alpha1.ClusterCapacity{}.OpenAPIModelName():         schema_pkg_apis_platform_v1alpha1_ClusterCapacity(ref),
+		v1alpha1.ClusterCapacityList{}.OpenAPIModelName():     schema_pkg_apis_platform_v1alpha1_ClusterCapacityList(ref),
+		v1alpha1.ClusterCapacityStatus{}.OpenAPIModelName():   schema_pkg_apis_platform_v1alpha1_ClusterCapacityStatus(ref),
+		v1alpha1.ClusterNamespace{}.OpenAPIModelName():        schema_pkg_apis_platform_v1alpha1_ClusterNamespace(ref),
+		v1alpha1.ClusterNamespaceList{}.OpenAPIModelName():    schema_pkg_apis_platform_v1alpha1_ClusterNamespaceList(ref),
+		v1alpha1.ClusterNamespaceStatus{}.OpenAPIModelName():  schema_pkg_apis_platform_v1alpha1_ClusterNamespaceStatus(ref),
+		v1alpha1.ComputeResources{}.OpenAPIModelName():        schema_pkg_apis_platform_v1alpha1_ComputeResources(ref),
+		v1alpha1.DeviceClaimCount{}.OpenAPIModelName():        schema_pkg_apis_platform_v1alpha1_DeviceClaimCount(ref),
+		v1alpha1.DeviceCount{}.OpenAPIModelName():             schema_pkg_apis_platform_v1alpha1_DeviceCount(ref),
+		v1alpha1.DeviceRequest{}.OpenAPIModelName():           schema_pkg_apis_platform_v1alpha1_DeviceRequest(ref),
+		v1alpha1.LocalUsageReport{}.OpenAPIModelName():        schema_pkg_apis_platform_v1alpha1_LocalUsageReport(ref),
+		v1alpha1.MemberDeviceCount{}.OpenAPIModelName():       schema_pkg_apis_platform_v1alpha1_MemberDeviceCount(ref),
+		v1alpha1.MemberDevices{}.OpenAPIModelName():           schema_pkg_apis_platform_v1alpha1_MemberDevices(ref),
+		v1alpha1.MemberMirroring{}.OpenAPIModelName():         schema_pkg_apis_platform_v1alpha1_MemberMirroring(ref),
+		v1alpha1.NamespaceUsage{}.OpenAPIModelName():          schema_pkg_apis_platform_v1alpha1_NamespaceUsage(ref),
+		v1alpha1.NodeCapacity{}.OpenAPIModelName():            schema_pkg_apis_platform_v1alpha1_NodeCapacity(ref),
+		v1alpha1.NodeCapacityList{}.OpenAPIModelName():        schema_pkg_apis_platform_v1alpha1_NodeCapacityList(ref),
+		v1alpha1.NodeCapacityStatus{}.OpenAPIModelName():      schema_pkg_apis_platform_v1alpha1_NodeCapacityStatus(ref),
+		v1alpha1.NodeCondition{}.OpenAPIModelName():           schema_pkg_apis_platform_v1alpha1_NodeCondition(ref),
+		v1alpha1.NodeCounts{}.OpenAPIModelName():              schema_pkg_apis_platform_v1alpha1_NodeCounts(ref),
+		v1alpha1.NodeResources{}.OpenAPIModelName():           schema_pkg_apis_platform_v1alpha1_NodeResources(ref),
+		v1alpha1.NodeSelectorRequirement{}.OpenAPIModelName(): schema_pkg_apis_platform_v1alpha1_NodeSelectorRequirement(ref),
+		v1alpha1.NodeSelectorTerm{}.OpenAPIModelName():        schema_pkg_apis_platform_v1alpha1_NodeSelectorTerm(ref),
+		v1alpha1.NodeUsage{}.OpenAPIModelName():               schema_pkg_apis_platform_v1alpha1_NodeUsage(ref),
+		v1alpha1.PlacementClusterFit{}.OpenAPIModelName():     schema_pkg_apis_platform_v1alpha1_PlacementClusterFit(ref),
+		v1alpha1.PlacementReport{}.OpenAPIModelName():         schema_pkg_apis_platform_v1alpha1_PlacementReport(ref),
+		v1alpha1.PlacementReportSpec{}.OpenAPIModelName():     schema_pkg_apis_platform_v1alpha1_PlacementReportSpec(ref),
+		v1alpha1.PlacementReportStatus{}.OpenAPIModelName():   schema_pkg_apis_platform_v1alpha1_PlacementReportStatus(ref),
+		v1alpha1.ResourceQuotaStatus{}.OpenAPIModelName():     schema_pkg_apis_platform_v1alpha1_ResourceQuotaStatus(ref),
+		v1alpha1.Taint{}.OpenAPIModelName():                   schema_pkg_apis_platform_v1alpha1_Taint(ref),
+		v1alpha1.Toleration{}.OpenAPIModelName():              schema_pkg_apis_platform_v1alpha1_Toleration(ref),
+		v1alpha1.TopologySpread{}.OpenAPIModelName():          schema_pkg_apis_platform_v1alpha1_TopologySpread(ref),
+		v1alpha1.UsageReport{}.OpenAPIModelName():             schema_pkg_apis_platform_v1alpha1_UsageReport(ref),
+		v1alpha1.UsageReportSpec{}.OpenAPIModelName():         schema_pkg_apis_platform_v1alpha1_UsageReportSpec(ref),
+		v1alpha1.UsageReportStatus{}.OpenAPIModelName():       schema_pkg_apis_platform_v1alpha1_UsageReportStatus(ref),
+		v1alpha1.UsageStatistics{}.OpenAPIModelName():         schema_pkg_apis_platform_v1alpha1_UsageStatistics(ref),
+		resource.Quantity{}.OpenAPIModelName():                schema_apimachinery_pkg_api_resource_Quantity(ref),
+		v1.APIGroup{}.OpenAPIModelName():                      schema_pkg_apis_meta_v1_APIGroup(ref),
+		v1.APIGroupList{}.OpenAPIModelName():                  schema_pkg_apis_meta_v1_APIGroupList(ref),
+		v1.APIResource{}.OpenAPIModelName():                   schema_pkg_apis_meta_v1_APIResource(ref),
+		v1.APIResourceList{}.OpenAPIModelName():               schema_pkg_apis_meta_v1_APIResourceList(ref),
+		v1.APIVersions{}.OpenAPIModelName():                   schema_pkg_apis_meta_v1_APIVersions(ref),
+		v1.ApplyOptions{}.OpenAPIModelName():                  schema_pkg_apis_meta_v1_ApplyOptions(ref),
+		v1.Condition{}.OpenAPIModelName():                     schema_pkg_apis_meta_v1_Condition(ref),
+		v1.CreateOptions{}.OpenAPIModelName():                 schema_pkg_apis_meta_v1_CreateOptions(ref),
+		v1.DeleteOptions{}.OpenAPIModelName():                 schema_pkg_apis_meta_v1_DeleteOptions(ref),
+		v1.Duration{}.OpenAPIModelName():                      schema_pkg_apis_meta_v1_Duration(ref),
+		v1.FieldSelectorRequirement{}.OpenAPIModelName():      schema_pkg_apis_meta_v1_FieldSelectorRequirement(ref),
+		v1.FieldsV1{}.OpenAPIModelName():                      schema_pkg_apis_meta_v1_FieldsV1(ref),
+		v1.GetOptions{}.OpenAPIModelName():                    schema_pkg_apis_meta_v1_GetOptions(ref),
+		v1.GroupKind{}.OpenAPIModelName():                     schema_pkg_apis_meta_v1_GroupKind(ref),
+		v1.GroupResource{}.OpenAPIModelName():                 schema_pkg_apis_meta_v1_GroupResource(ref),
+		v1.GroupVersion{}.OpenAPIModelName():                  schema_pkg_apis_meta_v1_GroupVersion(ref),
+		v1.GroupVersionForDiscovery{}.OpenAPIModelName():      schema_pkg_apis_meta_v1_GroupVersionForDiscovery(ref),
+		v1.GroupVersionKind{}.OpenAPIModelName():              schema_pkg_apis_meta_v1_GroupVersionKind(ref),
+		v1.GroupVersionResource{}.OpenAPIModelName():          schema_pkg_apis_meta_v1_GroupVersionResource(ref),
+		v1.InternalEvent{}.OpenAPIModelName():                 schema_pkg_apis_meta_v1_InternalEvent(ref),
+		v1.LabelSelector{}.OpenAPIModelName():                 schema_pkg_apis_meta_v1_LabelSelector(ref),
+		v1.LabelSelectorRequirement{}.OpenAPIModelName():      schema_pkg_apis_meta_v1_LabelSelectorRequirement(ref),
+		v1.List{}.OpenAPIModelName():                          schema_pkg_apis_meta_v1_List(ref),
+		v1.ListMeta{}.OpenAPIModelName():                      schema_pkg_apis_meta_v1_ListMeta(ref),
+		v1.ListOptions{}.OpenAPIModelName():                   schema_pkg_apis_meta_v1_ListOptions(ref),
+		v1.ManagedFieldsEntry{}.OpenAPIModelName():            schema_pkg_apis_meta_v1_ManagedFieldsEntry(ref),
+		v1.MicroTime{}.OpenAPIModelName():                     schema_pkg_apis_meta_v1_MicroTime(ref),
+		v1.ObjectMeta{}.OpenAPIModelName():                    schema_pkg_apis_meta_v1_ObjectMeta(ref),
+		v1.OwnerReference{}.OpenAPIModelName():                schema_pkg_apis_meta_v1_OwnerReference(ref),
+		v1.PartialObjectMetadata{}.OpenAPIModelName():         schema_pkg_apis_meta_v1_PartialObjectMetadata(ref),
+		v1.PartialObjectMetadataList{}.OpenAPIModelName():     schema_pkg_apis_meta_v1_PartialObjectMetadataList(ref),
+		v1.Patch{}.OpenAPIModelName():                         schema_pkg_apis_meta_v1_Patch(ref),
+		v1.PatchOptions{}.OpenAPIModelName():                  schema_pkg_apis_meta_v1_PatchOptions(ref),
+		v1.Preconditions{}.OpenAPIModelName():                 schema_pkg_apis_meta_v1_Preconditions(ref),
+		v1.RootPaths{}.OpenAPIModelName():                     schema_pkg_apis_meta_v1_RootPaths(ref),
+		v1.ServerAddressByClientCIDR{}.OpenAPIModelName():     schema_pkg_apis_meta_v1_ServerAddressByClientCIDR(ref),
+		v1.ShardInfo{}.OpenAPIModelName():                     schema_pkg_apis_meta_v1_ShardInfo(ref),
+		v1.Status{}.OpenAPIModelName():                        schema_pkg_apis_meta_v1_Status(ref),
+		v1.StatusCause{}.OpenAPIModelName():                   schema_pkg_apis_meta_v1_StatusCause(ref),
+		v1.StatusDetails{}.OpenAPIModelName():                 schema_pkg_apis_meta_v1_StatusDetails(ref),
+		v1.Table{}.OpenAPIModelName():                         schema_pkg_apis_meta_v1_Table(ref),
+		v1.TableColumnDefinition{}.OpenAPIModelName():         schema_pkg_apis_meta_v1_TableColumnDefinition(ref),
+		v1.TableOptions{}.OpenAPIModelName():                  schema_pkg_apis_meta_v1_TableOptions(ref),
+		v1.TableRow{}.OpenAPIModelName():                      schema_pkg_apis_meta_v1_TableRow(ref),
+		v1.TableRowCondition{}.OpenAPIModelName():             schema_pkg_apis_meta_v1_TableRowCondition(ref),
+		v1.Time{}.OpenAPIModelName():                          schema_pkg_apis_meta_v1_Time(ref),
+		v1.Timestamp{}.OpenAPIModelName():                     schema_pkg_apis_meta_v1_Timestamp(ref),
+		v1.TypeMeta{}.OpenAPIModelName():                      schema_pkg_apis_meta_v1_TypeMeta(ref),
+		v1.UpdateOptions{}.OpenAPIModelName():                 schema_pkg_apis_meta_v1_UpdateOptions(ref),
+		v1.WatchEvent{}.OpenAPIModelName():                    schema_pkg_apis_meta_v1_WatchEvent(ref),
+		runtime.RawExtension{}.OpenAPIModelName():             schema_k8sio_apimachinery_pkg_runtime_RawExtension(ref),
+		runtime.TypeMeta{}.OpenAPIModelName():                 schema_k8sio_apimachinery_pkg_runtime_TypeMeta(ref),
+		runtime.Unknown{}.OpenAPIModelName():                  schema_k8sio_apimachinery_pkg_runtime_Unknown(ref),
+		version.Info{}.OpenAPIModelName():                     schema_k8sio_apimachinery_pkg_version_Info(ref),
 	}
 }
 
@@ -699,6 +708,36 @@ func schema_pkg_apis_platform_v1alpha1_DeviceCount(ref common.ReferenceCallback)
 					},
 				},
 				Required: []string{"driver", "total", "allocated", "free"},
+			},
+		},
+	}
+}
+
+func schema_pkg_apis_platform_v1alpha1_DeviceRequest(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "DeviceRequest asks DRA devices of one driver.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"driver": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Driver is the DRA driver publishing the devices (gpu.example.com).",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"count": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Count is how many devices one replica needs; at least 1.",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int64",
+						},
+					},
+				},
+				Required: []string{"driver", "count"},
 			},
 		},
 	}
@@ -1377,6 +1416,106 @@ func schema_pkg_apis_platform_v1alpha1_NodeResources(ref common.ReferenceCallbac
 	}
 }
 
+func schema_pkg_apis_platform_v1alpha1_NodeSelectorRequirement(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "NodeSelectorRequirement is one requirement of a node selector term.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"key": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Key is the label key (or field) the requirement applies to.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"operator": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Operator is In, NotIn, Exists, DoesNotExist, Gt or Lt.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"values": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "Values: one or more for In and NotIn, none for Exists and DoesNotExist, one integer for Gt and Lt.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"string"},
+										Format: "",
+									},
+								},
+							},
+						},
+					},
+				},
+				Required: []string{"key", "operator"},
+			},
+		},
+	}
+}
+
+func schema_pkg_apis_platform_v1alpha1_NodeSelectorTerm(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "NodeSelectorTerm is a pod's node selector term: every requirement must hold.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"matchExpressions": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "MatchExpressions are requirements on node labels.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(v1alpha1.NodeSelectorRequirement{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
+					"matchFields": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "MatchFields are requirements on node fields: metadata.name only, with In or NotIn, the name being the node's name in its member.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(v1alpha1.NodeSelectorRequirement{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
+				},
+			},
+		},
+		Dependencies: []string{
+			v1alpha1.NodeSelectorRequirement{}.OpenAPIModelName()},
+	}
+}
+
 func schema_pkg_apis_platform_v1alpha1_NodeUsage(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
@@ -1414,6 +1553,310 @@ func schema_pkg_apis_platform_v1alpha1_NodeUsage(ref common.ReferenceCallback) c
 		},
 		Dependencies: []string{
 			resource.Quantity{}.OpenAPIModelName(), v1.Duration{}.OpenAPIModelName(), v1.Time{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_platform_v1alpha1_PlacementClusterFit(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "PlacementClusterFit is how many replicas fit on one member.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"cluster": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Cluster is the member's id.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"fits": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Fits is how many replicas fit now, placed one after another on the nodes that pass the filters (cordon, taints, selectors), within each node's allocatable minus requested and its pod count, and within the topology spread.",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int64",
+						},
+					},
+					"nodes": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Nodes counts the nodes that could take at least one replica.",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int64",
+						},
+					},
+					"fitsAll": {
+						SchemaProps: spec.SchemaProps{
+							Description: "FitsAll says whether spec.replicas replicas fit; unset without spec.replicas.",
+							Type:        []string{"boolean"},
+							Format:      "",
+						},
+					},
+					"mirroring": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Mirroring is the state of the registry's mirror of the member, as on its ClusterCapacity; empty before discovery reported one.\n\nPossible enum values:\n - `\"Lagging\"` : changes arrive from the member but a commit keeps failing.\n - `\"Synced\"` : every resource is listed and watched, and changes commit.\n - `\"Syncing\"` : a first list (or a relist) of the member is running.\n - `\"Unreachable\"` : the member does not answer or refuses access.",
+							Type:        []string{"string"},
+							Format:      "",
+							Enum:        []interface{}{"Lagging", "Synced", "Syncing", "Unreachable"},
+						},
+					},
+					"stale": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Stale is true unless the mirroring is Synced: the answer is from what the registry last saw of the member, not from now.",
+							Default:     false,
+							Type:        []string{"boolean"},
+							Format:      "",
+						},
+					},
+					"dataAge": {
+						SchemaProps: spec.SchemaProps{
+							Description: "DataAge is how long ago the mirror was last current (the time the mirroring left Synced); unset while Synced or before a state was reported.",
+							Ref:         ref(v1.Duration{}.OpenAPIModelName()),
+						},
+					},
+				},
+				Required: []string{"cluster", "fits", "nodes", "stale"},
+			},
+		},
+		Dependencies: []string{
+			v1.Duration{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_platform_v1alpha1_PlacementReport(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "PlacementReport asks how many replicas of one pod shape each member cluster can take now, counted as kube-scheduler's filters would place them: create one and the answer is in the returned status (nothing is stored, as with a SubjectAccessReview). `kubectl create -f placement.yaml -o yaml`; RBAC verb create on placementreports, and get on the ClusterCapacity of every member named (list clustercapacities to ask a selector's members or the whole fleet). What is modelled and what is not: docs/placement.md.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"kind": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"apiVersion": {
+						SchemaProps: spec.SchemaProps{
+							Description: "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"metadata": {
+						SchemaProps: spec.SchemaProps{
+							Default: map[string]interface{}{},
+							Ref:     ref(v1.ObjectMeta{}.OpenAPIModelName()),
+						},
+					},
+					"spec": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Spec is the question: the pod shape and the members to consider.",
+							Default:     map[string]interface{}{},
+							Ref:         ref(v1alpha1.PlacementReportSpec{}.OpenAPIModelName()),
+						},
+					},
+					"status": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Status is the answer, filled by the server.",
+							Default:     map[string]interface{}{},
+							Ref:         ref(v1alpha1.PlacementReportStatus{}.OpenAPIModelName()),
+						},
+					},
+				},
+				Required: []string{"spec"},
+			},
+		},
+		Dependencies: []string{
+			v1alpha1.PlacementReportSpec{}.OpenAPIModelName(), v1alpha1.PlacementReportStatus{}.OpenAPIModelName(), v1.ObjectMeta{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_platform_v1alpha1_PlacementReportSpec(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "PlacementReportSpec is one replica's scheduling requirements, in the words of a pod spec, and the members to consider.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"requests": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Requests are one replica's resource requests, as a pod's (the sum of its containers'): cpu, memory and any other resource by its Kubernetes name (ephemeral-storage, hugepages-2Mi, nvidia.com/gpu). Each replica is one pod, so pods is not a request.",
+							Type:        []string{"object"},
+							AdditionalProperties: &spec.SchemaOrBool{
+								Allows: true,
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(resource.Quantity{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
+					"devices": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-map-keys": []interface{}{
+									"driver",
+								},
+								"x-kubernetes-list-type": "map",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "Devices are the DRA devices one replica needs, per driver: that many free devices of the driver on one node (see docs/placement.md for how this differs from a DeviceClass).",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(v1alpha1.DeviceRequest{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
+					"replicas": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Replicas is how many replicas the workload wants: each member then says whether all of them fit. Optional.",
+							Type:        []string{"integer"},
+							Format:      "int64",
+						},
+					},
+					"nodeSelector": {
+						SchemaProps: spec.SchemaProps{
+							Description: "NodeSelector is the pod's nodeSelector: labels a node must have.",
+							Type:        []string{"object"},
+							AdditionalProperties: &spec.SchemaOrBool{
+								Allows: true,
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"string"},
+										Format: "",
+									},
+								},
+							},
+						},
+					},
+					"nodeAffinity": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "NodeAffinity is the pod's requiredDuringSchedulingIgnoredDuringExecution node affinity: a node must match one of the terms.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(v1alpha1.NodeSelectorTerm{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
+					"tolerations": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "Tolerations are the pod's tolerations.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(v1alpha1.Toleration{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
+					"topologySpread": {
+						SchemaProps: spec.SchemaProps{
+							Description: "TopologySpread is one topology spread constraint with whenUnsatisfiable DoNotSchedule over the replicas, for example by topology.kubernetes.io/zone or kubernetes.io/hostname.",
+							Ref:         ref(v1alpha1.TopologySpread{}.OpenAPIModelName()),
+						},
+					},
+					"clusters": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "set",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "Clusters names the members to consider. Excludes ClusterSelector; neither means every member.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"string"},
+										Format: "",
+									},
+								},
+							},
+						},
+					},
+					"clusterSelector": {
+						SchemaProps: spec.SchemaProps{
+							Description: "ClusterSelector selects the members whose ClusterCapacity labels match it, as kubectl -l takes it.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+				},
+			},
+		},
+		Dependencies: []string{
+			v1alpha1.DeviceRequest{}.OpenAPIModelName(), v1alpha1.NodeSelectorTerm{}.OpenAPIModelName(), v1alpha1.Toleration{}.OpenAPIModelName(), v1alpha1.TopologySpread{}.OpenAPIModelName(), resource.Quantity{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_platform_v1alpha1_PlacementReportStatus(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "PlacementReportStatus is the answer: how many replicas fit where.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"fits": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Fits is how many replicas fit now over all the members considered (each member counted on its own).",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int64",
+						},
+					},
+					"clusters": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-map-keys": []interface{}{
+									"cluster",
+								},
+								"x-kubernetes-list-type": "map",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "Clusters has one entry per member considered, best first: the most replicas, then current data before stale, then by name.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(v1alpha1.PlacementClusterFit{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
+				},
+				Required: []string{"fits"},
+			},
+		},
+		Dependencies: []string{
+			v1alpha1.PlacementClusterFit{}.OpenAPIModelName()},
 	}
 }
 
@@ -1501,6 +1944,77 @@ func schema_pkg_apis_platform_v1alpha1_Taint(ref common.ReferenceCallback) commo
 					},
 				},
 				Required: []string{"key", "effect"},
+			},
+		},
+	}
+}
+
+func schema_pkg_apis_platform_v1alpha1_Toleration(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "Toleration is a pod's toleration.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"key": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Key is the taint key it matches; empty with Exists matches every key.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"operator": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Operator is Equal (the default) or Exists.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"value": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Value is the taint value it matches (Equal only).",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"effect": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Effect is the taint effect it matches; empty matches every effect.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+				},
+			},
+		},
+	}
+}
+
+func schema_pkg_apis_platform_v1alpha1_TopologySpread(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "TopologySpread is a topology spread constraint over the replicas.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"topologyKey": {
+						SchemaProps: spec.SchemaProps{
+							Description: "TopologyKey is the node label whose values are the domains.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"maxSkew": {
+						SchemaProps: spec.SchemaProps{
+							Description: "MaxSkew is the most the replicas in two domains may differ by; at least 1.",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+				},
+				Required: []string{"topologyKey", "maxSkew"},
 			},
 		},
 	}

@@ -2,15 +2,12 @@ package usagereport
 
 import (
 	"context"
-	"errors"
-	"fmt"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
-	"k8s.io/apiserver/pkg/endpoints/request"
 
 	"github.com/example/platform-apiserver/pkg/apis/platform"
 	"github.com/example/platform-apiserver/pkg/apis/platform/v1alpha1"
+	"github.com/example/platform-apiserver/pkg/registry"
 	"github.com/example/platform-apiserver/pkg/registry/nodecapacity"
 )
 
@@ -54,42 +51,7 @@ func what(spec *platform.UsageReportSpec) string {
 }
 
 // authorize asks the authorizer whether the request's user may read what q
-// asks about. It looks nothing up, so its answer is the same whether that
-// exists or not.
+// asks about.
 func (a *answerer) authorize(ctx context.Context, q question) error {
-	user, ok := request.UserFrom(ctx)
-	if !ok {
-		return apierrors.NewInternalError(errors.New("the request carries no user to authorize the report for"))
-	}
-	attrs := needs(&q.spec)
-	attrs.User = user
-	decision, reason, err := a.authz.Authorize(ctx, attrs)
-	switch {
-	case decision == authorizer.DecisionAllow:
-		return nil
-	case err != nil:
-		// As the generic server's authorization filter answers an
-		// authorizer that failed.
-		return apierrors.NewInternalError(fmt.Errorf("authorizing the report: %w", err))
-	}
-	msg := fmt.Sprintf("%s, which a report of %s needs; ask for that permission or ask about what you may read", forbidden(attrs), what(&q.spec))
-	if reason != "" {
-		msg += ": " + reason
-	}
-	return apierrors.NewForbidden(q.resource, q.name, errors.New(msg))
-}
-
-// forbidden says what attrs asked, in the words of the generic server's 403s
-// (responsewriters.forbiddenMessage), with the name.
-func forbidden(attrs authorizer.AttributesRecord) string {
-	s := fmt.Sprintf("User %q cannot %s resource %q in API group %q", attrs.User.GetName(), attrs.Verb, attrs.Resource, attrs.APIGroup)
-	if attrs.Namespace != "" {
-		s += fmt.Sprintf(" in the namespace %q", attrs.Namespace)
-	} else {
-		s += " at the cluster scope"
-	}
-	if attrs.Name != "" {
-		s += fmt.Sprintf(" (name %q)", attrs.Name)
-	}
-	return s
+	return registry.AuthorizeQuestion(ctx, a.authz, needs(&q.spec), q.resource, q.name, "a report of "+what(&q.spec))
 }

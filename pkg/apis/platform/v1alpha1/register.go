@@ -35,6 +35,7 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 		&NodeCapacityList{},
 		&UsageReport{},
 		&LocalUsageReport{},
+		&PlacementReport{},
 	)
 	metav1.AddToGroupVersion(scheme, SchemeGroupVersion)
 	return nil

@@ -134,6 +134,16 @@ func RegisterConversions(s *runtime.Scheme) error {
 	}); err != nil {
 		return err
 	}
+	if err := s.AddGeneratedConversionFunc((*DeviceRequest)(nil), (*platform.DeviceRequest)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1alpha1_DeviceRequest_To_platform_DeviceRequest(a.(*DeviceRequest), b.(*platform.DeviceRequest), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*platform.DeviceRequest)(nil), (*DeviceRequest)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_platform_DeviceRequest_To_v1alpha1_DeviceRequest(a.(*platform.DeviceRequest), b.(*DeviceRequest), scope)
+	}); err != nil {
+		return err
+	}
 	if err := s.AddGeneratedConversionFunc((*LocalUsageReport)(nil), (*platform.LocalUsageReport)(nil), func(a, b interface{}, scope conversion.Scope) error {
 		return Convert_v1alpha1_LocalUsageReport_To_platform_LocalUsageReport(a.(*LocalUsageReport), b.(*platform.LocalUsageReport), scope)
 	}); err != nil {
@@ -244,6 +254,26 @@ func RegisterConversions(s *runtime.Scheme) error {
 	}); err != nil {
 		return err
 	}
+	if err := s.AddGeneratedConversionFunc((*NodeSelectorRequirement)(nil), (*platform.NodeSelectorRequirement)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1alpha1_NodeSelectorRequirement_To_platform_NodeSelectorRequirement(a.(*NodeSelectorRequirement), b.(*platform.NodeSelectorRequirement), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*platform.NodeSelectorRequirement)(nil), (*NodeSelectorRequirement)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_platform_NodeSelectorRequirement_To_v1alpha1_NodeSelectorRequirement(a.(*platform.NodeSelectorRequirement), b.(*NodeSelectorRequirement), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*NodeSelectorTerm)(nil), (*platform.NodeSelectorTerm)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1alpha1_NodeSelectorTerm_To_platform_NodeSelectorTerm(a.(*NodeSelectorTerm), b.(*platform.NodeSelectorTerm), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*platform.NodeSelectorTerm)(nil), (*NodeSelectorTerm)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_platform_NodeSelectorTerm_To_v1alpha1_NodeSelectorTerm(a.(*platform.NodeSelectorTerm), b.(*NodeSelectorTerm), scope)
+	}); err != nil {
+		return err
+	}
 	if err := s.AddGeneratedConversionFunc((*NodeUsage)(nil), (*platform.NodeUsage)(nil), func(a, b interface{}, scope conversion.Scope) error {
 		return Convert_v1alpha1_NodeUsage_To_platform_NodeUsage(a.(*NodeUsage), b.(*platform.NodeUsage), scope)
 	}); err != nil {
@@ -251,6 +281,46 @@ func RegisterConversions(s *runtime.Scheme) error {
 	}
 	if err := s.AddGeneratedConversionFunc((*platform.NodeUsage)(nil), (*NodeUsage)(nil), func(a, b interface{}, scope conversion.Scope) error {
 		return Convert_platform_NodeUsage_To_v1alpha1_NodeUsage(a.(*platform.NodeUsage), b.(*NodeUsage), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*PlacementClusterFit)(nil), (*platform.PlacementClusterFit)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1alpha1_PlacementClusterFit_To_platform_PlacementClusterFit(a.(*PlacementClusterFit), b.(*platform.PlacementClusterFit), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*platform.PlacementClusterFit)(nil), (*PlacementClusterFit)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_platform_PlacementClusterFit_To_v1alpha1_PlacementClusterFit(a.(*platform.PlacementClusterFit), b.(*PlacementClusterFit), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*PlacementReport)(nil), (*platform.PlacementReport)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1alpha1_PlacementReport_To_platform_PlacementReport(a.(*PlacementReport), b.(*platform.PlacementReport), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*platform.PlacementReport)(nil), (*PlacementReport)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_platform_PlacementReport_To_v1alpha1_PlacementReport(a.(*platform.PlacementReport), b.(*PlacementReport), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*PlacementReportSpec)(nil), (*platform.PlacementReportSpec)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1alpha1_PlacementReportSpec_To_platform_PlacementReportSpec(a.(*PlacementReportSpec), b.(*platform.PlacementReportSpec), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*platform.PlacementReportSpec)(nil), (*PlacementReportSpec)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_platform_PlacementReportSpec_To_v1alpha1_PlacementReportSpec(a.(*platform.PlacementReportSpec), b.(*PlacementReportSpec), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*PlacementReportStatus)(nil), (*platform.PlacementReportStatus)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1alpha1_PlacementReportStatus_To_platform_PlacementReportStatus(a.(*PlacementReportStatus), b.(*platform.PlacementReportStatus), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*platform.PlacementReportStatus)(nil), (*PlacementReportStatus)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_platform_PlacementReportStatus_To_v1alpha1_PlacementReportStatus(a.(*platform.PlacementReportStatus), b.(*PlacementReportStatus), scope)
 	}); err != nil {
 		return err
 	}
@@ -271,6 +341,26 @@ func RegisterConversions(s *runtime.Scheme) error {
 	}
 	if err := s.AddGeneratedConversionFunc((*platform.Taint)(nil), (*Taint)(nil), func(a, b interface{}, scope conversion.Scope) error {
 		return Convert_platform_Taint_To_v1alpha1_Taint(a.(*platform.Taint), b.(*Taint), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*Toleration)(nil), (*platform.Toleration)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1alpha1_Toleration_To_platform_Toleration(a.(*Toleration), b.(*platform.Toleration), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*platform.Toleration)(nil), (*Toleration)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_platform_Toleration_To_v1alpha1_Toleration(a.(*platform.Toleration), b.(*Toleration), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*TopologySpread)(nil), (*platform.TopologySpread)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1alpha1_TopologySpread_To_platform_TopologySpread(a.(*TopologySpread), b.(*platform.TopologySpread), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*platform.TopologySpread)(nil), (*TopologySpread)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_platform_TopologySpread_To_v1alpha1_TopologySpread(a.(*platform.TopologySpread), b.(*TopologySpread), scope)
 	}); err != nil {
 		return err
 	}
@@ -553,6 +643,26 @@ func Convert_platform_DeviceCount_To_v1alpha1_DeviceCount(in *platform.DeviceCou
 	return autoConvert_platform_DeviceCount_To_v1alpha1_DeviceCount(in, out, s)
 }
 
+func autoConvert_v1alpha1_DeviceRequest_To_platform_DeviceRequest(in *DeviceRequest, out *platform.DeviceRequest, s conversion.Scope) error {
+	*out = *(*platform.DeviceRequest)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_v1alpha1_DeviceRequest_To_platform_DeviceRequest is an autogenerated conversion function.
+func Convert_v1alpha1_DeviceRequest_To_platform_DeviceRequest(in *DeviceRequest, out *platform.DeviceRequest, s conversion.Scope) error {
+	return autoConvert_v1alpha1_DeviceRequest_To_platform_DeviceRequest(in, out, s)
+}
+
+func autoConvert_platform_DeviceRequest_To_v1alpha1_DeviceRequest(in *platform.DeviceRequest, out *DeviceRequest, s conversion.Scope) error {
+	*out = *(*DeviceRequest)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_platform_DeviceRequest_To_v1alpha1_DeviceRequest is an autogenerated conversion function.
+func Convert_platform_DeviceRequest_To_v1alpha1_DeviceRequest(in *platform.DeviceRequest, out *DeviceRequest, s conversion.Scope) error {
+	return autoConvert_platform_DeviceRequest_To_v1alpha1_DeviceRequest(in, out, s)
+}
+
 func autoConvert_v1alpha1_LocalUsageReport_To_platform_LocalUsageReport(in *LocalUsageReport, out *platform.LocalUsageReport, s conversion.Scope) error {
 	out.ObjectMeta = in.ObjectMeta
 	if err := Convert_v1alpha1_UsageReportSpec_To_platform_UsageReportSpec(&in.Spec, &out.Spec, s); err != nil {
@@ -793,6 +903,46 @@ func Convert_platform_NodeResources_To_v1alpha1_NodeResources(in *platform.NodeR
 	return autoConvert_platform_NodeResources_To_v1alpha1_NodeResources(in, out, s)
 }
 
+func autoConvert_v1alpha1_NodeSelectorRequirement_To_platform_NodeSelectorRequirement(in *NodeSelectorRequirement, out *platform.NodeSelectorRequirement, s conversion.Scope) error {
+	*out = *(*platform.NodeSelectorRequirement)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_v1alpha1_NodeSelectorRequirement_To_platform_NodeSelectorRequirement is an autogenerated conversion function.
+func Convert_v1alpha1_NodeSelectorRequirement_To_platform_NodeSelectorRequirement(in *NodeSelectorRequirement, out *platform.NodeSelectorRequirement, s conversion.Scope) error {
+	return autoConvert_v1alpha1_NodeSelectorRequirement_To_platform_NodeSelectorRequirement(in, out, s)
+}
+
+func autoConvert_platform_NodeSelectorRequirement_To_v1alpha1_NodeSelectorRequirement(in *platform.NodeSelectorRequirement, out *NodeSelectorRequirement, s conversion.Scope) error {
+	*out = *(*NodeSelectorRequirement)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_platform_NodeSelectorRequirement_To_v1alpha1_NodeSelectorRequirement is an autogenerated conversion function.
+func Convert_platform_NodeSelectorRequirement_To_v1alpha1_NodeSelectorRequirement(in *platform.NodeSelectorRequirement, out *NodeSelectorRequirement, s conversion.Scope) error {
+	return autoConvert_platform_NodeSelectorRequirement_To_v1alpha1_NodeSelectorRequirement(in, out, s)
+}
+
+func autoConvert_v1alpha1_NodeSelectorTerm_To_platform_NodeSelectorTerm(in *NodeSelectorTerm, out *platform.NodeSelectorTerm, s conversion.Scope) error {
+	*out = *(*platform.NodeSelectorTerm)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_v1alpha1_NodeSelectorTerm_To_platform_NodeSelectorTerm is an autogenerated conversion function.
+func Convert_v1alpha1_NodeSelectorTerm_To_platform_NodeSelectorTerm(in *NodeSelectorTerm, out *platform.NodeSelectorTerm, s conversion.Scope) error {
+	return autoConvert_v1alpha1_NodeSelectorTerm_To_platform_NodeSelectorTerm(in, out, s)
+}
+
+func autoConvert_platform_NodeSelectorTerm_To_v1alpha1_NodeSelectorTerm(in *platform.NodeSelectorTerm, out *NodeSelectorTerm, s conversion.Scope) error {
+	*out = *(*NodeSelectorTerm)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_platform_NodeSelectorTerm_To_v1alpha1_NodeSelectorTerm is an autogenerated conversion function.
+func Convert_platform_NodeSelectorTerm_To_v1alpha1_NodeSelectorTerm(in *platform.NodeSelectorTerm, out *NodeSelectorTerm, s conversion.Scope) error {
+	return autoConvert_platform_NodeSelectorTerm_To_v1alpha1_NodeSelectorTerm(in, out, s)
+}
+
 func autoConvert_v1alpha1_NodeUsage_To_platform_NodeUsage(in *NodeUsage, out *platform.NodeUsage, s conversion.Scope) error {
 	*out = *(*platform.NodeUsage)(unsafe.Pointer(in))
 	return nil
@@ -811,6 +961,98 @@ func autoConvert_platform_NodeUsage_To_v1alpha1_NodeUsage(in *platform.NodeUsage
 // Convert_platform_NodeUsage_To_v1alpha1_NodeUsage is an autogenerated conversion function.
 func Convert_platform_NodeUsage_To_v1alpha1_NodeUsage(in *platform.NodeUsage, out *NodeUsage, s conversion.Scope) error {
 	return autoConvert_platform_NodeUsage_To_v1alpha1_NodeUsage(in, out, s)
+}
+
+func autoConvert_v1alpha1_PlacementClusterFit_To_platform_PlacementClusterFit(in *PlacementClusterFit, out *platform.PlacementClusterFit, s conversion.Scope) error {
+	*out = *(*platform.PlacementClusterFit)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_v1alpha1_PlacementClusterFit_To_platform_PlacementClusterFit is an autogenerated conversion function.
+func Convert_v1alpha1_PlacementClusterFit_To_platform_PlacementClusterFit(in *PlacementClusterFit, out *platform.PlacementClusterFit, s conversion.Scope) error {
+	return autoConvert_v1alpha1_PlacementClusterFit_To_platform_PlacementClusterFit(in, out, s)
+}
+
+func autoConvert_platform_PlacementClusterFit_To_v1alpha1_PlacementClusterFit(in *platform.PlacementClusterFit, out *PlacementClusterFit, s conversion.Scope) error {
+	*out = *(*PlacementClusterFit)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_platform_PlacementClusterFit_To_v1alpha1_PlacementClusterFit is an autogenerated conversion function.
+func Convert_platform_PlacementClusterFit_To_v1alpha1_PlacementClusterFit(in *platform.PlacementClusterFit, out *PlacementClusterFit, s conversion.Scope) error {
+	return autoConvert_platform_PlacementClusterFit_To_v1alpha1_PlacementClusterFit(in, out, s)
+}
+
+func autoConvert_v1alpha1_PlacementReport_To_platform_PlacementReport(in *PlacementReport, out *platform.PlacementReport, s conversion.Scope) error {
+	out.ObjectMeta = in.ObjectMeta
+	if err := Convert_v1alpha1_PlacementReportSpec_To_platform_PlacementReportSpec(&in.Spec, &out.Spec, s); err != nil {
+		return err
+	}
+	if err := Convert_v1alpha1_PlacementReportStatus_To_platform_PlacementReportStatus(&in.Status, &out.Status, s); err != nil {
+		return err
+	}
+	return nil
+}
+
+// Convert_v1alpha1_PlacementReport_To_platform_PlacementReport is an autogenerated conversion function.
+func Convert_v1alpha1_PlacementReport_To_platform_PlacementReport(in *PlacementReport, out *platform.PlacementReport, s conversion.Scope) error {
+	return autoConvert_v1alpha1_PlacementReport_To_platform_PlacementReport(in, out, s)
+}
+
+func autoConvert_platform_PlacementReport_To_v1alpha1_PlacementReport(in *platform.PlacementReport, out *PlacementReport, s conversion.Scope) error {
+	out.ObjectMeta = in.ObjectMeta
+	if err := Convert_platform_PlacementReportSpec_To_v1alpha1_PlacementReportSpec(&in.Spec, &out.Spec, s); err != nil {
+		return err
+	}
+	if err := Convert_platform_PlacementReportStatus_To_v1alpha1_PlacementReportStatus(&in.Status, &out.Status, s); err != nil {
+		return err
+	}
+	return nil
+}
+
+// Convert_platform_PlacementReport_To_v1alpha1_PlacementReport is an autogenerated conversion function.
+func Convert_platform_PlacementReport_To_v1alpha1_PlacementReport(in *platform.PlacementReport, out *PlacementReport, s conversion.Scope) error {
+	return autoConvert_platform_PlacementReport_To_v1alpha1_PlacementReport(in, out, s)
+}
+
+func autoConvert_v1alpha1_PlacementReportSpec_To_platform_PlacementReportSpec(in *PlacementReportSpec, out *platform.PlacementReportSpec, s conversion.Scope) error {
+	*out = *(*platform.PlacementReportSpec)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_v1alpha1_PlacementReportSpec_To_platform_PlacementReportSpec is an autogenerated conversion function.
+func Convert_v1alpha1_PlacementReportSpec_To_platform_PlacementReportSpec(in *PlacementReportSpec, out *platform.PlacementReportSpec, s conversion.Scope) error {
+	return autoConvert_v1alpha1_PlacementReportSpec_To_platform_PlacementReportSpec(in, out, s)
+}
+
+func autoConvert_platform_PlacementReportSpec_To_v1alpha1_PlacementReportSpec(in *platform.PlacementReportSpec, out *PlacementReportSpec, s conversion.Scope) error {
+	*out = *(*PlacementReportSpec)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_platform_PlacementReportSpec_To_v1alpha1_PlacementReportSpec is an autogenerated conversion function.
+func Convert_platform_PlacementReportSpec_To_v1alpha1_PlacementReportSpec(in *platform.PlacementReportSpec, out *PlacementReportSpec, s conversion.Scope) error {
+	return autoConvert_platform_PlacementReportSpec_To_v1alpha1_PlacementReportSpec(in, out, s)
+}
+
+func autoConvert_v1alpha1_PlacementReportStatus_To_platform_PlacementReportStatus(in *PlacementReportStatus, out *platform.PlacementReportStatus, s conversion.Scope) error {
+	*out = *(*platform.PlacementReportStatus)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_v1alpha1_PlacementReportStatus_To_platform_PlacementReportStatus is an autogenerated conversion function.
+func Convert_v1alpha1_PlacementReportStatus_To_platform_PlacementReportStatus(in *PlacementReportStatus, out *platform.PlacementReportStatus, s conversion.Scope) error {
+	return autoConvert_v1alpha1_PlacementReportStatus_To_platform_PlacementReportStatus(in, out, s)
+}
+
+func autoConvert_platform_PlacementReportStatus_To_v1alpha1_PlacementReportStatus(in *platform.PlacementReportStatus, out *PlacementReportStatus, s conversion.Scope) error {
+	*out = *(*PlacementReportStatus)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_platform_PlacementReportStatus_To_v1alpha1_PlacementReportStatus is an autogenerated conversion function.
+func Convert_platform_PlacementReportStatus_To_v1alpha1_PlacementReportStatus(in *platform.PlacementReportStatus, out *PlacementReportStatus, s conversion.Scope) error {
+	return autoConvert_platform_PlacementReportStatus_To_v1alpha1_PlacementReportStatus(in, out, s)
 }
 
 func autoConvert_v1alpha1_ResourceQuotaStatus_To_platform_ResourceQuotaStatus(in *ResourceQuotaStatus, out *platform.ResourceQuotaStatus, s conversion.Scope) error {
@@ -851,6 +1093,46 @@ func autoConvert_platform_Taint_To_v1alpha1_Taint(in *platform.Taint, out *Taint
 // Convert_platform_Taint_To_v1alpha1_Taint is an autogenerated conversion function.
 func Convert_platform_Taint_To_v1alpha1_Taint(in *platform.Taint, out *Taint, s conversion.Scope) error {
 	return autoConvert_platform_Taint_To_v1alpha1_Taint(in, out, s)
+}
+
+func autoConvert_v1alpha1_Toleration_To_platform_Toleration(in *Toleration, out *platform.Toleration, s conversion.Scope) error {
+	*out = *(*platform.Toleration)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_v1alpha1_Toleration_To_platform_Toleration is an autogenerated conversion function.
+func Convert_v1alpha1_Toleration_To_platform_Toleration(in *Toleration, out *platform.Toleration, s conversion.Scope) error {
+	return autoConvert_v1alpha1_Toleration_To_platform_Toleration(in, out, s)
+}
+
+func autoConvert_platform_Toleration_To_v1alpha1_Toleration(in *platform.Toleration, out *Toleration, s conversion.Scope) error {
+	*out = *(*Toleration)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_platform_Toleration_To_v1alpha1_Toleration is an autogenerated conversion function.
+func Convert_platform_Toleration_To_v1alpha1_Toleration(in *platform.Toleration, out *Toleration, s conversion.Scope) error {
+	return autoConvert_platform_Toleration_To_v1alpha1_Toleration(in, out, s)
+}
+
+func autoConvert_v1alpha1_TopologySpread_To_platform_TopologySpread(in *TopologySpread, out *platform.TopologySpread, s conversion.Scope) error {
+	*out = *(*platform.TopologySpread)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_v1alpha1_TopologySpread_To_platform_TopologySpread is an autogenerated conversion function.
+func Convert_v1alpha1_TopologySpread_To_platform_TopologySpread(in *TopologySpread, out *platform.TopologySpread, s conversion.Scope) error {
+	return autoConvert_v1alpha1_TopologySpread_To_platform_TopologySpread(in, out, s)
+}
+
+func autoConvert_platform_TopologySpread_To_v1alpha1_TopologySpread(in *platform.TopologySpread, out *TopologySpread, s conversion.Scope) error {
+	*out = *(*TopologySpread)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_platform_TopologySpread_To_v1alpha1_TopologySpread is an autogenerated conversion function.
+func Convert_platform_TopologySpread_To_v1alpha1_TopologySpread(in *platform.TopologySpread, out *TopologySpread, s conversion.Scope) error {
+	return autoConvert_platform_TopologySpread_To_v1alpha1_TopologySpread(in, out, s)
 }
 
 func autoConvert_v1alpha1_UsageReport_To_platform_UsageReport(in *UsageReport, out *platform.UsageReport, s conversion.Scope) error {

@@ -65,6 +65,11 @@ func (in DeviceCount) OpenAPIModelName() string {
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
+func (in DeviceRequest) OpenAPIModelName() string {
+	return "io.example.platform.v1alpha1.DeviceRequest"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in LocalUsageReport) OpenAPIModelName() string {
 	return "io.example.platform.v1alpha1.LocalUsageReport"
 }
@@ -120,8 +125,38 @@ func (in NodeResources) OpenAPIModelName() string {
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
+func (in NodeSelectorRequirement) OpenAPIModelName() string {
+	return "io.example.platform.v1alpha1.NodeSelectorRequirement"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in NodeSelectorTerm) OpenAPIModelName() string {
+	return "io.example.platform.v1alpha1.NodeSelectorTerm"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in NodeUsage) OpenAPIModelName() string {
 	return "io.example.platform.v1alpha1.NodeUsage"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in PlacementClusterFit) OpenAPIModelName() string {
+	return "io.example.platform.v1alpha1.PlacementClusterFit"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in PlacementReport) OpenAPIModelName() string {
+	return "io.example.platform.v1alpha1.PlacementReport"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in PlacementReportSpec) OpenAPIModelName() string {
+	return "io.example.platform.v1alpha1.PlacementReportSpec"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in PlacementReportStatus) OpenAPIModelName() string {
+	return "io.example.platform.v1alpha1.PlacementReportStatus"
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
@@ -132,6 +167,16 @@ func (in ResourceQuotaStatus) OpenAPIModelName() string {
 // OpenAPIModelName returns the OpenAPI model name for this type.
 func (in Taint) OpenAPIModelName() string {
 	return "io.example.platform.v1alpha1.Taint"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in Toleration) OpenAPIModelName() string {
+	return "io.example.platform.v1alpha1.Toleration"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in TopologySpread) OpenAPIModelName() string {
+	return "io.example.platform.v1alpha1.TopologySpread"
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.

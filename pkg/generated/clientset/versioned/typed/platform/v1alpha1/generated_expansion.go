@@ -14,4 +14,6 @@ type LocalUsageReportExpansion interface{}
 
 type NodeCapacityExpansion interface{}
 
+type PlacementReportExpansion interface{}
+
 type UsageReportExpansion interface{}

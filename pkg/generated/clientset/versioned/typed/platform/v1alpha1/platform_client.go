@@ -20,6 +20,7 @@ type PlatformV1alpha1Interface interface {
 	ClusterNamespacesGetter
 	LocalUsageReportsGetter
 	NodeCapacitiesGetter
+	PlacementReportsGetter
 	UsageReportsGetter
 }
 
@@ -42,6 +43,10 @@ func (c *PlatformV1alpha1Client) LocalUsageReports(namespace string) LocalUsageR
 
 func (c *PlatformV1alpha1Client) NodeCapacities() NodeCapacityInterface {
 	return newNodeCapacities(c)
+}
+
+func (c *PlatformV1alpha1Client) PlacementReports() PlacementReportInterface {
+	return newPlacementReports(c)
 }
 
 func (c *PlatformV1alpha1Client) UsageReports() UsageReportInterface {

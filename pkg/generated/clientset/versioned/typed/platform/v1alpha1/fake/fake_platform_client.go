@@ -32,6 +32,10 @@ func (c *FakePlatformV1alpha1) NodeCapacities() v1alpha1.NodeCapacityInterface {
 	return newFakeNodeCapacities(c)
 }
 
+func (c *FakePlatformV1alpha1) PlacementReports() v1alpha1.PlacementReportInterface {
+	return newFakePlacementReports(c)
+}
+
 func (c *FakePlatformV1alpha1) UsageReports() v1alpha1.UsageReportInterface {
 	return newFakeUsageReports(c)
 }

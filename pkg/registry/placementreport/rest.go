@@ -1,0 +1,147 @@
+// Package placementreport answers PlacementReports: how many replicas of a
+// pod shape each member cluster can take now, from the registry's nodes.
+// Create only, nothing stored (as SubjectAccessReview); every report is
+// authorized by the members it asks about before anything is looked up.
+package placementreport
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
+	"k8s.io/apiserver/pkg/registry/rest"
+
+	"github.com/example/platform-apiserver/pkg/apis/platform"
+	"github.com/example/platform-apiserver/pkg/apis/platform/v1alpha1"
+	"github.com/example/platform-apiserver/pkg/registry"
+	"github.com/example/platform-apiserver/pkg/registry/store"
+)
+
+// Registry answers placement queries.
+type Registry interface {
+	Placement(ctx context.Context, q store.PlacementQuery) ([]store.MemberFit, error)
+}
+
+// REST is the PlacementReport storage.
+type REST struct {
+	registry Registry
+	authz    authorizer.UnconditionalAuthorizer
+	limits   registry.Limits // of the node and member selectors; zero fields are the defaults
+	now      func() time.Time
+}
+
+var (
+	_ rest.Creater              = &REST{}
+	_ rest.Scoper               = &REST{}
+	_ rest.SingularNameProvider = &REST{}
+)
+
+// NewREST answers reports from reg to the users authz allows to read the
+// members asked about (the generic server's authorizer), with selectors
+// bounded by limits (the server's --max-selector-* flags, as for lists).
+func NewREST(reg Registry, authz authorizer.UnconditionalAuthorizer, limits registry.Limits) *REST {
+	return &REST{registry: reg, authz: authz, limits: limits, now: time.Now}
+}
+
+func (r *REST) New() runtime.Object     { return &platform.PlacementReport{} }
+func (r *REST) Destroy()                {}
+func (r *REST) NamespaceScoped() bool   { return false }
+func (r *REST) GetSingularName() string { return "placementreport" }
+
+var reportResource = platform.Resource("placementreports")
+
+// Create refuses a malformed report (400), then one whose user may not
+// read a member it asks about (403), then answers it in its status.
+func (r *REST) Create(ctx context.Context, obj runtime.Object, createValidation rest.ValidateObjectFunc, _ *metav1.CreateOptions) (runtime.Object, error) {
+	report, ok := obj.(*platform.PlacementReport)
+	if !ok {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("not a PlacementReport: %T", obj))
+	}
+	q, errs := query(&report.Spec, r.limits)
+	if len(errs) > 0 {
+		err := apierrors.NewInvalid(platform.Kind("PlacementReport"), report.Name, errs)
+		err.ErrStatus.Code, err.ErrStatus.Reason = http.StatusBadRequest, metav1.StatusReasonBadRequest
+		return nil, err
+	}
+	if err := r.authorize(ctx, report); err != nil {
+		return nil, err
+	}
+	if createValidation != nil {
+		if err := createValidation(ctx, obj.DeepCopyObject()); err != nil {
+			return nil, err
+		}
+	}
+	fits, err := r.registry.Placement(ctx, q)
+	if err != nil {
+		if errors.Is(err, store.ErrInvalidSelector) {
+			return nil, apierrors.NewBadRequest(err.Error())
+		}
+		return nil, registry.APIError(err, reportResource, report.Name)
+	}
+	for _, c := range q.Clusters {
+		if !slices.ContainsFunc(fits, func(f store.MemberFit) bool { return f.ClusterID == c }) {
+			return nil, apierrors.NewNotFound(platform.Resource("clustercapacities"), c)
+		}
+	}
+	out := report.DeepCopy()
+	out.Status = status(fits, report.Spec.Replicas, r.now())
+	return out, nil
+}
+
+// authorize needs get on the ClusterCapacity of every member named, or
+// list clustercapacities to ask a selector's members or every member:
+// the answer is a member's capacity, which its ClusterCapacity shows.
+func (r *REST) authorize(ctx context.Context, report *platform.PlacementReport) error {
+	attrs := authorizer.AttributesRecord{Verb: "get", APIGroup: platform.GroupName, APIVersion: v1alpha1.SchemeGroupVersion.Version,
+		Resource: "clustercapacities", ResourceRequest: true}
+	if len(report.Spec.Clusters) == 0 {
+		attrs.Verb = "list"
+		return registry.AuthorizeQuestion(ctx, r.authz, attrs, reportResource, report.Name, "a placement report over a selector's members or every member")
+	}
+	for _, c := range report.Spec.Clusters {
+		attrs.Name = c
+		if err := registry.AuthorizeQuestion(ctx, r.authz, attrs, reportResource, report.Name, "a placement report on member "+c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// status is the answer: the members best first (most replicas, then
+// current before stale, then by name) and their sum.
+func status(fits []store.MemberFit, replicas int64, now time.Time) platform.PlacementReportStatus {
+	var s platform.PlacementReportStatus
+	for _, f := range fits {
+		c := platform.PlacementClusterFit{Cluster: f.ClusterID, Fits: f.Fits, Nodes: f.Nodes,
+			Mirroring: platform.MirroringState(f.Mirroring), Stale: f.Mirroring != store.MemberSynced}
+		if replicas > 0 {
+			c.FitsAll = new(f.Fits >= replicas)
+		}
+		if c.Stale && !f.MirroringSince.IsZero() {
+			c.DataAge = &metav1.Duration{Duration: max(now.Sub(f.MirroringSince), 0).Truncate(time.Second)}
+		}
+		s.Fits += f.Fits
+		s.Clusters = append(s.Clusters, c)
+	}
+	slices.SortFunc(s.Clusters, func(a, b platform.PlacementClusterFit) int {
+		if c := cmp.Compare(b.Fits, a.Fits); c != 0 {
+			return c
+		}
+		if a.Stale != b.Stale {
+			if a.Stale {
+				return 1
+			}
+			return -1
+		}
+		return cmp.Compare(a.Cluster, b.Cluster)
+	})
+	return s
+}

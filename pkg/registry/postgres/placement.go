@@ -1,0 +1,190 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/example/platform-apiserver/pkg/registry/store"
+)
+
+// unschedulableTaint is the taint kube-scheduler's NodeUnschedulable
+// plugin checks a cordoned node's tolerations against.
+var unschedulableTaint = store.Taint{Key: "node.kubernetes.io/unschedulable", Effect: "NoSchedule"}
+
+// Placement answers q in one statement over cluster_node (docs/placement.md):
+//   - a node is eligible when it matches the node terms (and has the
+//     spread key): as kube-scheduler's topology spread, eligible nodes are
+//     the domains' nodes whatever their taints;
+//   - an eligible node takes fit replicas: 0 unless it is uncordoned (or
+//     the cordon tolerated) and its NoSchedule and NoExecute taints are
+//     tolerated, else the fewest that any requested resource, the pod
+//     count or a device driver leaves room for;
+//   - without a spread a member takes the sum of its nodes' fits; with
+//     one, each domain takes at most the least domain's sum plus the skew
+//     (the state the scheduler's one-at-a-time placement ends in).
+//
+// Every member considered has a row, with 0 when no node is eligible. The
+// read is one scan of the members' nodes (the node terms' label tests use
+// the labels' GIN index where they can); it may read a standby: the answer
+// carries each member's mirroring state, not a resourceVersion.
+func (s *Store) Placement(ctx context.Context, q store.PlacementQuery) ([]store.MemberFit, error) {
+	var args sqlArgs
+	members, err := placementMembers(&args, q)
+	if err != nil {
+		return nil, err
+	}
+	eligible, err := placementEligible(&args, q)
+	if err != nil {
+		return nil, err
+	}
+	domain, skew := "''", "NULL::bigint"
+	if q.SpreadKey != "" {
+		key := args.add(q.SpreadKey)
+		domain, skew = "labels->>"+key+"::text", args.add(q.MaxSkew)+"::bigint"
+		eligible = append(eligible, "labels ? "+key+"::text")
+	}
+	feasible, err := placementFeasible(&args, q)
+	if err != nil {
+		return nil, err
+	}
+	sql := `
+		WITH members AS (` + members + `),
+		nodes AS (
+			SELECT cluster_id, ` + domain + ` AS domain,
+				CASE WHEN ` + feasible + ` THEN greatest(0, least(` + strings.Join(placementRoom(&args, q), ", ") + `)) ELSE 0 END AS fit
+			FROM cluster_node
+			WHERE cluster_id IN (SELECT cluster_id FROM members) AND ` + strings.Join(eligible, " AND ") + `
+		),
+		domains AS (
+			SELECT cluster_id, sum(fit) AS fit, count(*) FILTER (WHERE fit > 0) AS nodes,
+				min(sum(fit)) OVER (PARTITION BY cluster_id) AS least_domain
+			FROM nodes GROUP BY cluster_id, domain
+		)
+		SELECT m.cluster_id, coalesce(sum(least(d.fit, d.least_domain + ` + skew + `)), 0)::bigint,
+			coalesce(sum(d.nodes), 0)::bigint, coalesce(m.mirroring, ''), m.mirroring_since
+		FROM members m LEFT JOIN domains d USING (cluster_id)
+		GROUP BY m.cluster_id, m.mirroring, m.mirroring_since
+		ORDER BY m.cluster_id`
+	var fits []store.MemberFit
+	err = s.readTx(ctx, store.Freshness{}, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, sql, args...)
+		if err != nil {
+			return err
+		}
+		fits = fits[:0]
+		var f store.MemberFit
+		var since *time.Time
+		_, err = pgx.ForEachRow(rows, []any{&f.ClusterID, &f.Fits, &f.Nodes, &f.Mirroring, &since}, func() error {
+			f.MirroringSince = time.Time{}
+			if since != nil {
+				f.MirroringSince = since.UTC()
+			}
+			fits = append(fits, f)
+			return nil
+		})
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("placement: %w", interpretError(err))
+	}
+	return fits, nil
+}
+
+// placementMembers selects the members q considers from cluster_capacity.
+func placementMembers(a *sqlArgs, q store.PlacementQuery) (string, error) {
+	sql := "SELECT cluster_id, mirroring, mirroring_since FROM cluster_capacity"
+	switch {
+	case len(q.Clusters) > 0:
+		return sql + " WHERE cluster_id = ANY(" + a.add(q.Clusters) + "::text[])", nil
+	case len(q.Members) > 0:
+		conds, err := selectorSQL(a, q.Members, nil)
+		if err != nil {
+			return "", fmt.Errorf("%w: %w", store.ErrInvalidSelector, err)
+		}
+		return sql + " WHERE " + strings.Join(conds, " AND "), nil
+	}
+	return sql, nil
+}
+
+// placementEligible is the node terms as conditions to AND: one, an OR of
+// the terms, each the AND of its requirements.
+func placementEligible(a *sqlArgs, q store.PlacementQuery) ([]string, error) {
+	if len(q.Nodes) == 0 {
+		return []string{"true"}, nil
+	}
+	terms := make([]string, 0, len(q.Nodes))
+	for _, t := range q.Nodes {
+		conds, err := selectorSQL(a, t.Labels, nil)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", store.ErrInvalidSelector, err)
+		}
+		if len(t.Names) > 0 {
+			conds = append(conds, "name = ANY("+a.add(t.Names)+"::text[])")
+		}
+		if len(t.NotNames) > 0 {
+			conds = append(conds, "name <> ALL("+a.add(t.NotNames)+"::text[])")
+		}
+		if len(conds) == 0 {
+			conds = []string{"false"} // an empty term matches no node, as in kube-scheduler
+		}
+		terms = append(terms, "("+strings.Join(conds, " AND ")+")")
+	}
+	return []string{"(" + strings.Join(terms, " OR ") + ")"}, nil
+}
+
+// placementFeasible is the condition under which an eligible node takes a
+// replica at all: its cordon and its NoSchedule and NoExecute taints
+// tolerated (store.Toleration.Tolerates, in SQL).
+func placementFeasible(a *sqlArgs, q store.PlacementQuery) (string, error) {
+	tolerations, err := json.Marshal(append([]store.Toleration{}, q.Tolerations...)) // [], not null
+	if err != nil {
+		return "", err
+	}
+	cordon := "NOT unschedulable"
+	if slices.ContainsFunc(q.Tolerations, func(t store.Toleration) bool { return t.Tolerates(unschedulableTaint) }) {
+		cordon = "true"
+	}
+	return cordon + ` AND (taints = '[]'::jsonb OR NOT EXISTS (
+		SELECT 1 FROM jsonb_array_elements(taints) t
+		WHERE t->>'effect' IN ('NoSchedule', 'NoExecute') AND NOT EXISTS (
+			SELECT 1 FROM jsonb_to_recordset(` + a.add(string(tolerations)) + `::jsonb) AS o(key text, operator text, value text, effect text)
+			WHERE (o.effect = '' OR o.effect = t->>'effect') AND (o.key = '' OR o.key = t->>'key')
+				AND (o.operator = 'Exists' OR (o.operator IN ('', 'Equal') AND o.value = coalesce(t->>'value', ''))))))`, nil
+}
+
+// placementRoom are the replicas each request leaves room for on a node,
+// as least()'s arguments: the pod count always, each resource requested
+// in allocatable minus requested (a resource the node lacks has none),
+// each device driver in its free devices.
+func placementRoom(a *sqlArgs, q store.PlacementQuery) []string {
+	room := []string{"allocatable_pods - pod_count"}
+	if q.CPUMillis > 0 {
+		room = append(room, "(allocatable_cpu_millis - requested_cpu_millis) / "+a.add(q.CPUMillis)+"::bigint")
+	}
+	if q.MemoryBytes > 0 {
+		room = append(room, "(allocatable_memory_bytes - requested_memory_bytes) / "+a.add(q.MemoryBytes)+"::bigint")
+	}
+	keyed := func(have, taken string, amounts map[string]int64) string {
+		names := slices.Sorted(maps.Keys(amounts))
+		values := make([]int64, len(names))
+		for i, n := range names {
+			values[i] = amounts[n]
+		}
+		return `(SELECT min((coalesce((` + have + `->>r.name)::bigint, 0) - coalesce((` + taken + `->>r.name)::bigint, 0)) / r.amount)
+			FROM unnest(` + a.add(names) + `::text[], ` + a.add(values) + `::bigint[]) AS r(name, amount))`
+	}
+	if len(q.Other) > 0 {
+		room = append(room, keyed("allocatable_other", "requested_other", q.Other))
+	}
+	if len(q.Devices) > 0 {
+		room = append(room, keyed("devices_total", "devices_allocated", q.Devices))
+	}
+	return room
+}
