@@ -22,8 +22,8 @@ import (
 	"github.com/example/platform-apiserver/pkg/discovery"
 	"github.com/example/platform-apiserver/pkg/registry"
 	"github.com/example/platform-apiserver/pkg/registry/feed"
-	"github.com/example/platform-apiserver/pkg/registry/postgres"
 	"github.com/example/platform-apiserver/pkg/registry/placementreport"
+	"github.com/example/platform-apiserver/pkg/registry/postgres"
 	"github.com/example/platform-apiserver/pkg/registry/usagereport"
 )
 
