@@ -37,6 +37,7 @@ type ControlPlane struct {
 	adminConfig       *rest.Config
 	adminKubeconfig   string
 	controllerManager *process
+	scheduler         *process
 	sim               *simulator // nil unless Options.StartSimulator
 
 	mu                 sync.Mutex // guards platform
@@ -92,6 +93,12 @@ func Start(ctx context.Context, opts Options) (_ *ControlPlane, err error) {
 				return nil
 			}
 			return cp.startControllerManager(ctx)
+		}},
+		{"start kube-scheduler", func(ctx context.Context) error {
+			if !opts.StartScheduler {
+				return nil
+			}
+			return cp.startScheduler(ctx)
 		}},
 		{"start simulator", func(ctx context.Context) error {
 			if !opts.StartSimulator {
@@ -228,7 +235,7 @@ func (cp *ControlPlane) Stop() error {
 		if cp.sim != nil {
 			procs = append(procs, cp.sim.metricsServer, cp.sim.kwok)
 		}
-		procs = append(procs, cp.controllerManager, cp.apiServer, cp.etcd)
+		procs = append(procs, cp.scheduler, cp.controllerManager, cp.apiServer, cp.etcd)
 		for _, p := range procs {
 			if p != nil {
 				if err := p.stop(); err != nil {

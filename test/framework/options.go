@@ -49,6 +49,11 @@ type Options struct {
 	// deletion (and garbage collection) needs.
 	StartControllerManager bool
 
+	// StartScheduler starts kube-scheduler with its default profile, so
+	// pods without spec.nodeName are placed as in a real cluster (on kwok's
+	// nodes with StartSimulator).
+	StartScheduler bool
+
 	// StartSimulator starts kwok (simulated nodes whose pods run, with
 	// kubelet-style resource metrics) and metrics-server registered as
 	// metrics.k8s.io/v1beta1, so CreateSimulatedNode and `kubectl top` work.

@@ -19,9 +19,9 @@ const (
 type pki struct {
 	dir string
 
-	clusterCA        *keyPair // signs the serving certs of kube-apiserver and kube-controller-manager
+	clusterCA        *keyPair // signs the serving certs of kube-apiserver and of the components
 	apiServerServing *keyPair
-	kcmServing       *keyPair
+	componentServing *keyPair // kube-controller-manager's and kube-scheduler's, on loopback
 
 	clientCA *keyPair // kube-apiserver's --client-ca-file; signs every user's client cert
 	admin    *keyPair // O=system:masters
@@ -58,9 +58,9 @@ func generatePKI(dir string) (*pki, error) {
 				usage:      x509.ExtKeyUsageServerAuth,
 			})
 		}, &p.apiServerServing},
-		{"kube-controller-manager", func() (*keyPair, error) {
-			return p.clusterCA.issue(certRequest{commonName: "kube-controller-manager", dnsNames: []string{"localhost"}, ips: loopback, usage: x509.ExtKeyUsageServerAuth})
-		}, &p.kcmServing},
+		{"components", func() (*keyPair, error) {
+			return p.clusterCA.issue(certRequest{commonName: "localhost", dnsNames: []string{"localhost"}, ips: loopback, usage: x509.ExtKeyUsageServerAuth})
+		}, &p.componentServing},
 		{"client-ca", func() (*keyPair, error) { return newCA("platform-test-client-ca") }, &p.clientCA},
 		{"admin", func() (*keyPair, error) {
 			return p.clientCA.issue(certRequest{commonName: "admin", organizations: []string{"system:masters"}, usage: x509.ExtKeyUsageClientAuth})
