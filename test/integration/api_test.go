@@ -23,6 +23,9 @@ func (e *env) testDiscovery(t *testing.T) {
 	if !regexp.MustCompile(`(?m)^usagereports\s.*\sfalse\s+UsageReport\s+create\s*$`).MatchString(out) {
 		t.Errorf("api-resources lacks usagereports (cluster-scoped, create only):\n%s", out)
 	}
+	if !regexp.MustCompile(`(?m)^placementreports\s.*\sfalse\s+PlacementReport\s+create\s*$`).MatchString(out) {
+		t.Errorf("api-resources lacks placementreports (cluster-scoped, create only):\n%s", out)
+	}
 	if !regexp.MustCompile(`(?m)^localusagereports\s.*\strue\s+LocalUsageReport\s+create\s*$`).MatchString(out) {
 		t.Errorf("api-resources lacks localusagereports (namespaced, create only):\n%s", out)
 	}

@@ -158,6 +158,10 @@ func nodeTerms(spec *platform.PlacementReportSpec, path *field.Path) ([]store.No
 	terms := make([]store.NodeTerm, 0, len(spec.NodeAffinity))
 	for i, t := range spec.NodeAffinity {
 		p := path.Child("nodeAffinity").Index(i)
+		if len(t.MatchExpressions) == 0 && len(t.MatchFields) == 0 {
+			terms = append(terms, store.NodeTerm{}) // matches no node, as in kube-scheduler
+			continue
+		}
 		term := store.NodeTerm{Labels: slices.Clone(selector)}
 		for j, e := range t.MatchExpressions {
 			ep := p.Child("matchExpressions").Index(j)

@@ -74,6 +74,11 @@ func (s *Store) Placement(ctx context.Context, q store.PlacementQuery) ([]store.
 		ORDER BY m.cluster_id`
 	var fits []store.MemberFit
 	err = s.readTx(ctx, store.Freshness{}, func(tx pgx.Tx) error {
+		// A scan of every node crosses jit_above_cost: compiling the
+		// expressions took longer (1.3 s) than running them (0.6 s).
+		if _, err := tx.Exec(ctx, "SET LOCAL jit = off"); err != nil {
+			return err
+		}
 		rows, err := tx.Query(ctx, sql, args...)
 		if err != nil {
 			return err
