@@ -2,6 +2,7 @@ package postgres_test
 
 import (
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -33,9 +34,7 @@ type simNode struct {
 // the registry's SQL.
 func simulate(rng *rand.Rand, nodes []simNode, q store.PlacementQuery) (map[string]int64, map[string]int64) {
 	want := map[string]int64{"pods": 1, "cpu": q.CPUMillis, "memory": q.MemoryBytes}
-	for r, v := range q.Other {
-		want[r] = v
-	}
+	maps.Copy(want, q.Other)
 	for d, v := range q.Devices {
 		want["device/"+d] = v
 	}
@@ -256,10 +255,7 @@ func TestPlacement(t *testing.T) {
 func cloneFree(nodes []simNode) []simNode {
 	out := slices.Clone(nodes)
 	for i := range out {
-		out[i].free = map[string]int64{}
-		for k, v := range nodes[i].free {
-			out[i].free[k] = v
-		}
+		out[i].free = maps.Clone(nodes[i].free)
 	}
 	return out
 }
