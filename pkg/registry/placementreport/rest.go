@@ -7,7 +7,6 @@ package placementreport
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -81,10 +80,7 @@ func (r *REST) Create(ctx context.Context, obj runtime.Object, createValidation 
 	}
 	fits, err := r.registry.Placement(ctx, q)
 	if err != nil {
-		if errors.Is(err, store.ErrInvalidSelector) {
-			return nil, apierrors.NewBadRequest(err.Error())
-		}
-		return nil, registry.APIError(err, reportResource, report.Name)
+		return nil, registry.APIError(err, reportResource, report.Name) // an invalid selector is a 400 there
 	}
 	for _, c := range q.Clusters {
 		if !slices.ContainsFunc(fits, func(f store.MemberFit) bool { return f.ClusterID == c }) {
