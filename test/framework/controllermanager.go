@@ -39,20 +39,13 @@ func (cp *ControlPlane) startControllerManager(ctx context.Context) error {
 		controllers = append(slices.Clone(controllers), "resourcequota-controller", "node-lifecycle-controller")
 	}
 	p := cp.pki
-	args := []string{
-		"--kubeconfig=" + cp.adminKubeconfig,
-		"--authentication-kubeconfig=" + cp.adminKubeconfig,
-		"--authorization-kubeconfig=" + cp.adminKubeconfig,
-		"--bind-address=127.0.0.1",
-		"--secure-port=" + strconv.Itoa(port),
-		"--tls-cert-file=" + p.componentServing.certFile,
-		"--tls-private-key-file=" + p.componentServing.keyFile,
+	args := append(cp.componentServingArgs(port, p.componentServing),
 		"--leader-elect=false",
-		"--controllers=" + strings.Join(controllers, ","),
-		"--service-account-private-key-file=" + p.serviceAccountKeyFile,
-		"--root-ca-file=" + p.clusterCA.certFile,
+		"--controllers="+strings.Join(controllers, ","),
+		"--service-account-private-key-file="+p.serviceAccountKeyFile,
+		"--root-ca-file="+p.clusterCA.certFile,
 		"--use-service-account-credentials=false",
-	}
+	)
 	tlsConfig, err := tlsTo(p.clusterCA.certPEM, nil)
 	if err != nil {
 		return err

@@ -296,3 +296,19 @@ func (cp *ControlPlane) PlatformServingCA() []byte {
 func (cp *ControlPlane) PlatformAPIServerLogPath() string {
 	return filepath.Join(cp.workDir, "platform-apiserver.log")
 }
+
+// componentServingArgs are the flags a control-plane component (a
+// kube-controller-manager, kube-scheduler or metrics-server) needs to talk to
+// kube-apiserver as the admin and serve on loopback port with serving's
+// certificate.
+func (cp *ControlPlane) componentServingArgs(port int, serving *keyPair) []string {
+	return []string{
+		"--kubeconfig=" + cp.adminKubeconfig,
+		"--authentication-kubeconfig=" + cp.adminKubeconfig,
+		"--authorization-kubeconfig=" + cp.adminKubeconfig,
+		"--bind-address=127.0.0.1",
+		"--secure-port=" + strconv.Itoa(port),
+		"--tls-cert-file=" + serving.certFile,
+		"--tls-private-key-file=" + serving.keyFile,
+	}
+}

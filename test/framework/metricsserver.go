@@ -47,15 +47,8 @@ func (cp *ControlPlane) startMetricsServer(ctx context.Context) error {
 		return err
 	}
 	s := cp.sim
-	args := []string{
-		"--kubeconfig=" + cp.adminKubeconfig,
-		"--authentication-kubeconfig=" + cp.adminKubeconfig,
-		"--authorization-kubeconfig=" + cp.adminKubeconfig,
-		"--bind-address=127.0.0.1",
-		"--secure-port=" + strconv.Itoa(port),
-		"--tls-cert-file=" + s.metricsServing.certFile,
-		"--tls-private-key-file=" + s.metricsServing.keyFile,
-		"--metric-resolution=" + MetricResolution.String(),
+	args := append(cp.componentServingArgs(port, s.metricsServing),
+		"--metric-resolution="+MetricResolution.String(),
 		// Must stay below 90% of the resolution.
 		"--kubelet-request-timeout=5s",
 		// Every simulated node is 127.0.0.1 with kwok's port in its status.
@@ -63,9 +56,9 @@ func (cp *ControlPlane) startMetricsServer(ctx context.Context) error {
 		"--kubelet-preferred-address-types=InternalIP",
 		// kwok's certificate is signed by the cluster CA for 127.0.0.1, so
 		// verify it rather than pass --kubelet-insecure-tls.
-		"--kubelet-certificate-authority=" + cp.pki.clusterCA.certFile,
+		"--kubelet-certificate-authority="+cp.pki.clusterCA.certFile,
 		"--profiling=false",
-	}
+	)
 	tlsConfig, err := tlsTo(cp.pki.clusterCA.certPEM, cp.pki.admin)
 	if err != nil {
 		return err

@@ -23,18 +23,8 @@ func (cp *ControlPlane) startScheduler(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	p := cp.pki
-	args := []string{
-		"--kubeconfig=" + cp.adminKubeconfig,
-		"--authentication-kubeconfig=" + cp.adminKubeconfig,
-		"--authorization-kubeconfig=" + cp.adminKubeconfig,
-		"--bind-address=127.0.0.1",
-		"--secure-port=" + strconv.Itoa(port),
-		"--tls-cert-file=" + p.componentServing.certFile,
-		"--tls-private-key-file=" + p.componentServing.keyFile,
-		"--leader-elect=false",
-	}
-	tlsConfig, err := tlsTo(p.clusterCA.certPEM, nil)
+	args := append(cp.componentServingArgs(port, cp.pki.componentServing), "--leader-elect=false")
+	tlsConfig, err := tlsTo(cp.pki.clusterCA.certPEM, nil)
 	if err != nil {
 		return err
 	}
