@@ -54,6 +54,8 @@ func TestBadRequests(t *testing.T) {
 	}{
 		{"pods requested", platform.PlacementReportSpec{Requests: map[string]resource.Quantity{"pods": q("1")}}, "spec.requests[pods]: Forbidden: each replica is one pod"},
 		{"negative", platform.PlacementReportSpec{Requests: map[string]resource.Quantity{"cpu": q("-1")}}, "spec.requests[cpu]: Invalid value: \"-1\": must not be negative"},
+		{"cpu out of range", platform.PlacementReportSpec{Requests: map[string]resource.Quantity{"cpu": q("1e16")}}, "spec.requests[cpu]: Invalid value: \"10e15\": out of range"},
+		{"memory out of range", platform.PlacementReportSpec{Requests: map[string]resource.Quantity{"memory": q("1e30")}}, "spec.requests[memory]: Invalid value: \"1e30\": out of range"},
 		{"fractional gpu", platform.PlacementReportSpec{Requests: map[string]resource.Quantity{"nvidia.com/gpu": q("500m")}}, "extended resource is requested in whole units"},
 		{"bad resource name", platform.PlacementReportSpec{Requests: map[string]resource.Quantity{"a b": q("1")}}, "spec.requests[a b]: Invalid value"},
 		{"device count", platform.PlacementReportSpec{Devices: []platform.DeviceRequest{{Driver: "gpu.example.com"}}}, "spec.devices[0].count: Invalid value: 0: must be at least 1"},

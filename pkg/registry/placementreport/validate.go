@@ -2,6 +2,7 @@ package placementreport
 
 import (
 	"maps"
+	"math"
 	"slices"
 	"strings"
 
@@ -91,6 +92,10 @@ func requests(q *store.PlacementQuery, reqs map[string]resource.Quantity, path *
 			errs = append(errs, field.Forbidden(p, "each replica is one pod: the pod count of a node is always checked, leave pods out"))
 		case v.Sign() < 0:
 			errs = append(errs, field.Invalid(p, v.String(), "must not be negative"))
+		case name == string(corev1.ResourceCPU) && v.Cmp(*maxMilli) > 0, v.Cmp(*maxValue) > 0:
+			// Beyond them MilliValue and Value wrap or return 0, which
+			// would read as "not requested".
+			errs = append(errs, field.Invalid(p, v.String(), "out of range: the registry counts cpu in int64 millicores and every other resource in int64 units"))
 		case name == string(corev1.ResourceCPU):
 			q.CPUMillis = v.MilliValue()
 		case name == string(corev1.ResourceMemory):
@@ -103,6 +108,13 @@ func requests(q *store.PlacementQuery, reqs map[string]resource.Quantity, path *
 	}
 	return errs
 }
+
+// maxMilli and maxValue are the largest requests the registry's int64
+// amounts hold: cpu in millicores, everything else in units.
+var (
+	maxMilli = resource.NewMilliQuantity(math.MaxInt64, resource.DecimalSI)
+	maxValue = resource.NewQuantity(math.MaxInt64, resource.DecimalSI)
+)
 
 // native says whether name is a Kubernetes resource (not an extended one):
 // unprefixed or in kubernetes.io, as in the pod API's validation.
