@@ -59,7 +59,14 @@ type UsageReportSpec struct {
 	// most the history the server keeps (--metrics-retention). The summary
 	// covers the whole UTC hours that overlap it, the current one included.
 	Window metav1.Duration
+	// Step, if set, also answers the window as a series of buckets of this
+	// length: whole hours, aligned to multiples of the step since the Unix
+	// epoch, at most MaxUsageBuckets in a window.
+	Step *metav1.Duration
 }
+
+// MaxUsageBuckets bounds the buckets a UsageReport's window holds.
+const MaxUsageBuckets = 1000
 
 // UsageReportStatus summarizes the samples: each is one node's usage at
 // one scrape, so for several nodes the statistics are of node usage over
@@ -78,8 +85,27 @@ type UsageReportStatus struct {
 	Memory *UsageStatistics
 	// Accuracy is the relative error bound of the percentiles (they are
 	// read from histograms of the samples, hour by hour); averages and
-	// maxima are exact.
+	// maxima are exact before rounding (CPU to millicores, memory to MiB).
 	Accuracy string
+	// Series is the window bucket by bucket when Spec.Step is set: the
+	// buckets with samples, oldest first.
+	Series []UsageBucket
+}
+
+// UsageBucket summarizes the samples of one step of a window.
+type UsageBucket struct {
+	Start   metav1.Time
+	Samples int64
+	CPU     UsagePoint
+	Memory  UsagePoint
+}
+
+// UsagePoint is a bucket's average, nearest-rank 95th percentile and
+// maximum.
+type UsagePoint struct {
+	Average resource.Quantity
+	P95     resource.Quantity
+	Max     resource.Quantity
 }
 
 // UsageStatistics are the average, nearest-rank percentiles and maximum

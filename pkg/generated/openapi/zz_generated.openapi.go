@@ -55,6 +55,8 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		v1alpha1.Taint{}.OpenAPIModelName():                   schema_pkg_apis_platform_v1alpha1_Taint(ref),
 		v1alpha1.Toleration{}.OpenAPIModelName():              schema_pkg_apis_platform_v1alpha1_Toleration(ref),
 		v1alpha1.TopologySpread{}.OpenAPIModelName():          schema_pkg_apis_platform_v1alpha1_TopologySpread(ref),
+		v1alpha1.UsageBucket{}.OpenAPIModelName():             schema_pkg_apis_platform_v1alpha1_UsageBucket(ref),
+		v1alpha1.UsagePoint{}.OpenAPIModelName():              schema_pkg_apis_platform_v1alpha1_UsagePoint(ref),
 		v1alpha1.UsageReport{}.OpenAPIModelName():             schema_pkg_apis_platform_v1alpha1_UsageReport(ref),
 		v1alpha1.UsageReportSpec{}.OpenAPIModelName():         schema_pkg_apis_platform_v1alpha1_UsageReportSpec(ref),
 		v1alpha1.UsageReportStatus{}.OpenAPIModelName():       schema_pkg_apis_platform_v1alpha1_UsageReportStatus(ref),
@@ -2020,6 +2022,81 @@ func schema_pkg_apis_platform_v1alpha1_TopologySpread(ref common.ReferenceCallba
 	}
 }
 
+func schema_pkg_apis_platform_v1alpha1_UsageBucket(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "UsageBucket summarizes the samples of one step of a UsageReport's window.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"start": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Start is the bucket's first instant; it ends a step later.",
+							Ref:         ref(v1.Time{}.OpenAPIModelName()),
+						},
+					},
+					"samples": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Samples counts the samples summarized.",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int64",
+						},
+					},
+					"cpu": {
+						SchemaProps: spec.SchemaProps{
+							Description: "CPU is in cores.",
+							Default:     map[string]interface{}{},
+							Ref:         ref(v1alpha1.UsagePoint{}.OpenAPIModelName()),
+						},
+					},
+					"memory": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Memory is in bytes.",
+							Default:     map[string]interface{}{},
+							Ref:         ref(v1alpha1.UsagePoint{}.OpenAPIModelName()),
+						},
+					},
+				},
+				Required: []string{"start", "samples", "cpu", "memory"},
+			},
+		},
+		Dependencies: []string{
+			v1alpha1.UsagePoint{}.OpenAPIModelName(), v1.Time{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_platform_v1alpha1_UsagePoint(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "UsagePoint is a bucket's average, nearest-rank 95th percentile and maximum of the samples.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"average": {
+						SchemaProps: spec.SchemaProps{
+							Ref: ref(resource.Quantity{}.OpenAPIModelName()),
+						},
+					},
+					"p95": {
+						SchemaProps: spec.SchemaProps{
+							Ref: ref(resource.Quantity{}.OpenAPIModelName()),
+						},
+					},
+					"max": {
+						SchemaProps: spec.SchemaProps{
+							Ref: ref(resource.Quantity{}.OpenAPIModelName()),
+						},
+					},
+				},
+				Required: []string{"average", "p95", "max"},
+			},
+		},
+		Dependencies: []string{
+			resource.Quantity{}.OpenAPIModelName()},
+	}
+}
+
 func schema_pkg_apis_platform_v1alpha1_UsageReport(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
@@ -2112,6 +2189,12 @@ func schema_pkg_apis_platform_v1alpha1_UsageReportSpec(ref common.ReferenceCallb
 							Ref:         ref(v1.Duration{}.OpenAPIModelName()),
 						},
 					},
+					"step": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Step, if set, also answers the window as a series of buckets of this length: whole hours (e.g. 1h, 6h or 24h), aligned to multiples of the step since the Unix epoch (24h: UTC days), at most 1000 in a window.",
+							Ref:         ref(v1.Duration{}.OpenAPIModelName()),
+						},
+					},
 				},
 				Required: []string{"cluster", "window"},
 			},
@@ -2157,21 +2240,39 @@ func schema_pkg_apis_platform_v1alpha1_UsageReportStatus(ref common.ReferenceCal
 					},
 					"cpu": {
 						SchemaProps: spec.SchemaProps{
-							Description: "CPU is in cores.",
+							Description: "CPU is in cores, e.g. 915m.",
 							Ref:         ref(v1alpha1.UsageStatistics{}.OpenAPIModelName()),
 						},
 					},
 					"memory": {
 						SchemaProps: spec.SchemaProps{
-							Description: "Memory is in bytes.",
+							Description: "Memory is in bytes, e.g. 1628Mi.",
 							Ref:         ref(v1alpha1.UsageStatistics{}.OpenAPIModelName()),
 						},
 					},
 					"accuracy": {
 						SchemaProps: spec.SchemaProps{
-							Description: "Accuracy is the relative error bound of the percentiles (they are read from histograms of the samples, hour by hour); averages and maxima are exact.",
+							Description: "Accuracy is the relative error bound of the percentiles (they are read from histograms of the samples, hour by hour); averages and maxima are exact before rounding: all quantities are rounded as kubectl top prints them, CPU to whole millicores, memory to whole MiB.",
 							Type:        []string{"string"},
 							Format:      "",
+						},
+					},
+					"series": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "Series is the window bucket by bucket when spec.step is set: the buckets with samples, oldest first (a bucket without samples is left out).",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(v1alpha1.UsageBucket{}.OpenAPIModelName()),
+									},
+								},
+							},
 						},
 					},
 				},
@@ -2179,7 +2280,7 @@ func schema_pkg_apis_platform_v1alpha1_UsageReportStatus(ref common.ReferenceCal
 			},
 		},
 		Dependencies: []string{
-			v1alpha1.UsageStatistics{}.OpenAPIModelName(), v1.Time{}.OpenAPIModelName()},
+			v1alpha1.UsageBucket{}.OpenAPIModelName(), v1alpha1.UsageStatistics{}.OpenAPIModelName(), v1.Time{}.OpenAPIModelName()},
 	}
 }
 

@@ -2,6 +2,7 @@ package postgres_test
 
 import (
 	"errors"
+	"reflect"
 	"slices"
 	"sync"
 	"testing"
@@ -125,7 +126,7 @@ func TestMemberRemovalDecidedOnce(t *testing.T) {
 	if n := countRows(t, b, `SELECT count(*) FROM cluster_pod WHERE cluster_id = 'm'`); n != 0 {
 		t.Errorf("%d pods of the removed member, want 0", n)
 	}
-	if got := usageHistories(t, s, queries); !slices.Equal(got, history) {
+	if got := usageHistories(t, s, queries); !reflect.DeepEqual(got, history) {
 		t.Errorf("usage history after the removal\n%+v\nwant it kept\n%+v", got, history)
 	}
 
@@ -140,7 +141,7 @@ func TestMemberRemovalDecidedOnce(t *testing.T) {
 	}
 	rows.Epoch = again.Epoch
 	mustApply(t, s, ctx, rows)
-	if got := usageHistories(t, s, queries); !slices.Equal(got, history) {
+	if got := usageHistories(t, s, queries); !reflect.DeepEqual(got, history) {
 		t.Errorf("usage history of the member back\n%+v\nwant\n%+v", got, history)
 	}
 }

@@ -67,29 +67,90 @@ func (s *Store) UsageHistory(ctx context.Context, q store.UsageQuery) (*store.Us
 				return err
 			}
 		}
-		rows, err := tx.Query(ctx, `SELECT cpu_buckets, cpu_counts, memory_buckets, memory_counts FROM `+table+` WHERE `+filter, args...)
-		if err != nil {
-			return err
+		if q.Step > 0 {
+			if h.Series, err = usageSeries(ctx, tx, table, filter, args, q.Step); err != nil {
+				return err
+			}
 		}
-		cpu, memory := &histogram{max: h.CPU.Max, counts: map[int16]int64{}}, &histogram{max: h.Memory.Max, counts: map[int16]int64{}}
-		var cb, mb []int16
-		var cn, mn []int64
-		_, err = pgx.ForEachRow(rows, []any{&cb, &cn, &mb, &mn}, func() error {
-			cpu.add(cb, cn)
-			memory.add(mb, mn)
-			return nil
-		})
-		if err != nil {
-			return err
-		}
-		cpu.fill(&h.CPU)
-		memory.fill(&h.Memory)
-		return nil
+		return usagePercentiles(ctx, tx, table, filter, args, q.Step, h)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("usage history of %s: %w", q.ClusterID, interpretError(err))
 	}
 	return h, nil
+}
+
+// usageSeries sums the rows of table that filter selects bucket by bucket:
+// buckets of step aligned to multiples of it since the Unix epoch (the
+// percentiles are usagePercentiles').
+func usageSeries(ctx context.Context, tx pgx.Tx, table, filter string, args sqlArgs, step time.Duration) ([]store.UsageBucket, error) {
+	args = slices.Clone(args)
+	rows, err := tx.Query(ctx, `
+		SELECT `+binnedHour(&args, step)+` AS start, sum(samples)::bigint,
+			round(sum(cpu_sum) / sum(samples))::bigint, max(cpu_max),
+			round(sum(memory_sum) / sum(samples))::bigint, max(memory_max)
+		FROM `+table+` WHERE `+filter+` AND samples > 0 GROUP BY 1 ORDER BY 1`, args...)
+	if err != nil {
+		return nil, err
+	}
+	var series []store.UsageBucket
+	var b store.UsageBucket
+	_, err = pgx.ForEachRow(rows, []any{&b.Start, &b.Samples, &b.CPU.Average, &b.CPU.Max, &b.Memory.Average, &b.Memory.Max}, func() error {
+		b.Start = b.Start.UTC()
+		series = append(series, b)
+		return nil
+	})
+	return series, err
+}
+
+// binnedHour is the SQL of a row's hour binned to step (a parameter
+// added to args).
+func binnedHour(args *sqlArgs, step time.Duration) string {
+	return "date_bin(" + args.add(step) + "::interval, hour, timestamptz '1970-01-01 00:00:00+00')"
+}
+
+// usagePercentiles fills the percentiles of h, and of each bucket of its
+// series, from the histograms of the rows of table that filter selects.
+func usagePercentiles(ctx context.Context, tx pgx.Tx, table, filter string, args sqlArgs, step time.Duration, h *store.UsageHistory) error {
+	args, start := slices.Clone(args), "NULL::timestamptz"
+	if step > 0 {
+		start = binnedHour(&args, step)
+	}
+	rows, err := tx.Query(ctx, `SELECT `+start+`, cpu_buckets, cpu_counts, memory_buckets, memory_counts FROM `+table+` WHERE `+filter, args...)
+	if err != nil {
+		return err
+	}
+	cpu, memory := newHistogram(h.CPU.Max), newHistogram(h.Memory.Max)
+	type pair struct{ cpu, memory *histogram }
+	buckets := make(map[time.Time]pair, len(h.Series))
+	for _, b := range h.Series {
+		buckets[b.Start] = pair{newHistogram(b.CPU.Max), newHistogram(b.Memory.Max)}
+	}
+	var at *time.Time
+	var cb, mb []int16
+	var cn, mn []int64
+	_, err = pgx.ForEachRow(rows, []any{&at, &cb, &cn, &mb, &mn}, func() error {
+		cpu.add(cb, cn)
+		memory.add(mb, mn)
+		if at != nil {
+			if p, ok := buckets[at.UTC()]; ok {
+				p.cpu.add(cb, cn)
+				p.memory.add(mb, mn)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	cpu.fill(&h.CPU)
+	memory.fill(&h.Memory)
+	for i := range h.Series {
+		p := buckets[h.Series[i].Start]
+		p.cpu.fill(&h.Series[i].CPU)
+		p.memory.fill(&h.Series[i].Memory)
+	}
+	return nil
 }
 
 // histogram is one resource's samples by bucket (usage_bucket), merged
@@ -98,6 +159,8 @@ type histogram struct {
 	counts map[int16]int64
 	max    int64 // the exact maximum
 }
+
+func newHistogram(max int64) *histogram { return &histogram{max: max, counts: map[int16]int64{}} }
 
 // add merges one row's histogram: ascending buckets and their counts.
 func (h *histogram) add(buckets []int16, counts []int64) {

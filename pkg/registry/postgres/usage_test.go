@@ -2,6 +2,8 @@ package postgres_test
 
 import (
 	"errors"
+	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"testing"
@@ -100,6 +102,39 @@ func TestUsageHistory(t *testing.T) {
 			checkUsageStats(t, "cpu", got.CPU, cpu)
 			checkUsageStats(t, "memory", got.Memory, mem)
 		})
+	}
+
+	// Step by step: each bucket's statistics are those of its samples as the
+	// test buckets them (aligned to multiples of the step since the epoch).
+	epoch := time.Unix(0, 0).UTC()
+	for _, step := range []time.Duration{time.Hour, 2 * time.Hour} {
+		got, err := s.UsageHistory(ctx, store.UsageQuery{ClusterID: "c", Since: now.Add(-4 * time.Hour), Step: step})
+		if err != nil {
+			t.Fatal(err)
+		}
+		type bucket struct{ cpu, mem []int64 }
+		want := map[time.Time]*bucket{}
+		for _, smp := range samples {
+			if smp.ClusterID != "c" {
+				continue
+			}
+			start := epoch.Add(smp.ObservedAt.Sub(epoch).Truncate(step))
+			if want[start] == nil {
+				want[start] = &bucket{}
+			}
+			want[start].cpu, want[start].mem = append(want[start].cpu, smp.CPUNanoCores), append(want[start].mem, smp.MemoryBytes)
+		}
+		if len(got.Series) != len(want) {
+			t.Fatalf("step %s: %d buckets, want %d", step, len(got.Series), len(want))
+		}
+		for i, b := range got.Series {
+			w := want[b.Start]
+			if w == nil || (i > 0 && !b.Start.After(got.Series[i-1].Start)) || b.Samples != int64(len(w.cpu)) {
+				t.Fatalf("step %s: bucket %d starts %s with %d samples; want the buckets %v in order", step, i, b.Start, b.Samples, slices.Collect(maps.Keys(want)))
+			}
+			checkUsageStats(t, fmt.Sprintf("step %s at %s: cpu", step, b.Start), b.CPU, w.cpu)
+			checkUsageStats(t, fmt.Sprintf("step %s at %s: memory", step, b.Start), b.Memory, w.mem)
+		}
 	}
 
 	mustApply(t, s, ctx, store.Batch{ClusterID: "c", Nodes: []store.Node{pool("new", "a")}})

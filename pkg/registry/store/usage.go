@@ -18,6 +18,10 @@ type UsageQuery struct {
 	// of nodes'.
 	Namespace string
 	Since     time.Time
+	// Step, if positive (whole hours), also asks the history bucket by
+	// bucket: buckets of Step aligned to multiples of it since the Unix
+	// epoch.
+	Step time.Duration
 }
 
 // UsageHistory summarizes the samples a UsageQuery selects. Each sample is
@@ -30,6 +34,16 @@ type UsageHistory struct {
 	Nodes   int64
 	Samples int64
 	// CPU in nanocores, Memory in bytes.
+	CPU, Memory UsageStats
+	// Series holds the buckets with samples, oldest first, when the query
+	// has a Step.
+	Series []UsageBucket
+}
+
+// UsageBucket summarizes the samples of one step.
+type UsageBucket struct {
+	Start       time.Time
+	Samples     int64
 	CPU, Memory UsageStats
 }
 

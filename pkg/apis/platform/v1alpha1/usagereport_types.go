@@ -75,6 +75,11 @@ type UsageReportSpec struct {
 	// most the history the server keeps (--metrics-retention). The summary
 	// covers the whole UTC hours that overlap it, the current one included.
 	Window metav1.Duration `json:"window"`
+	// Step, if set, also answers the window as a series of buckets of this
+	// length: whole hours (e.g. 1h, 6h or 24h), aligned to multiples of the
+	// step since the Unix epoch (24h: UTC days), at most 1000 in a window.
+	// +optional
+	Step *metav1.Duration `json:"step,omitempty"`
 }
 
 // UsageReportStatus summarizes the samples: each is one node's usage at
@@ -90,16 +95,45 @@ type UsageReportStatus struct {
 	Nodes int64 `json:"nodes"`
 	// Samples counts the samples summarized.
 	Samples int64 `json:"samples"`
-	// CPU is in cores.
+	// CPU is in cores, e.g. 915m.
 	// +optional
 	CPU *UsageStatistics `json:"cpu,omitempty"`
-	// Memory is in bytes.
+	// Memory is in bytes, e.g. 1628Mi.
 	// +optional
 	Memory *UsageStatistics `json:"memory,omitempty"`
 	// Accuracy is the relative error bound of the percentiles (they are
 	// read from histograms of the samples, hour by hour); averages and
-	// maxima are exact.
+	// maxima are exact before rounding: all quantities are rounded as
+	// kubectl top prints them, CPU to whole millicores, memory to whole
+	// MiB.
 	Accuracy string `json:"accuracy,omitempty"`
+	// Series is the window bucket by bucket when spec.step is set: the
+	// buckets with samples, oldest first (a bucket without samples is
+	// left out).
+	// +optional
+	// +listType=atomic
+	Series []UsageBucket `json:"series,omitempty"`
+}
+
+// UsageBucket summarizes the samples of one step of a UsageReport's
+// window.
+type UsageBucket struct {
+	// Start is the bucket's first instant; it ends a step later.
+	Start metav1.Time `json:"start"`
+	// Samples counts the samples summarized.
+	Samples int64 `json:"samples"`
+	// CPU is in cores.
+	CPU UsagePoint `json:"cpu"`
+	// Memory is in bytes.
+	Memory UsagePoint `json:"memory"`
+}
+
+// UsagePoint is a bucket's average, nearest-rank 95th percentile and
+// maximum of the samples.
+type UsagePoint struct {
+	Average resource.Quantity `json:"average"`
+	P95     resource.Quantity `json:"p95"`
+	Max     resource.Quantity `json:"max"`
 }
 
 // UsageStatistics are the average, nearest-rank percentiles and maximum

@@ -180,6 +180,16 @@ func (in TopologySpread) OpenAPIModelName() string {
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
+func (in UsageBucket) OpenAPIModelName() string {
+	return "io.example.platform.v1alpha1.UsageBucket"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in UsagePoint) OpenAPIModelName() string {
+	return "io.example.platform.v1alpha1.UsagePoint"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in UsageReport) OpenAPIModelName() string {
 	return "io.example.platform.v1alpha1.UsageReport"
 }
