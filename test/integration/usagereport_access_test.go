@@ -67,10 +67,10 @@ func (e *env) testUsageReportAccess(t *testing.T, nsSamples int) {
 		return path
 	}
 	local := func(cluster string) string {
-		return file("local-"+cluster+".yaml", "apiVersion: platform.example.io/v1alpha1\nkind: LocalUsageReport\nspec:\n  cluster: "+cluster+"\n  window: 3h\n")
+		return file("local-"+cluster+".yaml", "apiVersion: platform.example.io/v1alpha1\nkind: LocalUsageReport\nspec:\n  cluster: "+cluster+"\n  window: 6h\n")
 	}
 	report := func(name, spec string) string {
-		return file(name+".yaml", "apiVersion: platform.example.io/v1alpha1\nkind: UsageReport\nspec:\n  window: 3h\n"+spec)
+		return file(name+".yaml", "apiVersion: platform.example.io/v1alpha1\nkind: UsageReport\nspec:\n  window: 6h\n"+spec)
 	}
 	// Named so that a known and an unknown target's files differ only where
 	// their names do.

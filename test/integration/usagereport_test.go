@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -29,7 +30,7 @@ func TestUsageReports(t *testing.T) {
 	setupWith(t, framework.Options{PlatformAPIServerBinary: os.Getenv("PLATFORM_APISERVER_BINARY"), StartControllerManager: true}).testUsageReports(t)
 }
 
-// testUsageReports records three hours of samples of prod-2's nodes, as
+// testUsageReports records six hours of samples of prod-2's nodes, as
 // discovery's scraper does, and asks UsageReports with client-go and
 // kubectl: for the member, a node and a label selection, the answers equal
 // what the test computes from the samples (averages and maxima exactly,
@@ -37,7 +38,7 @@ func TestUsageReports(t *testing.T) {
 func (e *env) testUsageReports(t *testing.T) {
 	ctx := t.Context()
 	now := time.Now().UTC()
-	first := now.Truncate(time.Hour).Add(-2 * time.Hour)
+	first := now.Truncate(time.Hour).Add(-5 * time.Hour)
 	var samples []store.NodeMetricsSample
 	for at, i := first, 0; !at.After(now); at = at.Add(5 * time.Minute) {
 		for n := range 20 {
@@ -64,7 +65,7 @@ func (e *env) testUsageReports(t *testing.T) {
 	}
 	reports := e.platform.PlatformV1alpha1().UsageReports()
 	t.Run("namespace", func(t *testing.T) {
-		got, err := reports.Create(ctx, &v1alpha1.UsageReport{Spec: v1alpha1.UsageReportSpec{Cluster: "prod-2", Namespace: "team-a", Window: metav1.Duration{Duration: 3 * time.Hour}}}, metav1.CreateOptions{})
+		got, err := reports.Create(ctx, &v1alpha1.UsageReport{Spec: v1alpha1.UsageReportSpec{Cluster: "prod-2", Namespace: "team-a", Window: metav1.Duration{Duration: 6 * time.Hour}}}, metav1.CreateOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -75,8 +76,8 @@ func (e *env) testUsageReports(t *testing.T) {
 		if st := got.Status; st.Samples != int64(len(cpu)) || st.CPU == nil || st.Memory == nil {
 			t.Fatalf("status %+v; want %d samples", st, len(cpu))
 		}
-		checkStatistics(t, "cpu", got.Status.CPU, cpu, func(q resource.Quantity) int64 { return q.ScaledValue(resource.Nano) })
-		checkStatistics(t, "memory", got.Status.Memory, mem, func(q resource.Quantity) int64 { return q.Value() })
+		checkStatistics(t, "cpu", got.Status.CPU, cpu, cpuUnit)
+		checkStatistics(t, "memory", got.Status.Memory, mem, memoryUnit)
 	})
 	for _, tc := range []struct {
 		name  string
@@ -111,10 +112,55 @@ func (e *env) testUsageReports(t *testing.T) {
 			if st.Samples != int64(len(cpu)) || st.Nodes != int64(len(nodes)) || st.From == nil || !st.From.Time.Equal(from) || st.CPU == nil || st.Memory == nil {
 				t.Fatalf("status %+v; want %d samples of %d nodes from %s", st, len(cpu), len(nodes), from)
 			}
-			checkStatistics(t, "cpu", st.CPU, cpu, func(q resource.Quantity) int64 { return q.ScaledValue(resource.Nano) })
-			checkStatistics(t, "memory", st.Memory, mem, func(q resource.Quantity) int64 { return q.Value() })
+			checkStatistics(t, "cpu", st.CPU, cpu, cpuUnit)
+			checkStatistics(t, "memory", st.Memory, mem, memoryUnit)
 		})
 	}
+
+	t.Run("step", func(t *testing.T) {
+		// 1h over 6h: the six hours with samples, bucket by bucket.
+		got, err := reports.Create(ctx, &v1alpha1.UsageReport{Spec: v1alpha1.UsageReportSpec{Cluster: "prod-2",
+			Window: metav1.Duration{Duration: 6 * time.Hour}, Step: &metav1.Duration{Duration: time.Hour}}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		series := got.Status.Series
+		if len(series) != 6 {
+			t.Fatalf("%d buckets, want 6: %+v", len(series), series)
+		}
+		for i, b := range series {
+			start := first.Add(time.Duration(i) * time.Hour)
+			var cpu, mem []int64
+			for _, s := range samples {
+				if s.ObservedAt.Truncate(time.Hour).Equal(start) {
+					cpu, mem = append(cpu, s.CPUNanoCores), append(mem, s.MemoryBytes)
+				}
+			}
+			if !b.Start.Time.Equal(start) || b.Samples != int64(len(cpu)) {
+				t.Fatalf("bucket %d starts %s with %d samples; want %s with %d", i, b.Start, b.Samples, start, len(cpu))
+			}
+			what := "bucket " + start.Format(time.Kitchen)
+			cpuUnit.check(t, what+" cpu", b.CPU.Average, b.CPU.P95, b.CPU.Max, cpu)
+			memoryUnit.check(t, what+" memory", b.Memory.Average, b.Memory.P95, b.Memory.Max, mem)
+		}
+		// kubectl prints the quantities as kubectl top does.
+		file := filepath.Join(t.TempDir(), "report.yaml")
+		spec := "apiVersion: platform.example.io/v1alpha1\nkind: UsageReport\nspec:\n  cluster: prod-2\n  window: 6h\n  step: 1h\n"
+		if err := os.WriteFile(file, []byte(spec), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		out := e.kubectl(t, "create", "-f", file, "-o", "yaml")
+		quantities := regexp.MustCompile(`(?m)^\s+(average|p50|p95|p99|max): (.*)$`).FindAllStringSubmatch(out, -1)
+		if len(quantities) != 2*5+6*2*3 {
+			t.Fatalf("%d quantities in\n%s\nwant 2×5 statistics and 6 buckets × 2 × 3", len(quantities), out)
+		}
+		canonical := regexp.MustCompile(`^"?([0-9]+m?|[0-9]+[MGT]i)"?$`)
+		for _, q := range quantities {
+			if !canonical.MatchString(q[2]) {
+				t.Errorf("%s: %s, want millicores or MiB (915m, 1628Mi) in\n%s", q[1], q[2], out)
+			}
+		}
+	})
 
 	t.Run("kubectl create", func(t *testing.T) {
 		file := filepath.Join(t.TempDir(), "report.yaml")
@@ -142,6 +188,8 @@ func (e *env) testUsageReports(t *testing.T) {
 		}{
 			{"window beyond the retention", v1alpha1.UsageReportSpec{Cluster: "prod-2", Window: metav1.Duration{Duration: 48 * time.Hour}},
 				apierrors.IsBadRequest, "--metrics-retention"},
+			{"step not whole hours", v1alpha1.UsageReportSpec{Cluster: "prod-2", Window: metav1.Duration{Duration: time.Hour}, Step: &metav1.Duration{Duration: 15 * time.Minute}},
+				apierrors.IsBadRequest, "spec.step: Invalid value: \"15m0s\": must be whole hours"},
 			{"malformed selector", v1alpha1.UsageReportSpec{Cluster: "prod-2", NodeSelector: "pool in (", Window: metav1.Duration{Duration: time.Hour}},
 				apierrors.IsBadRequest, "spec.nodeSelector"},
 			{"no cluster", v1alpha1.UsageReportSpec{Window: metav1.Duration{Duration: time.Hour}},
@@ -165,27 +213,54 @@ func (e *env) testUsageReports(t *testing.T) {
 	})
 }
 
-// checkStatistics compares got with the exact values of samples.
-func checkStatistics(t *testing.T, what string, got *v1alpha1.UsageStatistics, samples []int64, value func(resource.Quantity) int64) {
+// unit is what kubectl top rounds a resource to: millicores of nanocores,
+// MiB of bytes.
+type unit struct {
+	size  int64                        // in the base unit
+	value func(resource.Quantity) int64 // a quantity in the base unit
+}
+
+var (
+	cpuUnit    = unit{1e6, func(q resource.Quantity) int64 { return q.ScaledValue(resource.Nano) }}
+	memoryUnit = unit{1 << 20, func(q resource.Quantity) int64 { return q.Value() }}
+)
+
+// round is v rounded to the nearest unit, as the server answers it.
+func (u unit) round(v int64) int64 { return (v + u.size/2) / u.size * u.size }
+
+// checkStatistics compares got with the values of samples.
+func checkStatistics(t *testing.T, what string, got *v1alpha1.UsageStatistics, samples []int64, u unit) {
+	t.Helper()
+	u.check(t, what, got.Average, got.P95, got.Max, samples)
+	sorted := slices.Sorted(slices.Values(samples))
+	u.checkPercentile(t, what, 0.50, got.P50, sorted)
+	u.checkPercentile(t, what, 0.99, got.P99, sorted)
+}
+
+// check compares an average and a maximum with the exact ones of samples,
+// rounded to the unit, and a 95th percentile within the stated 1 %.
+func (u unit) check(t *testing.T, what string, average, p95, maximum resource.Quantity, samples []int64) {
 	t.Helper()
 	sorted := slices.Sorted(slices.Values(samples))
 	var sum float64
 	for _, v := range sorted {
 		sum += float64(v)
 	}
-	if want, v := int64(math.Round(sum/float64(len(sorted)))), value(got.Average); v != want {
+	if want, v := u.round(int64(math.Round(sum/float64(len(sorted))))), u.value(average); v != want {
 		t.Errorf("%s average %d, want %d", what, v, want)
 	}
-	if want, v := sorted[len(sorted)-1], value(got.Max); v != want {
+	if want, v := u.round(sorted[len(sorted)-1]), u.value(maximum); v != want {
 		t.Errorf("%s max %d, want %d", what, v, want)
 	}
-	for _, p := range []struct {
-		q float64
-		v resource.Quantity
-	}{{0.50, got.P50}, {0.95, got.P95}, {0.99, got.P99}} {
-		want := sorted[max(int(math.Ceil(p.q*float64(len(sorted))))-1, 0)]
-		if v := value(p.v); math.Abs(float64(v-want)) > 0.01*float64(want)+1 {
-			t.Errorf("%s p%.0f %d, want %d within 1%%", what, 100*p.q, v, want)
-		}
+	u.checkPercentile(t, what, 0.95, p95, sorted)
+}
+
+// checkPercentile compares got with the nearest-rank q-percentile of
+// sorted, within 1 % and the rounding to the unit.
+func (u unit) checkPercentile(t *testing.T, what string, q float64, got resource.Quantity, sorted []int64) {
+	t.Helper()
+	want := sorted[max(int(math.Ceil(q*float64(len(sorted))))-1, 0)]
+	if v := u.value(got); math.Abs(float64(v-want)) > 0.01*float64(want)+float64(u.size/2)+1 {
+		t.Errorf("%s p%.0f %d, want %d within 1%%", what, 100*q, v, want)
 	}
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/example/platform-apiserver/pkg/registry"
 	"github.com/example/platform-apiserver/pkg/registry/nodecapacity"
 	"github.com/example/platform-apiserver/pkg/registry/store"
+	"github.com/example/platform-apiserver/pkg/units"
 )
 
 // History is the registry's usage history.
@@ -161,6 +162,9 @@ func (a *answerer) answer(ctx context.Context, q question, admit func() error) (
 	spec := q.spec
 	uq := store.UsageQuery{ClusterID: spec.Cluster, Node: spec.NodeName, Namespace: spec.Namespace,
 		Since: a.now().Add(-spec.Window.Duration)}
+	if spec.Step != nil {
+		uq.Step = spec.Step.Duration
+	}
 	if spec.NodeSelector != "" {
 		sel, _ := labels.Parse(spec.NodeSelector) // validated
 		uq.Labels, _ = sel.Requirements()
@@ -215,8 +219,46 @@ func (a *answerer) validate(spec *platform.UsageReportSpec) field.ErrorList {
 	case w > a.retention:
 		errs = append(errs, field.Invalid(path.Child("window"), spec.Window.String(),
 			fmt.Sprintf("longer than the usage history the server keeps (%s, --metrics-retention): ask for %s or less", a.retention, a.retention)))
+	default:
+		errs = append(errs, validateStep(path.Child("step"), spec.Step, w)...)
 	}
 	return errs
+}
+
+// validateStep says what is wrong with a step for a window of w: it must be
+// whole hours (the history is kept hour by hour), no longer than the hours
+// the window covers, and cut them into at most MaxUsageBuckets buckets.
+func validateStep(path *field.Path, step *metav1.Duration, w time.Duration) field.ErrorList {
+	if step == nil {
+		return nil
+	}
+	s := step.Duration
+	switch hours := windowHours(w); {
+	case s <= 0 || s%time.Hour != 0:
+		return field.ErrorList{field.Invalid(path, s.String(), "must be whole hours, e.g. 1h or 24h: the usage history is kept hour by hour")}
+	case s > hours:
+		return field.ErrorList{field.Invalid(path, s.String(),
+			fmt.Sprintf("longer than the %s the window covers: ask a step of at most %s, or a longer window", hours, hours))}
+	case buckets(hours, s) > platform.MaxUsageBuckets:
+		least := time.Hour
+		for buckets(hours, least) > platform.MaxUsageBuckets {
+			least += time.Hour
+		}
+		return field.ErrorList{field.Invalid(path, s.String(),
+			fmt.Sprintf("cuts the window into up to %d buckets, more than %d: ask a step of at least %s", buckets(hours, s), platform.MaxUsageBuckets, least))}
+	}
+	return nil
+}
+
+// windowHours is how long the whole hours a window of w overlaps are, at
+// most: the current hour and those w reaches back into.
+func windowHours(w time.Duration) time.Duration {
+	return (w + time.Hour - 1).Truncate(time.Hour) + time.Hour
+}
+
+// buckets bounds the steps of s, aligned to the epoch, that hours overlap.
+func buckets(hours, s time.Duration) int {
+	return int((hours+s-1)/s) + 1
 }
 
 // validateLocal says what a LocalUsageReport in namespace may not ask: a
@@ -243,12 +285,19 @@ func status(h *store.UsageHistory) platform.UsageReportStatus {
 	}
 	from, to := metav1.NewTime(h.From), metav1.NewTime(h.To)
 	s.From, s.To = &from, &to
-	s.CPU = statistics(h.CPU, func(v int64) resource.Quantity { return *resource.NewScaledQuantity(v, resource.Nano) })
-	s.Memory = statistics(h.Memory, func(v int64) resource.Quantity { return *resource.NewQuantity(v, resource.BinarySI) })
-	s.Accuracy = fmt.Sprintf("percentiles within %g%%; average and max exact", 100*store.UsageAccuracy)
+	s.CPU, s.Memory = statistics(h.CPU, units.CPU), statistics(h.Memory, units.Memory)
+	s.Accuracy = fmt.Sprintf("percentiles within %g%%; average and max exact before rounding (CPU to millicores, memory to MiB)", 100*store.UsageAccuracy)
+	for _, b := range h.Series {
+		s.Series = append(s.Series, platform.UsageBucket{Start: metav1.NewTime(b.Start), Samples: b.Samples,
+			CPU: point(b.CPU, units.CPU), Memory: point(b.Memory, units.Memory)})
+	}
 	return s
 }
 
 func statistics(st store.UsageStats, q func(int64) resource.Quantity) *platform.UsageStatistics {
 	return &platform.UsageStatistics{Average: q(st.Average), P50: q(st.P50), P95: q(st.P95), P99: q(st.P99), Max: q(st.Max)}
+}
+
+func point(st store.UsageStats, q func(int64) resource.Quantity) platform.UsagePoint {
+	return platform.UsagePoint{Average: q(st.Average), P95: q(st.P95), Max: q(st.Max)}
 }

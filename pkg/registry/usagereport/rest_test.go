@@ -8,6 +8,7 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apiserver/pkg/authentication/user"
@@ -53,8 +54,13 @@ func (f *fakeHistory) UsageHistory(_ context.Context, q store.UsageQuery) (*stor
 	if q.ClusterID != "prod-1" || (q.Node != "" && q.Node != "n1") || (q.Namespace != "" && q.Namespace != "team-a") {
 		return nil, store.ErrNotFound
 	}
-	return &store.UsageHistory{Nodes: 1, Samples: 12, From: time.Now().Add(-time.Hour), To: time.Now(),
-		CPU: store.UsageStats{Average: 1e9, Max: 2e9}, Memory: store.UsageStats{Average: 1 << 30, Max: 2 << 30}}, nil
+	h := &store.UsageHistory{Nodes: 1, Samples: 12, From: time.Now().Add(-time.Hour), To: time.Now(),
+		CPU: store.UsageStats{Average: 1e9, Max: 2e9}, Memory: store.UsageStats{Average: 1 << 30, Max: 2 << 30}}
+	if q.Step > 0 {
+		h.Series = []store.UsageBucket{{Start: time.Unix(3600, 0), Samples: 12,
+			CPU: store.UsageStats{Average: 914995400, P95: 1_000_500_000, Max: 2e9}, Memory: store.UsageStats{Average: 1707116258, P95: 1 << 30, Max: 2 << 30}}}
+	}
+	return h, nil
 }
 
 func hour() metav1.Duration { return metav1.Duration{Duration: time.Hour} }
@@ -205,5 +211,58 @@ func TestAuthorizerFailure(t *testing.T) {
 	}
 	if _, err := r.Create(t.Context(), &platform.UsageReport{Spec: platform.UsageReportSpec{Cluster: "prod-1", Window: hour()}}, nil, nil); !apierrors.IsInternalError(err) {
 		t.Fatalf("without a user: %v, want 500", err)
+	}
+}
+
+// TestStep: a step is whole hours within the window, in at most
+// MaxUsageBuckets buckets, or a 400 saying what to ask instead; asked, it
+// reaches the history and the buckets come back in canonical quantities.
+func TestStep(t *testing.T) {
+	authz := &fakeAuthorizer{allowed: map[string]bool{"get clustercapacities /prod-1": true}}
+	r := NewREST(&fakeHistory{}, authz, 90*24*time.Hour)
+	ctx := request.WithUser(t.Context(), &user.DefaultInfo{Name: "alice"})
+	d := func(d time.Duration) *metav1.Duration { return &metav1.Duration{Duration: d} }
+	for _, tc := range []struct {
+		window time.Duration
+		step   *metav1.Duration
+		want   string // in the 400; "" for an answer
+	}{
+		{window: 6 * time.Hour, step: d(time.Hour)},
+		{window: 7 * 24 * time.Hour, step: d(24 * time.Hour)},
+		{window: 90 * time.Minute, step: d(2 * time.Hour)}, // the hours a 90m window overlaps: up to 3
+		{window: 6 * time.Hour, step: d(30 * time.Minute), want: "spec.step: Invalid value: \"30m0s\": must be whole hours"},
+		{window: 6 * time.Hour, step: d(90 * time.Minute), want: "must be whole hours"},
+		{window: 6 * time.Hour, step: d(-time.Hour), want: "must be whole hours"},
+		{window: 6 * time.Hour, step: d(0), want: "must be whole hours"},
+		{window: 6 * time.Hour, step: d(24 * time.Hour), want: "longer than the 7h0m0s the window covers: ask a step of at most 7h0m0s"},
+		{window: 60 * 24 * time.Hour, step: d(time.Hour), want: "cuts the window into up to 1442 buckets, more than 1000: ask a step of at least 2h0m0s"},
+	} {
+		history := &fakeHistory{}
+		r.history = history
+		obj, err := r.Create(ctx, &platform.UsageReport{Spec: platform.UsageReportSpec{Cluster: "prod-1", Window: metav1.Duration{Duration: tc.window}, Step: tc.step}}, nil, nil)
+		if tc.want != "" {
+			if !apierrors.IsBadRequest(err) || !strings.Contains(err.Error(), tc.want) || len(history.asked) > 0 {
+				t.Errorf("window %s step %s: %v (history asked %v); want a 400 saying %q", tc.window, tc.step.Duration, err, history.asked, tc.want)
+			}
+			continue
+		}
+		if err != nil || len(history.asked) != 1 || history.asked[0].Step != tc.step.Duration {
+			t.Fatalf("window %s step %s: %v, history asked %+v; want it asked with the step", tc.window, tc.step.Duration, err, history.asked)
+		}
+		series := reportStatus(obj).Series
+		if len(series) != 1 || !series[0].Start.Equal(&metav1.Time{Time: time.Unix(3600, 0)}) || series[0].Samples != 12 {
+			t.Fatalf("series %+v, want the history's bucket", series)
+		}
+		for what, q := range map[string]struct {
+			got  resource.Quantity
+			want string
+		}{
+			"cpu average": {series[0].CPU.Average, "915m"}, "cpu p95": {series[0].CPU.P95, "1001m"}, "cpu max": {series[0].CPU.Max, "2"},
+			"memory average": {series[0].Memory.Average, "1628Mi"}, "memory p95": {series[0].Memory.P95, "1Gi"}, "memory max": {series[0].Memory.Max, "2Gi"},
+		} {
+			if q.got.String() != q.want {
+				t.Errorf("%s %s, want %s", what, q.got.String(), q.want)
+			}
+		}
 	}
 }
