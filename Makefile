@@ -19,9 +19,11 @@ all: build
 help:
 	@awk 'match($$0, /^## [A-Za-z0-9_-]+:/) { printf "  %-11s %s\n", substr($$0, 4, RLENGTH - 4), substr($$0, RLENGTH + 2) }' $(firstword $(MAKEFILE_LIST))
 
-## build: the platform-apiserver binary in _output/bin
+## build: the platform-apiserver binary and the kubectl plugin kubectl-platform in _output/bin
+## (put _output/bin on your PATH and kubectl runs it as kubectl platform)
 build:
 	$(GO) build -o $(BIN)/platform-apiserver ./cmd/apiserver
+	$(GO) build -o $(BIN)/kubectl-platform ./cmd/kubectl-platform
 
 ## deps: PostgreSQL 15, shellcheck and promtool (package prometheus) from Debian's packages, if missing
 deps:

@@ -47,6 +47,9 @@ type ControlPlane struct {
 	platformArgs       []string
 	platformRegistered bool
 
+	pluginsOnce sync.Once // builds the kubectl plugins (KubectlPlugin)
+	pluginsErr  error
+
 	stopOnce sync.Once
 	stopErr  error
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -30,7 +31,29 @@ func (cp *ControlPlane) KubectlBinaryAs(ctx context.Context, binary, kubeconfig 
 		// same port is never reused.
 		"--cache-dir=" + filepath.Join(cp.workDir, "kubectl-cache"),
 	}, args...)
-	cmd := exec.CommandContext(ctx, binary, full...)
+	return runKubectl(exec.CommandContext(ctx, binary, full...), args)
+}
+
+// KubectlPlugin runs a kubectl plugin of this module (e.g. `platform
+// usage ...` runs cmd/kubectl-platform) through the built kubectl with the
+// given kubeconfig, as a user with the plugin on their PATH does (kubectl
+// takes no flags before a plugin's name: the kubeconfig is KUBECONFIG's).
+// The plugins are built on first use.
+func (cp *ControlPlane) KubectlPlugin(ctx context.Context, kubeconfig string, args ...string) (stdout, stderr string, err error) {
+	dir := filepath.Join(cp.workDir, "plugins")
+	cp.pluginsOnce.Do(func() {
+		cp.pluginsErr = buildCommand(ctx, "./cmd/kubectl-platform", filepath.Join(dir, "kubectl-platform"))
+	})
+	if cp.pluginsErr != nil {
+		return "", "", cp.pluginsErr
+	}
+	cmd := exec.CommandContext(ctx, filepath.Join(cp.binDir, "kubectl"), args...)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig, "PATH="+dir+string(os.PathListSeparator)+os.Getenv("PATH"))
+	return runKubectl(cmd, args)
+}
+
+// runKubectl runs cmd; a non-zero exit is an error that carries stderr.
+func runKubectl(cmd *exec.Cmd, args []string) (stdout, stderr string, err error) {
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	if err := cmd.Run(); err != nil {

@@ -75,15 +75,20 @@ func resolveBinDir(ctx context.Context, binDir string, log io.Writer) (string, e
 
 // buildPlatformAPIServer builds ./cmd/apiserver of this module to out.
 func buildPlatformAPIServer(ctx context.Context, out string) error {
+	return buildCommand(ctx, "./cmd/apiserver", out)
+}
+
+// buildCommand builds the command pkg of this module to out.
+func buildCommand(ctx context.Context, pkg, out string) error {
 	root, err := ModuleRoot()
 	if err != nil {
 		return err
 	}
-	klog.FromContext(ctx).Info("Building platform-apiserver", "output", out)
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, "./cmd/apiserver")
+	klog.FromContext(ctx).Info("Building", "package", pkg, "output", out)
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, pkg)
 	cmd.Dir = root
 	if combined, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("build platform-apiserver (go build ./cmd/apiserver in %s): %w\n%s", root, err, combined)
+		return fmt.Errorf("build %s (go build %s in %s): %w\n%s", pkg, pkg, root, err, combined)
 	}
 	return nil
 }

@@ -162,6 +162,8 @@ func (e *env) testUsageReports(t *testing.T) {
 		}
 	})
 
+	t.Run("kubectl platform usage", e.testKubectlPlatformUsage)
+
 	t.Run("kubectl create", func(t *testing.T) {
 		file := filepath.Join(t.TempDir(), "report.yaml")
 		spec := "apiVersion: platform.example.io/v1alpha1\nkind: UsageReport\nspec:\n  cluster: prod-2\n  nodeName: m07\n  window: 1h\n"
@@ -216,7 +218,7 @@ func (e *env) testUsageReports(t *testing.T) {
 // unit is what kubectl top rounds a resource to: millicores of nanocores,
 // MiB of bytes.
 type unit struct {
-	size  int64                        // in the base unit
+	size  int64                         // in the base unit
 	value func(resource.Quantity) int64 // a quantity in the base unit
 }
 
