@@ -51,8 +51,8 @@ image-push:
 	$(GO) run ./hack/image push --image $(IMAGE) --from $(IMAGE_DIR)
 
 ## run: a local control plane, Postgres and platform-apiserver in the foreground (Ctrl-C stops it)
-run: deps
-	$(GO) run ./hack/localup
+run: deps build
+	$(GO) run ./hack/localup --platform-apiserver-binary=$(BIN)/platform-apiserver
 
 ## test: every test, unit and integration, against real Postgres, etcd and kube-apiserver
 test: deps tools

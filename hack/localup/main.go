@@ -82,19 +82,20 @@ func run(platformBinary string) (err error) {
 	if err := seedSimulatedCluster(ctx, cp); err != nil {
 		return fmt.Errorf("seed the simulated cluster: %w", err)
 	}
-	printUsage(cp, time.Since(begin))
+	printUsage(cp, filepath.Join(root, "_output", "bin"), time.Since(begin))
 	<-ctx.Done()
 	logger.Info("Received a stop signal")
 	return nil
 }
 
-// printUsage tells the person at the terminal how to reach the platform API.
-func printUsage(cp *framework.ControlPlane, took time.Duration) {
+// printUsage tells the person at the terminal how to reach the platform API;
+// pluginDir holds kubectl-platform (make build).
+func printUsage(cp *framework.ControlPlane, pluginDir string, took time.Duration) {
 	fmt.Printf(`
 Platform API is up after %s (logs in %s).
 
   export KUBECONFIG=%s
-  export PATH=%s:$PATH   # kubectl v1.37.2
+  export PATH=%s:%s:$PATH   # kubectl v1.37.2 and the kubectl platform plugin
 
 The local cluster has simulated nodes (kwok) and pods in team-a and team-b:
   kubectl get nodes
@@ -113,10 +114,16 @@ apiVersion: platform.example.io/v1alpha1
 kind: UsageReport
 spec: {cluster: local, window: 1h}
 EOF
+  kubectl create -o yaml -f - <<EOF   # where 10 replicas of 100m/128Mi fit
+apiVersion: platform.example.io/v1alpha1
+kind: PlacementReport
+spec: {replicas: 10, requests: {cpu: 100m, memory: 128Mi}}
+EOF
+  kubectl platform usage local --window 3h --step 1h   # usage over time next to requests
   kubectl explain nodecapacity.status
   kubectl api-resources --api-group=%s
 
 Database: %s
 Press Ctrl-C to stop.
-`, took.Round(time.Second), cp.WorkDir(), cp.AdminKubeconfig(), cp.BinDir(), 2*framework.MetricResolution, framework.PlatformGroup, cp.DatabaseURL())
+`, took.Round(time.Second), cp.WorkDir(), cp.AdminKubeconfig(), cp.BinDir(), pluginDir, 2*framework.MetricResolution, framework.PlatformGroup, cp.DatabaseURL())
 }
