@@ -52,7 +52,7 @@ image-push:
 
 ## run: a local control plane, Postgres and platform-apiserver in the foreground (Ctrl-C stops it)
 run: deps build
-	$(GO) run ./hack/localup --platform-apiserver-binary=$(BIN)/platform-apiserver
+	$(GO) run ./hack/localup --platform-apiserver-binary=$(abspath $(BIN))/platform-apiserver
 
 ## test: every test, unit and integration, against real Postgres, etcd and kube-apiserver
 test: deps tools
