@@ -40,8 +40,9 @@ type ControlPlane struct {
 	scheduler         *process
 	sim               *simulator // nil unless Options.StartSimulator
 
-	mu                 sync.Mutex // guards platform
+	mu                 sync.Mutex // guards platform and prometheus
 	platform           *process
+	prometheus         []*process // StartPrometheus's, stopped first
 	platformBinary     string
 	platformPort       int
 	platformArgs       []string
@@ -232,9 +233,8 @@ func (cp *ControlPlane) Stop() error {
 	cp.stopOnce.Do(func() {
 		var errs []error
 		cp.mu.Lock()
-		platform := cp.platform
+		procs := append(append([]*process(nil), cp.prometheus...), cp.platform)
 		cp.mu.Unlock()
-		procs := []*process{platform}
 		if cp.sim != nil {
 			procs = append(procs, cp.sim.metricsServer, cp.sim.kwok)
 		}

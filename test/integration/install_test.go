@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"debug/elf"
+	"encoding/json"
 	"fmt"
 	"io"
 	"io/fs"
@@ -23,6 +24,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/example/platform-apiserver/test/framework"
@@ -337,6 +339,20 @@ func (e *installEnv) testDryRuns(t *testing.T) {
 	chartMonitoring := parseDocs(t, e.sh(ctx, t, "cat dry-run/helm-cert-manager+monitoring.yaml"))
 	if b, h := field(monitoring, "PrometheusRule", "platform-apiserver", "spec"), field(chartMonitoring, "PrometheusRule", "platform-apiserver", "spec"); fmt.Sprint(b) != fmt.Sprint(h) || b == nil {
 		t.Errorf("PrometheusRule spec: kustomize %v, chart %v", b, h)
+	}
+	// And the same Grafana dashboard, in a ConfigMap Grafana's sidecar
+	// loads by its label (docs/monitoring.md; hack/verify-alerts.sh).
+	const dashboard = "platform-apiserver-dashboard"
+	for render, objs := range map[string][]*unstructured.Unstructured{"kustomize": monitoring, "chart": chartMonitoring} {
+		if l := field(objs, "ConfigMap", dashboard, "metadata", "labels", "grafana_dashboard"); l != "1" {
+			t.Errorf("%s: ConfigMap %s label grafana_dashboard %v, want \"1\"", render, dashboard, l)
+		}
+		if js, _ := field(objs, "ConfigMap", dashboard, "data", "platform-apiserver.json").(string); !json.Valid([]byte(js)) {
+			t.Errorf("%s: ConfigMap %s data platform-apiserver.json is not JSON: %.200q", render, dashboard, js)
+		}
+	}
+	if b, h := field(monitoring, "ConfigMap", dashboard, "data"), field(chartMonitoring, "ConfigMap", dashboard, "data"); fmt.Sprint(b) != fmt.Sprint(h) {
+		t.Errorf("ConfigMap %s data differs between the kustomize component and the chart: kustomize %.200v, chart %.200v", dashboard, b, h)
 	}
 
 	// Every variant's pod is admitted under the base Namespace's

@@ -17,6 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/example/platform-apiserver/pkg/apis/platform/v1alpha1"
@@ -331,11 +332,15 @@ func (e *env) testPlacementAccess(t *testing.T) {
 }
 
 // forwarder relays TCP connections to target until stopped, when it
-// closes its listener and every connection (the member's API is gone).
+// closes its listener and every connection (the member's API is gone:
+// connections are refused, as by a stopped API server). restart listens on
+// the same address again (the API is back).
 type forwarder struct {
-	l     net.Listener
-	mu    sync.Mutex
-	conns []net.Conn
+	target  string
+	address string
+	mu      sync.Mutex
+	l       net.Listener // nil while stopped
+	conns   []net.Conn
 }
 
 func startForwarder(t *testing.T, target string) *forwarder {
@@ -343,37 +348,70 @@ func startForwarder(t *testing.T, target string) *forwarder {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &forwarder{l: l}
+	f := &forwarder{target: target, address: l.Addr().String()}
 	t.Cleanup(f.stop)
+	f.serve(l)
+	return f
+}
+
+// serve relays the connections l accepts until l is closed.
+func (f *forwarder) serve(l net.Listener) {
+	f.mu.Lock()
+	f.l = l
+	f.mu.Unlock()
 	go func() {
 		for {
 			c, err := l.Accept()
 			if err != nil {
 				return
 			}
-			u, err := net.Dial("tcp", target)
+			u, err := net.Dial("tcp", f.target)
 			if err != nil {
 				c.Close()
 				continue
 			}
 			f.mu.Lock()
+			if f.l != l { // stopped meanwhile
+				f.mu.Unlock()
+				c.Close()
+				u.Close()
+				continue
+			}
 			f.conns = append(f.conns, c, u)
 			f.mu.Unlock()
 			go func() { _, _ = io.Copy(u, c); u.Close() }()
 			go func() { _, _ = io.Copy(c, u); c.Close() }()
 		}
 	}()
-	return f
 }
 
-func (f *forwarder) addr() string { return f.l.Addr().String() }
+func (f *forwarder) addr() string { return f.address }
 
 func (f *forwarder) stop() {
-	f.l.Close()
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.l != nil {
+		f.l.Close()
+		f.l = nil
+	}
 	for _, c := range f.conns {
 		c.Close()
 	}
 	f.conns = nil
+}
+
+// restart listens on the forwarder's address again after stop. The port
+// was free a moment ago; another socket taking it meanwhile fails the test.
+func (f *forwarder) restart(t *testing.T) {
+	t.Helper()
+	var l net.Listener
+	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		var err error
+		l, err = net.Listen("tcp", f.address)
+		return err == nil, nil
+	})
+	if err != nil {
+		t.Fatalf("forwarder: listen on %s again: %v", f.address, err)
+	}
+	f.serve(l)
 }
