@@ -32,6 +32,14 @@ const listedEvent watch.EventType = "LISTED"
 // watches at once is not hammered in a tight loop.
 const shortWatch = time.Second
 
+// earlyClosesUnreachable is how many watches in a row ended at once without
+// an event before the member counts as unreachable: a proxy or load
+// balancer in front of a stopped API server accepts the connection and
+// closes it, which client-go's Watch answers with a watch that ends at
+// once and no error. One such close is a server ending its watches (a
+// restart); a run of them is a member that answers nothing.
+const earlyClosesUnreachable = 3
+
 // syncerParams configure the mirror of one member resource.
 type syncerParams struct {
 	Cluster  string
@@ -93,6 +101,7 @@ func (s *syncer) run(ctx context.Context) {
 		resumes.WithLabelValues(s.Cluster, s.resource()).Inc()
 	}
 	backoff := s.Sync.Backoff
+	earlyCloses := 0 // watches in a row the member ended at once without an event
 	for ctx.Err() == nil {
 		if cursor == "" {
 			rv, err := s.relist(ctx, reason)
@@ -110,19 +119,28 @@ func (s *syncer) run(ctx context.Context) {
 			s.served()
 			cursor, backoff = rv, s.Sync.Backoff
 		}
-		watchStart := s.Clock.Now()
-		next, received, err := s.watch(ctx, cursor)
+		next, received, opened, err := s.watch(ctx, cursor)
 		s.setPending(0) // what was not committed will be received again
 		cursor = next
 		if received {
 			backoff = s.Sync.Backoff
 		}
+		early := err == nil && !received && s.Clock.Since(opened) < shortWatch
+		if !early {
+			earlyCloses = 0
+		}
 		switch {
 		case ctx.Err() != nil:
-		case err == nil && !received && s.Clock.Since(watchStart) < shortWatch:
+		case early:
+			earlyCloses++
 			s.logger.Info("Member ended the watch at once without an event; watching again after a backoff",
-				"resourceVersion", cursor, "after", s.Clock.Since(watchStart).Round(time.Millisecond))
+				"resourceVersion", cursor, "after", s.Clock.Since(opened).Round(time.Millisecond), "inARow", earlyCloses)
 			errorsTotal.WithLabelValues(s.Cluster, s.resource(), "watch_closed_early").Inc()
+			if earlyCloses == earlyClosesUnreachable {
+				s.logger.Error(nil, "Member keeps ending watches at once without an event (a proxy in front of a stopped API server?); reporting it unreachable until an event arrives",
+					"inARow", earlyCloses)
+				s.setUnreachable()
+			}
 			s.sleep(ctx, backoff.Step())
 		case err == nil:
 			// The server ended the watch (its timeout): watch again from the cursor.
@@ -333,8 +351,10 @@ func (s *syncer) relist(ctx context.Context, reason string) (string, error) {
 
 // watch follows the resource from cursor and commits batches as they fill
 // or age. It returns the cursor of the last commit, whether any event
-// arrived, and why the watch ended (nil when the server closed it).
-func (s *syncer) watch(ctx context.Context, cursor string) (string, bool, error) {
+// arrived, when the watch was open (zero if it never opened: client-go's
+// Watch may retry for seconds before it answers) and why it ended (nil when
+// the server closed it).
+func (s *syncer) watch(ctx context.Context, cursor string) (string, bool, time.Time, error) {
 	timeout := int64(s.Sync.WatchTimeout.Seconds() * (1 + rand.Float64()))
 	w, err := s.Resource.watch(ctx, s.Client, metav1.ListOptions{
 		ResourceVersion:     cursor,
@@ -342,9 +362,11 @@ func (s *syncer) watch(ctx context.Context, cursor string) (string, bool, error)
 		TimeoutSeconds:      &timeout,
 	})
 	if err != nil {
-		return cursor, false, fmt.Errorf("watch from resourceVersion %q: %w", cursor, err)
+		return cursor, false, time.Time{}, fmt.Errorf("watch from resourceVersion %q: %w", cursor, err)
 	}
-	s.reached()
+	// Reached once the watch delivers an event or stays open: a watch that
+	// opens and ends at once may be a proxy answering for a stopped server.
+	opened := s.Clock.Now()
 	defer w.Stop()
 
 	p := newPending(s.Resource, cursor)
@@ -363,32 +385,36 @@ func (s *syncer) watch(ctx context.Context, cursor string) (string, bool, error)
 	for {
 		select {
 		case <-ctx.Done():
-			return s.committedCursor(), received, ctx.Err()
+			return s.committedCursor(), received, opened, ctx.Err()
 		case <-settled:
 			settled = nil
+			s.reached()
 			s.markSynced()
 		case <-flush:
 			if err := commit(); err != nil {
-				return s.committedCursor(), received, err
+				return s.committedCursor(), received, opened, err
 			}
 		case ev, ok := <-w.ResultChan():
 			if !ok {
 				err := commit()
-				return s.committedCursor(), received, err
+				return s.committedCursor(), received, opened, err
 			}
 			if ev.Type == watch.Error {
 				if err := commit(); err != nil {
-					return s.committedCursor(), received, err
+					return s.committedCursor(), received, opened, err
 				}
-				return s.committedCursor(), received, watchError(ev.Object)
+				return s.committedCursor(), received, opened, watchError(ev.Object)
 			}
-			received = true
+			if !received {
+				received = true
+				s.reached()
+			}
 			s.absorb(p, ev.Type, ev.Object, s.Clock.Now())
 			s.setPending(p.events)
 			switch {
 			case p.events >= s.Sync.BatchSize:
 				if err := commit(); err != nil {
-					return s.committedCursor(), received, err
+					return s.committedCursor(), received, opened, err
 				}
 			case flush == nil:
 				flush = s.Clock.After(s.Sync.BatchDelay)
@@ -546,9 +572,7 @@ func (s *syncer) failed(op string, err error) {
 	errorsTotal.WithLabelValues(s.Cluster, s.resource(), reason).Inc()
 	switch reason {
 	case "member_unavailable", "forbidden", "unauthorized":
-		s.mu.Lock()
-		s.unreachable = true
-		s.mu.Unlock()
+		s.setUnreachable()
 	}
 	switch reason {
 	case "forbidden", "unauthorized":
@@ -580,6 +604,12 @@ func (s *syncer) reached() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.unreachable = false
+}
+
+func (s *syncer) setUnreachable() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.unreachable = true
 }
 
 func (s *syncer) setStuck(v bool) {

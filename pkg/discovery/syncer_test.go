@@ -313,6 +313,31 @@ func TestSyncerBacksOffShortWatches(t *testing.T) {
 	}
 }
 
+// TestSyncerEarlyClosesMeanUnreachable: a proxy in front of a stopped API
+// server accepts each watch and closes it (client-go answers a watch that
+// ends at once, no error). Two such closes in a row are a server ending its
+// watches; the third makes the member unreachable, and the first event of
+// a watch that works again makes it reachable.
+func TestSyncerEarlyClosesMeanUnreachable(t *testing.T) {
+	m, st := newFakeMember(), &recordingStore{cursor: "500"}
+	s := runSyncer(t, m, st, nil)
+	unreachable := func() bool { return s.status().unreachable }
+	for i := range earlyClosesUnreachable {
+		w := nextWatcher(t, m)
+		if unreachable() {
+			t.Fatalf("unreachable after %d early closes, want only after %d", i, earlyClosesUnreachable)
+		}
+		w.Stop()
+	}
+	waitFor(t, "the member unreachable after the third early close", func() bool { return unreachable() })
+	w := nextWatcher(t, m)
+	if !unreachable() {
+		t.Fatal("reachable again by a watch that has delivered nothing yet")
+	}
+	w.Add(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "c", ResourceVersion: "501"}})
+	waitFor(t, "the member reachable after an event", func() bool { return !unreachable() })
+}
+
 // rejectingStore rejects, like PostgreSQL would a value it cannot store,
 // every batch that carries one of the poison namespaces.
 type rejectingStore struct {

@@ -142,6 +142,26 @@ func TestMonitoring(t *testing.T) {
 		return state == "Synced", state
 	})
 
+	// east's address answers and its API does not: a proxy in front of a
+	// stopped API server accepts each connection and closes it. client-go
+	// answers such a watch with one that ends at once and no error; a run
+	// of them makes the member unreachable, never silently Synced.
+	dropped := time.Now()
+	fwd.dropConnections()
+	if _, err := prom.WaitForAlert(ctx, "PlatformMemberUnreachable", map[string]string{"cluster": "east"}, "firing", monitoringTimeout); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("PlatformMemberUnreachable firing for east %s after a proxy in front of it began closing every connection", time.Since(dropped).Round(time.Second))
+	eventually(t, "east's ClusterCapacity Unreachable behind the hanging-up proxy", mirrorTimeout, func(ctx context.Context) (bool, string) {
+		state := e.jsonpath(ctx, "{.status.mirroring.state}", "get", "clustercapacity", "east")
+		return state == "Unreachable", state
+	})
+	fwd.relay()
+	eventually(t, "east's ClusterCapacity Synced once the proxy relays again", mirrorTimeout, func(ctx context.Context) (bool, string) {
+		state := e.jsonpath(ctx, "{.status.mirroring.state}", "get", "clustercapacity", "east")
+		return state == "Synced", state
+	})
+
 	checkDashboard(t, e, filepath.Join(root, "artifacts/chart/platform-apiserver/files/dashboard.json"), prom)
 }
 

@@ -341,6 +341,9 @@ type forwarder struct {
 	mu      sync.Mutex
 	l       net.Listener // nil while stopped
 	conns   []net.Conn
+	// hangUp: accept each connection and close it at once, as a proxy or
+	// load balancer in front of a stopped API server does (dropConnections).
+	hangUp bool
 }
 
 func startForwarder(t *testing.T, target string) *forwarder {
@@ -365,6 +368,13 @@ func (f *forwarder) serve(l net.Listener) {
 			if err != nil {
 				return
 			}
+			f.mu.Lock()
+			hangUp := f.hangUp
+			f.mu.Unlock()
+			if hangUp {
+				c.Close()
+				continue
+			}
 			u, err := net.Dial("tcp", f.target)
 			if err != nil {
 				c.Close()
@@ -386,6 +396,26 @@ func (f *forwarder) serve(l net.Listener) {
 }
 
 func (f *forwarder) addr() string { return f.address }
+
+// dropConnections closes every relayed connection and, until relay, accepts
+// each new one and closes it at once: the member's address answers, its
+// API does not.
+func (f *forwarder) dropConnections() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.hangUp = true
+	for _, c := range f.conns {
+		c.Close()
+	}
+	f.conns = nil
+}
+
+// relay relays new connections again after dropConnections.
+func (f *forwarder) relay() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.hangUp = false
+}
 
 func (f *forwarder) stop() {
 	f.mu.Lock()
