@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
 
 	"github.com/example/platform-apiserver/test/framework"
@@ -61,17 +60,7 @@ func TestMonitoring(t *testing.T) {
 
 	// The second member is the hosting cluster through a forwarder the test
 	// stops (connections refused, as by a stopped API server) and restarts.
-	fwd := startForwarder(t, strings.TrimPrefix(e.cp.KubeAPIServerURL(), "https://"))
-	cfg, err := clientcmd.LoadFromFile(e.cp.AdminKubeconfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range cfg.Clusters {
-		c.Server = "https://" + fwd.addr()
-	}
-	if err := clientcmd.WriteToFile(*cfg, filepath.Join(dir, "east")); err != nil {
-		t.Fatal(err)
-	}
+	fwd := e.forwardedMember(t, dir, "east")
 
 	// Prometheus scrapes as kube-prometheus's prometheus-k8s, allowed
 	// GET /metrics by the monitoring component's own ClusterRoleBinding.

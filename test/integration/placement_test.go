@@ -139,17 +139,7 @@ func TestPlacementReport(t *testing.T) {
 
 	// The second member is the same cluster through a forwarder the test
 	// can take away.
-	fwd := startForwarder(t, strings.TrimPrefix(e.cp.KubeAPIServerURL(), "https://"))
-	cfg, err := clientcmd.LoadFromFile(e.cp.AdminKubeconfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range cfg.Clusters {
-		c.Server = "https://" + fwd.addr()
-	}
-	if err := clientcmd.WriteToFile(*cfg, filepath.Join(dir, "east")); err != nil {
-		t.Fatal(err)
-	}
+	fwd := e.forwardedMember(t, dir, "east")
 	eventually(t, "both members mirror the nodes and their pods", mirrorTimeout, func(ctx context.Context) (bool, string) {
 		out := e.jsonpath(ctx, `{range .items[*]}{.metadata.name}={.status.requested.pods} {end}`, "get", "nodecapacities")
 		for _, m := range []string{"local", "east"} {
@@ -344,6 +334,25 @@ type forwarder struct {
 	// hangUp: accept each connection and close it at once, as a proxy or
 	// load balancer in front of a stopped API server does (dropConnections).
 	hangUp bool
+}
+
+// forwardedMember lists the hosting cluster once more as member name in the
+// member kubeconfig directory dir, reached through a forwarder the test can
+// take away.
+func (e *env) forwardedMember(t *testing.T, dir, name string) *forwarder {
+	t.Helper()
+	fwd := startForwarder(t, strings.TrimPrefix(e.cp.KubeAPIServerURL(), "https://"))
+	cfg, err := clientcmd.LoadFromFile(e.cp.AdminKubeconfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cfg.Clusters {
+		c.Server = "https://" + fwd.addr()
+	}
+	if err := clientcmd.WriteToFile(*cfg, filepath.Join(dir, name)); err != nil {
+		t.Fatal(err)
+	}
+	return fwd
 }
 
 func startForwarder(t *testing.T, target string) *forwarder {
