@@ -14,11 +14,6 @@ import (
 	"github.com/example/platform-apiserver/pkg/units"
 )
 
-var (
-	cpuOf    = units.CPU
-	memoryOf = units.Memory
-)
-
 // pair is a resource's requests and allocatable; nil where unknown (a
 // namespace has no allocatable).
 type pair struct{ requested, allocatable *resource.Quantity }
@@ -81,9 +76,9 @@ func render(w io.Writer, v usageView) error {
 		unit  func(float64) resource.Quantity // a value in the resource's unit
 	}{
 		{"cpu", v.ref.cpu, st.CPU, averages(func(b v1alpha1.UsageBucket) resource.Quantity { return b.CPU.Average }),
-			func(cores float64) resource.Quantity { return cpuOf(int64(math.Round(cores * 1e9))) }},
+			func(cores float64) resource.Quantity { return units.CPU(int64(math.Round(cores * 1e9))) }},
 		{"memory", v.ref.memory, st.Memory, averages(func(b v1alpha1.UsageBucket) resource.Quantity { return b.Memory.Average }),
-			func(bytes float64) resource.Quantity { return memoryOf(int64(math.Round(bytes))) }},
+			func(bytes float64) resource.Quantity { return units.Memory(int64(math.Round(bytes))) }},
 	} {
 		average, p95, maximum := "-", "-", "-"
 		if r.stats != nil {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/example/platform-apiserver/pkg/apis/platform/v1alpha1"
 	"github.com/example/platform-apiserver/pkg/generated/clientset/versioned"
+	"github.com/example/platform-apiserver/pkg/units"
 )
 
 const usageExample = `  # A member's nodes over the last day, hour by hour
@@ -155,9 +156,10 @@ func (o *usageOptions) reference(ctx context.Context) (reference, error) {
 		if err != nil {
 			return reference{}, err
 		}
-		return nodesReference([]v1alpha1.NodeResources{n.Status.Requested}, []v1alpha1.NodeResources{n.Status.Allocatable}), nil
+		return perNode(n.Status.Requested, n.Status.Allocatable, 1), nil
 	case o.selector != "":
-		var requested, allocatable []v1alpha1.NodeResources
+		var requested, allocatable v1alpha1.NodeResources
+		var nodes int64
 		opts := metav1.ListOptions{LabelSelector: o.selector, FieldSelector: "status.cluster=" + o.cluster, Limit: 500}
 		for {
 			list, err := api.NodeCapacities().List(ctx, opts)
@@ -165,47 +167,37 @@ func (o *usageOptions) reference(ctx context.Context) (reference, error) {
 				return reference{}, err
 			}
 			for _, n := range list.Items {
-				requested, allocatable = append(requested, n.Status.Requested), append(allocatable, n.Status.Allocatable)
+				requested.CPU.Add(n.Status.Requested.CPU)
+				requested.Memory.Add(n.Status.Requested.Memory)
+				allocatable.CPU.Add(n.Status.Allocatable.CPU)
+				allocatable.Memory.Add(n.Status.Allocatable.Memory)
 			}
+			nodes += int64(len(list.Items))
 			if opts.Continue = list.Continue; opts.Continue == "" {
 				break
 			}
 		}
-		return nodesReference(requested, allocatable), nil
+		return perNode(requested, allocatable, nodes), nil
 	}
 	cc, err := api.ClusterCapacities().Get(ctx, o.cluster, metav1.GetOptions{})
 	if err != nil {
 		return reference{}, err
 	}
-	if cc.Status.Nodes.Total == 0 {
-		return reference{}, nil
-	}
 	return perNode(cc.Status.All.Requested, cc.Status.All.Allocatable, cc.Status.Nodes.Total), nil
 }
 
-// nodesReference is the nodes' requests and allocatable per node.
-func nodesReference(requested, allocatable []v1alpha1.NodeResources) reference {
-	if len(requested) == 0 {
+// perNode is the requests and allocatable of nodes nodes per node, in
+// kubectl top's units; unknown without nodes.
+func perNode(requested, allocatable v1alpha1.NodeResources, nodes int64) reference {
+	if nodes == 0 {
 		return reference{}
 	}
-	var req, alloc v1alpha1.NodeResources
-	for i := range requested {
-		req.CPU.Add(requested[i].CPU)
-		req.Memory.Add(requested[i].Memory)
-		alloc.CPU.Add(allocatable[i].CPU)
-		alloc.Memory.Add(allocatable[i].Memory)
+	cpu := func(q resource.Quantity) *resource.Quantity {
+		return ptrTo(units.CPU(q.ScaledValue(resource.Nano) / nodes))
 	}
-	return perNode(req, alloc, int64(len(requested)))
-}
-
-func perNode(requested, allocatable v1alpha1.NodeResources, nodes int64) reference {
-	cpu := func(q resource.Quantity) *resource.Quantity { return ptrTo(q.ScaledValue(resource.Nano)/nodes, cpuOf) }
-	mem := func(q resource.Quantity) *resource.Quantity { return ptrTo(q.Value()/nodes, memoryOf) }
+	mem := func(q resource.Quantity) *resource.Quantity { return ptrTo(units.Memory(q.Value() / nodes)) }
 	return reference{cpu: pair{requested: cpu(requested.CPU), allocatable: cpu(allocatable.CPU)},
 		memory: pair{requested: mem(requested.Memory), allocatable: mem(allocatable.Memory)}}
 }
 
-func ptrTo(v int64, q func(int64) resource.Quantity) *resource.Quantity {
-	r := q(v)
-	return &r
-}
+func ptrTo(q resource.Quantity) *resource.Quantity { return &q }
