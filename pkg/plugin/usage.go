@@ -193,11 +193,9 @@ func perNode(requested, allocatable v1alpha1.NodeResources, nodes int64) referen
 		return reference{}
 	}
 	cpu := func(q resource.Quantity) *resource.Quantity {
-		return ptrTo(units.CPU(q.ScaledValue(resource.Nano) / nodes))
+		return new(units.CPU(q.ScaledValue(resource.Nano) / nodes))
 	}
-	mem := func(q resource.Quantity) *resource.Quantity { return ptrTo(units.Memory(q.Value() / nodes)) }
+	mem := func(q resource.Quantity) *resource.Quantity { return new(units.Memory(q.Value() / nodes)) }
 	return reference{cpu: pair{requested: cpu(requested.CPU), allocatable: cpu(allocatable.CPU)},
 		memory: pair{requested: mem(requested.Memory), allocatable: mem(allocatable.Memory)}}
 }
-
-func ptrTo(q resource.Quantity) *resource.Quantity { return &q }
