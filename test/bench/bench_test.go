@@ -137,9 +137,7 @@ func getNodeCapacity(c versioned.Interface) func(context.Context) (int, error) {
 func benchKubectl(b *testing.B, e *env, want int, args ...string) {
 	ctx := b.Context()
 	var out bytes.Buffer
-	if err := e.kubectl(ctx, &out, args...); err != nil {
-		b.Fatal(err)
-	}
+	must(b, e.kubectl(ctx, &out, args...))
 	// The items of a List, or 1 for a single object.
 	var doc struct {
 		Kind  string            `json:"kind"`
@@ -155,9 +153,7 @@ func benchKubectl(b *testing.B, e *env, want int, args ...string) {
 		b.Fatalf("kubectl %s printed %d objects, want %d", strings.Join(args, " "), got, want)
 	}
 	for b.Loop() {
-		if err := e.kubectl(ctx, io.Discard, args...); err != nil {
-			b.Fatal(err)
-		}
+		must(b, e.kubectl(ctx, io.Discard, args...))
 	}
 	b.ReportMetric(float64(want), "items/op")
 	summary.recordOp(b)
@@ -173,9 +169,7 @@ func benchClient(b *testing.B, e *env, want int, op func(context.Context) (int, 
 	items := 0
 	for b.Loop() {
 		got, err := op(ctx)
-		if err != nil {
-			b.Fatal(err)
-		}
+		must(b, err)
 		if got != want {
 			b.Fatalf("received %d objects, want %d", got, want)
 		}
@@ -189,9 +183,7 @@ func benchClient(b *testing.B, e *env, want int, op func(context.Context) (int, 
 // VmHWM (hwm-MiB) and returns them.
 func (e *env) reportPlatformMemory(b *testing.B) (rssMiB, hwmMiB float64) {
 	rss, hwm, err := e.platformMemory()
-	if err != nil {
-		b.Fatal(err)
-	}
+	must(b, err)
 	rssMiB, hwmMiB = float64(rss)/mib, float64(hwm)/mib
 	b.ReportMetric(rssMiB, "rss-MiB")
 	b.ReportMetric(hwmMiB, "hwm-MiB")

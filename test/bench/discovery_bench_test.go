@@ -61,25 +61,17 @@ func (d *discoveryEnv) benchInitialSync(b *testing.B) {
 	var res syncResult
 	for b.Loop() {
 		b.StopTimer()
-		if err := d.cp.StopPlatformAPIServer(); err != nil {
-			b.Fatal(err)
-		}
-		if err := d.removeMember(ctx); err != nil {
-			b.Fatal(err)
-		}
+		must(b, d.cp.StopPlatformAPIServer())
+		must(b, d.removeMember(ctx))
 		if c, err := d.registryCounts(ctx); err != nil || c.total() != 0 {
 			b.Fatalf("registry after deleting the member: %s, %v; want it empty", c, err)
 		}
 		b.StartTimer()
 		start, err := d.startAndWaitSynced(ctx)
 		b.StopTimer()
-		if err != nil {
-			b.Fatal(err)
-		}
+		must(b, err)
 		got, err := d.afterSync(ctx, start)
-		if err != nil {
-			b.Fatal(err)
-		}
+		must(b, err)
 		res.synced = max(res.synced, start.synced)
 		res.hwmMiB = max(res.hwmMiB, got.hwmMiB)
 		res.commits = got.commits
@@ -228,19 +220,13 @@ func (s *platformStart) wait(ctx context.Context) error {
 func (d *discoveryEnv) benchRestart(b *testing.B) {
 	ctx := b.Context()
 	ready, err := d.readyzProbe()
-	if err != nil {
-		b.Fatal(err)
-	}
+	must(b, err)
 	var worst restartResult
 	for b.Loop() {
 		b.StopTimer()
 		snap, err := d.snapshot(ctx)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := d.cp.StopPlatformAPIServer(); err != nil {
-			b.Fatal(err)
-		}
+		must(b, err)
+		must(b, d.cp.StopPlatformAPIServer())
 		b.StartTimer()
 		begin := time.Now()
 		start := d.startPlatform(ctx)
@@ -255,13 +241,9 @@ func (d *discoveryEnv) benchRestart(b *testing.B) {
 		if err != nil {
 			b.Fatalf("wait for /readyz: %v (last: %v)", err, ready(ctx))
 		}
-		if err := start.wait(ctx); err != nil {
-			b.Fatal(err)
-		}
+		must(b, start.wait(ctx))
 		got, err := d.settleAfterRestart(ctx, snap)
-		if err != nil {
-			b.Fatal(err)
-		}
+		must(b, err)
 		got.ready = took
 		fmt.Fprintf(os.Stderr, "discovery: restart ready in %s; %d rows written, resourceVersion +%d, %d relists\n",
 			took.Round(time.Millisecond), got.rows, got.rvDelta, got.relists)

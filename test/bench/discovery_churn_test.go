@@ -49,26 +49,18 @@ func (d *discoveryEnv) benchFreshness(b *testing.B) {
 	g := newWatchGroup(ctx)
 	defer g.close()
 	receipts, err := d.watchClusterNamespaces(ctx, g)
-	if err != nil {
-		b.Fatal(err)
-	}
+	must(b, err)
 	// The first change proves the watch is established; not a sample.
 	if _, err := d.churn(ctx, receipts, 1); err != nil {
 		b.Fatalf("first change: %v", err)
 	}
 	pid, err := d.platformPID()
-	if err != nil {
-		b.Fatal(err)
-	}
+	must(b, err)
 	cpuBefore := cpuClock(pid)
 	lagBefore, err := d.commitLag(ctx)
-	if err != nil {
-		b.Fatal(err)
-	}
+	must(b, err)
 	snap, err := d.snapshot(ctx)
-	if err != nil {
-		b.Fatal(err)
-	}
+	must(b, err)
 	begin := time.Now()
 	hist := loopLatencies(b, func() ([]time.Duration, error) {
 		return d.churn(ctx, receipts, int(churnWindow.Seconds())*churnRate)
@@ -76,15 +68,11 @@ func (d *discoveryEnv) benchFreshness(b *testing.B) {
 	elapsed := time.Since(begin)
 	cpuAfter := cpuClock(pid)
 	lagAfter, err := d.commitLag(ctx)
-	if err != nil {
-		b.Fatal(err)
-	}
+	must(b, err)
 	// The restart benchmark's count of written rows, checked against a
 	// run that writes: the churned namespaces' rows, one version a change.
 	rows, rvDelta, err := d.rowsWrittenSince(ctx, snap)
-	if err != nil {
-		b.Fatal(err)
-	}
+	must(b, err)
 	fmt.Fprintf(os.Stderr, "discovery: the churn wrote %d rows, resourceVersion +%d\n", rows, rvDelta)
 	lat := hist.summary()
 	rate := float64(lat.samples) / elapsed.Seconds()

@@ -60,13 +60,9 @@ var usageReporting = discovery.DefaultConfig().Metrics.UsageReporting
 // the quiet reference; 3. the history's size and the prune of an hour.
 func (d *discoveryEnv) benchMetricsQuietFleet(b *testing.B) {
 	ctx := b.Context()
-	if err := d.ensureMirrored(ctx); err != nil {
-		b.Fatal(err)
-	}
+	must(b, d.ensureMirrored(ctx))
 	f, err := d.newFleet(ctx)
-	if err != nil {
-		b.Fatal(err)
-	}
+	must(b, err)
 	var res metricsResult
 	if res.scrapes, err = d.quietFleetEvents(ctx, f); err != nil {
 		b.Fatal(err)
@@ -83,12 +79,8 @@ func (d *discoveryEnv) benchMetricsQuietFleet(b *testing.B) {
 		}
 	}
 
-	if err := d.cp.StopPlatformAPIServer(); err != nil {
-		b.Fatal(err)
-	}
-	if err := d.seedDayOfHistory(ctx, f, &res); err != nil {
-		b.Fatal(err)
-	}
+	must(b, d.cp.StopPlatformAPIServer())
+	must(b, d.seedDayOfHistory(ctx, f, &res))
 	// One untimed scrape first: the seed and the vacuum pushed the tables out
 	// of PostgreSQL's buffers.
 	if _, err := d.scrape(ctx, f, usageReporting, nil); err != nil {
@@ -98,9 +90,7 @@ func (d *discoveryEnv) benchMetricsQuietFleet(b *testing.B) {
 	for b.Loop() {
 		b.StopTimer()
 		op, err := d.scrape(ctx, f, usageReporting, b)
-		if err != nil {
-			b.Fatal(err)
-		}
+		must(b, err)
 		res.ops++
 		total += op.took
 		if op.reported == 0 {
@@ -120,15 +110,11 @@ func (d *discoveryEnv) benchMetricsQuietFleet(b *testing.B) {
 	quiet := store.UsageReporting{Threshold: usageReporting.Threshold, Period: quietReferencePeriod}
 	for range quietReferenceScrapes {
 		op, err := d.scrape(ctx, f, quiet, nil)
-		if err != nil {
-			b.Fatal(err)
-		}
+		must(b, err)
 		res.quietRefWrite += op.took / quietReferenceScrapes
 	}
 	res.quietRefOps = quietReferenceScrapes
-	if err := d.pruneHistory(ctx, &res); err != nil {
-		b.Fatal(err)
-	}
+	must(b, d.pruneHistory(ctx, &res))
 
 	w := res.watchTotals()
 	b.ReportMetric(float64(w.crossingEvents), "crossing-events")

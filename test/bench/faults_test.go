@@ -47,42 +47,26 @@ func benchPrimaryHungThenBack(b *testing.B, e *env) {
 	r := startFaultRegistry(b, e, "platform-apiserver-primary-hung")
 	rec := recovery{}
 	for run := 1; b.Loop(); run++ {
-		if err := r.beforeFault(ctx); err != nil {
-			b.Fatal(err)
-		}
+		must(b, r.beforeFault(ctx))
 		mark := r.watch.mark()
-		if err := r.primary.Freeze(); err != nil {
-			b.Fatal(err)
-		}
+		must(b, r.primary.Freeze())
 		during := r.next()
 		duringErr := make(chan error, 1)
 		go func() {
 			_, err := r.commit(ctx, r.writer, during)
 			duringErr <- err
 		}()
-		if err := sleepCtx(ctx, primaryHang); err != nil {
-			b.Fatal(err)
-		}
-		if err := r.primary.Thaw(); err != nil {
-			b.Fatal(err)
-		}
+		must(b, sleepCtx(ctx, primaryHang))
+		must(b, r.primary.Thaw())
 		back := time.Now()
 		after := r.next()
 		committed, err := r.commit(ctx, r.writer, after)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := <-duringErr; err != nil {
-			b.Fatal(err)
-		}
+		must(b, err)
+		must(b, <-duringErr)
 		seenDuring, err := r.watch.await(ctx, during, freshTimeout)
-		if err != nil {
-			b.Fatal(err)
-		}
+		must(b, err)
 		seenAfter, err := r.watch.await(ctx, after, freshTimeout)
-		if err != nil {
-			b.Fatal(err)
-		}
+		must(b, err)
 		rec.add("s-to-fresh", later(seenDuring, seenAfter).Sub(back))
 		rec.add("s-to-commit", committed.Sub(back))
 		b.Logf("run %d: after SIGCONT: the change made during the hang watched at %s, the one made after at %s (committed at %s); watch streams ended: %q",
@@ -118,14 +102,10 @@ func benchPrimaryFault(b *testing.B, e *env, f primaryFault) {
 				r = startFaultRegistry(b, e, fmt.Sprintf("platform-apiserver-%s-%d", f.replica, run))
 				defer stopFaultRegistry(b, r)
 			}
-			if err := r.beforeFault(ctx); err != nil {
-				b.Fatal(err)
-			}
+			must(b, r.beforeFault(ctx))
 			mark := r.watch.mark()
 			began := time.Now()
-			if err := f.make(ctx, r); err != nil {
-				b.Fatal(err)
-			}
+			must(b, f.make(ctx, r))
 			ended := time.Now()
 			w := r.writer
 			if f.freshWriter {
@@ -136,9 +116,7 @@ func benchPrimaryFault(b *testing.B, e *env, f primaryFault) {
 				defer w.Close()
 			}
 			committed, seen, err := r.commitAndAwait(ctx, w)
-			if err != nil {
-				b.Fatal(err)
-			}
+			must(b, err)
 			rec.add("s-to-fresh", seen.Sub(ended))
 			if f.endMetric != "" {
 				rec.add(f.endMetric, ended.Sub(began))
@@ -210,9 +188,7 @@ func (rec recovery) replicaHung(b *testing.B, m *faultMember, run int) {
 	if pid == 0 { // kill(0) would stop this process group
 		b.Fatalf("%s has exited", victim.Name())
 	}
-	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
-		b.Fatal(err)
-	}
+	must(b, syscall.Kill(pid, syscall.SIGSTOP))
 	stopped := time.Now()
 	hung := true
 	defer func() {
@@ -221,21 +197,13 @@ func (rec recovery) replicaHung(b *testing.B, m *faultMember, run int) {
 		}
 	}()
 	takenOver, err := m.changeSeenBy(ctx, survivor)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := sleepCtx(ctx, time.Until(stopped.Add(replicaHang))); err != nil {
-		b.Fatal(err)
-	}
-	if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
-		b.Fatal(err)
-	}
+	must(b, err)
+	must(b, sleepCtx(ctx, time.Until(stopped.Add(replicaHang))))
+	must(b, syscall.Kill(pid, syscall.SIGCONT))
 	hung = false
 	woke := time.Now()
 	seen, err := m.changeSeenBy(ctx, victim)
-	if err != nil {
-		b.Fatal(err)
-	}
+	must(b, err)
 	rec.add("s-to-fresh", takenOver.Sub(stopped))
 	rec.add("woken-s-to-fresh", seen.Sub(woke))
 	b.Logf("run %d: %s stopped %s; the change after the SIGSTOP watched on %s at %s; after SIGCONT a change watched on the woken replica at %s; its watch streams ended: %q",
@@ -251,18 +219,12 @@ func benchReplicaKilled(b *testing.B, e *env) {
 	for run := 1; b.Loop(); run++ {
 		victim, survivor := m.beforeFault(b)
 		killed := time.Now()
-		if err := victim.Kill(); err != nil {
-			b.Fatal(err)
-		}
+		must(b, victim.Kill())
 		takenOver, err := m.changeSeenBy(ctx, survivor)
-		if err != nil {
-			b.Fatal(err)
-		}
+		must(b, err)
 		rec.add("s-to-fresh", takenOver.Sub(killed))
 		b.Logf("run %d: %s killed; the change after the kill watched on %s at %s", run, victim.Name(), survivor.Name(), seconds(takenOver.Sub(killed)))
-		if err := m.replace(ctx, victim); err != nil {
-			b.Fatal(err)
-		}
+		must(b, m.replace(ctx, victim))
 	}
 	rec.report(b)
 }
@@ -301,9 +263,7 @@ func startFaultMember(b *testing.B, e *env, prefix string) *faultMember {
 			b.Errorf("stop replicas: %v", err)
 		}
 	})
-	if err != nil {
-		b.Fatal(err)
-	}
+	must(b, err)
 	return m
 }
 
@@ -311,13 +271,9 @@ func startFaultMember(b *testing.B, e *env, prefix string) *faultMember {
 // returns the one holding it and the other.
 func (m *faultMember) beforeFault(b *testing.B) (holding, other *discoveryReplica) {
 	b.Helper()
-	if err := m.settle(b.Context()); err != nil {
-		b.Fatal(err)
-	}
+	must(b, m.settle(b.Context()))
 	i, err := m.holder(b.Context())
-	if err != nil {
-		b.Fatal(err)
-	}
+	must(b, err)
 	return m.replicas[i], m.replicas[1-i]
 }
 

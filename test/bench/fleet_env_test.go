@@ -92,9 +92,7 @@ type fleetEnv struct {
 
 func startFleetEnv(b *testing.B) *fleetEnv {
 	args, err := fleetArgs()
-	if err != nil {
-		b.Fatal(err)
-	}
+	must(b, err)
 	f := &fleetEnv{}
 	f.env = benchEnv(b, envOptions{name: "fleet", platformArgs: args, memberDir: true, simulator: true, stopPlatform: true,
 		prepare: func(ctx context.Context, e *env) error {

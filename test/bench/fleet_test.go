@@ -110,9 +110,7 @@ func (f *fleetEnv) bench(b *testing.B, n int) {
 	ctx := b.Context()
 	res := fleetResult{replicas: n}
 	run, err := f.newRun(ctx, fmt.Sprintf("platform_fleet_r%d", n))
-	if err != nil {
-		b.Fatal(err)
-	}
+	must(b, err)
 	defer func() {
 		if err := run.close(); err != nil {
 			b.Errorf("stop the replicas: %v", err)
@@ -123,9 +121,7 @@ func (f *fleetEnv) bench(b *testing.B, n int) {
 		b.Fatal(err)
 	}
 	syncLocks, err := run.lockSnapshots(ctx)
-	if err != nil {
-		b.Fatal(err)
-	}
+	must(b, err)
 	w := newLockWindow(nil, syncLocks)
 	res.syncHold, res.syncWait, res.syncMemberWait, res.syncHoldByOp = w.hold.quantile(0.99), w.wait.quantile(0.99), w.memberWait.quantile(0.99), w.byOp()
 	res.perReplica = make([]fleetReplicaResult, len(run.replicas))
@@ -135,9 +131,7 @@ func (f *fleetEnv) bench(b *testing.B, n int) {
 			res.perReplica[i].rssSynced = rss
 		}
 	}
-	if err := run.checkObjects(ctx); err != nil {
-		b.Fatal(err)
-	}
+	must(b, run.checkObjects(ctx))
 
 	// Steady state: churn, scrapers, and the freshness loop.
 	churnCtx, stopChurn := context.WithCancel(ctx)
@@ -145,24 +139,16 @@ func (f *fleetEnv) bench(b *testing.B, n int) {
 	churnBegin := time.Now()
 	churnDone := make(chan [2]int, 1)
 	go func() { churnDone <- f.churn(churnCtx) }()
-	if err := sleepCtx(ctx, fleetWarmup); err != nil {
-		b.Fatal(err)
-	}
+	must(b, sleepCtx(ctx, fleetWarmup))
 	steadyBegin := time.Now()
 	stopSampling := run.sampleRSS()
 	before, err := run.lockSnapshots(ctx)
-	if err != nil {
-		b.Fatal(err)
-	}
+	must(b, err)
 	cpuBefore := run.cpuTimes()
 	fresh := loopLatencies(b, func() ([]time.Duration, error) { return f.freshnessRound(ctx, run.pool, run.ids) })
-	if err := sleepCtx(ctx, fleetSteadyMin-time.Since(steadyBegin)); err != nil {
-		b.Fatal(err)
-	}
+	must(b, sleepCtx(ctx, fleetSteadyMin-time.Since(steadyBegin)))
 	after, err := run.lockSnapshots(ctx)
-	if err != nil {
-		b.Fatal(err)
-	}
+	must(b, err)
 	cpuAfter := run.cpuTimes()
 	res.steadyWindow = time.Since(steadyBegin)
 	stopChurn()
@@ -178,9 +164,7 @@ func (f *fleetEnv) bench(b *testing.B, n int) {
 	for i, r := range run.replicas {
 		rr := &res.perReplica[i]
 		body, err := r.Metrics(ctx)
-		if err != nil {
-			b.Fatal(err)
-		}
+		must(b, err)
 		rr.replicaShare = readReplicaShare(body)
 		if _, hwm, err := processMemory(r.PID()); err == nil {
 			rr.hwm = hwm

@@ -70,3 +70,11 @@ func verdict(met bool) string {
 	}
 	return "GOAL MISSED"
 }
+
+// must fails tb with err, if any.
+func must(tb testing.TB, err error) {
+	tb.Helper()
+	if err != nil {
+		tb.Fatal(err)
+	}
+}

@@ -78,9 +78,7 @@ func loopLatencies(b *testing.B, op func() ([]time.Duration, error)) *latencies 
 	var h latencies
 	for b.Loop() {
 		got, err := op()
-		if err != nil {
-			b.Fatal(err)
-		}
+		must(b, err)
 		h.add(got...)
 	}
 	return &h

@@ -88,9 +88,7 @@ func BenchmarkFleetOverview(b *testing.B) {
 		})
 		b.Run("usagehistory/"+sel.name+"/reads=raw-samples", func(b *testing.B) {
 			conn, err := e.db.Acquire(ctx)
-			if err != nil {
-				b.Fatal(err)
-			}
+			must(b, err)
 			defer conn.Release()
 			query := `SELECT count(*), avg(cpu_usage_nanocores)::bigint, max(cpu_usage_nanocores),
 				percentile_disc(ARRAY[0.5, 0.95, 0.99]) WITHIN GROUP (ORDER BY cpu_usage_nanocores),
@@ -115,9 +113,7 @@ func benchLatency(b *testing.B, op func(context.Context) error) {
 	var took latencies
 	for b.Loop() {
 		start := time.Now()
-		if err := op(ctx); err != nil {
-			b.Fatal(err)
-		}
+		must(b, op(ctx))
 		took.add(time.Since(start))
 	}
 	took.summary().report(b, "", false)

@@ -43,9 +43,7 @@ func BenchmarkPlacement(b *testing.B) {
 		return r, err
 	}
 	want, err := ask(b.Context(), placementShape)
-	if err != nil {
-		b.Fatal(err)
-	}
+	must(b, err)
 	fmt.Fprintf(os.Stderr, "placement: %d replicas fit over %d members\n", want.Status.Fits, len(want.Status.Clusters))
 	b.Run("placement/report", func(b *testing.B) {
 		benchLatency(b, func(ctx context.Context) error { _, err := ask(ctx, placementShape); return err })

@@ -119,21 +119,15 @@ func (e *env) startSlowWatchers(ctx context.Context, b *testing.B, n int) *slowC
 // is measured is the steady state of clients reading at their rate.
 func (e *env) settle(ctx context.Context, b *testing.B) {
 	pid, err := e.platformPID()
-	if err != nil {
-		b.Fatal(err)
-	}
+	must(b, err)
 	last, err := processCPUTime(pid)
-	if err != nil {
-		b.Fatal(err)
-	}
+	must(b, err)
 	for range 120 {
 		if sleepCtx(ctx, time.Second) != nil {
 			return
 		}
 		now, err := processCPUTime(pid)
-		if err != nil {
-			b.Fatal(err)
-		}
+		must(b, err)
 		if now-last < 500*time.Millisecond {
 			return
 		}

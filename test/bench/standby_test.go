@@ -116,9 +116,7 @@ func BenchmarkStandby(b *testing.B) {
 	}
 	// The registry's reads with each server on a core of its own.
 	if runtime.NumCPU() >= 2 {
-		if err := s.pin([]int{0}, []int{1}); err != nil {
-			b.Fatal(err)
-		}
+		must(b, s.pin([]int{0}, []int{1}))
 		for _, side := range []struct {
 			server string
 			st     *registrypostgres.Store
@@ -131,9 +129,7 @@ func BenchmarkStandby(b *testing.B) {
 		for i := range all {
 			all[i] = i
 		}
-		if err := s.pin(all, all); err != nil {
-			b.Fatal(err)
-		}
+		must(b, s.pin(all, all))
 	}
 	b.Run("failover", func(b *testing.B) { s.benchFailover(b) })
 }
@@ -158,13 +154,9 @@ func (s *standbyEnv) pin(primary, standby []int) error {
 
 func standbyReadsOf(b *testing.B, metrics func(context.Context) (string, error)) float64 {
 	body, err := metrics(b.Context())
-	if err != nil {
-		b.Fatal(err)
-	}
+	must(b, err)
 	n, err := framework.MetricSum(body, "platform_registry_reads_total", `server="standby"`)
-	if err != nil {
-		b.Fatal(err)
-	}
+	must(b, err)
 	return n
 }
 
@@ -213,17 +205,11 @@ func (s *standbyEnv) benchFailover(b *testing.B) {
 func (s *standbyEnv) failover(b *testing.B) {
 	ctx := b.Context()
 	w, err := s.openMarkerWatch(ctx, s.cp.PlatformServerURL(), "failover")
-	if err != nil {
-		b.Fatal(err)
-	}
+	must(b, err)
 	defer w.close()
 	killed := time.Now()
-	if err := s.pg.Kill(); err != nil {
-		b.Fatal(err)
-	}
-	if err := s.standby.Promote(ctx); err != nil {
-		b.Fatal(err)
-	}
+	must(b, s.pg.Kill())
+	must(b, s.standby.Promote(ctx))
 	promoted := time.Since(killed)
 	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
 		_, err := s.direct.PlatformV1alpha1().NodeCapacities().List(ctx, metav1.ListOptions{Limit: 1})
@@ -238,9 +224,7 @@ func (s *standbyEnv) failover(b *testing.B) {
 	var seen time.Time
 	for attempt := 0; seen.IsZero(); attempt++ {
 		label := strconv.Itoa(attempt)
-		if err := s.relabel(ctx, "nodes", nodeName(7), "failover", label); err != nil {
-			b.Fatal(err)
-		}
+		must(b, s.relabel(ctx, "nodes", nodeName(7), "failover", label))
 		seen, _ = w.await(ctx, label, 2*time.Second)
 		if time.Since(killed) > 5*time.Minute {
 			b.Fatal("no watcher saw a change made after the failover within 5 minutes")

@@ -70,14 +70,10 @@ func benchBurst(b *testing.B, e *env, n int) {
 			}
 		}()
 	}
-	if err != nil {
-		b.Fatal(err)
-	}
+	must(b, err)
 
 	var before, after burstCounters
-	if err := e.readBurstCounters(ctx, &before); err != nil {
-		b.Fatal(err)
-	}
+	must(b, e.readBurstCounters(ctx, &before))
 	// One burst per run, whatever -benchtime says (it takes minutes): every
 	// iteration after the first is empty.
 	var op burstOp
@@ -89,15 +85,9 @@ func benchBurst(b *testing.B, e *env, n int) {
 		}
 	}
 	b.StopTimer()
-	if err := sleepCtx(ctx, burstQuiet); err != nil {
-		b.Fatal(err)
-	}
-	if err := bs.expectQuiet(); err != nil {
-		b.Fatal(err)
-	}
-	if err := e.readBurstCounters(ctx, &after); err != nil {
-		b.Fatal(err)
-	}
+	must(b, sleepCtx(ctx, burstQuiet))
+	must(b, bs.expectQuiet())
+	must(b, e.readBurstCounters(ctx, &after))
 	if first, ok := bs.firstReopenError.Load().(string); ok {
 		fmt.Fprintf(os.Stderr, "%s: first refused re-open: %s\n", b.Name(), first)
 	}
@@ -120,9 +110,7 @@ func benchBurst(b *testing.B, e *env, n int) {
 	b.ReportMetric(clientPerEvent, "client-cpu-us/event")
 	b.ReportMetric(platformCores, "platform-cores")
 	e.reportPlatformMemory(b)
-	if err := e.reportPlatformHeap(b); err != nil {
-		b.Fatal(err)
-	}
+	must(b, e.reportPlatformHeap(b))
 
 	section := fmt.Sprintf("watch burst: %d changes (Applies of %d) to %d watchers on the platform-apiserver's port (goal: p99 ≤ %s, no watcher dropped)", nodeCount, burstBatch, n, maxBurstP99)
 	summary.printf(section, "commit→client %s events  %s", lat, verdict(lat.p99 <= maxBurstP99))

@@ -307,9 +307,7 @@ func benchResume(b *testing.B, e *env, n int) {
 			err = rs.checkExact(ctx, e)
 		}
 		rs.g.close()
-		if err != nil {
-			b.Fatal(err)
-		}
+		must(b, err)
 		fmt.Fprintf(os.Stderr, "resume storm %d: restart %s, all %d informers current %s after it began; restarted server: %.0f LISTs, %.0f initial-event watches, %.0f resumes, history %.0f memory / %.0f database / %.0f shared, %.0f 429s, %.0f 503s; informers relisted %d times; informers' requests: %s\n",
 			i, op.restart.Round(time.Millisecond), n, op.allCurrent.Round(time.Millisecond),
 			op.counters.lists, op.counters.initial, op.counters.resumes, op.counters.memoryReads, op.counters.databaseReads, op.counters.sharedReads,

@@ -64,26 +64,18 @@ func benchWatch(b *testing.B, e *env, n int) watchLatency {
 			}
 		}()
 	}
-	if err != nil {
-		b.Fatal(err)
-	}
+	must(b, err)
 	lat := runWatchOps(b, e, ws)
 	if lat.idleCores, err = e.platformCPU(ctx, idleWindow); err != nil {
 		b.Fatal(err)
 	}
-	if err := ws.expectQuiet(); err != nil {
-		b.Fatal(err)
-	}
+	must(b, ws.expectQuiet())
 	b.ReportMetric(lat.idleCores, "idle-cores")
 	rss, hwm := e.reportPlatformMemory(b)
-	if err := e.reportPlatformHeap(b); err != nil {
-		b.Fatal(err)
-	}
+	must(b, e.reportPlatformHeap(b))
 	if *profileDir != "" {
 		name := fmt.Sprintf("platform-apiserver.watchers-%d.heap.pprof", n)
-		if err := e.writeHeapProfile(ctx, filepath.Join(*profileDir, name), false); err != nil {
-			b.Fatal(err)
-		}
+		must(b, e.writeHeapProfile(ctx, filepath.Join(*profileDir, name), false))
 	}
 	line := fmt.Sprintf("%4d watchers  %s samples  idle: %.3f cores, VmRSS %.1f MiB, VmHWM %.1f MiB", n, lat.percentiles, lat.idleCores, rss, hwm)
 	if n == watchGoalWatchers {
@@ -125,13 +117,9 @@ func (e *env) expectWatches(ctx context.Context, n int) error {
 // of each process on the event's path.
 func runWatchOps(b *testing.B, e *env, ws *watchSet) watchLatency {
 	platform, err := e.platformPID()
-	if err != nil {
-		b.Fatal(err)
-	}
+	must(b, err)
 	kube, err := e.kubeAPIServerPID()
-	if err != nil {
-		b.Fatal(err)
-	}
+	must(b, err)
 	// The platform-apiserver, the aggregator and this binary (the write, the watchers).
 	pids := []int{platform, kube, os.Getpid()}
 	before := cpuClock(pids...)
