@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -131,11 +130,8 @@ func (d *discoveryEnv) afterSync(ctx context.Context, start *platformStart) (syn
 	if res.commits, err = d.commitDurations(ctx); err != nil {
 		return res, err
 	}
-	if *profileDir != "" {
-		path := filepath.Join(*profileDir, "platform-apiserver.discovery-sync.heap.pprof")
-		if err := d.writeHeapProfile(ctx, path, false); err != nil {
-			return res, err
-		}
+	if err := d.heapProfile(ctx, "platform-apiserver.discovery-sync.heap.pprof", false); err != nil {
+		return res, err
 	}
 	fmt.Fprintf(os.Stderr, "discovery: initial sync of %s in %s (framework start returned after %s), VmHWM %.1f MiB, list commits %v\n",
 		d.want, start.synced.Round(time.Millisecond), start.took.Round(time.Millisecond), res.hwmMiB, res.commits)

@@ -7,7 +7,6 @@ import (
 	"maps"
 	"math"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -174,13 +173,7 @@ func (f *fleetEnv) bench(b *testing.B, n int) {
 		logs[r.Name()] = r.LogPath()
 		if *profileDir != "" {
 			heap, err := r.Get(ctx, "/debug/pprof/heap")
-			if err == nil {
-				err = os.MkdirAll(*profileDir, 0o755)
-			}
-			if err == nil {
-				err = os.WriteFile(filepath.Join(*profileDir, r.Name()+".heap.pprof"), heap, 0o644)
-			}
-			if err != nil {
+			if err := writeProfile(r.Name()+".heap.pprof", heap, err); err != nil {
 				b.Error(err)
 			}
 		}

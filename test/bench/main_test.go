@@ -55,7 +55,7 @@ func TestMain(m *testing.M) {
 	if e := shared.env; e != nil {
 		if code == 0 && shared.err == nil && *profileDir != "" {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-			if err := e.captureProfiles(ctx, *profileDir); err != nil {
+			if err := e.captureProfiles(ctx); err != nil {
 				fmt.Fprintf(os.Stderr, "capture profiles: %v\n", err)
 				code = 1
 			}

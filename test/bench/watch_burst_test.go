@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -62,11 +61,9 @@ func benchBurst(b *testing.B, e *env, n int) {
 			if err := e.closeWatches(ctx, bs.g); err != nil {
 				b.Error(err)
 			}
-			if *profileDir != "" {
-				// What the burst leaves behind once its watches are gone.
-				if err := e.writeHeapProfile(ctx, filepath.Join(*profileDir, "platform-apiserver.burst.heap.pprof"), true); err != nil {
-					b.Error(err)
-				}
+			// What the burst leaves behind once its watches are gone.
+			if err := e.heapProfile(ctx, "platform-apiserver.burst.heap.pprof", true); err != nil {
+				b.Error(err)
 			}
 		}()
 	}

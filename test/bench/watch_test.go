@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strconv"
 	"sync"
 	"testing"
@@ -73,10 +72,7 @@ func benchWatch(b *testing.B, e *env, n int) watchLatency {
 	b.ReportMetric(lat.idleCores, "idle-cores")
 	rss, hwm := e.reportPlatformMemory(b)
 	must(b, e.reportPlatformHeap(b))
-	if *profileDir != "" {
-		name := fmt.Sprintf("platform-apiserver.watchers-%d.heap.pprof", n)
-		must(b, e.writeHeapProfile(ctx, filepath.Join(*profileDir, name), false))
-	}
+	must(b, e.heapProfile(ctx, fmt.Sprintf("platform-apiserver.watchers-%d.heap.pprof", n), false))
 	line := fmt.Sprintf("%4d watchers  %s samples  idle: %.3f cores, VmRSS %.1f MiB, VmHWM %.1f MiB", n, lat.percentiles, lat.idleCores, rss, hwm)
 	if n == watchGoalWatchers {
 		line += "  " + verdict(lat.p99 < maxWatchP99)
