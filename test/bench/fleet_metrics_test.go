@@ -129,16 +129,18 @@ func readLockSnapshot(body string) lockSnapshot {
 	}
 }
 
-// lockWindow sums, over replicas and ops, the observations between two
-// snapshots of each replica (before nil: since the process started).
-type lockWindow struct {
-	hold, wait, memberWait promHistogram
-	holdByOp               map[string]promHistogram
+// lockStats are the p99s in seconds (NaN without observations) of the
+// writer lock's hold and wait and the member lock's wait, summed over
+// replicas and ops between two snapshots of each replica (before nil: since
+// the process started), and each op's hold p99 and count, for the log.
+type lockStats struct {
+	hold, wait, memberWait float64
+	byOp                   string
 }
 
-func newLockWindow(before, after []lockSnapshot) lockWindow {
+func newLockStats(before, after []lockSnapshot) lockStats {
 	sums := [3]promHistogram{{}, {}, {}}
-	w := lockWindow{holdByOp: map[string]promHistogram{}}
+	holdByOp := map[string]promHistogram{}
 	for i, a := range after {
 		var b lockSnapshot
 		if before != nil {
@@ -148,30 +150,25 @@ func newLockWindow(before, after []lockSnapshot) lockWindow {
 			for op, h := range a[k] {
 				sums[k].addDiff(h, b[k][op])
 				if k == 0 {
-					if w.holdByOp[op] == nil {
-						w.holdByOp[op] = promHistogram{}
+					if holdByOp[op] == nil {
+						holdByOp[op] = promHistogram{}
 					}
-					w.holdByOp[op].addDiff(h, b[k][op])
+					holdByOp[op].addDiff(h, b[k][op])
 				}
 			}
 		}
 	}
-	w.hold, w.wait, w.memberWait = sums[0], sums[1], sums[2]
-	return w
-}
-
-// byOp describes the hold p99 and count of each op, for the log.
-func (w lockWindow) byOp() string {
+	s := lockStats{hold: sums[0].quantile(0.99), wait: sums[1].quantile(0.99), memberWait: sums[2].quantile(0.99), byOp: "none observed"}
 	var parts []string
-	for _, op := range slices.Sorted(maps.Keys(w.holdByOp)) {
-		if h := w.holdByOp[op]; h.count() > 0 {
+	for _, op := range slices.Sorted(maps.Keys(holdByOp)) {
+		if h := holdByOp[op]; h.count() > 0 {
 			parts = append(parts, fmt.Sprintf("%s %.0f× p99 %s", op, h.count(), secondsString(h.quantile(0.99))))
 		}
 	}
-	if len(parts) == 0 {
-		return "none observed"
+	if len(parts) > 0 {
+		s.byOp = strings.Join(parts, ", ")
 	}
-	return strings.Join(parts, ", ")
+	return s
 }
 
 func secondsString(s float64) string {

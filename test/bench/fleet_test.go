@@ -67,20 +67,16 @@ func BenchmarkFleet(b *testing.B) {
 
 // fleetResult is what one sub-benchmark measured.
 type fleetResult struct {
-	replicas   int
-	sync       time.Duration   // from the start until every member was mirrored
-	memberSync []time.Duration // each member's, sorted
-	fresh      percentiles
-	// Lock p99s in seconds (NaN without the histograms): writer lock hold
-	// and wait, member lock wait, during the sync and the steady window.
-	syncHold, syncWait, steadyHold, steadyWait float64
-	syncMemberWait, steadyMemberWait           float64
-	syncHoldByOp, steadyHoldByOp               string
-	steadyWindow, churnWindow                  time.Duration
-	churnChanges, churnErrors                  int
-	db                                         dbSize
-	perReplica                                 []fleetReplicaResult
-	leases                                     string
+	replicas                  int
+	sync                      time.Duration   // from the start until every member was mirrored
+	memberSync                []time.Duration // each member's, sorted
+	fresh                     percentiles
+	syncLocks, steadyLocks    lockStats
+	steadyWindow, churnWindow time.Duration
+	churnChanges, churnErrors int
+	db                        dbSize
+	perReplica                []fleetReplicaResult
+	leases                    string
 }
 
 type fleetReplicaResult struct {
@@ -121,8 +117,7 @@ func (f *fleetEnv) bench(b *testing.B, n int) {
 	}
 	syncLocks, err := run.lockSnapshots(ctx)
 	must(b, err)
-	w := newLockWindow(nil, syncLocks)
-	res.syncHold, res.syncWait, res.syncMemberWait, res.syncHoldByOp = w.hold.quantile(0.99), w.wait.quantile(0.99), w.memberWait.quantile(0.99), w.byOp()
+	res.syncLocks = newLockStats(nil, syncLocks)
 	res.perReplica = make([]fleetReplicaResult, len(run.replicas))
 	for i, r := range run.replicas {
 		res.perReplica[i].name = r.Name()
@@ -140,7 +135,7 @@ func (f *fleetEnv) bench(b *testing.B, n int) {
 	go func() { churnDone <- f.churn(churnCtx) }()
 	must(b, sleepCtx(ctx, fleetWarmup))
 	steadyBegin := time.Now()
-	stopSampling := run.sampleRSS()
+	stopSampling := run.sampleRSS(ctx)
 	before, err := run.lockSnapshots(ctx)
 	must(b, err)
 	cpuBefore := run.cpuTimes()
@@ -154,8 +149,7 @@ func (f *fleetEnv) bench(b *testing.B, n int) {
 	churn := <-churnDone
 	res.churnChanges, res.churnErrors, res.churnWindow = churn[0], churn[1], time.Since(churnBegin)
 	steadyRSS := stopSampling()
-	w = newLockWindow(before, after)
-	res.steadyHold, res.steadyWait, res.steadyMemberWait, res.steadyHoldByOp = w.hold.quantile(0.99), w.wait.quantile(0.99), w.memberWait.quantile(0.99), w.byOp()
+	res.steadyLocks = newLockStats(before, after)
 	res.fresh = fresh.summary()
 
 	// Who mirrors what, memory, database, logs.
@@ -362,63 +356,42 @@ func (r *fleetRun) startAndSync(ctx context.Context, n int, res *fleetResult) er
 
 // registryCountsByCluster counts each member's namespaces, nodes and pods.
 func registryCountsByCluster(ctx context.Context, pool *pgxpool.Pool) (map[string]registryCounts, error) {
-	rows, err := pool.Query(ctx, `
-		SELECT cluster_id, 'n', count(*) FROM cluster_node GROUP BY cluster_id
-		UNION ALL SELECT cluster_id, 'p', count(*) FROM cluster_pod GROUP BY cluster_id
-		UNION ALL SELECT cluster_id, 's', count(*) FROM cluster_namespace GROUP BY cluster_id`)
+	rows, _ := pool.Query(ctx, `
+		SELECT cluster_id, sum(s), sum(n), sum(p) FROM (
+			SELECT cluster_id, count(*) AS s, 0 AS n, 0 AS p FROM cluster_namespace GROUP BY cluster_id
+			UNION ALL SELECT cluster_id, 0, count(*), 0 FROM cluster_node GROUP BY cluster_id
+			UNION ALL SELECT cluster_id, 0, 0, count(*) FROM cluster_pod GROUP BY cluster_id) AS c
+		GROUP BY cluster_id`)
+	out := map[string]registryCounts{}
+	var id string
+	var c registryCounts
+	_, err := pgx.ForEachRow(rows, []any{&id, &c.namespaces, &c.nodes, &c.pods}, func() error {
+		out[id] = c
+		return nil
+	})
 	if err != nil {
 		return nil, fmt.Errorf("count registry rows: %w", err)
 	}
-	defer rows.Close()
-	out := map[string]registryCounts{}
-	for rows.Next() {
-		var id, kind string
-		var n int64
-		if err := rows.Scan(&id, &kind, &n); err != nil {
-			return nil, err
-		}
-		c := out[id]
-		switch kind {
-		case "n":
-			c.nodes = n
-		case "p":
-			c.pods = n
-		case "s":
-			c.namespaces = n
-		}
-		out[id] = c
-	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // checkObjects checks that every member's node carries its pods' requests:
 // the mirrored rows are complete objects, not only counted.
 func (r *fleetRun) checkObjects(ctx context.Context) error {
 	name := nodeName(getNodeIndex)
-	rows, err := r.pool.Query(ctx, `SELECT cluster_id, pod_count, requested_cpu_millis FROM cluster_node WHERE cluster_id = ANY($1) AND name = $2`, r.ids, name)
-	if err != nil {
-		return fmt.Errorf("check node %s: %w", name, err)
-	}
-	defer rows.Close()
-	n := 0
-	for rows.Next() {
-		var id string
-		var pods, cpu int64
-		if err := rows.Scan(&id, &pods, &cpu); err != nil {
-			return err
-		}
+	rows, _ := r.pool.Query(ctx, `SELECT cluster_id, pod_count, requested_cpu_millis FROM cluster_node WHERE cluster_id = ANY($1) AND name = $2`, r.ids, name)
+	var id string
+	var pods, cpu int64
+	n, err := pgx.ForEachRow(rows, []any{&id, &pods, &cpu}, func() error {
 		if pods != fleetPods/nodeCount || cpu == 0 {
 			return fmt.Errorf("node %s of %s: %d pods, %dm CPU requested; want %d pods", name, id, pods, cpu, fleetPods/nodeCount)
 		}
-		n++
+		return nil
+	})
+	if err == nil && int(n.RowsAffected()) != len(r.ids) {
+		err = fmt.Errorf("node %s under %d of %d cluster ids", name, n.RowsAffected(), len(r.ids))
 	}
-	if err := rows.Err(); err != nil {
-		return err
-	}
-	if n != len(r.ids) {
-		return fmt.Errorf("node %s under %d of %d cluster ids", name, n, len(r.ids))
-	}
-	return nil
+	return err
 }
 
 func (r *fleetRun) lockSnapshots(ctx context.Context) ([]lockSnapshot, error) {
@@ -443,30 +416,29 @@ func (r *fleetRun) cpuTimes() []time.Duration {
 
 // sampleRSS samples every replica's VmRSS every fleetRSSSample until stop,
 // which returns each one's mean.
-func (r *fleetRun) sampleRSS() (stop func() []int64) {
+func (r *fleetRun) sampleRSS(ctx context.Context) (stop func() []int64) {
+	ctx, cancel := context.WithCancel(ctx)
 	sums, n := make([]int64, len(r.replicas)), make([]int64, len(r.replicas))
-	quit, means := make(chan struct{}), make(chan []int64)
+	done := make(chan struct{})
 	go func() {
-		tick := time.NewTicker(fleetRSSSample)
-		defer tick.Stop()
-		for {
-			select {
-			case <-tick.C:
-				for i, rep := range r.replicas {
-					if rss, _, err := processMemory(rep.PID()); err == nil {
-						sums[i], n[i] = sums[i]+rss, n[i]+1
-					}
+		defer close(done)
+		_ = every(ctx, fleetRSSSample, -1, func() error {
+			for i, rep := range r.replicas {
+				if rss, _, err := processMemory(rep.PID()); err == nil {
+					sums[i], n[i] = sums[i]+rss, n[i]+1
 				}
-			case <-quit:
-				for i := range sums {
-					sums[i] /= max(n[i], 1)
-				}
-				means <- sums
-				return
 			}
-		}
+			return nil
+		})
 	}()
-	return func() []int64 { close(quit); return <-means }
+	return func() []int64 {
+		cancel()
+		<-done
+		for i := range sums {
+			sums[i] /= max(n[i], 1)
+		}
+		return sums
+	}
 }
 
 // churn relabels namespaces in the member until ctx ends and returns how
@@ -591,9 +563,9 @@ func (res fleetResult) report(b *testing.B) {
 		v    float64
 		unit string
 	}{
-		{res.syncHold, "sync-lock-hold-p99-ms"}, {res.syncWait, "sync-lock-wait-p99-ms"},
-		{res.steadyHold, "lock-hold-p99-ms"}, {res.steadyWait, "lock-wait-p99-ms"},
-		{res.syncMemberWait, "sync-member-wait-p99-ms"}, {res.steadyMemberWait, "member-wait-p99-ms"},
+		{res.syncLocks.hold, "sync-lock-hold-p99-ms"}, {res.syncLocks.wait, "sync-lock-wait-p99-ms"},
+		{res.steadyLocks.hold, "lock-hold-p99-ms"}, {res.steadyLocks.wait, "lock-wait-p99-ms"},
+		{res.syncLocks.memberWait, "sync-member-wait-p99-ms"}, {res.steadyLocks.memberWait, "member-wait-p99-ms"},
 		{res.kiBPerMirroredNode(false), "rss-KiB/node"}, {res.kiBPerMirroredNode(true), "peak-KiB/node"},
 	} {
 		if !math.IsNaN(m.v) {
@@ -622,8 +594,8 @@ func (res fleetResult) log() {
 	fmt.Fprintf(w, "fleet: %d replica(s): freshness %s member rows; steady window %s; background churn %d namespace changes (%d failed) over %s since the sync\n",
 		res.replicas, res.fresh, res.steadyWindow.Round(time.Second), res.churnChanges, res.churnErrors, res.churnWindow.Round(time.Second))
 	fmt.Fprintf(w, "fleet: writer lock hold p99 during the sync %s (wait %s, member lock wait %s) [%s]; steady %s (wait %s, member lock wait %s) [%s]\n",
-		secondsString(res.syncHold), secondsString(res.syncWait), secondsString(res.syncMemberWait), res.syncHoldByOp,
-		secondsString(res.steadyHold), secondsString(res.steadyWait), secondsString(res.steadyMemberWait), res.steadyHoldByOp)
+		secondsString(res.syncLocks.hold), secondsString(res.syncLocks.wait), secondsString(res.syncLocks.memberWait), res.syncLocks.byOp,
+		secondsString(res.steadyLocks.hold), secondsString(res.steadyLocks.wait), secondsString(res.steadyLocks.memberWait), res.steadyLocks.byOp)
 	fmt.Fprintf(w, "fleet: database %s\n", res.db)
 	fmt.Fprintf(w, "fleet: Leases in kube-system by holder: %s\n", res.leases)
 	for _, r := range res.perReplica {
@@ -666,8 +638,8 @@ func (f *fleetEnv) summarize() {
 		line("%-8d %8.1fs %11.2f %22s %19s %19s %9s %9.0f %10.2f",
 			res.replicas, res.sync.Seconds(), res.sync.Seconds()/(fleetNodes/1000),
 			fmt.Sprintf("%.0f / %.0f / %.0f", ms(res.fresh.p50), ms(res.fresh.p99), ms(res.fresh.max)),
-			secondsString(res.syncHold)+" / "+secondsString(res.steadyHold),
-			secondsString(res.syncWait)+" / "+secondsString(res.steadyWait),
+			secondsString(res.syncLocks.hold)+" / "+secondsString(res.steadyLocks.hold),
+			secondsString(res.syncLocks.wait)+" / "+secondsString(res.steadyLocks.wait),
 			mibString(res.db.database), float64(res.db.database)/fleetNodes, cores)
 	}
 	for _, res := range f.results {
