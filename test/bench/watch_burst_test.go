@@ -69,8 +69,8 @@ func benchBurst(b *testing.B, e *env, n int) {
 	}
 	must(b, err)
 
-	var before, after burstCounters
-	must(b, e.readBurstCounters(ctx, &before))
+	before, err := e.watchCounters(ctx)
+	must(b, err)
 	// One burst per run, whatever -benchtime says (it takes minutes): every
 	// iteration after the first is empty.
 	var op burstOp
@@ -84,7 +84,8 @@ func benchBurst(b *testing.B, e *env, n int) {
 	b.StopTimer()
 	must(b, sleepCtx(ctx, burstQuiet))
 	must(b, bs.expectQuiet())
-	must(b, e.readBurstCounters(ctx, &after))
+	after, err := e.watchCounters(ctx)
+	must(b, err)
 	if first, ok := bs.firstReopenError.Load().(string); ok {
 		fmt.Fprintf(os.Stderr, "%s: first refused re-open: %s\n", b.Name(), first)
 	}
@@ -116,16 +117,6 @@ func benchBurst(b *testing.B, e *env, n int) {
 		bs.reopenErrors.Load(), verdict(closedBehind == 0 && endedEarly == 0))
 	summary.printf(section, "write %s, every event delivered %s after the first Apply began, %.0f events/s; platform-apiserver %.1f µs CPU per delivered event (%.2f cores), clients %.1f µs (%.2f cores)",
 		op.write.Round(time.Millisecond), op.drain.Round(time.Millisecond), events/op.drain.Seconds(), platformPerEvent, platformCores, clientPerEvent, clientCores)
-}
-
-type burstCounters struct{ closedBehind, memoryReads, databaseReads, resumes float64 }
-
-func (e *env) readBurstCounters(ctx context.Context, c *burstCounters) error {
-	return readCounters(ctx, e.cp.PlatformMetrics,
-		counter{&c.closedBehind, "platform_watch_watchers_closed_behind_total", nil},
-		counter{&c.memoryReads, "platform_watch_history_reads_total", []string{`source="memory"`}},
-		counter{&c.databaseReads, "platform_watch_history_reads_total", []string{`source="database"`}},
-		counter{&c.resumes, "platform_watch_requests_total", []string{`kind="NodeCapacity"`, `start="resume"`}})
 }
 
 // burstSet is the burst's watchers, each reading one raw JSON stream.

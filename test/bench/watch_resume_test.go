@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -130,71 +131,57 @@ type resumeSet struct {
 	responses     responseCounts
 }
 
-// The outcomes of the informers' HTTP attempts, as their transports see
-// them (client-go's own retries of a 429 count too).
-const (
-	refused = iota
-	otherErrors
-	unauthorized
-	forbidden
-	tooMany
-	unavailable
-	otherStatus
-	outcomes
-)
+// responseCounts counts the informers' HTTP attempts by outcome, as their
+// transports see them (client-go's own retries of a 429 count too).
+type responseCounts map[string]*atomic.Int64
 
-type (
-	responseCounts   [outcomes]atomic.Int64
-	responseSnapshot [outcomes]int64
-)
+var responseOutcomes = []string{"connections refused", "other errors", "429", "401", "403", "503", "other ≥400"}
 
-func (c *responseCounts) snapshot() (s responseSnapshot) {
-	for i := range c {
-		s[i] = c[i].Load()
+// responseSnapshot is the counts at one moment, or a sum or difference.
+type responseSnapshot map[string]int64
+
+func (c responseCounts) snapshot() responseSnapshot {
+	s := responseSnapshot{}
+	for o, n := range c {
+		s[o] = n.Load()
 	}
 	return s
 }
 
 // plus is s + sign × o.
 func (s responseSnapshot) plus(sign int64, o responseSnapshot) responseSnapshot {
-	for i := range s {
-		s[i] += sign * o[i]
+	out := responseSnapshot{}
+	for _, k := range responseOutcomes {
+		out[k] = s[k] + sign*o[k]
 	}
-	return s
+	return out
 }
 
 func (s responseSnapshot) String() string {
-	return fmt.Sprintf("%d connections refused, %d other errors, %d 429, %d 401, %d 403, %d 503, %d other ≥400",
-		s[refused], s[otherErrors], s[tooMany], s[unauthorized], s[forbidden], s[unavailable], s[otherStatus])
+	parts := make([]string, len(responseOutcomes))
+	for i, o := range responseOutcomes {
+		parts[i] = fmt.Sprintf("%d %s", s[o], o)
+	}
+	return strings.Join(parts, ", ")
 }
 
 // countingTransport counts each request's outcome in c.
 type countingTransport struct {
 	rt http.RoundTripper
-	c  *responseCounts
+	c  responseCounts
 }
 
 func (t *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	resp, err := t.rt.RoundTrip(r)
-	outcome := -1
 	switch {
 	case err != nil && utilnet.IsConnectionRefused(err):
-		outcome = refused
+		t.c["connections refused"].Add(1)
 	case err != nil:
-		outcome = otherErrors
-	case resp.StatusCode == http.StatusUnauthorized:
-		outcome = unauthorized
-	case resp.StatusCode == http.StatusForbidden:
-		outcome = forbidden
-	case resp.StatusCode == http.StatusTooManyRequests:
-		outcome = tooMany
-	case resp.StatusCode == http.StatusServiceUnavailable:
-		outcome = unavailable
+		t.c["other errors"].Add(1)
+	case t.c[strconv.Itoa(resp.StatusCode)] != nil:
+		t.c[strconv.Itoa(resp.StatusCode)].Add(1)
 	case resp.StatusCode >= 400:
-		outcome = otherStatus
-	}
-	if outcome >= 0 {
-		t.c[outcome].Add(1)
+		t.c["other ≥400"].Add(1)
 	}
 	return resp, err
 }
@@ -206,9 +193,12 @@ func (t *countingTransport) WrappedRoundTripper() http.RoundTripper { return t.r
 // watchersPerClient per transport, and waits until all have synced.
 func (e *env) startInformers(ctx context.Context, n int) (*resumeSet, error) {
 	begin := time.Now()
-	rs := &resumeSet{e: e, g: newWatchGroup(ctx), base: time.Now()}
+	rs := &resumeSet{e: e, g: newWatchGroup(ctx), base: time.Now(), responses: responseCounts{}}
+	for _, o := range responseOutcomes {
+		rs.responses[o] = new(atomic.Int64)
+	}
 	rs.want.Store(-1)
-	count := func(rt http.RoundTripper) http.RoundTripper { return &countingTransport{rt: rt, c: &rs.responses} }
+	count := func(rt http.RoundTripper) http.RoundTripper { return &countingTransport{rt: rt, c: rs.responses} }
 	var client versioned.Interface
 	for i := range n {
 		if i%watchersPerClient == 0 {
@@ -243,15 +233,15 @@ func (rs *resumeSet) relists() int64 {
 	return n
 }
 
-// resumeCounters are the restarted platform-apiserver's counters.
-type resumeCounters struct {
+// watchCounters are the platform-apiserver's counters of lists and watches.
+type watchCounters struct {
 	lists, initial, resumes                    float64
 	databaseReads, memoryReads, sharedReads    float64
 	closedBehind, notReady503, tooManyRequests float64
 }
 
-func (e *env) resumeCounters(ctx context.Context) (resumeCounters, error) {
-	var c resumeCounters
+func (e *env) watchCounters(ctx context.Context) (watchCounters, error) {
+	var c watchCounters
 	nc := `resource="nodecapacities"`
 	err := readCounters(ctx, e.cp.PlatformMetrics,
 		counter{&c.lists, "apiserver_request_total", []string{`verb="LIST"`, nc}},
@@ -270,7 +260,7 @@ func (e *env) resumeCounters(ctx context.Context) (resumeCounters, error) {
 type resumeOp struct {
 	restart, allCurrent time.Duration   // from the restart's start
 	afterCommit         []time.Duration // per informer, from the change's commit
-	counters            resumeCounters
+	counters            watchCounters
 	clientRelists       int64
 	responses           responseSnapshot
 }
@@ -298,7 +288,7 @@ func benchResume(b *testing.B, e *env, n int) {
 			op, err = rs.storm(ctx, i)
 			b.StopTimer()
 			if err == nil {
-				op.counters, err = e.resumeCounters(ctx)
+				op.counters, err = e.watchCounters(ctx)
 			}
 			op.clientRelists = rs.relists() - relistsBefore
 			op.responses = rs.responses.snapshot().plus(-1, responsesBefore)
@@ -401,17 +391,16 @@ func (rs *resumeSet) checkExact(ctx context.Context, e *env) error {
 
 // resumeResult summarizes the ops: means, maxima, and the worst op's counts.
 type resumeResult struct {
-	ops, informers                                                      int
-	restartMean, restartMax, allCurrentMean, allCurrentMax              time.Duration
-	lat                                                                 percentiles // from the commit, every informer of every op
-	lists, initial, databaseReads, sharedReads, minResumes, memoryReads float64
-	clientRelists                                                       int64
-	tooManyRequests, notReady503                                        float64
-	responses                                                           responseSnapshot // over every op
+	ops, informers                                         int
+	restartMean, restartMax, allCurrentMean, allCurrentMax time.Duration
+	lat                                                    percentiles   // from the commit, every informer of every op
+	worst                                                  watchCounters // each the most of any op; resumes the fewest
+	clientRelists                                          int64
+	responses                                              responseSnapshot // over every op
 }
 
 func summarizeResume(ops []resumeOp, informers int) resumeResult {
-	r := resumeResult{ops: len(ops), informers: informers, minResumes: -1}
+	r := resumeResult{ops: len(ops), informers: informers, worst: watchCounters{resumes: -1}}
 	var hist latencies
 	for _, op := range ops {
 		r.restartMean += op.restart / time.Duration(len(ops))
@@ -419,13 +408,12 @@ func summarizeResume(ops []resumeOp, informers int) resumeResult {
 		r.allCurrentMean += op.allCurrent / time.Duration(len(ops))
 		r.allCurrentMax = max(r.allCurrentMax, op.allCurrent)
 		hist.add(op.afterCommit...)
-		c := op.counters
-		r.lists, r.initial = max(r.lists, c.lists), max(r.initial, c.initial)
-		r.databaseReads, r.sharedReads = max(r.databaseReads, c.databaseReads), max(r.sharedReads, c.sharedReads)
-		r.memoryReads = max(r.memoryReads, c.memoryReads)
-		r.tooManyRequests, r.notReady503 = max(r.tooManyRequests, c.tooManyRequests), max(r.notReady503, c.notReady503)
-		if r.minResumes < 0 || c.resumes < r.minResumes {
-			r.minResumes = c.resumes
+		c, w := op.counters, &r.worst
+		w.lists, w.initial, w.memoryReads = max(w.lists, c.lists), max(w.initial, c.initial), max(w.memoryReads, c.memoryReads)
+		w.databaseReads, w.sharedReads = max(w.databaseReads, c.databaseReads), max(w.sharedReads, c.sharedReads)
+		w.tooManyRequests, w.notReady503 = max(w.tooManyRequests, c.tooManyRequests), max(w.notReady503, c.notReady503)
+		if w.resumes < 0 || c.resumes < w.resumes {
+			w.resumes = c.resumes
 		}
 		r.clientRelists = max(r.clientRelists, op.clientRelists)
 		r.responses = r.responses.plus(1, op.responses)
@@ -435,17 +423,18 @@ func summarizeResume(ops []resumeOp, informers int) resumeResult {
 }
 
 func (r resumeResult) report(b *testing.B) {
+	w := r.worst
 	b.ReportMetric(ms(r.restartMean), "restart-ms")
 	b.ReportMetric(ms(r.allCurrentMean), "all-current-ms")
 	b.ReportMetric(ms(r.allCurrentMax), "all-current-max-ms")
 	r.lat.report(b, "commit-", false)
-	b.ReportMetric(r.lists, "lists")
-	b.ReportMetric(r.initial, "initial-watches")
+	b.ReportMetric(w.lists, "lists")
+	b.ReportMetric(w.initial, "initial-watches")
 	b.ReportMetric(float64(r.clientRelists), "client-relists")
-	b.ReportMetric(r.databaseReads, "history-db-reads")
-	b.ReportMetric(r.memoryReads, "history-memory-reads")
-	b.ReportMetric(float64(r.responses[unauthorized]+r.responses[forbidden]), "client-401-403s")
-	b.ReportMetric(float64(r.responses[tooMany]), "client-429s")
+	b.ReportMetric(w.databaseReads, "history-db-reads")
+	b.ReportMetric(w.memoryReads, "history-memory-reads")
+	b.ReportMetric(float64(r.responses["401"]+r.responses["403"]), "client-401-403s")
+	b.ReportMetric(float64(r.responses["429"]), "client-429s")
 
 	section := fmt.Sprintf("watch resume storm: %d informers (selector %s=%s) on one platform-apiserver's port, %d restart(s) (worst restart's counts; goal: no LIST, no relist, a handful of history queries at most)",
 		r.informers, platform.ClusterLabel, resumeCluster, r.ops)
@@ -453,7 +442,7 @@ func (r resumeResult) report(b *testing.B) {
 		r.restartMean.Round(time.Millisecond), r.restartMax.Round(time.Millisecond), r.allCurrentMean.Round(time.Millisecond), r.allCurrentMax.Round(time.Millisecond))
 	summary.printf(section, "from the change's commit to an informer: %s", r.lat)
 	summary.printf(section, "restarted server: %.0f LISTs, %.0f watches with initial events, ≥%.0f resuming watches, history %.0f from memory, %.0f database queries (%.0f shared), %.0f 429s, %.0f 503s; informers relisted %d times  %s",
-		r.lists, r.initial, r.minResumes, r.memoryReads, r.databaseReads, r.sharedReads, r.tooManyRequests, r.notReady503, r.clientRelists,
-		verdict(r.lists == 0 && r.initial == 0 && r.clientRelists == 0 && r.databaseReads <= 5))
+		w.lists, w.initial, w.resumes, w.memoryReads, w.databaseReads, w.sharedReads, w.tooManyRequests, w.notReady503, r.clientRelists,
+		verdict(w.lists == 0 && w.initial == 0 && r.clientRelists == 0 && w.databaseReads <= 5))
 	summary.printf(section, "the informers' requests over all restarts: %s", r.responses)
 }
