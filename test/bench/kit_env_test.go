@@ -106,8 +106,15 @@ func startEnv(ctx context.Context, opts envOptions) (*env, error) {
 	if err != nil {
 		return e, err
 	}
-	if err := e.buildClients(); err != nil {
-		return e, err
+	// The framework's configs are valid: NewForConfig fails on none.
+	e.kube = kubernetes.NewForConfigOrDie(jsonConfig(e.cp.AdminConfig()))
+	e.platform = versioned.NewForConfigOrDie(jsonConfig(e.cp.AdminConfig()))
+	e.direct = versioned.NewForConfigOrDie(jsonConfig(e.cp.PlatformDirectConfig()))
+	e.kubectlPath = filepath.Join(e.cp.BinDir(), "kubectl")
+	e.kubectlFlags = []string{
+		"--kubeconfig=" + e.cp.AdminKubeconfig(),
+		// One discovery cache, warmed by the first call, as a user's.
+		"--cache-dir=" + filepath.Join(e.workDir, "kubectl-cache"),
 	}
 	if e.registry, err = registrypostgres.Open(ctx, dsn, registrypostgres.Options{}); err != nil {
 		return e, fmt.Errorf("open registry: %w", err)
@@ -145,26 +152,6 @@ func benchEnv(b *testing.B, opts envOptions) *env {
 	}
 	fmt.Fprintf(os.Stderr, "%s environment ready in %s\n", opts.name, time.Since(begin).Round(time.Second))
 	return e
-}
-
-func (e *env) buildClients() error {
-	var err error
-	if e.kube, err = kubernetes.NewForConfig(jsonConfig(e.cp.AdminConfig())); err != nil {
-		return fmt.Errorf("kube-apiserver client: %w", err)
-	}
-	if e.platform, err = versioned.NewForConfig(jsonConfig(e.cp.AdminConfig())); err != nil {
-		return fmt.Errorf("aggregated platform client: %w", err)
-	}
-	if e.direct, err = versioned.NewForConfig(jsonConfig(e.cp.PlatformDirectConfig())); err != nil {
-		return fmt.Errorf("direct platform client: %w", err)
-	}
-	e.kubectlPath = filepath.Join(e.cp.BinDir(), "kubectl")
-	e.kubectlFlags = []string{
-		"--kubeconfig=" + e.cp.AdminKubeconfig(),
-		// One discovery cache, warmed by the first call, as a user's.
-		"--cache-dir=" + filepath.Join(e.workDir, "kubectl-cache"),
-	}
-	return nil
 }
 
 // jsonConfig makes cfg speak JSON and never throttle client-side.
@@ -233,40 +220,23 @@ func (e *env) platformWatches(ctx context.Context) (int, error) {
 	return int(n), err
 }
 
-// kubeAPIServerPID finds this environment's kube-apiserver in /proc.
+// kubeAPIServerPID finds this environment's kube-apiserver in /proc: the
+// process of that name whose arguments name the work directory.
 func (e *env) kubeAPIServerPID() (int, error) {
-	if e.kubePID == 0 {
-		pids := e.pidsNamed("kube-apiserver")
-		if len(pids) == 0 {
-			return 0, fmt.Errorf("no kube-apiserver process with arguments under %s", e.workDir)
-		}
-		e.kubePID = pids[0]
+	if e.kubePID != 0 {
+		return e.kubePID, nil
 	}
-	return e.kubePID, nil
-}
-
-// pidsNamed finds the processes named name whose arguments name the work directory.
-func (e *env) pidsNamed(name string) []int {
-	dirs, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil
-	}
-	var pids []int
+	dirs, _ := os.ReadDir("/proc")
 	for _, d := range dirs {
 		pid, err := strconv.Atoi(d.Name())
-		if err != nil {
-			continue
-		}
-		cmdline, err := os.ReadFile(filepath.Join("/proc", d.Name(), "cmdline"))
-		if err != nil {
-			continue // gone, or not ours to read
-		}
+		cmdline, _ := os.ReadFile(filepath.Join("/proc", d.Name(), "cmdline")) // gone, or not ours to read
 		args := strings.Split(string(cmdline), "\x00")
-		if filepath.Base(args[0]) == name && strings.Contains(string(cmdline), e.workDir+string(filepath.Separator)) {
-			pids = append(pids, pid)
+		if err == nil && filepath.Base(args[0]) == "kube-apiserver" && strings.Contains(string(cmdline), e.workDir+string(filepath.Separator)) {
+			e.kubePID = pid
+			return pid, nil
 		}
 	}
-	return pids
+	return 0, fmt.Errorf("no kube-apiserver process with arguments under %s", e.workDir)
 }
 
 // connectionCounts describes the TCP connections both servers serve, for the log.
@@ -276,11 +246,10 @@ func (e *env) connectionCounts() string {
 		if err != nil {
 			return err.Error()
 		}
-		port, err := strconv.Atoi(u.Port())
-		if err != nil {
-			return err.Error()
+		n, err := strconv.Atoi(u.Port()) // the port, then its connections
+		if err == nil {
+			n, err = establishedConnections(n)
 		}
-		n, err := establishedConnections(port)
 		if err != nil {
 			return err.Error()
 		}
