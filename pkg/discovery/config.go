@@ -130,7 +130,9 @@ func DefaultConfig() Config {
 			MaintenanceTimeout: time.Minute,
 			UsageReporting: store.UsageReporting{
 				Threshold: 0.05,
-				Period:    5 * time.Minute, // the kubelet's nodeStatusReportFrequency
+				// A quiet node is not restamped (Period 0); the member's
+				// usage heartbeat says how fresh its usage is.
+				UnknownAfter: 5 * time.Minute,
 			},
 		},
 		LeaderElection: componentbaseconfig.LeaderElectionConfiguration{
@@ -173,7 +175,8 @@ func (c *Config) validate() error {
 		errs = append(errs, fmt.Errorf("invalid sync settings %+v", s))
 	}
 	if m := c.Metrics; m.Interval <= 0 || m.ListTimeout <= 0 || m.WriteTimeout <= 0 || m.MaintenanceTimeout <= 0 ||
-		!(m.UsageReporting.Threshold >= 0 && m.UsageReporting.Threshold <= 1) || m.UsageReporting.Period <= 0 {
+		!(m.UsageReporting.Threshold >= 0 && m.UsageReporting.Threshold <= 1) || m.UsageReporting.Period < 0 ||
+		m.UsageReporting.UnknownAfter < MinUsageUnknownAfter(m.Interval) {
 		errs = append(errs, fmt.Errorf("invalid metrics settings %+v", m))
 	}
 	return errors.Join(errs...)

@@ -65,12 +65,18 @@ func maintainMetricsOnce(ctx context.Context, p maintenanceParams) store.Metrics
 	return done
 }
 
-// usageStaleAfter is the age at which a reported sample is no longer shown.
-// A node that still reports is restamped once a new sample is a period
-// newer than the reported one; that sample reaches the registry up to a
-// sample resolution of metrics-server (60s by default) plus a scrape
-// interval later. Two periods plus an interval leave room for both, as the
-// node lifecycle controller's grace period does for missed heartbeats.
+// usageStaleAfter is how long a reported usage nothing confirms is still
+// shown: a node's is confirmed by its member's usage heartbeat, which the
+// registry holds to lastUsageResolution, a namespace's by a sample.
 func usageStaleAfter(m MetricsConfig) time.Duration {
-	return 2*m.UsageReporting.Period + m.Interval
+	return m.UsageReporting.UnknownAfter
+}
+
+// MinUsageUnknownAfter is the least --usage-unknown-after that does not
+// make a healthy member's usage blink unknown: its heartbeat is held to
+// lastUsageResolution, and a sample reaches the registry up to
+// metrics-server's resolution (60s by default) plus a scrape interval
+// after it was taken; a node missing from one scrape is kept.
+func MinUsageUnknownAfter(interval time.Duration) time.Duration {
+	return 2*interval + lastUsageResolution + time.Minute
 }

@@ -21,8 +21,8 @@ func (s *maintenanceStore) MaintainNodeMetrics(_ context.Context, m store.Metric
 	return store.MetricsMaintained{}, nil
 }
 
-// TestMaintenanceHorizons: history is kept for the retention, and usage is
-// shown for two report periods plus one scrape interval after its sample.
+// TestMaintenanceHorizons: history is kept for the retention, and a usage
+// nothing confirms is shown for --usage-unknown-after (5 minutes).
 func TestMaintenanceHorizons(t *testing.T) {
 	now := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 	st := &maintenanceStore{}
@@ -30,7 +30,7 @@ func TestMaintenanceHorizons(t *testing.T) {
 	want := store.MetricsMaintenance{
 		Now:           now,
 		RetainAfter:   now.Add(-24 * time.Hour),
-		UnknownBefore: now.Add(-10*time.Minute - 30*time.Second),
+		UnknownBefore: now.Add(-5 * time.Minute),
 		Interval:      30 * time.Second,
 	}
 	if len(st.got) != 1 || st.got[0] != want {

@@ -106,7 +106,7 @@ var (
 	usageReports = metrics.NewCounterVec(&metrics.CounterOpts{
 		Subsystem:      metricsSubsystem,
 		Name:           "usage_reports_total",
-		Help:           "NodeCapacity usage reports: nodes restamped because usage moved past --usage-report-threshold or the reported sample got older than --usage-report-period.",
+		Help:           "NodeCapacity usage reports: nodes restamped because usage moved past --usage-report-threshold, became unknown (a node the scrapes no longer list for --usage-unknown-after) or, with --usage-report-period, the reported sample got older than the period.",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"cluster"})
 	maintenanceDuration = metrics.NewHistogram(&metrics.HistogramOpts{

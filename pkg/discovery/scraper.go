@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -36,6 +37,21 @@ type scraperParams struct {
 // gets too old, then shows it as unknown, never as zero.
 type scraper struct {
 	p scraperParams
+	// newest is when the newest node metrics sample recorded was taken,
+	// in Unix nanoseconds: the member's usage heartbeat.
+	newest atomic.Int64
+}
+
+// lastUsage is the usage heartbeat: when the newest node metrics sample
+// the scraper recorded was taken (zero before one, or without a scraper).
+func (s *scraper) lastUsage() time.Time {
+	if s == nil {
+		return time.Time{}
+	}
+	if n := s.newest.Load(); n != 0 {
+		return time.Unix(0, n)
+	}
+	return time.Time{}
 }
 
 func newScraper(p scraperParams) *scraper { return &scraper{p: p} }
@@ -64,7 +80,7 @@ func (s *scraper) scrapeOnce(ctx context.Context) store.MetricsRecorded {
 	if err != nil {
 		reason, hint := scrapeErrorReason(err)
 		scrapeErrors.WithLabelValues(s.p.ClusterID, reason).Inc()
-		logger.Info("Listing metrics.k8s.io NodeMetrics failed; reported usage stays until it is older than the report period, then becomes unknown",
+		logger.Info("Listing metrics.k8s.io NodeMetrics failed; the member's usage heartbeat stops and its nodes' usage becomes unknown after --usage-unknown-after",
 			"reason", reason, "hint", hint, "err", err)
 		return store.MetricsRecorded{}
 	}
@@ -85,6 +101,11 @@ func (s *scraper) scrapeOnce(ctx context.Context) store.MetricsRecorded {
 		scrapeErrors.WithLabelValues(s.p.ClusterID, reason).Inc()
 		logger.Error(err, "Recording node metrics failed", "reason", reason, "samples", len(samples))
 		return store.MetricsRecorded{}
+	}
+	for _, m := range samples {
+		if n := m.ObservedAt.UnixNano(); n > s.newest.Load() {
+			s.newest.Store(n)
+		}
 	}
 	scrapeDuration.WithLabelValues(s.p.ClusterID).Observe(s.p.Clock.Since(start).Seconds())
 	samplesStored.WithLabelValues(s.p.ClusterID).Add(float64(recorded.Stored))

@@ -19,6 +19,12 @@ const stateReportInterval = time.Second
 // most one version this often for it.
 const lastChangeResolution = time.Minute
 
+// lastUsageResolution is the same for the member's usage heartbeat, the
+// time of the newest node metrics sample recorded: a scraped member's
+// ClusterCapacity takes one version this often for it, and its quiet
+// nodes none.
+const lastUsageResolution = time.Minute
+
 // lastChange is when the worker last committed a change of the member.
 func (w *worker) lastChange() time.Time {
 	var last time.Time
@@ -31,18 +37,22 @@ func (w *worker) lastChange() time.Time {
 }
 
 // reportStates records the worker's mirroring state in the registry while
-// it holds the member, at once and whenever the state changes, and the time
+// it holds the member, at once and whenever the state changes, the time
 // of its last committed change when it is lastChangeResolution past the one
-// reported (a failed report is retried), so the member's ClusterCapacity
-// shows them; it returns when ctx ends.
+// reported and the usage heartbeat when it is lastUsageResolution past
+// (a failed report is retried), so the member's ClusterCapacity shows them;
+// it returns when ctx ends.
 func (w *worker) reportStates(ctx context.Context) {
 	logger := klog.FromContext(ctx)
 	var reported store.MemberStatus
 	failing := false
 	for {
-		st := store.MemberStatus{State: w.state(), LastChange: reported.LastChange}
+		st := store.MemberStatus{State: w.state(), LastChange: reported.LastChange, LastUsage: reported.LastUsage}
 		if c := w.lastChange(); c.Sub(reported.LastChange) >= lastChangeResolution {
 			st.LastChange = c
+		}
+		if u := w.scraper.lastUsage(); u.Sub(reported.LastUsage) >= lastUsageResolution {
+			st.LastUsage = u
 		}
 		if st != reported {
 			rctx, cancel := context.WithTimeout(ctx, w.cfg.Sync.ApplyTimeout)

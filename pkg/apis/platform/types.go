@@ -217,6 +217,7 @@ type MemberMirroring struct {
 	State          MirroringState
 	Since          *metav1.Time
 	LastChangeTime *metav1.Time
+	LastUsageTime  *metav1.Time
 }
 
 // MirroringState is the state of a member's mirroring.

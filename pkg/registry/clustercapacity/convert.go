@@ -46,6 +46,9 @@ func ToObject(cc *store.ClusterCapacity) platform.ClusterCapacity {
 	if !cc.LastChange.IsZero() {
 		obj.Status.Mirroring.LastChangeTime = new(metav1.NewTime(cc.LastChange))
 	}
+	if !cc.LastUsage.IsZero() {
+		obj.Status.Mirroring.LastUsageTime = new(metav1.NewTime(cc.LastUsage))
+	}
 	meta.SetStatusCondition(&obj.Status.Conditions, syncedCondition(cc))
 	meta.SetStatusCondition(&obj.Status.Conditions, roomCondition(cc))
 	return obj

@@ -31,9 +31,11 @@ type namespaceSampleRow struct {
 // namespaces on their ClusterNamespaces when the policy says they are due
 // (namespace_usage_due.sql: as for nodes, with the larger of the
 // namespace's requests and its reported usage in place of allocatable),
-// and returns how many it reported. Every sample also goes into the
-// namespaces' hourly usage history (once, however often it is scraped). A
-// scrape with none due takes two short statements and no lock.
+// and makes unknown the usage of its namespaces the scrape lacks (no pod
+// runs there) and no sample confirmed for policy.UnknownAfter; it returns
+// how many it changed. Every sample also goes into the namespaces' hourly
+// usage history (once, however often it is scraped). A scrape with none
+// due takes two short statements and no writers' lock.
 func (s *Store) RecordNamespaceMetrics(ctx context.Context, f store.Fence, samples []store.NamespaceMetricsSample, policy store.UsageReporting) (int64, error) {
 	rows := make([]namespaceSampleRow, 0, len(samples))
 	for _, m := range samples {
@@ -41,9 +43,6 @@ func (s *Store) RecordNamespaceMetrics(ctx context.Context, f store.Fence, sampl
 			return 0, fmt.Errorf("record namespace metrics of member %s: a sample of namespace %s is of member %s", f.ClusterID, m.Namespace, m.ClusterID)
 		}
 		rows = append(rows, namespaceSampleRow{Namespace: m.Namespace, CPUNanoCores: m.CPUNanoCores, MemoryBytes: m.MemoryBytes, Pods: m.Pods, ObservedAt: m.ObservedAt})
-	}
-	if len(rows) == 0 {
-		return 0, nil
 	}
 	param, err := jsonRows(rows)
 	if err != nil {
@@ -63,7 +62,7 @@ func (s *Store) RecordNamespaceMetrics(ctx context.Context, f store.Fence, sampl
 		return 0, fmt.Errorf("record namespace metrics: %w", err)
 	}
 	var due int64
-	if err := s.writes.QueryRow(ctx, sqlNamespaceUsageDue, f.ClusterID, param, policy.Threshold, policy.Period.Seconds()).Scan(&due); err != nil {
+	if err := s.writes.QueryRow(ctx, sqlNamespaceUsageDue, f.ClusterID, param, policy.Threshold, policy.Period.Seconds(), unknownAfterSeconds(policy)).Scan(&due); err != nil {
 		return 0, fmt.Errorf("record namespace metrics: %w", interpretError(err))
 	}
 	if due == 0 {
@@ -74,7 +73,7 @@ func (s *Store) RecordNamespaceMetrics(ctx context.Context, f store.Fence, sampl
 		member: func(w *writer) error { return w.fence(f) },
 		views: func(w *writer) (err error) {
 			reported, err = w.stampCounted("report namespace usage", sqlReportNamespaceUsage,
-				f.ClusterID, param, policy.Threshold, policy.Period.Seconds(), w.startRV)
+				f.ClusterID, param, policy.Threshold, policy.Period.Seconds(), unknownAfterSeconds(policy), w.startRV)
 			return err
 		},
 	})
@@ -82,4 +81,13 @@ func (s *Store) RecordNamespaceMetrics(ctx context.Context, f store.Fence, sampl
 		return 0, fmt.Errorf("record namespace metrics: %w", err)
 	}
 	return reported, nil
+}
+
+// unknownAfterSeconds is policy.UnknownAfter for namespace_usage_cut, nil
+// (SQL NULL: never) without one.
+func unknownAfterSeconds(policy store.UsageReporting) *float64 {
+	if policy.UnknownAfter <= 0 {
+		return nil
+	}
+	return new(policy.UnknownAfter.Seconds())
 }

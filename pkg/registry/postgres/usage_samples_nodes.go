@@ -36,11 +36,13 @@ var (
 // timestamp cannot make a partition for every hour of a year.
 const maxSampleSpan = 7 * 24 * time.Hour
 
-// RecordNodeMetrics stores samples in the history and reports the usage of
-// the nodes the policy says are due. A scrape with no node due takes two
-// short statements and never the writers' lock; otherwise one serialized
-// write restamps the due nodes, given only their samples, so the lock is
-// held for work in proportion to them, not to the scrape.
+// RecordNodeMetrics stores one scrape's samples in the history and reports
+// the usage of the nodes the policy says are due, and makes unknown that of
+// the member's nodes the scrape lacks and no sample confirmed for
+// policy.UnknownAfter. A scrape with no node due takes two short statements
+// and never the writers' lock; otherwise one serialized write restamps the
+// due nodes, given only their samples, so the lock is held for work in
+// proportion to them, not to the scrape.
 func (s *Store) RecordNodeMetrics(ctx context.Context, f store.Fence, samples []store.NodeMetricsSample, policy store.UsageReporting) (store.MetricsRecorded, error) {
 	var out store.MetricsRecorded
 	if len(samples) == 0 {
@@ -64,11 +66,15 @@ func (s *Store) RecordNodeMetrics(ctx context.Context, f store.Fence, samples []
 	if err != nil {
 		return out, fmt.Errorf("record node metrics: %w", err)
 	}
-	var dueClusters, dueNodes []string
-	if err := s.writes.QueryRow(ctx, sqlRecordMetrics, param, policy.Threshold, policy.Period.Seconds()).Scan(&out.Stored, &dueClusters, &dueNodes); err != nil {
+	// A usage no sample confirmed since cut becomes unknown; cut is on the
+	// member's clock, as the samples are (nil, SQL NULL: never).
+	cut := unknownCut(last, policy)
+	var dueClusters, dueNodes, absent []string
+	if err := s.writes.QueryRow(ctx, sqlRecordMetrics, param, policy.Threshold, policy.Period.Seconds(), f.ClusterID, cut).
+		Scan(&out.Stored, &dueClusters, &dueNodes, &absent); err != nil {
 		return out, fmt.Errorf("record node metrics: %w", interpretError(err))
 	}
-	if len(dueNodes) == 0 {
+	if len(dueNodes) == 0 && len(absent) == 0 {
 		return out, nil
 	}
 	if param, err = sampleRows(newestOf(samples, dueClusters, dueNodes)); err != nil {
@@ -77,7 +83,8 @@ func (s *Store) RecordNodeMetrics(ctx context.Context, f store.Fence, samples []
 	err = s.write(ctx, opReportUsage, sections{
 		member: func(w *writer) error { return w.fence(f) },
 		views: func(w *writer) (err error) {
-			out.Reported, err = w.stampCounted("report node usage", sqlReportUsage, param, policy.Threshold, policy.Period.Seconds(), w.startRV)
+			out.Reported, err = w.stampCounted("report node usage", sqlReportUsage, param, policy.Threshold, policy.Period.Seconds(),
+				f.ClusterID, cut, w.startRV, absent)
 			return err
 		},
 	})
@@ -231,6 +238,16 @@ func newestOf(samples []store.NodeMetricsSample, clusters, nodes []string) []sto
 		}
 	}
 	return out
+}
+
+// unknownCut is the time before which a reported usage no sample
+// confirmed becomes unknown, reckoned from newest; nil without
+// policy.UnknownAfter.
+func unknownCut(newest time.Time, policy store.UsageReporting) *time.Time {
+	if policy.UnknownAfter <= 0 {
+		return nil
+	}
+	return new(newest.Add(-policy.UnknownAfter))
 }
 
 func minTime(a, b time.Time) time.Time {

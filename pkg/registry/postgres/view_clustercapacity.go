@@ -79,6 +79,7 @@ func clusterCapacityColumns() []column[store.ClusterCapacity] {
 		col("first_seen", func(c *store.ClusterCapacity) *time.Time { return &c.FirstSeen }),
 		col("resource_version", func(c *store.ClusterCapacity) *int64 { return &c.ResourceVersion }),
 		column[store.ClusterCapacity]{name: "last_change_at", target: func(c *store.ClusterCapacity) any { return nullable(&c.LastChange) }},
+		column[store.ClusterCapacity]{name: "usage_observed_at", target: func(c *store.ClusterCapacity) any { return nullable(&c.LastUsage) }},
 		column[store.ClusterCapacity]{name: "member_apis", target: func(c *store.ClusterCapacity) any { return memberAPIs{c} }},
 		otherCol("devices_nodes", func(c *store.ClusterCapacity) *map[string]int64 { return &memberDevices(c).Nodes }),
 	), deviceCols("devices", func(c *store.ClusterCapacity) *map[string]store.DeviceCount { return &memberDevices(c).Drivers })...)
@@ -203,23 +204,27 @@ var sqlMemberState = statement("member_state")
 // opMemberState labels the writer-lock metrics of RecordMemberState.
 const opMemberState op = "member_state"
 
-// RecordMemberState records a member's mirroring state, and the time of
-// the last change mirrored, on its ClusterCapacity when either moved,
-// creating the row of a member that has none yet, fenced like every
-// discovery write.
+// RecordMemberState records a member's mirroring state, the time of the
+// last change mirrored and its usage heartbeat on its ClusterCapacity when
+// any moved, creating the row of a member that has none yet, fenced like
+// every discovery write.
 func (s *Store) RecordMemberState(ctx context.Context, f store.Fence, st store.MemberStatus) error {
-	var lastChange *time.Time
-	if !st.LastChange.IsZero() {
-		lastChange = &st.LastChange
-	}
 	err := s.write(ctx, opMemberState, sections{
 		member: func(w *writer) error { return w.fence(f) },
 		views: func(w *writer) error {
-			return w.stamp("record member state", sqlMemberState, f.ClusterID, string(st.State), lastChange)
+			return w.stamp("record member state", sqlMemberState, f.ClusterID, string(st.State), nonZero(st.LastChange), nonZero(st.LastUsage))
 		},
 	})
 	if err != nil {
 		return fmt.Errorf("record state of member %s: %w", f.ClusterID, err)
 	}
 	return nil
+}
+
+// nonZero is t, or nil (SQL NULL) when t is zero.
+func nonZero(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
 }

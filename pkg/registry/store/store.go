@@ -287,6 +287,9 @@ type ClusterCapacity struct {
 	// LastChange is when the registry last mirrored a change of the member
 	// (to a minute); zero before one was reported.
 	LastChange time.Time
+	// LastUsage is when the newest node metrics sample recorded of the
+	// member was taken (to a minute): its usage heartbeat; zero before one.
+	LastUsage time.Time
 	// Devices are the member's DRA devices; nil before discovery looked
 	// at its resource.k8s.io API.
 	Devices         *MemberDevices
@@ -295,10 +298,12 @@ type ClusterCapacity struct {
 }
 
 // MemberStatus is what a member's writer reports of its mirroring: the
-// state and when it last mirrored a change (zero: none to report).
+// state, when it last mirrored a change and when the newest node metrics
+// sample it recorded was taken (zero: none to report).
 type MemberStatus struct {
 	State      MemberState
 	LastChange time.Time
+	LastUsage  time.Time
 }
 
 // MemberState is how the mirroring of a member stands, as its writer sees it.
@@ -576,18 +581,24 @@ type MembersReconciled struct {
 	RemovedNow []string
 }
 
-// UsageReporting decides when a node's reported usage changes, as a
-// kubelet decides when to post node status: only when usage moved
-// meaningfully or the reported sample is getting old, so a quiet fleet
-// causes no changes and no watch events.
+// UsageReporting decides when a node's (or namespace's) reported usage
+// changes: only when usage moved meaningfully or it became unknown, so a
+// quiet fleet causes no changes and no watch events; the member's usage
+// heartbeat (MemberStatus.LastUsage) says how fresh the reported values
+// are.
 type UsageReporting struct {
 	// Threshold is how far CPU or memory usage must move from the reported
 	// value, as a fraction of the node's allocatable, to be reported (0:
 	// any change).
 	Threshold float64
-	// Period is the age, relative to a new sample, at which the reported
-	// sample is replaced even if usage did not move.
+	// Period, when set, is the age, relative to a new sample, at which the
+	// reported sample is replaced even if usage did not move (opt-in, as
+	// the kubelet's nodeStatusReportFrequency); 0 never replaces it.
 	Period time.Duration
+	// UnknownAfter is how long a node or namespace the scrapes lack may
+	// keep its reported usage before it is shown as unknown (0: until
+	// MaintainNodeMetrics finds it unconfirmed).
+	UnknownAfter time.Duration
 }
 
 // MetricsRecorded says what RecordNodeMetrics did.
@@ -604,8 +615,9 @@ type MetricsMaintenance struct {
 	Now time.Time
 	// RetainAfter: history observed before it may be dropped.
 	RetainAfter time.Time
-	// UnknownBefore: a node whose reported sample was observed before it
-	// shows its usage as unknown (its metrics stopped coming).
+	// UnknownBefore: a node or namespace whose reported usage nothing
+	// confirmed since (its member's usage heartbeat for a node, a sample
+	// in its history for a namespace) shows it as unknown.
 	UnknownBefore time.Time
 	// Interval is how often a round runs, registry-wide: a call within
 	// Interval of the last round (by any replica) does nothing.

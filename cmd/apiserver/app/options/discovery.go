@@ -87,14 +87,19 @@ func (o *DiscoveryOptions) AddFlags(fs *pflag.FlagSet) {
 		"How far a node's CPU or memory usage must move from its reported value, as a fraction of the node's allocatable "+
 		"(0 to 1; 0.05 = 5%), before NodeCapacity shows the new sample (a new resourceVersion and a watch event). "+
 		"Smaller moves are recorded in the history only, so watchers of a quiet fleet see no events; the trade-off is that "+
-		"status.usage may lag the latest sample by up to this much, or by up to --usage-report-period. "+
+		"status.usage may lag the latest sample by up to this much; the member's ClusterCapacity status.mirroring.lastUsageTime says as of when. "+
 		"Requests, schedulability, taints and conditions are not affected.")
 	fs.DurationVar(&o.Config.Metrics.UsageReporting.Period, "usage-report-period", o.Config.Metrics.UsageReporting.Period, ""+
-		"How often each node's reported usage is refreshed with its newest sample even if usage did not move (like the "+
-		"kubelet's nodeStatusReportFrequency). Each node refreshes at its own phase of the period, so a quiet fleet's "+
-		"refreshes spread evenly (about nodes x --metrics-interval / period per scrape) instead of coming in one burst. "+
-		"status.usage.timestamp is the reported sample's time. A node without a new sample for twice this period plus "+
-		"--metrics-interval shows its usage as unknown.")
+		"Opt-in: how often each node's and namespace's reported usage is refreshed with its newest sample even if usage "+
+		"did not move (like the kubelet's nodeStatusReportFrequency), at the price of about one watch event per node per period. "+
+		"0 (the default) never refreshes a quiet node: its status.usage.timestamp stays the time of the sample it last changed to, "+
+		"and its member's ClusterCapacity status.mirroring.lastUsageTime (the usage heartbeat, to a minute) says as of when it holds. "+
+		"Each node refreshes at its own phase of the period, so refreshes spread evenly instead of coming in one burst.")
+	fs.DurationVar(&o.Config.Metrics.UsageReporting.UnknownAfter, "usage-unknown-after", o.Config.Metrics.UsageReporting.UnknownAfter, ""+
+		"How long a reported usage stays shown without a sample confirming it: a node (or namespace) the member's scrapes no "+
+		"longer list, or every node of a member whose usage heartbeat stopped (metrics.k8s.io failing, the member unreachable), "+
+		"then shows its usage as unknown (one watch event) rather than a number no longer measured. "+
+		"At least twice --metrics-interval plus two minutes.")
 	configoptions.BindLeaderElectionFlags(&o.Config.LeaderElection, fs)
 	fs.Lookup("leader-elect").Usage = "Share the member clusters among the replicas through Leases in the hosting cluster: " +
 		"each member is mirrored by the replica holding its Lease, and taken over when that replica dies. " +
@@ -145,8 +150,13 @@ func (o *DiscoveryOptions) Validate() []error {
 	if !(o.Config.Metrics.UsageReporting.Threshold >= 0 && o.Config.Metrics.UsageReporting.Threshold <= 1) {
 		errs = append(errs, fmt.Errorf("--usage-report-threshold must be a fraction of allocatable between 0 and 1 (e.g. 0.05 for 5%%), got %v", o.Config.Metrics.UsageReporting.Threshold))
 	}
-	if o.Config.Metrics.UsageReporting.Period <= 0 {
-		errs = append(errs, fmt.Errorf("--usage-report-period must be a positive duration (e.g. 5m), got %s", o.Config.Metrics.UsageReporting.Period))
+	if o.Config.Metrics.UsageReporting.Period < 0 {
+		errs = append(errs, fmt.Errorf("--usage-report-period must be 0 (off, the default) or a positive duration (e.g. 5m), got %s", o.Config.Metrics.UsageReporting.Period))
+	}
+	if least := discovery.MinUsageUnknownAfter(o.Config.Metrics.Interval); o.Config.Metrics.Interval > 0 && o.Config.Metrics.UsageReporting.UnknownAfter < least {
+		errs = append(errs, fmt.Errorf("--usage-unknown-after (%s) must be at least %s with --metrics-interval=%s (twice the interval plus two minutes: "+
+			"the usage heartbeat's and metrics-server's resolutions), or a healthy member's usage would blink unknown",
+			o.Config.Metrics.UsageReporting.UnknownAfter, least, o.Config.Metrics.Interval))
 	}
 	if o.Config.Metrics.Retention < o.Config.Metrics.Interval {
 		errs = append(errs, fmt.Errorf("--metrics-retention (%s) must be at least --metrics-interval (%s)", o.Config.Metrics.Retention, o.Config.Metrics.Interval))

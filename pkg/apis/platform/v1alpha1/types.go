@@ -424,6 +424,13 @@ type MemberMirroring struct {
 	// long ago the mirror last saw the member change. Unset before one.
 	// +optional
 	LastChangeTime *metav1.Time `json:"lastChangeTime,omitempty"`
+	// LastUsageTime is when the newest metrics.k8s.io node sample the
+	// registry recorded of the member was taken, to a minute: the member's
+	// usage heartbeat. While a node's status.usage is set, it holds as of
+	// this time to within the reporting threshold, however old its own
+	// timestamp (the sample it last changed to). Unset before a sample.
+	// +optional
+	LastUsageTime *metav1.Time `json:"lastUsageTime,omitempty"`
 }
 
 // MirroringState is the state of a member's mirroring.

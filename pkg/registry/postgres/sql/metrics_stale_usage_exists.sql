@@ -1,3 +1,4 @@
--- Whether any node's or namespace's reported usage was observed before $1.
-SELECT EXISTS (SELECT 1 FROM cluster_node WHERE usage_observed_at < $1)
-	OR EXISTS (SELECT 1 FROM cluster_namespace WHERE usage_observed_at < $1)
+-- Whether any node's or namespace's reported usage is no longer confirmed
+-- since $1 (metrics_usage_stale).
+WITH {{metrics_usage_stale}}
+SELECT EXISTS (SELECT 1 FROM stale_nodes) OR EXISTS (SELECT 1 FROM stale_namespaces)

@@ -1,17 +1,27 @@
 -- Reports member $1's namespace samples in $2 (JSON array of
 -- namespaceSampleRow) on their ClusterNamespace rows when due ($3
 -- threshold, $4 period in seconds; namespace_usage_due, re-checked under
--- the writers' lock). $5 is the writer's start resourceVersion. Returns how
--- many rows it stamped and the highest version.
-WITH {{namespace_samples}}, reported AS (
+-- the writers' lock), and makes the usage of its namespaces the scrape no
+-- longer confirms unknown ($5: namespace_usage_absent). $6 is the writer's
+-- start resourceVersion. Returns how many rows it stamped and the highest
+-- version.
+WITH {{namespace_samples}}, {{namespace_usage_cut}}, reported AS (
 	UPDATE cluster_namespace n SET
 		usage_cpu_nanocores = s.cpu_usage_nanocores,
 		usage_memory_bytes  = s.memory_usage_bytes,
 		usage_pods          = s.pods,
 		usage_observed_at   = s.observed_at,
-		resource_version    = CASE WHEN n.resource_version > $5 THEN n.resource_version ELSE nextval('registry_resource_version') END
+		resource_version    = CASE WHEN n.resource_version > $6 THEN n.resource_version ELSE nextval('registry_resource_version') END
 	FROM input s
 	WHERE n.cluster_id = $1 AND n.name = s.namespace AND {{namespace_usage_due}}
 	RETURNING n.resource_version
+), unknown AS (
+	UPDATE cluster_namespace n SET usage_cpu_nanocores = NULL, usage_memory_bytes = NULL,
+		usage_pods = NULL, usage_observed_at = NULL,
+		resource_version = CASE WHEN n.resource_version > $6 THEN n.resource_version ELSE nextval('registry_resource_version') END
+	WHERE {{namespace_usage_absent}}
+	RETURNING n.resource_version
+), stamped AS (
+	SELECT resource_version FROM reported UNION ALL SELECT resource_version FROM unknown
 )
-SELECT count(*), coalesce(max(resource_version), 0) FROM reported
+SELECT count(*), coalesce(max(resource_version), 0) FROM stamped

@@ -1,0 +1,3 @@
+DROP INDEX cluster_namespace_usage_observed_idx;
+DROP INDEX cluster_node_usage_observed_idx;
+ALTER TABLE cluster_capacity DROP COLUMN usage_observed_at;

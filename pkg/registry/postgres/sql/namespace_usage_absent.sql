@@ -1,0 +1,10 @@
+-- Fragment (a condition) of namespace_usage_due_count and
+-- namespace_report_usage: true when member $1's namespace n shows a usage
+-- no sample has confirmed since the cut (namespace_usage_cut): the scrape
+-- in "input" has none of it (it runs no pod now) and its history none
+-- since. Such a usage becomes unknown.
+n.cluster_id = $1 AND n.usage_observed_at < (SELECT at FROM cut)
+	AND NOT EXISTS (SELECT 1 FROM input s WHERE s.namespace = n.name)
+	AND NOT EXISTS (SELECT 1 FROM cluster_namespace_usage_hourly h
+		WHERE h.cluster_id = n.cluster_id AND h.namespace = n.name
+			AND h.hour >= date_trunc('hour', (SELECT at FROM cut), 'UTC') AND h.last_observed_at >= (SELECT at FROM cut))
