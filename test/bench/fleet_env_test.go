@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/example/platform-apiserver/test/framework"
@@ -199,23 +201,21 @@ func (f *fleetEnv) createSimulatedNode(ctx context.Context, i int, now time.Time
 func (f *fleetEnv) waitNodesReady(ctx context.Context) error {
 	return pollUntil(ctx, 5*time.Second, 10*time.Minute, func(ctx context.Context) (bool, string, error) {
 		ready, total := 0, 0
-		opts := metav1.ListOptions{Limit: 1000}
-		for {
-			page, err := f.kube.CoreV1().Nodes().List(ctx, opts)
-			if err != nil {
-				return false, err.Error(), nil
-			}
-			for _, n := range page.Items {
-				total++
-				for _, c := range n.Status.Conditions {
-					if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
+		err := eachPage(ctx, func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			return f.kube.CoreV1().Nodes().List(ctx, o)
+		},
+			func(page runtime.Object) {
+				for _, n := range page.(*corev1.NodeList).Items {
+					total++
+					if slices.ContainsFunc(n.Status.Conditions, func(c corev1.NodeCondition) bool {
+						return c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue
+					}) {
 						ready++
 					}
 				}
-			}
-			if opts.Continue = page.Continue; opts.Continue == "" {
-				break
-			}
+			})
+		if err != nil {
+			return false, err.Error(), nil
 		}
 		return total == nodeCount && ready == nodeCount, fmt.Sprintf("%d of %d nodes Ready", ready, total), nil
 	})

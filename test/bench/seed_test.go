@@ -8,8 +8,10 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/util/workqueue"
@@ -329,8 +331,9 @@ func (e *env) waitSeeded(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	managedFields, _ := json.Marshal(node.ManagedFields)
 	fmt.Fprintf(os.Stderr, "one object as JSON: Node %d bytes (%d of them managedFields, which kubectl hides but the server sends), NodeCapacity %d bytes\n",
-		len(nodeJSON), managedFieldsSize(node.ManagedFields), len(ncJSON))
+		len(nodeJSON), len(managedFields), len(ncJSON))
 	e.logPlatformMemory("after seeding and one list")
 	return nil
 }
@@ -340,14 +343,6 @@ func (e *env) logPlatformMemory(when string) {
 	if rss, hwm, err := e.platformMemory(); err == nil {
 		fmt.Fprintf(os.Stderr, "platform-apiserver memory %s: VmRSS %.1f MiB, VmHWM %.1f MiB\n", when, float64(rss)/mib, float64(hwm)/mib)
 	}
-}
-
-func managedFieldsSize(fields []metav1.ManagedFieldsEntry) int {
-	b, err := json.Marshal(fields)
-	if err != nil {
-		return 0
-	}
-	return len(b)
 }
 
 // seedWorkers bounds concurrent creates against kube-apiserver.
@@ -496,52 +491,41 @@ func (c registryCounts) total() int64 { return c.namespaces + c.nodes + c.pods }
 
 // memberCounts counts kube-apiserver's Namespaces, Nodes and Pods. Pods
 // that are terminal would not be mirrored; none of the seeded ones are.
-func (d *env) memberCounts(ctx context.Context) (registryCounts, error) {
+func (e *env) memberCounts(ctx context.Context) (registryCounts, error) {
 	var c registryCounts
-	var err error
-	if c.namespaces, err = countPages(ctx, func(ctx context.Context, o metav1.ListOptions) (metav1.ListInterface, error) {
-		return d.kube.CoreV1().Namespaces().List(ctx, o)
-	}); err != nil {
-		return c, fmt.Errorf("count Namespaces: %w", err)
-	}
-	if c.nodes, err = countPages(ctx, func(ctx context.Context, o metav1.ListOptions) (metav1.ListInterface, error) {
-		return d.kube.CoreV1().Nodes().List(ctx, o)
-	}); err != nil {
-		return c, fmt.Errorf("count Nodes: %w", err)
-	}
-	if c.pods, err = countPages(ctx, func(ctx context.Context, o metav1.ListOptions) (metav1.ListInterface, error) {
-		return d.kube.CoreV1().Pods("").List(ctx, o)
-	}); err != nil {
-		return c, fmt.Errorf("count Pods: %w", err)
+	core := e.kube.CoreV1()
+	for _, r := range []struct {
+		n    *int64
+		list func(context.Context, metav1.ListOptions) (runtime.Object, error)
+	}{
+		{&c.namespaces, func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			return core.Namespaces().List(ctx, o)
+		}},
+		{&c.nodes, func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			return core.Nodes().List(ctx, o)
+		}},
+		{&c.pods, func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			return core.Pods("").List(ctx, o)
+		}},
+	} {
+		if err := eachPage(ctx, r.list, func(page runtime.Object) { *r.n += int64(meta.LenList(page)) }); err != nil {
+			return c, fmt.Errorf("count kube-apiserver objects: %w", err)
+		}
 	}
 	return c, nil
 }
 
-// countPages counts a list's items by paging through it with metadata
-// only kept: the length of each page.
-func countPages(ctx context.Context, list func(context.Context, metav1.ListOptions) (metav1.ListInterface, error)) (int64, error) {
-	var n int64
+// eachPage hands each page of list, 1,000 items at most, to f.
+func eachPage(ctx context.Context, list func(context.Context, metav1.ListOptions) (runtime.Object, error), f func(runtime.Object)) error {
 	opts := metav1.ListOptions{Limit: 1000}
 	for {
 		page, err := list(ctx, opts)
 		if err != nil {
-			return 0, err
+			return err
 		}
-		n += int64(itemCount(page))
-		if opts.Continue = page.GetContinue(); opts.Continue == "" {
-			return n, nil
+		f(page)
+		if opts.Continue, err = meta.NewAccessor().Continue(page); err != nil || opts.Continue == "" {
+			return err
 		}
 	}
-}
-
-func itemCount(l metav1.ListInterface) int {
-	switch l := l.(type) {
-	case *corev1.NamespaceList:
-		return len(l.Items)
-	case *corev1.NodeList:
-		return len(l.Items)
-	case *corev1.PodList:
-		return len(l.Items)
-	}
-	return 0
 }
