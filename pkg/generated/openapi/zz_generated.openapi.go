@@ -921,6 +921,12 @@ func schema_pkg_apis_platform_v1alpha1_MemberMirroring(ref common.ReferenceCallb
 							Ref:         ref(v1.Time{}.OpenAPIModelName()),
 						},
 					},
+					"lastUsageTime": {
+						SchemaProps: spec.SchemaProps{
+							Description: "LastUsageTime is when the newest metrics.k8s.io node sample the registry recorded of the member was taken, to a minute: the member's usage heartbeat. While a node's status.usage is set, it holds as of this time to within the reporting threshold, however old its own timestamp (the sample it last changed to). Unset before a sample.",
+							Ref:         ref(v1.Time{}.OpenAPIModelName()),
+						},
+					},
 				},
 			},
 		},

@@ -398,6 +398,10 @@ func (in *MemberMirroring) DeepCopyInto(out *MemberMirroring) {
 		in, out := &in.LastChangeTime, &out.LastChangeTime
 		*out = (*in).DeepCopy()
 	}
+	if in.LastUsageTime != nil {
+		in, out := &in.LastUsageTime, &out.LastUsageTime
+		*out = (*in).DeepCopy()
+	}
 	return
 }
 
