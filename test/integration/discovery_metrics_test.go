@@ -80,15 +80,21 @@ func (e *env) usage(ctx context.Context, name string) (platformv1alpha1.NodeUsag
 	return *nc.Status.Usage, true
 }
 
+// quietWindow is how long TestDiscoveryMetrics watches a quiet member: two
+// of the report periods that used to restamp every node (5 minutes).
+const quietWindow = 10 * time.Minute
+
 // TestDiscoveryMetrics scrapes the real metrics.k8s.io (metrics-server over
-// kwok's simulated kubelets) with the default threshold (5% of allocatable):
-// usage appears in NodeCapacity, a quiet fleet then causes no watch events
-// and no change-log rows, and a node whose usage jumps gets exactly one
-// MODIFIED event. The report period is a day, so that no node's periodic
-// refresh (each at its own phase of the period) falls into the windows; the
-// period is TestDiscoveryUsagePeriodAndRetention's.
+// kwok's simulated kubelets) with the default reporting (threshold 5% of
+// allocatable, no report period): usage appears in NodeCapacity, a quiet
+// member then causes no NodeCapacity watch event and no change-log row for
+// quietWindow beyond its usage heartbeat (one ClusterCapacity version a
+// minute), and a node whose usage jumps gets exactly one MODIFIED event.
+// It runs in parallel with the other parallel tests: most of it is
+// watching nothing happen.
 func TestDiscoveryMetrics(t *testing.T) {
-	e := startMetricsEnv(t, "--usage-report-period=24h")
+	t.Parallel()
+	e := startMetricsEnv(t)
 	ctx := t.Context()
 	if v, err := e.platformMetric(ctx, "platform_discovery_metrics_samples_stored_total", `cluster="local"`); err != nil || v < 2 {
 		t.Errorf("samples stored metric = %v, %v; want at least 2", v, err)
@@ -131,26 +137,55 @@ func TestDiscoveryMetrics(t *testing.T) {
 		}
 	})
 
-	t.Run("a quiet fleet stays quiet", func(t *testing.T) {
+	t.Run("a quiet member stays quiet", func(t *testing.T) {
 		// metrics-server's usage of a node with a constant load moves far
 		// less than 5% of 4 CPUs and 16Gi.
-		changes := e.registryChanges(t)
+		heartbeat := func(ctx context.Context) (time.Time, bool) {
+			cc, err := e.platform.PlatformV1alpha1().ClusterCapacities().Get(ctx, "local", metav1.GetOptions{})
+			if err != nil || cc.Status.Mirroring.LastUsageTime == nil {
+				return time.Time{}, false
+			}
+			return cc.Status.Mirroring.LastUsageTime.Time, true
+		}
+		eventually(t, "the member's usage heartbeat", time.Minute, func(ctx context.Context) (bool, string) {
+			at, ok := heartbeat(ctx)
+			return ok, at.String()
+		})
+		changes := e.registryChangesByKind(t)
 		stored, err := e.platformMetric(ctx, "platform_discovery_metrics_samples_stored_total", `cluster="local"`)
 		if err != nil {
 			t.Fatal(err)
 		}
 		w := e.watchNodeCapacities(t)
-		window := max(3*metricsScrapeInterval, 3*framework.MetricResolution)
-		time.Sleep(window) // the assertion is about what does not happen in this window
+		time.Sleep(quietWindow) // the assertion is about what does not happen in this window
 		if evs := w.stop(); len(evs) != 0 {
-			t.Errorf("a watch over %s of constant usage received %d events, want none: %s", window, len(evs), evs)
+			t.Errorf("a NodeCapacity watch over %s of constant usage received %d events, want none: %s", quietWindow, len(evs), evs)
 		}
-		if now := e.registryChanges(t); now != changes {
-			t.Errorf("registry_change grew from %d to %d rows over %s of constant usage", changes, now, window)
+		now := e.registryChangesByKind(t)
+		for kind, n := range now {
+			grew := n - changes[kind]
+			switch {
+			case kind == "ClusterCapacity/local":
+				// The heartbeat: one version a minute (lastUsageResolution),
+				// a few more if the member's last change time moved too.
+				if limit := int64(quietWindow/time.Minute) + 2; grew > limit {
+					t.Errorf("the member's ClusterCapacity took %d change rows over %s, want at most %d (its heartbeat, once a minute)", grew, quietWindow, limit)
+				}
+			case grew != 0:
+				t.Errorf("%s took %d change rows over %s of constant usage, want none", kind, grew, quietWindow)
+			}
+		}
+		if at, ok := heartbeat(ctx); !ok || time.Since(at) > 2*time.Minute+metricsScrapeInterval+framework.MetricResolution {
+			t.Errorf("the usage heartbeat is %s old after the window (%v), want at most a minute past metrics-server's newest sample", time.Since(at), ok)
 		}
 		// The scraper did record new samples meanwhile: quiet, not idle.
 		if now, err := e.platformMetric(ctx, "platform_discovery_metrics_samples_stored_total", `cluster="local"`); err != nil || now < stored+2 {
-			t.Errorf("samples stored went from %v to %v (%v) over %s; want new samples of both nodes", stored, now, err, window)
+			t.Errorf("samples stored went from %v to %v (%v) over %s; want new samples of both nodes", stored, now, err, quietWindow)
+		}
+		for _, name := range []string{"local.busy", "local.idle"} {
+			if _, ok := e.usage(ctx, name); !ok {
+				t.Errorf("%s shows no usage after %s of quiet scrapes, want its reported sample kept", name, quietWindow)
+			}
 		}
 	})
 
@@ -323,6 +358,30 @@ func (e *env) registryChanges(t *testing.T) int64 {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// registryChangesByKind counts the change log's rows per kind, and
+// ClusterCapacity's per member ("ClusterCapacity/<member>").
+func (e *env) registryChangesByKind(t *testing.T) map[string]int64 {
+	t.Helper()
+	rows, err := e.db(t).Query(t.Context(), `SELECT CASE kind WHEN 'ClusterCapacity' THEN kind || '/' || cluster_id ELSE kind END, count(*)
+		FROM registry_change GROUP BY 1`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int64{}
+	for rows.Next() {
+		var kind string
+		var n int64
+		if err := rows.Scan(&kind, &n); err != nil {
+			t.Fatal(err)
+		}
+		out[kind] = n
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
 
 // nodeEvent is what the tests need of a NodeCapacity watch event.
