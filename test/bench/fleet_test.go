@@ -20,7 +20,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -172,6 +171,9 @@ func (f *fleetEnv) bench(b *testing.B, n int) {
 		rr.rssSteady = steadyRSS[i]
 		rr.cores = float64(cpuAfter[i]-cpuBefore[i]) / float64(res.steadyWindow)
 		logs[r.Name()] = r.LogPath()
+		if rr.errors, rr.errorSamples, err = logErrors(r.LogPath()); err != nil {
+			b.Error(err)
+		}
 		if *profileDir != "" {
 			heap, err := r.Get(ctx, "/debug/pprof/heap")
 			if err := writeProfile(r.Name()+".heap.pprof", heap, err); err != nil {
@@ -184,12 +186,6 @@ func (f *fleetEnv) bench(b *testing.B, n int) {
 	}
 	if res.db, err = measureDBSize(ctx, run.pool); err != nil {
 		b.Fatal(err)
-	}
-	for i, r := range run.replicas {
-		rr := &res.perReplica[i]
-		if rr.errors, rr.errorSamples, err = logErrors(r.LogPath()); err != nil {
-			b.Error(err)
-		}
 	}
 	res.report(b)
 	res.log()
@@ -484,11 +480,8 @@ func (f *fleetEnv) freshnessRound(ctx context.Context, pool *pgxpool.Pool, ids [
 		seen := make(map[string]bool, len(ids))
 		for len(seen) < len(ids) {
 			asked := time.Now()
-			rows, err := pool.Query(ctx, `SELECT cluster_id FROM cluster_node WHERE cluster_id = ANY($1) AND name = $2 AND labels ->> $3 = $4`,
+			rows, _ := pool.Query(ctx, `SELECT cluster_id FROM cluster_node WHERE cluster_id = ANY($1) AND name = $2 AND labels ->> $3 = $4`,
 				ids, node, fleetLabel, value)
-			if err != nil {
-				return nil, fmt.Errorf("poll node %s: %w", node, err)
-			}
 			got, err := pgx.CollectRows(rows, pgx.RowTo[string])
 			if err != nil {
 				return nil, fmt.Errorf("poll node %s: %w", node, err)
@@ -809,23 +802,11 @@ func (f *fleetEnv) prepare(ctx context.Context) error {
 // A merge patch then drops the not-ready taint admission adds.
 func (f *fleetEnv) createSimulatedNode(ctx context.Context, i int, now time.Time) error {
 	n := storeNode(i, now)
-	capacity := func(cpu, mem, pods int64) corev1.ResourceList {
-		return corev1.ResourceList{
-			corev1.ResourceCPU:    *resource.NewMilliQuantity(cpu, resource.DecimalSI),
-			corev1.ResourceMemory: *resource.NewQuantity(mem, resource.BinarySI),
-			corev1.ResourcePods:   *resource.NewQuantity(pods, resource.DecimalSI),
-		}
-	}
-	var taints []corev1.Taint
-	for _, t := range n.Taints {
-		if t.Key != "node.kubernetes.io/unreachable" {
-			taints = append(taints, corev1.Taint{Key: t.Key, Value: t.Value, Effect: corev1.TaintEffect(t.Effect)})
-		}
-	}
+	taints := slices.DeleteFunc(kubeTaints(n.Taints), func(t corev1.Taint) bool { return t.Key == "node.kubernetes.io/unreachable" })
 	node := framework.SimulatedNodeObject(framework.SimulatedNode{
 		Name:          n.Name,
-		Capacity:      capacity(n.Capacity.CPUMillis, n.Capacity.MemoryBytes, n.Capacity.Pods),
-		Allocatable:   capacity(n.Allocatable.CPUMillis, n.Allocatable.MemoryBytes, n.Allocatable.Pods),
+		Capacity:      kubeResources(n.Capacity),
+		Allocatable:   kubeResources(n.Allocatable),
 		Labels:        n.Labels,
 		Taints:        taints,
 		Unschedulable: n.Unschedulable,

@@ -123,14 +123,10 @@ func storeNode(i int, now time.Time) store.Node {
 func kubeNode(i int, n store.Node, now time.Time) *corev1.Node {
 	it := instanceTypes[i%len(instanceTypes)]
 	resources := func(r store.Resources, ephemeral int64) corev1.ResourceList {
-		return corev1.ResourceList{
-			corev1.ResourceCPU:              *resource.NewMilliQuantity(r.CPUMillis, resource.DecimalSI),
-			corev1.ResourceMemory:           *resource.NewQuantity(r.MemoryBytes, resource.BinarySI),
-			corev1.ResourcePods:             *resource.NewQuantity(r.Pods, resource.DecimalSI),
-			corev1.ResourceEphemeralStorage: *resource.NewQuantity(ephemeral, resource.BinarySI),
-			"hugepages-1Gi":                 *resource.NewQuantity(0, resource.DecimalSI),
-			"hugepages-2Mi":                 *resource.NewQuantity(0, resource.DecimalSI),
-		}
+		l := kubeResources(r)
+		l[corev1.ResourceEphemeralStorage] = *resource.NewQuantity(ephemeral, resource.BinarySI)
+		l["hugepages-1Gi"], l["hugepages-2Mi"] = *resource.NewQuantity(0, resource.DecimalSI), *resource.NewQuantity(0, resource.DecimalSI)
+		return l
 	}
 	heartbeat := metav1.NewTime(now.Add(-time.Duration(i%40) * time.Second))
 	conditions := make([]corev1.NodeCondition, len(n.Conditions))
@@ -140,10 +136,6 @@ func kubeNode(i int, n store.Node, now time.Time) *corev1.Node {
 			Reason: cond.Reason, Message: cond.Message,
 			LastHeartbeatTime: heartbeat, LastTransitionTime: metav1.NewTime(cond.LastTransitionTime),
 		}
-	}
-	taints := make([]corev1.Taint, len(n.Taints))
-	for t, taint := range n.Taints {
-		taints[t] = corev1.Taint{Key: taint.Key, Value: taint.Value, Effect: corev1.TaintEffect(taint.Effect)}
 	}
 	ip := fmt.Sprintf("10.%d.%d.%d", 20+i%3, i/250, 10+i%250)
 	podCIDR := fmt.Sprintf("100.%d.%d.0/24", 64+i/256, i%256)
@@ -161,7 +153,7 @@ func kubeNode(i int, n store.Node, now time.Time) *corev1.Node {
 			PodCIDRs:      []string{podCIDR},
 			ProviderID:    fmt.Sprintf("aws:///eu-west-1%c/i-0%016x", 'a'+i%3, i),
 			Unschedulable: n.Unschedulable,
-			Taints:        taints,
+			Taints:        kubeTaints(n.Taints),
 		},
 		Status: corev1.NodeStatus{
 			Capacity:    resources(n.Capacity, it.ephemeralGiB*gi),
@@ -186,6 +178,23 @@ func kubeNode(i int, n store.Node, now time.Time) *corev1.Node {
 			},
 		},
 	}
+}
+
+// kubeResources is r as a Node's resource list.
+func kubeResources(r store.Resources) corev1.ResourceList {
+	return corev1.ResourceList{
+		corev1.ResourceCPU:    *resource.NewMilliQuantity(r.CPUMillis, resource.DecimalSI),
+		corev1.ResourceMemory: *resource.NewQuantity(r.MemoryBytes, resource.BinarySI),
+		corev1.ResourcePods:   *resource.NewQuantity(r.Pods, resource.DecimalSI),
+	}
+}
+
+func kubeTaints(ts []store.Taint) []corev1.Taint {
+	out := make([]corev1.Taint, len(ts))
+	for i, t := range ts {
+		out[i] = corev1.Taint{Key: t.Key, Value: t.Value, Effect: corev1.TaintEffect(t.Effect)}
+	}
+	return out
 }
 
 // registryBatch is the registry's side: every node, podsPerNode pods bound to
