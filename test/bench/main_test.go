@@ -1,15 +1,11 @@
-// Package bench compares the platform-apiserver's list and get of
-// NodeCapacity, served through kube-apiserver's aggregator, with
-// kube-apiserver's own list and get of Nodes, with 5,000 objects on each side,
-// measures how fast NodeCapacity watches deliver a registry change to 1,
-// 100 and 1,000 watchers and what idle watches cost the server, and, on a
-// control plane of its own, how fast discovery syncs, restarts and keeps the
-// registry fresh (BenchmarkDiscovery).
-// See docs/benchmarks.md for how to run it and what the goals are.
+// Package bench benchmarks the platform-apiserver on a real control plane:
+// its lists, gets and watches against kube-apiserver's own, discovery, the
+// fleet, faults and the registry's standby. See docs/benchmarks.md for how
+// to run it and what the goals are.
 //
 // The shared control plane is started once per test binary, by the first
 // benchmark that needs it, so `go test ./...` without -bench starts nothing;
-// BenchmarkDiscovery starts and stops its own.
+// benchmarks with an environment of their own start and stop it.
 package bench
 
 import (

@@ -24,15 +24,10 @@ var placementShape = v1alpha1.PlacementReportSpec{Requests: map[string]resource.
 	"cpu": resource.MustParse("2"), "memory": resource.MustParse("4Gi")}}
 
 // BenchmarkPlacement answers "how many replicas of this shape fit on each
-// member" over a 20-member, 100,000-node registry (the 5,000-node seed
-// under 20 cluster ids, written as discovery writes them) two ways, side
-// by side:
-//   - placement/report: one PlacementReport through the aggregator (one
-//     statement over cluster_node), plain and with a zone spread;
-//   - placement/list-and-compute: what a client does without it: list
-//     every NodeCapacity (pages of 5,000) and compute the same answer.
-//
-// Reports p50 and p99. The client's answer is checked against the report's.
+// member" over the seed under placementMembers cluster ids: by one
+// PlacementReport (placement/report, also with a zone spread), and as a
+// client would without it, listing every NodeCapacity and computing the
+// answer (placement/list-and-compute, checked against the report's).
 func BenchmarkPlacement(b *testing.B) {
 	e := benchEnv(b, envOptions{name: "placement", prepare: seedPlacementFleet})
 	ask := func(ctx context.Context, spec v1alpha1.PlacementReportSpec) (*v1alpha1.PlacementReport, error) {

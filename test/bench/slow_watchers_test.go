@@ -22,15 +22,10 @@ const (
 )
 
 // BenchmarkSlowWatchers lists and gets NodeCapacities through the
-// aggregator without, then with, 100 watchers that read their initial
-// events (nodeCount objects) at 1 KB/s from the platform-apiserver's own
-// port, each over its own connection with a small receive buffer, and
-// start again when the server ends their stream, as client-go relists.
-// Run `benchstat -col /watchers` for the ratio: a slow client should cost
-// the others no more than its share of the server's CPU. Each
-// sub-benchmark also reports the most database sessions seen held for a
-// client (ClientWrite, or idle in a transaction) and the slow watchers'
-// restarts, ERROR events and 429s (counted since they started).
+// aggregator without, then with, slowWatchers watchers reading their initial
+// events at 1 KB/s from the server's own port (each restarting when the
+// server ends its stream, as client-go relists), and the database sessions
+// held for a client. See docs/benchmarks.md, "Slow watchers".
 func BenchmarkSlowWatchers(b *testing.B) {
 	e := setup(b)
 	for _, watchers := range []int{0, slowWatchers} {

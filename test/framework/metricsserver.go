@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strconv"
+	"syscall"
 	"time"
 )
 
@@ -75,4 +76,17 @@ func (cp *ControlPlane) startMetricsServer(ctx context.Context) error {
 		return fmt.Errorf("register metrics-server: %w", err)
 	}
 	return cp.waitAPIServed(ctx, api, proc, metricsServedTimeout)
+}
+
+// FreezeMetricsServer stops metrics-server as a hung host is stopped
+// (SIGSTOP): its sockets stay open and nothing answers on them, so a
+// metrics.k8s.io request hangs until its timeout. ThawMetricsServer resumes
+// it.
+func (cp *ControlPlane) FreezeMetricsServer() error {
+	return syscall.Kill(cp.sim.metricsServer.pid(), syscall.SIGSTOP)
+}
+
+// ThawMetricsServer resumes a frozen metrics-server (SIGCONT).
+func (cp *ControlPlane) ThawMetricsServer() error {
+	return syscall.Kill(cp.sim.metricsServer.pid(), syscall.SIGCONT)
 }

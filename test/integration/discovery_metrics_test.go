@@ -84,6 +84,10 @@ func (e *env) usage(ctx context.Context, name string) (platformv1alpha1.NodeUsag
 // of the report periods that used to restamp every node (5 minutes).
 const quietWindow = 10 * time.Minute
 
+// usageUnknownAfter is TestDiscoveryMetrics's --usage-unknown-after, about
+// the least --metrics-interval allows.
+const usageUnknownAfter = 2*time.Minute + 10*time.Second
+
 // TestDiscoveryMetrics scrapes the real metrics.k8s.io (metrics-server over
 // kwok's simulated kubelets) with the default reporting (threshold 5% of
 // allocatable, no report period): usage appears in NodeCapacity, a quiet
@@ -94,7 +98,7 @@ const quietWindow = 10 * time.Minute
 // watching nothing happen.
 func TestDiscoveryMetrics(t *testing.T) {
 	t.Parallel()
-	e := startMetricsEnv(t)
+	e := startMetricsEnv(t, "--usage-unknown-after="+usageUnknownAfter.String())
 	ctx := t.Context()
 	if v, err := e.platformMetric(ctx, "platform_discovery_metrics_samples_stored_total", `cluster="local"`); err != nil || v < 2 {
 		t.Errorf("samples stored metric = %v, %v; want at least 2", v, err)
@@ -217,6 +221,60 @@ func TestDiscoveryMetrics(t *testing.T) {
 		}
 		if v, err := e.platformMetric(ctx, "platform_discovery_usage_reports_total", `cluster="local"`); err != nil || v < 3 {
 			t.Errorf("usage reports metric = %v, %v; want at least 3 (two first reports and this one)", v, err)
+		}
+	})
+
+	t.Run("a hung metrics-server makes usage unknown, not stale", func(t *testing.T) {
+		errorsBefore, err := e.platformMetric(ctx, "platform_discovery_metrics_scrape_errors_total", `cluster="local"`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := e.watchNodeCapacities(t)
+		frozen := time.Now()
+		if err := e.cp.FreezeMetricsServer(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = e.cp.ThawMetricsServer() })
+		// The scrapes hang until their list timeout, the heartbeat stops,
+		// and maintenance ends the usage it no longer confirms: after
+		// --usage-unknown-after, plus up to the heartbeat's minute.
+		eventually(t, "both nodes' usage unknown", usageUnknownAfter+2*time.Minute, func(ctx context.Context) (bool, string) {
+			_, busy := e.usage(ctx, "local.busy")
+			_, idle := e.usage(ctx, "local.idle")
+			return !busy && !idle, fmt.Sprintf("busy has usage %v, idle %v", busy, idle)
+		})
+		t.Logf("usage unknown %s after metrics-server froze", time.Since(frozen).Round(time.Second))
+		if d := time.Since(frozen); d < usageUnknownAfter-framework.MetricResolution {
+			t.Errorf("usage became unknown %s after metrics-server froze, before --usage-unknown-after (%s)", d, usageUnknownAfter)
+		}
+		cc, err := e.platform.PlatformV1alpha1().ClusterCapacities().Get(ctx, "local", metav1.GetOptions{})
+		if err != nil || cc.Status.All.Usage != nil {
+			t.Errorf("ClusterCapacity local sums usage %+v (%v), want none", cc.Status.All.Usage, err)
+		}
+		// A timeout, or 503 once the aggregator marks the APIService unavailable.
+		if v, err := e.platformMetric(ctx, "platform_discovery_metrics_scrape_errors_total", `cluster="local"`); err != nil || v <= errorsBefore {
+			t.Errorf("scrape errors %v → %v (%v); want the failed scrapes counted", errorsBefore, v, err)
+		}
+		if err := e.cp.ThawMetricsServer(); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "usage back after metrics-server resumed", 2*time.Minute, func(ctx context.Context) (bool, string) {
+			_, busy := e.usage(ctx, "local.busy")
+			_, idle := e.usage(ctx, "local.idle")
+			return busy && idle, fmt.Sprintf("busy has usage %v, idle %v", busy, idle)
+		})
+		// One MODIFIED without usage per node, then one with it again.
+		perNode := map[string][]bool{}
+		for _, ev := range w.stop() {
+			if ev.Type != watch.Modified {
+				t.Errorf("unexpected %s", ev)
+			}
+			perNode[ev.Name] = append(perNode[ev.Name], ev.HasUsage)
+		}
+		for _, name := range []string{"local.busy", "local.idle"} {
+			if got := perNode[name]; len(got) != 2 || got[0] || !got[1] {
+				t.Errorf("%s's events had usage %v, want [false true]: unknown once, then back once", name, got)
+			}
 		}
 	})
 }
