@@ -101,16 +101,12 @@ func BenchmarkFleetOverview(b *testing.B) {
 
 // benchLatency runs op b.N times and reports its p50 and p99 latency.
 func benchLatency(b *testing.B, op func(context.Context) error) {
-	ctx := b.Context()
-	if err := op(ctx); err != nil { // warm
-		b.Fatal(err)
-	}
-	var took latencies
-	for b.Loop() {
+	must(b, op(b.Context())) // warm
+	took := loopLatencies(b, func() ([]time.Duration, error) {
 		start := time.Now()
-		must(b, op(ctx))
-		took.add(time.Since(start))
-	}
+		err := op(b.Context())
+		return []time.Duration{time.Since(start)}, err
+	})
 	took.summary().report(b, "", false)
 }
 
