@@ -19,7 +19,6 @@ import (
 	"github.com/example/platform-apiserver/pkg/apis/platform/v1alpha1"
 	"github.com/example/platform-apiserver/pkg/registry/nodecapacity"
 	"github.com/example/platform-apiserver/pkg/registry/store"
-	"github.com/example/platform-apiserver/test/framework"
 )
 
 const (
@@ -73,11 +72,9 @@ func (d *discoveryEnv) benchInitialSync(b *testing.B) {
 		start, err := d.startAndWaitSynced(ctx)
 		b.StopTimer()
 		must(b, err)
-		got, err := d.afterSync(ctx, start)
+		hwmMiB, err := d.afterSync(ctx, start)
 		must(b, err)
-		res.synced = max(res.synced, start.synced)
-		res.hwmMiB = max(res.hwmMiB, got.hwmMiB)
-		res.commits = got.commits
+		res.synced, res.hwmMiB = max(res.synced, start.synced), max(res.hwmMiB, hwmMiB)
 		res.ops++
 		b.StartTimer()
 	}
@@ -87,93 +84,69 @@ func (d *discoveryEnv) benchInitialSync(b *testing.B) {
 		d.want.total(), res.synced.Round(time.Millisecond), res.ops, res.hwmMiB, maxSyncHWMMiB, verdict(res.hwmMiB < maxSyncHWMMiB))
 }
 
-// syncResult is the worst of ops initial syncs; commits is each resource's
-// platform_discovery_apply_duration_seconds.
+// syncResult is the worst of ops initial syncs.
 type syncResult struct {
-	synced  time.Duration
-	hwmMiB  float64
-	ops     int
-	commits map[string]time.Duration
+	synced time.Duration
+	hwmMiB float64
+	ops    int
 }
 
 // startAndWaitSynced starts the server and polls until the registry holds
 // what the member holds.
 func (d *discoveryEnv) startAndWaitSynced(ctx context.Context) (*platformStart, error) {
 	start := d.startPlatform(ctx)
-	var last registryCounts
-	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, syncTimeout, true, func(ctx context.Context) (bool, error) {
+	err := pollUntil(ctx, 100*time.Millisecond, syncTimeout, func(ctx context.Context) (bool, string, error) {
 		if err := start.failed(); err != nil {
-			return false, err
+			return false, "", err
 		}
 		c, err := d.registryCounts(ctx)
-		if err != nil {
-			return false, err
-		}
-		last = c
-		return c == d.want, nil
+		return c == d.want, c.String(), err
 	})
 	start.synced = time.Since(start.begin)
 	if err != nil {
-		return start, fmt.Errorf("wait for the registry to hold %s: %w (last: %s)", d.want, err, last)
+		return start, fmt.Errorf("wait for the registry to hold %s: %w", d.want, err)
 	}
 	return start, nil
 }
 
-// afterSync waits for the start to finish, reads the server's VmHWM (the
-// sync's peak) and checks objects through the aggregator.
-func (d *discoveryEnv) afterSync(ctx context.Context, start *platformStart) (syncResult, error) {
-	var res syncResult
+// afterSync waits for the start to finish, returns the server's VmHWM in
+// MiB (the sync's peak) and checks objects through the aggregator.
+func (d *discoveryEnv) afterSync(ctx context.Context, start *platformStart) (float64, error) {
 	if err := start.wait(ctx); err != nil {
-		return res, err
+		return 0, err
 	}
 	_, hwm, err := d.platformMemory()
 	if err != nil {
-		return res, err
+		return 0, err
 	}
-	res.hwmMiB = float64(hwm) / mib
-	if res.commits, err = d.commitDurations(ctx); err != nil {
-		return res, err
+	commits := map[string]time.Duration{} // each resource's time in committing transactions
+	for _, r := range []string{"namespaces", "nodes", "pods"} {
+		var s float64
+		if err := readCounters(ctx, d.cp.PlatformMetrics, counter{&s, "platform_discovery_apply_duration_seconds_sum", []string{`resource="` + r + `"`}}); err != nil {
+			return 0, err
+		}
+		commits[r] = time.Duration(s * float64(time.Second)).Round(time.Millisecond)
 	}
 	if err := d.heapProfile(ctx, "platform-apiserver.discovery-sync.heap.pprof", false); err != nil {
-		return res, err
+		return 0, err
 	}
 	fmt.Fprintf(os.Stderr, "discovery: initial sync of %s in %s (framework start returned after %s), VmHWM %.1f MiB, list commits %v\n",
-		d.want, start.synced.Round(time.Millisecond), start.took.Round(time.Millisecond), res.hwmMiB, res.commits)
+		d.want, start.synced.Round(time.Millisecond), start.took.Round(time.Millisecond), float64(hwm)/mib, commits)
 	// A node carries its pods' requests and a namespace its pods.
 	name := nodecapacity.Name(discoveryClusterID, nodeName(getNodeIndex))
 	nc, err := d.platform.PlatformV1alpha1().NodeCapacities().Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		return res, fmt.Errorf("get NodeCapacity %s: %w", name, err)
+	if err == nil && (nc.Status.Requested.Pods != podsPerSyncNode || nc.Status.Requested.CPU.IsZero()) {
+		err = fmt.Errorf("NodeCapacity %s requests %+v, want %d pods", name, nc.Status.Requested, podsPerSyncNode)
 	}
-	if nc.Status.Requested.Pods != podsPerSyncNode || nc.Status.Requested.CPU.IsZero() {
-		return res, fmt.Errorf("NodeCapacity %s requests %+v, want %d pods", name, nc.Status.Requested, podsPerSyncNode)
+	if err != nil {
+		return 0, err
 	}
 	ns := syncNamespaceName(syncNamespaces / 2)
 	cn, err := d.platform.PlatformV1alpha1().ClusterNamespaces(ns).Get(ctx, discoveryClusterID, metav1.GetOptions{})
-	if err != nil {
-		return res, fmt.Errorf("get ClusterNamespace %s/%s: %w", ns, discoveryClusterID, err)
+	if err == nil && cn.Status.PodCount != podsPerSyncNamespace {
+		err = fmt.Errorf("ClusterNamespace %s/%s counts %d pods, want %d", ns, discoveryClusterID, cn.Status.PodCount, podsPerSyncNamespace)
 	}
-	if cn.Status.PodCount != podsPerSyncNamespace {
-		return res, fmt.Errorf("ClusterNamespace %s/%s counts %d pods, want %d", ns, discoveryClusterID, cn.Status.PodCount, podsPerSyncNamespace)
-	}
-	return res, nil
-}
-
-// commitDurations reads each resource's time in committing transactions.
-func (d *discoveryEnv) commitDurations(ctx context.Context) (map[string]time.Duration, error) {
-	body, err := d.cp.PlatformMetrics(ctx)
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]time.Duration{}
-	for _, r := range []string{"namespaces", "nodes", "pods"} {
-		s, err := framework.MetricSum(body, "platform_discovery_apply_duration_seconds_sum", `resource="`+r+`"`)
-		if err != nil {
-			return nil, err
-		}
-		out[r] = time.Duration(s * float64(time.Second)).Round(time.Millisecond)
-	}
-	return out, nil
+	return float64(hwm) / mib, err
 }
 
 // platformStart is a StartPlatformAPIServer in the background (it returns
@@ -230,16 +203,17 @@ func (d *discoveryEnv) benchRestart(b *testing.B) {
 		b.StartTimer()
 		begin := time.Now()
 		start := d.startPlatform(ctx)
-		err = wait.PollUntilContextTimeout(ctx, readyPollInterval, platformStartTimeout, true, func(ctx context.Context) (bool, error) {
+		err = pollUntil(ctx, readyPollInterval, platformStartTimeout, func(ctx context.Context) (bool, string, error) {
 			if err := start.failed(); err != nil {
-				return false, err
+				return false, "", err
 			}
-			return ready(ctx) == nil, nil
+			err := ready(ctx)
+			return err == nil, fmt.Sprint(err), nil
 		})
 		took := time.Since(begin)
 		b.StopTimer()
 		if err != nil {
-			b.Fatalf("wait for /readyz: %v (last: %v)", err, ready(ctx))
+			b.Fatalf("wait for /readyz: %v", err)
 		}
 		must(b, start.wait(ctx))
 		got, err := d.settleAfterRestart(ctx, snap)
