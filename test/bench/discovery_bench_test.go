@@ -343,17 +343,10 @@ func startDiscoveryEnv(b *testing.B) *discoveryEnv {
 	return d
 }
 
+// registryCounts counts the member's rows (the only member here).
 func (d *discoveryEnv) registryCounts(ctx context.Context) (registryCounts, error) {
-	var c registryCounts
-	err := d.db.QueryRow(ctx, `
-		SELECT (SELECT count(*) FROM cluster_namespace WHERE cluster_id = $1),
-		       (SELECT count(*) FROM cluster_node WHERE cluster_id = $1),
-		       (SELECT count(*) FROM cluster_pod WHERE cluster_id = $1)`,
-		discoveryClusterID).Scan(&c.namespaces, &c.nodes, &c.pods)
-	if err != nil {
-		return c, fmt.Errorf("count registry rows: %w", err)
-	}
-	return c, nil
+	counts, err := registryCountsByCluster(ctx, d.db)
+	return counts[discoveryClusterID], err
 }
 
 // registrySnapshot is the registry's resourceVersion and a transaction id

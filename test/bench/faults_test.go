@@ -464,15 +464,14 @@ func (r *faultRegistry) commit(ctx context.Context, w *registrypostgres.Store, v
 	n := r.node
 	n.Labels = maps.Clone(r.node.Labels)
 	n.Labels[faultLabel] = v
-	var last error
-	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, freshTimeout, true, func(ctx context.Context) (bool, error) {
+	err := pollUntil(ctx, 100*time.Millisecond, freshTimeout, func(ctx context.Context) (bool, string, error) {
 		actx, cancel := context.WithTimeout(ctx, applyAttemptTimeout)
 		defer cancel()
-		last = w.Apply(actx, store.Batch{ClusterID: clusterID, Nodes: []store.Node{n}})
-		return last == nil, nil
+		err := w.Apply(actx, store.Batch{ClusterID: clusterID, Nodes: []store.Node{n}})
+		return err == nil, fmt.Sprint(err), nil
 	})
 	if err != nil {
-		return time.Time{}, fmt.Errorf("commit change %s: %w (last attempt: %w)", v, err, last)
+		return time.Time{}, fmt.Errorf("commit change %s: %w", v, err)
 	}
 	return time.Now(), nil
 }
@@ -491,13 +490,12 @@ func (r *faultRegistry) commitAndAwait(ctx context.Context, w *registrypostgres.
 // replayed everything: with synchronous_commit=off that makes every commit
 // so far durable on both, so a fault loses none.
 func (r *faultRegistry) beforeFault(ctx context.Context) error {
-	var last error
-	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, freshTimeout, true, func(ctx context.Context) (bool, error) {
-		_, last = r.replica.Get(ctx, "/readyz")
-		return last == nil, nil
+	err := pollUntil(ctx, 100*time.Millisecond, freshTimeout, func(ctx context.Context) (bool, string, error) {
+		_, err := r.replica.Get(ctx, "/readyz")
+		return err == nil, fmt.Sprint(err), nil
 	})
 	if err != nil {
-		return fmt.Errorf("%s not ready: %w (last: %w)", r.replica.Name(), err, last)
+		return fmt.Errorf("%s not ready: %w", r.replica.Name(), err)
 	}
 	return r.standby.CatchUp(ctx)
 }
@@ -615,29 +613,23 @@ func (m *faultMember) holder(ctx context.Context) (int, error) {
 	leases := m.e.kube.CoordinationV1().Leases(metav1.NamespaceSystem)
 	name := shard.MemberLeaseName("platform-apiserver-discovery", discoveryClusterID)
 	holding := -1
-	var last string
-	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, freshTimeout, true, func(ctx context.Context) (bool, error) {
+	err := pollUntil(ctx, 100*time.Millisecond, freshTimeout, func(ctx context.Context) (bool, string, error) {
 		l, err := leases.Get(ctx, name, metav1.GetOptions{})
 		if err != nil || l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity == "" {
-			last = fmt.Sprintf("Lease %s unheld: %v", name, err)
-			return false, nil
+			return false, fmt.Sprintf("Lease %s unheld: %v", name, err), nil
 		}
 		id := *l.Spec.HolderIdentity
-		last = "holder " + id + " is neither replica"
 		for i, r := range m.replicas {
 			log, err := os.ReadFile(r.LogPath())
-			if err != nil {
-				return false, err
-			}
-			if strings.Contains(string(log), `identity="`+id+`"`) {
+			if err != nil || strings.Contains(string(log), `identity="`+id+`"`) {
 				holding = i
-				return true, nil
+				return err == nil, "", err
 			}
 		}
-		return false, nil
+		return false, "holder " + id + " is neither replica", nil
 	})
 	if err != nil {
-		return -1, fmt.Errorf("find the member's Lease holder: %w (%s)", err, last)
+		return -1, fmt.Errorf("find the member's Lease holder: %w", err)
 	}
 	return holding, nil
 }

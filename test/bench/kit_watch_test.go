@@ -118,14 +118,12 @@ func (g *watchGroup) close() {
 // of its NodeCapacity watches.
 func (e *env) closeWatches(ctx context.Context, g *watchGroup) error {
 	g.close()
-	var last int
-	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+	err := pollUntil(ctx, 100*time.Millisecond, time.Minute, func(ctx context.Context) (bool, string, error) {
 		n, err := e.platformWatches(ctx)
-		last = n
-		return err == nil && n == 0, nil
+		return err == nil && n == 0, fmt.Sprintf("%d watches, %v", n, err), nil
 	})
 	if err != nil {
-		return fmt.Errorf("platform-apiserver still serves %d NodeCapacity watches after they were closed: %w", last, err)
+		return fmt.Errorf("platform-apiserver still serves NodeCapacity watches after they were closed: %w", err)
 	}
 	return nil
 }
