@@ -64,9 +64,8 @@ func (d *discoveryEnv) benchMetricsQuietFleet(b *testing.B) {
 	f, err := d.newFleet(ctx)
 	must(b, err)
 	var res metricsResult
-	if res.scrapes, err = d.quietFleetEvents(ctx, f); err != nil {
-		b.Fatal(err)
-	}
+	res.scrapes, err = d.quietFleetEvents(ctx, f)
+	must(b, err)
 	for i, s := range res.scrapes {
 		if !s.exact() {
 			b.Errorf("scrape %d (%s): %d nodes reported, %d change-log rows, %d events, model %d due; unexpected events: %v",

@@ -127,9 +127,8 @@ func benchPrimaryFault(b *testing.B, e *env, f primaryFault) {
 			w := r.writer
 			if f.freshWriter {
 				var err error
-				if w, err = registrypostgres.Open(ctx, r.dsn, registrypostgres.Options{}); err != nil {
-					b.Fatal(err)
-				}
+				w, err = registrypostgres.Open(ctx, r.dsn, registrypostgres.Options{})
+				must(b, err)
 				defer w.Close()
 			}
 			committed, seen, err := r.commitAndAwait(ctx, w)

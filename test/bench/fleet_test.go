@@ -184,9 +184,8 @@ func (f *fleetEnv) bench(b *testing.B, n int) {
 	if res.leases, err = f.leaseHolders(ctx, logs); err != nil {
 		b.Error(err)
 	}
-	if res.db, err = measureDBSize(ctx, run.pool); err != nil {
-		b.Fatal(err)
-	}
+	res.db, err = measureDBSize(ctx, run.pool)
+	must(b, err)
 	res.report(b)
 	res.log()
 	f.results = append(f.results, res)

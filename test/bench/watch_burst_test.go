@@ -76,9 +76,8 @@ func benchBurst(b *testing.B, e *env, n int) {
 	var op burstOp
 	for first := true; b.Loop(); first = false {
 		if first {
-			if op, err = bs.burst(ctx); err != nil {
-				b.Fatal(err)
-			}
+			op, err = bs.burst(ctx)
+			must(b, err)
 		}
 	}
 	b.StopTimer()
