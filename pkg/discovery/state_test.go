@@ -69,49 +69,66 @@ func TestReportStates(t *testing.T) {
 	expect(store.MemberSyncing, store.MemberSynced, store.MemberUnreachable, store.MemberLagging)
 }
 
-// TestReportLastChange: the time of the last committed change is reported
-// when it is a minute past the one reported, not at every change.
-func TestReportLastChange(t *testing.T) {
-	clk := testingclock.NewFakeClock(time.Now())
-	rec := &recordingStore{}
-	a := newSyncer(syncerParams{Clock: clock.RealClock{}})
-	a.synced = true
-	w := &worker{clusterID: "c", syncers: []*syncer{a}, cfg: &Config{Clock: clk, Sync: SyncConfig{ApplyTimeout: time.Minute}}}
-	w.store = newMemberStore(rec, "c", func(error) {})
-	reports := func() []store.MemberStatus {
-		rec.mu.Lock()
-		defer rec.mu.Unlock()
-		return slices.Clone(rec.statuses)
-	}
-	step := func(change time.Time, want int) {
-		t.Helper()
-		a.mu.Lock()
-		a.lastChange = change
-		a.mu.Unlock()
-		if err := wait.PollUntilContextTimeout(t.Context(), time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
-			return clk.HasWaiters(), nil
-		}); err != nil {
-			t.Fatal("the reporter does not wait for its interval")
-		}
-		clk.Step(stateReportInterval)
-		if err := wait.PollUntilContextTimeout(t.Context(), time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
-			return len(reports()) == want && clk.HasWaiters(), nil
-		}); err != nil {
-			t.Fatalf("after a change at %s: %d reports %+v, want %d", change, len(reports()), reports(), want)
-		}
-	}
-	stop := w.startReporting(t.Context())
-	defer stop()
-	if err := wait.PollUntilContextTimeout(t.Context(), time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
-		return len(reports()) == 1, nil
-	}); err != nil {
-		t.Fatalf("first report: %+v", reports())
-	}
-	t0 := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
-	step(t0, 2)                     // the first change
-	step(t0.Add(30*time.Second), 2) // within a minute of the reported one: not reported
-	step(t0.Add(61*time.Second), 3) // a minute later: reported
-	if got := reports(); !got[1].LastChange.Equal(t0) || !got[2].LastChange.Equal(t0.Add(61*time.Second)) {
-		t.Errorf("reports %+v; want the changes at %s and %s", got, t0, t0.Add(61*time.Second))
+// TestReportLastChangeAndUsage: the time of the last committed change, and
+// the usage heartbeat (the newest node metrics sample recorded), are each
+// reported when a minute past the one reported, not at every change.
+func TestReportLastChangeAndUsage(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		set  func(w *worker, at time.Time)
+		get  func(store.MemberStatus) time.Time
+	}{
+		{"last change", func(w *worker, at time.Time) {
+			a := w.syncers[0]
+			a.mu.Lock()
+			a.lastChange = at
+			a.mu.Unlock()
+		}, func(st store.MemberStatus) time.Time { return st.LastChange }},
+		{"usage heartbeat", func(w *worker, at time.Time) { w.scraper.newest.Store(at.UnixNano()) },
+			func(st store.MemberStatus) time.Time { return st.LastUsage }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := testingclock.NewFakeClock(time.Now())
+			rec := &recordingStore{}
+			a := newSyncer(syncerParams{Clock: clock.RealClock{}})
+			a.synced = true
+			w := &worker{clusterID: "c", syncers: []*syncer{a}, scraper: newScraper(scraperParams{}),
+				cfg: &Config{Clock: clk, Sync: SyncConfig{ApplyTimeout: time.Minute}}}
+			w.store = newMemberStore(rec, "c", func(error) {})
+			reports := func() []store.MemberStatus {
+				rec.mu.Lock()
+				defer rec.mu.Unlock()
+				return slices.Clone(rec.statuses)
+			}
+			step := func(at time.Time, want int) {
+				t.Helper()
+				tc.set(w, at)
+				if err := wait.PollUntilContextTimeout(t.Context(), time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+					return clk.HasWaiters(), nil
+				}); err != nil {
+					t.Fatal("the reporter does not wait for its interval")
+				}
+				clk.Step(stateReportInterval)
+				if err := wait.PollUntilContextTimeout(t.Context(), time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+					return len(reports()) == want && clk.HasWaiters(), nil
+				}); err != nil {
+					t.Fatalf("after a change at %s: %d reports %+v, want %d", at, len(reports()), reports(), want)
+				}
+			}
+			stop := w.startReporting(t.Context())
+			defer stop()
+			if err := wait.PollUntilContextTimeout(t.Context(), time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+				return len(reports()) == 1, nil
+			}); err != nil {
+				t.Fatalf("first report: %+v", reports())
+			}
+			t0 := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+			step(t0, 2)                     // the first one
+			step(t0.Add(30*time.Second), 2) // within a minute of the reported one: not reported
+			step(t0.Add(61*time.Second), 3) // a minute later: reported
+			if got := reports(); !tc.get(got[1]).Equal(t0) || !tc.get(got[2]).Equal(t0.Add(61*time.Second)) {
+				t.Errorf("reports %+v; want %s at %s and %s", got, tc.name, t0, t0.Add(61*time.Second))
+			}
+		})
 	}
 }

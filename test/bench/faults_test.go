@@ -245,17 +245,29 @@ func benchReplicaKilled(b *testing.B, e *env) {
 	rec.report(b)
 }
 
-// startFaultRegistry starts a fault registry, stopped when b ends.
+// startFaultRegistry starts a fault registry (the replica named name),
+// stopped when b ends, and returns once a first change has reached the watch.
 func startFaultRegistry(b *testing.B, e *env, name string) *faultRegistry {
-	b.Helper()
-	r, err := e.startFaultRegistry(b.Context(), name)
-	if err != nil {
-		if r != nil {
-			_ = r.stop()
-		}
-		b.Fatalf("start registry %s: %v", name, err)
-	}
+	ctx := b.Context()
+	r := &faultRegistry{node: storeNode(0, time.Now().UTC().Truncate(time.Second))}
 	b.Cleanup(func() { stopFaultRegistry(b, r) })
+	var err error
+	r.primary, err = postgres.Start(ctx, postgres.Options{})
+	must(b, err)
+	r.standby, err = r.primary.StartStandby(ctx, postgres.StandbyOptions{})
+	must(b, err)
+	r.dsn = postgres.MultiHostDSN("", "read-write", r.primary, r.standby.Instance)
+	r.replica, err = e.cp.StartFleetReplica(ctx, name, []string{"--postgres-dsn=" + r.dsn}, replicaReadyTimeout)
+	must(b, err)
+	r.writer, err = registrypostgres.Open(ctx, r.dsn, registrypostgres.Options{})
+	must(b, err)
+	r.watch, err = e.openMarkerWatch(ctx, r.replica.URL(), faultLabel)
+	must(b, err)
+	v := r.next()
+	_, err = r.commit(ctx, r.writer, v)
+	must(b, err)
+	_, err = r.watch.await(ctx, v, freshTimeout)
+	must(b, err)
 	return r
 }
 
@@ -266,20 +278,29 @@ func stopFaultRegistry(b *testing.B, r *faultRegistry) {
 	}
 	r.stopped = true
 	if err := r.stop(); err != nil {
-		b.Errorf("stop registry of %s: %v", r.replica.Name(), err)
+		b.Errorf("stop a fault registry: %v", err)
 	}
 }
 
-// startFaultMember starts the replica faults' set-up, stopped when b ends.
+// startFaultMember creates the member's Node (unless it exists) and starts
+// the replica faults' two replicas, stopped when b ends.
 func startFaultMember(b *testing.B, e *env, prefix string) *faultMember {
-	b.Helper()
-	m, err := e.startFaultMember(b.Context(), prefix)
+	ctx := b.Context()
+	m := &faultMember{e: e, prefix: prefix}
 	b.Cleanup(func() {
 		if err := m.stop(); err != nil {
 			b.Errorf("stop replicas: %v", err)
 		}
 	})
-	must(b, err)
+	now := time.Now().UTC().Truncate(time.Second)
+	if _, err := e.kube.CoreV1().Nodes().Create(ctx, kubeNode(0, storeNode(0, now), now), metav1.CreateOptions{}); !apierrors.IsAlreadyExists(err) {
+		must(b, err)
+	}
+	for i := range m.replicas {
+		r, err := m.startReplica(ctx)
+		must(b, err)
+		m.replicas[i] = r
+	}
 	return m
 }
 
@@ -420,37 +441,6 @@ type faultRegistry struct {
 	stopped bool
 }
 
-// startFaultRegistry starts it (the replica named name) and returns once a
-// first change has reached the watch; on error it holds what started.
-func (e *env) startFaultRegistry(ctx context.Context, name string) (*faultRegistry, error) {
-	r := &faultRegistry{node: storeNode(0, time.Now().UTC().Truncate(time.Second))}
-	var err error
-	if r.primary, err = postgres.Start(ctx, postgres.Options{}); err != nil {
-		return nil, fmt.Errorf("start PostgreSQL: %w", err)
-	}
-	if r.standby, err = r.primary.StartStandby(ctx, postgres.StandbyOptions{}); err != nil {
-		return r, err
-	}
-	r.dsn = postgres.MultiHostDSN("", "read-write", r.primary, r.standby.Instance)
-	if r.replica, err = e.cp.StartFleetReplica(ctx, name, []string{"--postgres-dsn=" + r.dsn}, replicaReadyTimeout); err != nil {
-		return r, err
-	}
-	if r.writer, err = registrypostgres.Open(ctx, r.dsn, registrypostgres.Options{}); err != nil {
-		return r, fmt.Errorf("open the writer's store: %w", err)
-	}
-	if r.watch, err = e.openMarkerWatch(ctx, r.replica.URL(), faultLabel); err != nil {
-		return r, err
-	}
-	v := r.next()
-	if _, err := r.commit(ctx, r.writer, v); err != nil {
-		return r, err
-	}
-	if _, err := r.watch.await(ctx, v, freshTimeout); err != nil {
-		return r, fmt.Errorf("before the fault: %w", err)
-	}
-	return r, nil
-}
-
 func (r *faultRegistry) next() string {
 	r.seq++
 	return strconv.Itoa(r.seq)
@@ -543,24 +533,6 @@ type faultMember struct {
 }
 
 var faultNodeName = nodeName(0)
-
-// startFaultMember creates the member's Node (unless it exists) and starts
-// the replicas; on error it holds what started.
-func (e *env) startFaultMember(ctx context.Context, prefix string) (*faultMember, error) {
-	m := &faultMember{e: e, prefix: prefix}
-	now := time.Now().UTC().Truncate(time.Second)
-	if _, err := e.kube.CoreV1().Nodes().Create(ctx, kubeNode(0, storeNode(0, now), now), metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return m, fmt.Errorf("create the member's Node: %w", err)
-	}
-	for i := range m.replicas {
-		r, err := m.startReplica(ctx)
-		if err != nil {
-			return m, err
-		}
-		m.replicas[i] = r
-	}
-	return m, nil
-}
 
 func (m *faultMember) startReplica(ctx context.Context) (*discoveryReplica, error) {
 	m.started++
