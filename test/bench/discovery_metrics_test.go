@@ -273,36 +273,29 @@ func (d *discoveryEnv) newFleet(ctx context.Context) (*fleet, error) {
 		phase:       make([]float64, nodeCount),
 		reported:    make([]store.NodeMetricsSample, nodeCount),
 	}
-	rows, err := d.db.Query(ctx, `
+	rows, _ := d.db.Query(ctx, `
 		SELECT name, allocatable_cpu_millis, allocatable_memory_bytes, usage_observed_at IS NOT NULL,
 			cluster_node_usage_phase(cluster_id, name, $2)::float8
 		FROM cluster_node WHERE cluster_id = $1`, discoveryClusterID, usageReporting.Period.Seconds())
+	var name string
+	var cpu, mem int64
+	var usage bool
+	var phase float64
+	tag, err := pgx.ForEachRow(rows, []any{&name, &cpu, &mem, &usage, &phase}, func() error {
+		i, err := strconv.Atoi(strings.TrimPrefix(name, "node-"))
+		if err != nil || i < 0 || i >= nodeCount || nodeName(i) != name {
+			return fmt.Errorf("unexpected node %q in the registry", name)
+		}
+		if usage {
+			return fmt.Errorf("node %s already reports usage; the discovery environment has no metrics.k8s.io", name)
+		}
+		f.allocatable[i], f.phase[i] = store.Resources{CPUMillis: cpu, MemoryBytes: mem}, phase
+		return nil
+	})
 	if err != nil {
 		return nil, fmt.Errorf("read allocatable: %w", err)
 	}
-	defer rows.Close()
-	seen := 0
-	for rows.Next() {
-		var name string
-		var cpu, mem int64
-		var usage bool
-		var phase float64
-		if err := rows.Scan(&name, &cpu, &mem, &usage, &phase); err != nil {
-			return nil, err
-		}
-		i, err := strconv.Atoi(strings.TrimPrefix(name, "node-"))
-		if err != nil || i < 0 || i >= nodeCount || nodeName(i) != name {
-			return nil, fmt.Errorf("unexpected node %q in the registry", name)
-		}
-		if usage {
-			return nil, fmt.Errorf("node %s already reports usage; the discovery environment has no metrics.k8s.io", name)
-		}
-		f.allocatable[i], f.phase[i] = store.Resources{CPUMillis: cpu, MemoryBytes: mem}, phase
-		seen++
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
+	seen := tag.RowsAffected()
 	if seen != nodeCount {
 		return nil, fmt.Errorf("%d nodes in the registry, want %d", seen, nodeCount)
 	}

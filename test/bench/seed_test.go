@@ -332,14 +332,9 @@ func (e *env) waitSeeded(ctx context.Context) error {
 	if node.Status.Allocatable.Cpu().IsZero() || len(node.Spec.Taints) != len(storeNode(getNodeIndex, time.Now()).Taints) {
 		return fmt.Errorf("node %s lacks its status or has unexpected taints %v", node.Name, node.Spec.Taints)
 	}
-	nodeJSON, err := json.Marshal(node)
-	if err != nil {
-		return err
-	}
-	ncJSON, err := json.Marshal(nc)
-	if err != nil {
-		return err
-	}
+	// Typed API objects always marshal.
+	nodeJSON, _ := json.Marshal(node)
+	ncJSON, _ := json.Marshal(nc)
 	managedFields, _ := json.Marshal(node.ManagedFields)
 	fmt.Fprintf(os.Stderr, "one object as JSON: Node %d bytes (%d of them managedFields, which kubectl hides but the server sends), NodeCapacity %d bytes\n",
 		len(nodeJSON), len(managedFields), len(ncJSON))
