@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
@@ -16,16 +15,14 @@ import (
 // the process started) of pid from /proc/<pid>/status, in bytes.
 func processMemory(pid int) (rss, hwm int64, err error) {
 	path := fmt.Sprintf("/proc/%d/status", pid)
-	f, err := os.Open(path)
+	data, err := os.ReadFile(path)
 	if err != nil {
 		return 0, 0, fmt.Errorf("read memory of pid %d: %w", pid, err)
 	}
-	defer f.Close()
 	found := map[string]*int64{"VmRSS": &rss, "VmHWM": &hwm}
 	seen := 0
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		key, value, ok := strings.Cut(sc.Text(), ":")
+	for line := range strings.Lines(string(data)) {
+		key, value, ok := strings.Cut(line, ":")
 		dst, wanted := found[key]
 		if !ok || !wanted {
 			continue
@@ -37,9 +34,6 @@ func processMemory(pid int) (rss, hwm int64, err error) {
 		}
 		*dst = kb << 10
 		seen++
-	}
-	if err := sc.Err(); err != nil {
-		return 0, 0, fmt.Errorf("read %s: %w", path, err)
 	}
 	if seen != len(found) {
 		return 0, 0, fmt.Errorf("%s lacks VmRSS or VmHWM", path)
@@ -84,10 +78,8 @@ func processCPUTime(pid int) (time.Duration, error) {
 // cpuOf sums the CPU time the processes pids have used, skipping those gone.
 func cpuOf(pids []int) time.Duration {
 	var total time.Duration
-	for _, pid := range pids {
-		if t, err := processCPUTime(pid); err == nil {
-			total += t
-		}
+	for _, t := range cpuClock(pids...) {
+		total += t
 	}
 	return total
 }
