@@ -155,6 +155,10 @@ func TestDiscoveryMetrics(t *testing.T) {
 			at, ok := heartbeat(ctx)
 			return ok, at.String()
 		})
+		out := e.kubectl(t, "get", "cc", "local", "-o", "wide")
+		if r := row(t, out, "local"); !strings.Contains(out, "USAGE AGE") || r[len(r)-1] == "<unknown>" {
+			t.Errorf("kubectl get cc local -o wide shows no usage age:\n%s", out)
+		}
 		changes := e.registryChangesByKind(t)
 		stored, err := e.platformMetric(ctx, "platform_discovery_metrics_samples_stored_total", `cluster="local"`)
 		if err != nil {

@@ -108,6 +108,13 @@ var columns = []registry.Column[platform.ClusterCapacity]{
 			}
 			return registry.Unknown
 		}},
+	{Name: "Usage Age", Type: "string", Priority: 1, Description: "How old the newest node usage sample of the member is (its usage heartbeat, to a minute): nodes' usage holds as of then",
+		Cell: func(o *platform.ClusterCapacity) any {
+			if t := o.Status.Mirroring.LastUsageTime; t != nil {
+				return registry.Age(*t, time.Now())
+			}
+			return registry.Unknown
+		}},
 }
 
 func ratio(part, whole int64) string {
