@@ -46,9 +46,9 @@ func BenchmarkSlowWatchers(b *testing.B) {
 				{"get", 1, getNodeCapacity(e.platform)},
 			} {
 				b.Run(fmt.Sprintf("op=%s/watchers=%d", op.name, watchers), func(b *testing.B) {
-					held.most.Store(0)
+					held.Store(0)
 					benchClient(b, e, op.want, op.run)
-					b.ReportMetric(float64(held.most.Load()), "db-sessions-held-max")
+					b.ReportMetric(float64(held.Load()), "db-sessions-held-max")
 					if slow != nil {
 						b.ReportMetric(float64(slow.restarts.Load()), "slow-restarts")
 						b.ReportMetric(float64(slow.errors.Load()), "slow-error-events")
@@ -131,24 +131,21 @@ func (e *env) settle(ctx context.Context, b *testing.B) {
 	b.Log("the platform-apiserver stayed busy for two minutes after the slow watchers started")
 }
 
-// heldSessions is the most sessions sampleHeldSessions saw held for a client.
-type heldSessions struct{ most atomic.Int64 }
-
 // sampleHeldSessions samples, every 100 ms until ctx ends, the registry
 // database's sessions that wait on a client (ClientWrite) or sit idle in
-// a transaction.
-func (e *env) sampleHeldSessions(ctx context.Context) *heldSessions {
-	h := &heldSessions{}
+// a transaction, keeping the most seen.
+func (e *env) sampleHeldSessions(ctx context.Context) (most *atomic.Int64) {
+	most = new(atomic.Int64)
 	go func() {
 		for ctx.Err() == nil {
 			var n int64
 			if err := e.db.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
 				WHERE datname = current_database() AND (wait_event = 'ClientWrite' OR state LIKE 'idle in transaction%')`).Scan(&n); err == nil {
-				for m := h.most.Load(); n > m && !h.most.CompareAndSwap(m, n); m = h.most.Load() {
+				for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
 				}
 			}
 			_ = sleepCtx(ctx, 100*time.Millisecond)
 		}
 	}()
-	return h
+	return most
 }
