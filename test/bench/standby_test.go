@@ -153,10 +153,8 @@ func (s *standbyEnv) pin(primary, standby []int) error {
 }
 
 func standbyReadsOf(b *testing.B, metrics func(context.Context) (string, error)) float64 {
-	body, err := metrics(b.Context())
-	must(b, err)
-	n, err := framework.MetricSum(body, "platform_registry_reads_total", `server="standby"`)
-	must(b, err)
+	var n float64
+	must(b, readCounters(b.Context(), metrics, counter{&n, "platform_registry_reads_total", []string{`server="standby"`}}))
 	return n
 }
 
