@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"testing"
 	"time"
 
@@ -79,7 +80,7 @@ func (e *env) fitsFromList(ctx context.Context) (map[string]int64, error) {
 		}
 		for _, nc := range list.Items {
 			st := &nc.Status
-			if st.Unschedulable || tainted(st.Taints) {
+			if st.Unschedulable || slices.ContainsFunc(st.Taints, func(t v1alpha1.Taint) bool { return t.Effect == "NoSchedule" || t.Effect == "NoExecute" }) {
 				continue
 			}
 			n := min((st.Allocatable.CPU.MilliValue()-st.Requested.CPU.MilliValue())/cpu.MilliValue(),
@@ -91,15 +92,6 @@ func (e *env) fitsFromList(ctx context.Context) (map[string]int64, error) {
 			return fits, nil
 		}
 	}
-}
-
-func tainted(taints []v1alpha1.Taint) bool {
-	for _, t := range taints {
-		if t.Effect == "NoSchedule" || t.Effect == "NoExecute" {
-			return true
-		}
-	}
-	return false
 }
 
 // seedPlacementFleet writes the seed's member under placementMembers
