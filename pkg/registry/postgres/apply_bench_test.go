@@ -309,3 +309,50 @@ func reportTableBytes(b *testing.B, dsn string, members int) {
 	b.ReportMetric(float64(nodeBytes)/nodes, "node-bytes/node")
 	b.ReportMetric(float64(podBytes)/nodes, "pod-bytes/node")
 }
+
+// BenchmarkChangeLogBytes measures what the change log keeps per node of a
+// member that is added (an ADDED entry per node), whose pods then arrive in
+// a batch of their own (a MODIFIED per node: requests) and which a relist
+// then changes everywhere (another MODIFIED): change-log-B/node and
+// B/entry, the table's size with its indexes and TOAST.
+func BenchmarkChangeLogBytes(b *testing.B) {
+	s, dsn := benchStore(b)
+	ctx := b.Context()
+	members := 0
+	for b.Loop() {
+		id := fmt.Sprintf("m%d", members)
+		members++
+		nodes, pods := benchRelist(0), benchRelist(0)
+		nodes.ClusterID, nodes.Pods, nodes.Replace = id, nil, nil
+		pods.ClusterID, pods.Nodes, pods.Namespaces, pods.Replace = id, nil, nil, nil
+		changed := benchRelist(1)
+		changed.ClusterID = id
+		benchApply(b, s, ctx, nodes)
+		benchApply(b, s, ctx, pods)
+		benchApply(b, s, ctx, changed)
+	}
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = conn.Close(ctx) }()
+	var bytes, entries int64
+	if err := conn.QueryRow(ctx, `SELECT pg_total_relation_size('registry_change'), (SELECT count(*) FROM registry_change)`).Scan(&bytes, &entries); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(bytes)/float64(members*benchNodes), "change-log-B/node")
+	b.ReportMetric(float64(bytes)/float64(entries), "B/entry")
+	b.ReportMetric(float64(entries)/float64(members*benchNodes), "entries/node")
+	var object, prev float64
+	if err := conn.QueryRow(ctx, `SELECT avg(pg_column_size(object)), avg(pg_column_size(prev_object)) FROM registry_change
+		WHERE type = 'MODIFIED' AND kind = 'NodeCapacity'`).Scan(&object, &prev); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(object, "modified-object-B")
+	b.ReportMetric(prev, "modified-prev-B")
+	var live int64
+	if err := conn.QueryRow(ctx, `SELECT sum(pg_column_size(c.*)) FROM registry_change c`).Scan(&live); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(live)/float64(members*benchNodes), "live-B/node")
+}
