@@ -6,7 +6,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -23,7 +22,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/example/platform-apiserver/test/framework"
 )
@@ -62,7 +60,6 @@ const (
 // and database size. See docs/benchmarks.md, "Fleet".
 func BenchmarkFleet(b *testing.B) {
 	f := startFleetEnv(b)
-	fmt.Fprintf(os.Stderr, "fleet: the member holds %s; %d members\n", f.want, fleetMembers)
 	for _, n := range []int{1, 3} {
 		if !b.Run(fmt.Sprintf("replicas=%d", n), func(b *testing.B) { f.bench(b, n) }) {
 			break
@@ -73,30 +70,24 @@ func BenchmarkFleet(b *testing.B) {
 
 // fleetResult is what one sub-benchmark measured.
 type fleetResult struct {
-	replicas                  int
-	sync                      time.Duration   // from the start until every member was mirrored
-	memberSync                []time.Duration // each member's, sorted
-	fresh                     percentiles
-	syncLocks, steadyLocks    lockStats
-	steadyWindow, churnWindow time.Duration
-	churnChanges, churnErrors int
-	db                        dbSize
-	perReplica                []fleetReplicaResult
-	leases                    string
+	replicas               int
+	sync                   time.Duration // from the start until every member was mirrored
+	fresh                  percentiles
+	syncLocks, steadyLocks lockStats
+	dbBytes                int64
+	perReplica             []fleetReplicaResult
 }
 
 type fleetReplicaResult struct {
-	name string
-	replicaShare
-	// VmHWM at the end, VmRSS after the sync, mean VmRSS over the steady window.
-	hwm, rssSynced, rssSteady int64
-	cores                     float64
-	errors                    int
-	errorSamples              []string
+	name           string
+	members        int     // platform_discovery_members
+	claims         float64 // platform_discovery_member_claims_total
+	hwm, rssSteady int64   // VmHWM at the end, mean VmRSS over the steady window
+	cores          float64
 }
 
 // mirroredNodes is how many NodeCapacities the replica mirrors.
-func (r fleetReplicaResult) mirroredNodes() int { return max(r.members, 0) * nodeCount }
+func (r fleetReplicaResult) mirroredNodes() int { return r.members * nodeCount }
 
 // fleetRun is one sub-benchmark's replicas and database.
 type fleetRun struct {
@@ -117,28 +108,19 @@ func (f *fleetEnv) bench(b *testing.B, n int) {
 			b.Errorf("stop the replicas: %v", err)
 		}
 	}()
-	if err := run.startAndSync(ctx, n, &res); err != nil {
-		run.diagnose(ctx)
+	if res.sync, err = run.startAndSync(ctx, n); err != nil {
 		b.Fatal(err)
 	}
 	syncLocks, err := run.lockSnapshots(ctx)
 	must(b, err)
 	res.syncLocks = newLockStats(nil, syncLocks)
-	res.perReplica = make([]fleetReplicaResult, len(run.replicas))
-	for i, r := range run.replicas {
-		res.perReplica[i].name = r.Name()
-		if rss, _, err := processMemory(r.PID()); err == nil {
-			res.perReplica[i].rssSynced = rss
-		}
-	}
 	must(b, run.checkObjects(ctx))
 
 	// Steady state: churn, scrapers, and the freshness loop.
 	churnCtx, stopChurn := context.WithCancel(ctx)
 	defer stopChurn()
-	churnBegin := time.Now()
-	churnDone := make(chan [2]int, 1)
-	go func() { churnDone <- f.churn(churnCtx) }()
+	churnDone := make(chan struct{})
+	go func() { f.churn(churnCtx); close(churnDone) }()
 	must(b, sleepCtx(ctx, fleetWarmup))
 	steadyBegin := time.Now()
 	stopSampling := run.sampleRSS(ctx)
@@ -150,30 +132,22 @@ func (f *fleetEnv) bench(b *testing.B, n int) {
 	after, err := run.lockSnapshots(ctx)
 	must(b, err)
 	cpuAfter := run.cpuTimes()
-	res.steadyWindow = time.Since(steadyBegin)
+	steadyWindow := time.Since(steadyBegin)
 	stopChurn()
-	churn := <-churnDone
-	res.churnChanges, res.churnErrors, res.churnWindow = churn[0], churn[1], time.Since(churnBegin)
+	<-churnDone
 	steadyRSS := stopSampling()
 	res.steadyLocks = newLockStats(before, after)
 	res.fresh = fresh.summary()
 
-	// Who mirrors what, memory, database, logs.
-	logs := map[string]string{}
+	// Who mirrors what, memory, database.
 	for i, r := range run.replicas {
-		rr := &res.perReplica[i]
 		body, err := r.Metrics(ctx)
 		must(b, err)
-		rr.replicaShare = readReplicaShare(body)
-		if _, hwm, err := processMemory(r.PID()); err == nil {
-			rr.hwm = hwm
-		}
-		rr.rssSteady = steadyRSS[i]
-		rr.cores = float64(cpuAfter[i]-cpuBefore[i]) / float64(res.steadyWindow)
-		logs[r.Name()] = r.LogPath()
-		if rr.errors, rr.errorSamples, err = logErrors(r.LogPath()); err != nil {
-			b.Error(err)
-		}
+		members, _ := framework.MetricSum(body, "platform_discovery_members")
+		claims, _ := framework.MetricSum(body, "platform_discovery_member_claims_total")
+		_, hwm, _ := processMemory(r.PID())
+		res.perReplica = append(res.perReplica, fleetReplicaResult{name: r.Name(), members: int(members), claims: claims,
+			hwm: hwm, rssSteady: steadyRSS[i], cores: float64(cpuAfter[i]-cpuBefore[i]) / float64(steadyWindow)})
 		if *profileDir != "" {
 			heap, err := r.Get(ctx, "/debug/pprof/heap")
 			if err := writeProfile(r.Name()+".heap.pprof", heap, err); err != nil {
@@ -181,19 +155,14 @@ func (f *fleetEnv) bench(b *testing.B, n int) {
 			}
 		}
 	}
-	if res.leases, err = f.leaseHolders(ctx, logs); err != nil {
-		b.Error(err)
-	}
-	res.db, err = measureDBSize(ctx, run.pool)
-	must(b, err)
+	must(b, run.pool.QueryRow(ctx, `SELECT pg_database_size(current_database())`).Scan(&res.dbBytes))
 	res.report(b)
-	res.log()
 	f.results = append(f.results, res)
 }
 
 // newRun creates the sub-benchmark's database (dropping a leftover), deletes
-// earlier replicas' discovery Leases, migrates the database with the
-// server's own `migrate` and connects to it.
+// earlier replicas' discovery Leases (so each starts as a fresh deployment),
+// migrates the database with the server's own `migrate` and connects to it.
 func (f *fleetEnv) newRun(ctx context.Context, db string) (*fleetRun, error) {
 	ident := pgx.Identifier{db}.Sanitize()
 	for _, stmt := range []string{`DROP DATABASE IF EXISTS ` + ident + ` WITH (FORCE)`, `CREATE DATABASE ` + ident} {
@@ -201,8 +170,17 @@ func (f *fleetEnv) newRun(ctx context.Context, db string) (*fleetRun, error) {
 			return nil, fmt.Errorf("%s: %w", stmt, err)
 		}
 	}
-	if err := f.deleteDiscoveryLeases(ctx); err != nil {
-		return nil, err
+	leases := f.kube.CoordinationV1().Leases("kube-system")
+	list, err := leases.List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("list Leases: %w", err)
+	}
+	for _, l := range list.Items {
+		if strings.HasPrefix(l.Name, fleetLeasePrefix) {
+			if err := leases.Delete(ctx, l.Name, metav1.DeleteOptions{}); err != nil {
+				return nil, fmt.Errorf("delete Lease %s: %w", l.Name, err)
+			}
+		}
 	}
 	dsn := f.pg.DSN()
 	i := strings.Index(dsn, "/postgres?")
@@ -220,60 +198,6 @@ func (f *fleetEnv) newRun(ctx context.Context, db string) (*fleetRun, error) {
 	return &fleetRun{f: f, dsn: dsn, pool: pool, ids: fleetMemberIDs()}, nil
 }
 
-// diagnose logs, after a failed sync, each replica's members and claims and
-// each member's rows.
-func (r *fleetRun) diagnose(ctx context.Context) {
-	for _, rep := range r.replicas {
-		body, err := rep.Metrics(ctx)
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "fleet: %s: %v\n", rep.Name(), err)
-			continue
-		}
-		s := readReplicaShare(body)
-		fmt.Fprintf(os.Stderr, "fleet: %s: %s members (%s), %.0f member claims, %.0f fenced writes, synced %v; log %s\n",
-			rep.Name(), memberCount(s.members), s.states, s.claims, s.fenced, s.clusters, rep.LogPath())
-	}
-	counts, err := registryCountsByCluster(ctx, r.pool)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "fleet: %v\n", err)
-		return
-	}
-	var parts []string
-	for _, id := range r.ids {
-		c := counts[id]
-		parts = append(parts, fmt.Sprintf("%s %d/%d/%d", id, c.namespaces, c.nodes, c.pods))
-	}
-	fmt.Fprintf(os.Stderr, "fleet: rows per member (namespaces/nodes/pods; want %s): %s\n", r.f.want, strings.Join(parts, ", "))
-}
-
-// deleteDiscoveryLeases deletes the discovery Leases earlier replicas left,
-// so each sub-benchmark starts as a fresh deployment, and logs those still
-// held after their graceful stop.
-func (f *fleetEnv) deleteDiscoveryLeases(ctx context.Context) error {
-	leases := f.kube.CoordinationV1().Leases("kube-system")
-	list, err := leases.List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return fmt.Errorf("list Leases: %w", err)
-	}
-	deleted, held := 0, map[string]int{}
-	for _, l := range list.Items {
-		if !strings.HasPrefix(l.Name, fleetLeasePrefix) {
-			continue
-		}
-		if h := l.Spec.HolderIdentity; h != nil && *h != "" {
-			held[*h]++
-		}
-		if err := leases.Delete(ctx, l.Name, metav1.DeleteOptions{}); err != nil {
-			return fmt.Errorf("delete Lease %s: %w", l.Name, err)
-		}
-		deleted++
-	}
-	if deleted > 0 {
-		fmt.Fprintf(os.Stderr, "fleet: deleted %d discovery Leases of earlier replicas; still held after their graceful stop: %v\n", deleted, held)
-	}
-	return nil
-}
-
 // close stops the replicas gracefully (releasing their Leases) and the pool.
 func (r *fleetRun) close() error {
 	var wg sync.WaitGroup
@@ -287,10 +211,10 @@ func (r *fleetRun) close() error {
 }
 
 // startAndSync starts n replicas at once and polls the registry until every
-// member's rows are complete (the sync time, from the first start), then
-// waits until every replica is ready; started replicas are in r.replicas,
-// sorted by name.
-func (r *fleetRun) startAndSync(ctx context.Context, n int, res *fleetResult) error {
+// member's rows are complete, returning the time since the first start;
+// then it waits until every replica is ready. Started replicas are in
+// r.replicas, sorted by name.
+func (r *fleetRun) startAndSync(ctx context.Context, n int) (time.Duration, error) {
 	startCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var mu sync.Mutex
@@ -315,45 +239,35 @@ func (r *fleetRun) startAndSync(ctx context.Context, n int, res *fleetResult) er
 			}
 		})
 	}
-	done := map[string]time.Duration{}
-	var last string
-	err := wait.PollUntilContextTimeout(ctx, fleetSyncPoll, fleetSyncTimeout, false, func(ctx context.Context) (bool, error) {
+	err := pollUntil(ctx, fleetSyncPoll, fleetSyncTimeout, func(ctx context.Context) (bool, string, error) {
 		select {
 		case err := <-startErrs:
-			return false, err
+			return false, "", err
 		default:
 		}
 		counts, err := registryCountsByCluster(ctx, r.pool)
-		if err != nil {
-			return false, err
-		}
 		var total registryCounts
+		complete := 0
 		for _, id := range r.ids {
 			c := counts[id]
 			total = registryCounts{total.namespaces + c.namespaces, total.nodes + c.nodes, total.pods + c.pods}
-			if _, ok := done[id]; !ok && c == r.f.want {
-				done[id] = time.Since(begin)
+			if c == r.f.want {
+				complete++
 			}
 		}
-		last = fmt.Sprintf("%s in the registry, %d members complete", total, len(done))
-		return len(done) == len(r.ids), nil
+		return complete == len(r.ids), fmt.Sprintf("%s in the registry, %d of %d members complete", total, complete, len(r.ids)), err
 	})
 	if err != nil {
-		return fmt.Errorf("%d of %d members mirrored: %w (last: %s)", len(done), len(r.ids), err, last)
+		return 0, fmt.Errorf("members not mirrored: %w", err)
 	}
-	res.sync = time.Since(begin)
-	res.memberSync = slices.Sorted(maps.Values(done))
-	fmt.Fprintf(os.Stderr, "fleet: %d replica(s): every member mirrored after %s (%s); members complete after %s (first) … %s (median) … %s (last)\n",
-		n, res.sync.Round(time.Millisecond), last, res.memberSync[0].Round(time.Second),
-		res.memberSync[len(res.memberSync)/2].Round(time.Second), res.memberSync[len(res.memberSync)-1].Round(time.Second))
+	synced := time.Since(begin)
 	starts.Wait()
 	select {
 	case err := <-startErrs:
-		return err
+		return synced, err
 	default:
+		return synced, nil
 	}
-	fmt.Fprintf(os.Stderr, "fleet: %d replica(s) ready %s after the start\n", n, time.Since(begin).Round(time.Millisecond))
-	return nil
 }
 
 // registryCountsByCluster counts each member's namespaces, nodes and pods.
@@ -443,24 +357,15 @@ func (r *fleetRun) sampleRSS(ctx context.Context) (stop func() []int64) {
 	}
 }
 
-// churn relabels namespaces in the member until ctx ends and returns how
-// many changes it wrote and how many failed.
-func (f *fleetEnv) churn(ctx context.Context) [2]int {
-	var changes, failures int
+// churn relabels namespaces in the member until ctx ends.
+func (f *fleetEnv) churn(ctx context.Context) {
 	_ = every(ctx, time.Second/fleetChurnRate, -1, func() error {
 		seq := f.churnSeq
 		f.churnSeq++
 		ns := syncNamespaceName(seq % fleetChurnNamespaces * (fleetNamespaces / fleetChurnNamespaces))
-		if err := f.relabel(ctx, "namespaces", ns, churnLabel, strconv.Itoa(seq)); err != nil {
-			if ctx.Err() == nil {
-				failures++
-			}
-		} else {
-			changes++
-		}
+		_ = f.relabel(ctx, "namespaces", ns, churnLabel, strconv.Itoa(seq)) // a failed change is only one less
 		return nil
 	})
-	return [2]int{changes, failures}
 }
 
 // freshnessRound labels fleetChangesPerOp nodes, one after the other, and
@@ -528,31 +433,28 @@ func (res fleetResult) kiBPerMirroredNode(peak bool) float64 {
 	return v
 }
 
-// claims sums the replicas' member claims; -1 when the servers do not count them.
-func (res fleetResult) claims() float64 {
-	total := -1.0
-	for _, r := range res.perReplica {
-		if r.claims >= 0 {
-			total = max(total, 0) + r.claims
-		}
-	}
-	return total
+// fleetTotals sums the replicas' memory, CPU and claims.
+type fleetTotals struct {
+	hwm, maxHWM, steady   int64
+	cores, claims         float64
+	mirroring, maxMembers int
 }
 
-// totals sums the replicas' memory and CPU.
-func (res fleetResult) totals() (hwm, maxHWM, steady int64, cores float64, mirroring, maxMembers int) {
+func (res fleetResult) totals() fleetTotals {
+	var t fleetTotals
 	for _, r := range res.perReplica {
-		hwm, maxHWM, steady, cores = hwm+r.hwm, max(maxHWM, r.hwm), steady+r.rssSteady, cores+r.cores
+		t.hwm, t.maxHWM, t.steady = t.hwm+r.hwm, max(t.maxHWM, r.hwm), t.steady+r.rssSteady
+		t.cores, t.claims = t.cores+r.cores, t.claims+r.claims
 		if r.members > 0 {
-			mirroring++
+			t.mirroring++
 		}
-		maxMembers = max(maxMembers, r.members)
+		t.maxMembers = max(t.maxMembers, r.members)
 	}
-	return hwm, maxHWM, steady, cores, mirroring, maxMembers
+	return t
 }
 
 func (res fleetResult) report(b *testing.B) {
-	hwm, maxHWM, steady, cores, mirroring, maxMembers := res.totals()
+	t := res.totals()
 	b.ReportMetric(0, "ns/op") // an op is a fixed number of changes
 	b.ReportMetric(res.sync.Seconds(), "sync-s")
 	b.ReportMetric(res.sync.Seconds()/(fleetNodes/1000), "sync-s/1k-nodes")
@@ -574,54 +476,15 @@ func (res fleetResult) report(b *testing.B) {
 			b.ReportMetric(m.v, m.unit)
 		}
 	}
-	b.ReportMetric(float64(maxHWM)/mib, "peak-MiB")
-	b.ReportMetric(float64(steady)/mib, "steady-MiB")
-	b.ReportMetric(float64(hwm)/1024/fleetNodes, "fleet-peak-KiB/node")
-	b.ReportMetric(cores, "platform-cores")
-	b.ReportMetric(float64(res.db.database)/mib, "db-MiB")
-	b.ReportMetric(float64(res.db.database)/fleetNodes, "db-B/node")
-	if claims := res.claims(); claims >= 0 {
-		b.ReportMetric(claims, "member-claims")
-	}
-	b.ReportMetric(float64(mirroring), "mirroring-replicas")
-	b.ReportMetric(float64(maxMembers), "max-members")
-}
-
-// log writes the result's details to stderr.
-func (res fleetResult) log() {
-	w := os.Stderr
-	fmt.Fprintf(w, "fleet: %d replica(s): freshness %s member rows; steady window %s; background churn %d namespace changes (%d failed) over %s since the sync\n",
-		res.replicas, res.fresh, res.steadyWindow.Round(time.Second), res.churnChanges, res.churnErrors, res.churnWindow.Round(time.Second))
-	fmt.Fprintf(w, "fleet: writer lock hold p99 during the sync %s (wait %s, member lock wait %s) [%s]; steady %s (wait %s, member lock wait %s) [%s]\n",
-		secondsString(res.syncLocks.hold), secondsString(res.syncLocks.wait), secondsString(res.syncLocks.memberWait), res.syncLocks.byOp,
-		secondsString(res.steadyLocks.hold), secondsString(res.steadyLocks.wait), secondsString(res.steadyLocks.memberWait), res.steadyLocks.byOp)
-	fmt.Fprintf(w, "fleet: database %s\n", res.db)
-	fmt.Fprintf(w, "fleet: Leases in kube-system by holder: %s\n", res.leases)
-	for _, r := range res.perReplica {
-		extra := ""
-		if r.leader != nil {
-			extra += fmt.Sprintf(", leader %v", *r.leader)
-		}
-		if r.claims >= 0 {
-			extra += fmt.Sprintf(", %.0f member claims", r.claims)
-		}
-		if r.fenced >= 0 {
-			extra += fmt.Sprintf(", %.0f fenced writes", r.fenced)
-		}
-		fmt.Fprintf(w, "fleet:   %s: %s members (%s)%s; synced clusters %v; VmHWM %s, VmRSS after sync %s, steady %s; %.2f cores; %d error log lines\n",
-			r.name, memberCount(r.members), r.states, extra, r.clusters,
-			mibString(r.hwm), mibString(r.rssSynced), mibString(r.rssSteady), r.cores, r.errors)
-		for _, e := range r.errorSamples {
-			fmt.Fprintf(w, "fleet:     %s\n", e)
-		}
-	}
-}
-
-func memberCount(n int) string {
-	if n < 0 {
-		return "?"
-	}
-	return strconv.Itoa(n)
+	b.ReportMetric(float64(t.maxHWM)/mib, "peak-MiB")
+	b.ReportMetric(float64(t.steady)/mib, "steady-MiB")
+	b.ReportMetric(float64(t.hwm)/1024/fleetNodes, "fleet-peak-KiB/node")
+	b.ReportMetric(t.cores, "platform-cores")
+	b.ReportMetric(float64(res.dbBytes)/mib, "db-MiB")
+	b.ReportMetric(float64(res.dbBytes)/fleetNodes, "db-B/node")
+	b.ReportMetric(t.claims, "member-claims")
+	b.ReportMetric(float64(t.mirroring), "mirroring-replicas")
+	b.ReportMetric(float64(t.maxMembers), "max-members")
 }
 
 // summarize adds one block per sub-benchmark to the summary, against the goal.
@@ -633,18 +496,18 @@ func (f *fleetEnv) summarize() {
 	line(columns, "replicas", "sync", "s/1k nodes", "fresh p50/p99/max", "lock hold p99", "lock wait p99", "DB", "DB B/node", "cores")
 	line(columns, "", "", "", "(ms, per member row)", "sync / steady", "sync / steady", "", "", "(steady)")
 	for _, res := range f.results {
-		_, _, _, cores, _, _ := res.totals()
 		line("%-8d %8.1fs %11.2f %22s %19s %19s %9s %9.0f %10.2f",
 			res.replicas, res.sync.Seconds(), res.sync.Seconds()/(fleetNodes/1000),
 			fmt.Sprintf("%.0f / %.0f / %.0f", ms(res.fresh.p50), ms(res.fresh.p99), ms(res.fresh.max)),
 			secondsString(res.syncLocks.hold)+" / "+secondsString(res.steadyLocks.hold),
 			secondsString(res.syncLocks.wait)+" / "+secondsString(res.steadyLocks.wait),
-			mibString(res.db.database), float64(res.db.database)/fleetNodes, cores)
+			mibString(res.dbBytes), float64(res.dbBytes)/fleetNodes, res.totals().cores)
 	}
 	for _, res := range f.results {
-		line("%d replica(s):", res.replicas)
+		t := res.totals()
+		line("%d replica(s): member claims %.0f (%d = each member claimed once, never moved)", res.replicas, t.claims, fleetMembers)
 		for _, r := range res.perReplica {
-			l := fmt.Sprintf("  %-22s %2s members  VmHWM %8s  VmRSS steady %8s", r.name, memberCount(r.members), mibString(r.hwm), mibString(r.rssSteady))
+			l := fmt.Sprintf("  %-22s %2d members  VmHWM %8s  VmRSS steady %8s", r.name, r.members, mibString(r.hwm), mibString(r.rssSteady))
 			if nodes := r.mirroredNodes(); nodes > 0 {
 				steady, peak := float64(r.rssSteady)/1024/float64(nodes), float64(r.hwm)/1024/float64(nodes)
 				l += fmt.Sprintf("  %6.2f KiB/mirrored node steady, %6.2f peak: %s", steady, peak, verdict(peak <= maxKiBPerNode))
@@ -653,11 +516,9 @@ func (f *fleetEnv) summarize() {
 			}
 			line("%s", l)
 		}
-		if claims := res.claims(); claims >= 0 {
-			line("  member claims %.0f (%d = each member claimed once, never moved)", claims, fleetMembers)
-		}
-		if _, _, _, _, mirroring, maxMembers := res.totals(); res.replicas > 1 && mirroring <= 1 {
-			line("  one replica mirrors all %d members (%d mirroring, the most on one %d): members are not shared across replicas", fleetMembers, mirroring, maxMembers)
+		line("  writer lock hold p99 by op, sync: %s; steady: %s", res.syncLocks.byOp, res.steadyLocks.byOp)
+		if res.replicas > 1 && t.mirroring <= 1 {
+			line("  one replica mirrors all %d members (%d mirroring, the most on one %d): members are not shared across replicas", fleetMembers, t.mirroring, t.maxMembers)
 		}
 	}
 }
