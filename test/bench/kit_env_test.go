@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -237,26 +236,6 @@ func (e *env) kubeAPIServerPID() (int, error) {
 		}
 	}
 	return 0, fmt.Errorf("no kube-apiserver process with arguments under %s", e.workDir)
-}
-
-// connectionCounts describes the TCP connections both servers serve, for the log.
-func (e *env) connectionCounts() string {
-	count := func(serverURL string) string {
-		u, err := url.Parse(serverURL)
-		if err != nil {
-			return err.Error()
-		}
-		n, err := strconv.Atoi(u.Port()) // the port, then its connections
-		if err == nil {
-			n, err = establishedConnections(n)
-		}
-		if err != nil {
-			return err.Error()
-		}
-		return strconv.Itoa(n)
-	}
-	return fmt.Sprintf("TCP connections served: kube-apiserver %s, platform-apiserver %s",
-		count(e.cp.KubeAPIServerURL()), count(e.cp.PlatformServerURL()))
 }
 
 // stop stops everything and removes the work directory unless keepLogs.

@@ -84,34 +84,6 @@ func cpuOf(pids []int) time.Duration {
 	return total
 }
 
-// establishedConnections counts the established TCP connections, IPv4 and
-// IPv6, whose local port is port: those a server listening there serves.
-func establishedConnections(port int) (int, error) {
-	const established = "01" // st in /proc/net/tcp
-	n := 0
-	for _, path := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
-		data, err := os.ReadFile(path)
-		if err != nil {
-			return 0, fmt.Errorf("count connections: %w", err)
-		}
-		for line := range strings.Lines(string(data)) {
-			// sl local_address rem_address st ...; addresses are hex ip:port.
-			f := strings.Fields(line)
-			if len(f) < 4 || f[3] != established {
-				continue
-			}
-			_, hexPort, ok := strings.Cut(f[1], ":")
-			if !ok {
-				continue
-			}
-			if p, err := strconv.ParseUint(hexPort, 16, 16); err == nil && int(p) == port {
-				n++
-			}
-		}
-	}
-	return n, nil
-}
-
 // cpuClock reads the CPU time each of pids has used so far; a process that
 // is gone reads 0.
 func cpuClock(pids ...int) []time.Duration {

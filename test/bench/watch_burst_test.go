@@ -85,9 +85,6 @@ func benchBurst(b *testing.B, e *env, n int) {
 	must(b, bs.expectQuiet())
 	after, err := e.watchCounters(ctx)
 	must(b, err)
-	if first, ok := bs.firstReopenError.Load().(string); ok {
-		fmt.Fprintf(os.Stderr, "%s: first refused re-open: %s\n", b.Name(), first)
-	}
 	lat := op.hist.summary()
 	events := float64(n) * nodeCount
 	platformPerEvent := float64(op.platformCPU) / float64(time.Microsecond) / events
@@ -126,7 +123,6 @@ type burstSet struct {
 	notes    chan burstNote // a watcher's completion of a burst, or its error
 	// Watches that ended before close (each resumed), and refused re-opens.
 	endedEarly, reopenErrors atomic.Int64
-	firstReopenError         atomic.Value
 	round                    int       // the burst in flight
 	base                     time.Time // the clock of every receipt and commit
 }
@@ -150,7 +146,6 @@ type burstWatcher struct {
 // openBurstWatches opens n raw watches from a listed resourceVersion,
 // watchersPerClient per transport, and checks the server serves n.
 func (e *env) openBurstWatches(ctx context.Context, n int) (*burstSet, error) {
-	begin := time.Now()
 	_, from, err := latestRV(ctx, e.direct)
 	if err != nil {
 		return nil, err
@@ -181,11 +176,7 @@ func (e *env) openBurstWatches(ctx context.Context, n int) (*burstSet, error) {
 	if err := errors.Join(errs...); err != nil {
 		return bs, err
 	}
-	if err := e.expectWatches(ctx, n); err != nil {
-		return bs, err
-	}
-	fmt.Fprintf(os.Stderr, "%d raw watches opened on the platform-apiserver's port in %s; %s\n", n, time.Since(begin).Round(time.Millisecond), e.connectionCounts())
-	return bs, nil
+	return bs, e.expectWatches(ctx, n)
 }
 
 // open watches every NodeCapacity after w.lastRV: JSON events, one a line.
@@ -230,7 +221,6 @@ func (bs *burstSet) follow(ctx context.Context, w *burstWatcher, body io.ReadClo
 				return
 			}
 			bs.reopenErrors.Add(1)
-			bs.firstReopenError.CompareAndSwap(nil, err.Error())
 			if sleepCtx(ctx, burstReopenPause) != nil {
 				return
 			}

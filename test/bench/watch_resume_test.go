@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -192,7 +191,6 @@ func (t *countingTransport) WrappedRoundTripper() http.RoundTripper { return t.r
 // startInformers starts n informers on the server's own port,
 // watchersPerClient per transport, and waits until all have synced.
 func (e *env) startInformers(ctx context.Context, n int) (*resumeSet, error) {
-	begin := time.Now()
 	rs := &resumeSet{e: e, g: newWatchGroup(ctx), base: time.Now(), responses: responseCounts{}}
 	for _, o := range responseOutcomes {
 		rs.responses[o] = new(atomic.Int64)
@@ -221,7 +219,6 @@ func (e *env) startInformers(ctx context.Context, n int) (*resumeSet, error) {
 			return rs, fmt.Errorf("informer %d did not sync within %s", i, resumeSyncTimeout)
 		}
 	}
-	fmt.Fprintf(os.Stderr, "%d informers synced on the platform-apiserver's port in %s; %s\n", n, time.Since(begin).Round(time.Millisecond), e.connectionCounts())
 	return rs, nil
 }
 
@@ -298,10 +295,6 @@ func benchResume(b *testing.B, e *env, n int) {
 		}
 		rs.g.close()
 		must(b, err)
-		fmt.Fprintf(os.Stderr, "resume storm %d: restart %s, all %d informers current %s after it began; restarted server: %.0f LISTs, %.0f initial-event watches, %.0f resumes, history %.0f memory / %.0f database / %.0f shared, %.0f 429s, %.0f 503s; informers relisted %d times; informers' requests: %s\n",
-			i, op.restart.Round(time.Millisecond), n, op.allCurrent.Round(time.Millisecond),
-			op.counters.lists, op.counters.initial, op.counters.resumes, op.counters.memoryReads, op.counters.databaseReads, op.counters.sharedReads,
-			op.counters.tooManyRequests, op.counters.notReady503, op.clientRelists, op.responses)
 		ops = append(ops, op)
 		b.StartTimer()
 	}

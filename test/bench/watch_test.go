@@ -85,7 +85,6 @@ func benchWatch(b *testing.B, e *env, n int) watchLatency {
 // them established, and checks the server counts n. The set, when non-nil,
 // holds what was opened.
 func (e *env) establishWatches(ctx context.Context, n int) (*watchSet, error) {
-	begin := time.Now()
 	ws, err := e.openWatches(ctx, n)
 	if err != nil {
 		return ws, err
@@ -93,11 +92,7 @@ func (e *env) establishWatches(ctx context.Context, n int) (*watchSet, error) {
 	if _, err := ws.commit(ctx, establishTimeout); err != nil {
 		return ws, fmt.Errorf("first change: %w", err)
 	}
-	if err := e.expectWatches(ctx, n); err != nil {
-		return ws, err
-	}
-	fmt.Fprintf(os.Stderr, "%d watches established in %s; %s\n", n, time.Since(begin).Round(time.Millisecond), e.connectionCounts())
-	return ws, nil
+	return ws, e.expectWatches(ctx, n)
 }
 
 // expectWatches checks that the platform-apiserver serves n NodeCapacity watches.
