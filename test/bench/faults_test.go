@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -63,9 +62,8 @@ func benchPrimaryHungThenBack(b *testing.B, e *env) {
 	ctx := b.Context()
 	r := startFaultRegistry(b, e, "platform-apiserver-primary-hung")
 	rec := recovery{}
-	for run := 1; b.Loop(); run++ {
+	for b.Loop() {
 		must(b, r.beforeFault(ctx))
-		mark := r.watch.mark()
 		must(b, r.primary.Freeze())
 		during := r.next()
 		duringErr := make(chan error, 1)
@@ -86,8 +84,6 @@ func benchPrimaryHungThenBack(b *testing.B, e *env) {
 		must(b, err)
 		rec.add("s-to-fresh", later(seenDuring, seenAfter).Sub(back))
 		rec.add("s-to-commit", committed.Sub(back))
-		b.Logf("run %d: after SIGCONT: the change made during the hang watched at %s, the one made after at %s (committed at %s); watch streams ended: %q",
-			run, seconds(seenDuring.Sub(back)), seconds(seenAfter.Sub(back)), seconds(committed.Sub(back)), r.watch.endingsSince(mark))
 	}
 	rec.report(b)
 }
@@ -120,7 +116,6 @@ func benchPrimaryFault(b *testing.B, e *env, f primaryFault) {
 				defer stopFaultRegistry(b, r)
 			}
 			must(b, r.beforeFault(ctx))
-			mark := r.watch.mark()
 			began := time.Now()
 			must(b, f.make(ctx, r))
 			ended := time.Now()
@@ -139,8 +134,6 @@ func benchPrimaryFault(b *testing.B, e *env, f primaryFault) {
 			} else {
 				rec.add("s-to-commit", committed.Sub(ended))
 			}
-			b.Logf("run %d: the fault ended %s after it began; after that: committed at %s, watched at %s; watch streams ended: %q",
-				run, seconds(ended.Sub(began)), seconds(committed.Sub(ended)), seconds(seen.Sub(ended)), r.watch.endingsSince(mark))
 		}()
 	}
 	rec.report(b)
@@ -190,16 +183,15 @@ func killAndRestart(ctx context.Context, r *faultRegistry) error {
 func benchReplicaHung(b *testing.B, e *env) {
 	m := startFaultMember(b, e, "platform-apiserver-replica-hung")
 	rec := recovery{}
-	for run := 1; b.Loop(); run++ {
-		rec.replicaHung(b, m, run)
+	for b.Loop() {
+		rec.replicaHung(b, m)
 	}
 	rec.report(b)
 }
 
-func (rec recovery) replicaHung(b *testing.B, m *faultMember, run int) {
+func (rec recovery) replicaHung(b *testing.B, m *faultMember) {
 	ctx := b.Context()
 	victim, survivor := m.beforeFault(b)
-	mark := victim.watch.mark()
 	pid := victim.PID()
 	if pid == 0 { // kill(0) would stop this process group
 		b.Fatalf("%s has exited", victim.Name())
@@ -222,8 +214,6 @@ func (rec recovery) replicaHung(b *testing.B, m *faultMember, run int) {
 	must(b, err)
 	rec.add("s-to-fresh", takenOver.Sub(stopped))
 	rec.add("woken-s-to-fresh", seen.Sub(woke))
-	b.Logf("run %d: %s stopped %s; the change after the SIGSTOP watched on %s at %s; after SIGCONT a change watched on the woken replica at %s; its watch streams ended: %q",
-		run, victim.Name(), seconds(woke.Sub(stopped)), survivor.Name(), seconds(takenOver.Sub(stopped)), seconds(seen.Sub(woke)), victim.watch.endingsSince(mark))
 }
 
 // benchReplicaKilled: the replica holding the member SIGKILLed; s-to-fresh
@@ -232,14 +222,13 @@ func benchReplicaKilled(b *testing.B, e *env) {
 	ctx := b.Context()
 	m := startFaultMember(b, e, "platform-apiserver-replica-killed")
 	rec := recovery{}
-	for run := 1; b.Loop(); run++ {
+	for b.Loop() {
 		victim, survivor := m.beforeFault(b)
 		killed := time.Now()
 		must(b, victim.Kill())
 		takenOver, err := m.changeSeenBy(ctx, survivor)
 		must(b, err)
 		rec.add("s-to-fresh", takenOver.Sub(killed))
-		b.Logf("run %d: %s killed; the change after the kill watched on %s at %s", run, victim.Name(), survivor.Name(), seconds(takenOver.Sub(killed)))
 		must(b, m.replace(ctx, victim))
 	}
 	rec.report(b)
@@ -335,8 +324,6 @@ func later(a, b time.Time) time.Time {
 	return b
 }
 
-func seconds(d time.Duration) string { return fmt.Sprintf("%.2f s", d.Seconds()) }
-
 const (
 	faultLabel          = "bench.platform.example.io/fault-change" // its value numbers the change
 	freshTimeout        = 3 * time.Minute                          // one change to reach a watch
@@ -346,13 +333,12 @@ const (
 
 // markerWatch watches every NodeCapacity on one server's own port through a
 // fault, noting when each value of its label first arrives. It resumes as
-// reflectors do; ends says why each stream ended.
+// reflectors do.
 type markerWatch struct {
 	g     *watchGroup
 	label string
 	mu    sync.Mutex
 	seen  map[string]time.Time
-	ends  []string
 }
 
 // openMarkerWatch watches the server at serverURL for label, from a listed
@@ -370,7 +356,7 @@ func (e *env) openMarkerWatch(ctx context.Context, serverURL, label string) (*ma
 		w.g.close()
 		return nil, fmt.Errorf("%s: %w", serverURL, err)
 	}
-	f := follower{open: c.PlatformV1alpha1().NodeCapacities().Watch, event: w.event, ended: w.ended}
+	f := follower{open: c.PlatformV1alpha1().NodeCapacities().Watch, event: w.event, ended: func(error) bool { return true }}
 	w.g.goWatch(func(ctx context.Context) { f.follow(ctx, rv) })
 	return w, nil
 }
@@ -388,13 +374,6 @@ func (w *markerWatch) event(ev watch.Event, at time.Time) bool {
 	return true
 }
 
-func (w *markerWatch) ended(err error) bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.ends = append(w.ends, err.Error())
-	return true
-}
-
 func (w *markerWatch) await(ctx context.Context, value string, timeout time.Duration) (time.Time, error) {
 	var at time.Time
 	err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
@@ -408,19 +387,6 @@ func (w *markerWatch) await(ctx context.Context, value string, timeout time.Dura
 		return time.Time{}, fmt.Errorf("change %s did not reach the watch: %w", value, err)
 	}
 	return at, nil
-}
-
-// mark counts the streams ended so far; endingsSince says why later ones did.
-func (w *markerWatch) mark() int {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return len(w.ends)
-}
-
-func (w *markerWatch) endingsSince(after int) []string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return slices.Clone(w.ends[after:])
 }
 
 func (w *markerWatch) close() { w.g.close() }
