@@ -14,12 +14,14 @@ import (
 )
 
 // Apply commits a batch in one transaction, fenced by the batch's epoch.
-// Under the member's lock: the rows of a relist that are gone, the member
-// rows (pods and quotas: deletes, then upserts that skip unchanged rows) and
-// the cursors. Under the writer lock: the view rows (namespaces and nodes),
-// then the aggregates of every node and namespace the batch touched (see
-// memberTables). Each object should appear at most once in a batch; one
-// listed both as present and as deleted ends up present.
+// Under the member's lock: the rows of a relist that are gone, which of the
+// batch's namespaces and nodes change (dropUnchanged), the member rows (pods
+// and quotas: deletes, then upserts that skip unchanged rows) and the
+// cursors. Under the writer lock, only if any view row may change: the view
+// rows (namespaces and nodes), then the aggregates of every node and
+// namespace the batch changed (see memberTables). Each object should appear
+// at most once in a batch; one listed both as present and as deleted ends
+// up present.
 func (s *Store) Apply(ctx context.Context, b store.Batch) error {
 	if b.ClusterID == "" {
 		return errors.New("apply: batch has no cluster id")
@@ -34,10 +36,12 @@ func (s *Store) Apply(ctx context.Context, b store.Batch) error {
 					return w.fence(store.Fence{ClusterID: b.ClusterID, Epoch: b.Epoch, Failovers: b.Failovers})
 				},
 				a.replace,
+				a.dropUnchanged,
 			}
 			steps = append(steps, a.writes(false)...)
 			return a.run(append(steps, a.saveCursors)...)
 		},
+		skipViews: a.noViewChanges,
 		views: func(w *writer) error {
 			a.writer = w
 			return a.run(append(a.writes(true),
@@ -221,18 +225,106 @@ func (a *applier) queryKeys(sql string, keys []store.ObjectKey) (pgx.Rows, error
 	return a.tx.Query(a.ctx, sql, a.cluster, param)
 }
 
-func (a *applier) upsertNamespaces() error {
-	nss := lastByKey(a.b.Namespaces, func(n store.Namespace) string { return n.Name })
-	if len(nss) == 0 {
-		return nil
-	}
+// namespaceRecords and nodeRecords are the batch's namespaces and nodes
+// (the last of each name) as view records, checked for text PostgreSQL
+// cannot store.
+func namespaceRecords(b *store.Batch) ([]store.ClusterNamespace, error) {
+	nss := lastByKey(b.Namespaces, func(n store.Namespace) string { return n.Name })
 	rows := make([]store.ClusterNamespace, len(nss))
 	for i, n := range nss {
 		if err := checkText("namespace", n.Name, n.UID, n.Phase); err != nil {
-			return fmt.Errorf("upsert namespaces: %w", err)
+			return nil, fmt.Errorf("upsert namespaces: %w", err)
 		}
 		rows[i] = store.ClusterNamespace{Namespace: n}
-		a.namespaces.add(a.cluster, n.Name)
+	}
+	return rows, nil
+}
+
+func nodeRecords(b *store.Batch) ([]store.NodeCapacity, error) {
+	nodes := lastByKey(b.Nodes, func(n store.Node) string { return n.Name })
+	rows := make([]store.NodeCapacity, len(nodes))
+	for i, nd := range nodes {
+		if err := checkText("node", nd.Name, nd.UID); err != nil {
+			return nil, fmt.Errorf("upsert nodes: %w", err)
+		}
+		rows[i] = store.NodeCapacity{Node: nd}
+	}
+	return rows, nil
+}
+
+// dropUnchanged keeps of the batch's namespaces and nodes those the views
+// section writes: new ones, changed ones and those the batch also deletes.
+// It compares them with the member's rows under the member's lock, so the
+// writer lock is held only for what changes, and not at all for a batch
+// (a relist after a restart, say) that changes no view row.
+func (a *applier) dropUnchanged() error {
+	nss, err := namespaceRecords(&a.b)
+	if err != nil {
+		return err
+	}
+	if nss, err = changedOnly(a, clusterNamespaceView, nss, store.ResourceNamespaces, func(n *store.ClusterNamespace) string { return n.Namespace.Name }); err != nil {
+		return err
+	}
+	nodes, err := nodeRecords(&a.b)
+	if err != nil {
+		return err
+	}
+	if nodes, err = changedOnly(a, nodeCapacityView, nodes, store.ResourceNodes, func(n *store.NodeCapacity) string { return n.Node.Name }); err != nil {
+		return err
+	}
+	a.b.Namespaces, a.b.Nodes = a.b.Namespaces[:0:0], a.b.Nodes[:0:0]
+	for _, n := range nss {
+		a.b.Namespaces = append(a.b.Namespaces, n.Namespace)
+	}
+	for _, n := range nodes {
+		a.b.Nodes = append(a.b.Nodes, n.Node)
+	}
+	return nil
+}
+
+// changedOnly returns the records the view's upsert would write for the
+// member, and those the batch also deletes (deleted, then written again).
+func changedOnly[R any](a *applier, v *view[R], records []R, r store.Resource, name func(*R) string) ([]R, error) {
+	if len(records) == 0 {
+		return nil, nil
+	}
+	param, err := v.batchRows(records)
+	if err != nil {
+		return nil, fmt.Errorf("compare %s: %w", r, err)
+	}
+	rows, err := a.tx.Query(a.ctx, v.changedSQL, a.cluster, param)
+	if err != nil {
+		return nil, fmt.Errorf("compare %s: %w", r, err)
+	}
+	changed, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("compare %s: %w", r, err)
+	}
+	keep := make(map[string]bool, len(changed))
+	for _, n := range changed {
+		keep[n] = true
+	}
+	for _, k := range a.b.Deleted[r] {
+		keep[k.Name] = true
+	}
+	return slices.DeleteFunc(records, func(rec R) bool { return !keep[name(&rec)] }), nil
+}
+
+// noViewChanges reports, after the member section, that the views section
+// has nothing to write: no namespace or node to delete or write, no
+// aggregate to recompute and no device count.
+func (a *applier) noViewChanges() bool {
+	return len(a.b.Namespaces)+len(a.b.Nodes)+len(a.b.Deleted[store.ResourceNamespaces])+len(a.b.Deleted[store.ResourceNodes]) == 0 &&
+		len(a.nodes)+len(a.namespaces) == 0 && !touchesDevices(&a.b)
+}
+
+func (a *applier) upsertNamespaces() error {
+	rows, err := namespaceRecords(&a.b)
+	if err != nil || len(rows) == 0 {
+		return err
+	}
+	for _, n := range rows {
+		a.namespaces.add(a.cluster, n.Namespace.Name)
 	}
 	param, err := clusterNamespaceView.batchRows(rows)
 	if err != nil {
@@ -242,17 +334,12 @@ func (a *applier) upsertNamespaces() error {
 }
 
 func (a *applier) upsertNodes() error {
-	nodes := lastByKey(a.b.Nodes, func(n store.Node) string { return n.Name })
-	if len(nodes) == 0 {
-		return nil
+	rows, err := nodeRecords(&a.b)
+	if err != nil || len(rows) == 0 {
+		return err
 	}
-	rows := make([]store.NodeCapacity, len(nodes))
-	for i, nd := range nodes {
-		if err := checkText("node", nd.Name, nd.UID); err != nil {
-			return fmt.Errorf("upsert nodes: %w", err)
-		}
-		rows[i] = store.NodeCapacity{Node: nd}
-		a.nodes.add(a.cluster, nd.Name)
+	for _, n := range rows {
+		a.nodes.add(a.cluster, n.Node.Name)
 	}
 	param, err := nodeCapacityView.batchRows(rows)
 	if err != nil {

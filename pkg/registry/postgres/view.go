@@ -39,6 +39,7 @@ type view[R any] struct {
 	getSQL     string
 	changesSQL string // readChanges
 	upsertSQL  string // with input columns only
+	changedSQL string // the input rows upsertSQL would write
 }
 
 // column is one column of a view table.
@@ -92,7 +93,7 @@ func declareView[R any](v view[R]) *view[R] {
 			AND ($4 = '' OR c.cluster_id = $4)`
 	v.getSQL = fmt.Sprintf("SELECT %s FROM %s WHERE %s = $1 AND %s = $2", v.columnList, v.table, v.order[0], v.order[1])
 	if len(v.inputs()) > 0 {
-		v.upsertSQL = v.upsertStatement()
+		v.upsertSQL, v.changedSQL = v.upsertStatement(), v.changedStatement()
 	}
 	return &v
 }

@@ -38,39 +38,71 @@ func (v *view[R]) inputs() []column[R] {
 // sequence value is spent on a no-op, and the ON CONFLICT update is
 // guarded the same way. The rows' key is (cluster_id, name).
 func (v *view[R]) upsertStatement() string {
-	var decl, names, compared []string
-	for _, c := range v.inputs() {
-		decl = append(decl, c.name+" "+c.sqlType)
-		names = append(names, c.name)
-		if c.name != "name" {
-			compared = append(compared, c.name)
-		}
-	}
-	qualified := func(prefix string, cols []string) string {
-		out := make([]string, len(cols))
-		for i, c := range cols {
-			out[i] = prefix + c
-		}
-		return strings.Join(out, ", ")
-	}
-	sets := make([]string, len(compared))
-	for i, c := range compared {
+	in := v.inputColumns()
+	sets := make([]string, len(in.compared))
+	for i, c := range in.compared {
 		sets[i] = c + " = EXCLUDED." + c
 	}
-	return fmt.Sprintf(`WITH i AS (
-	SELECT * FROM jsonb_to_recordset($2::jsonb) AS i(%[2]s)
-), changed AS (
+	return fmt.Sprintf(`WITH %[2]s, changed AS (
 	INSERT INTO %[1]s AS c (cluster_id, %[3]s, resource_version)
 	SELECT $1::text, %[4]s, nextval('registry_resource_version')
-	FROM i LEFT JOIN %[1]s cur ON cur.cluster_id = $1::text AND cur.name = i.name
-	WHERE cur.name IS NULL OR (%[5]s) IS DISTINCT FROM (%[6]s)
-	ON CONFLICT (cluster_id, name) DO UPDATE SET %[7]s, resource_version = EXCLUDED.resource_version
-	WHERE (%[8]s) IS DISTINCT FROM (%[9]s)
+	%[5]s
+	ON CONFLICT (cluster_id, name) DO UPDATE SET %[6]s, resource_version = EXCLUDED.resource_version
+	WHERE (%[7]s) IS DISTINCT FROM (%[8]s)
 	RETURNING c.resource_version)
 SELECT coalesce(max(resource_version), 0) FROM changed`,
-		v.table, strings.Join(decl, ", "), strings.Join(names, ", "), qualified("i.", names),
-		qualified("cur.", compared), qualified("i.", compared), strings.Join(sets, ", "),
-		qualified("c.", compared), qualified("EXCLUDED.", compared))
+		v.table, in.input, strings.Join(in.names, ", "), qualified("i.", in.names), in.changedFrom(v.table),
+		strings.Join(sets, ", "), qualified("c.", in.compared), qualified("EXCLUDED.", in.compared))
+}
+
+// changedStatement returns the names of the rows in $2 (as upsertStatement
+// reads them) that it would write for member $1: new ones, and those whose
+// input columns differ from the current row's. Apply runs it under the
+// member's lock, which every writer of the member's rows holds, so the
+// answer holds until its commit and the writer lock is taken only for
+// the rows that change.
+func (v *view[R]) changedStatement() string {
+	in := v.inputColumns()
+	return fmt.Sprintf("WITH %s\nSELECT i.name\n\t%s", in.input, in.changedFrom(v.table))
+}
+
+// inputs are a view's input columns as upsertStatement and
+// changedStatement read them.
+type inputs struct {
+	// input is the CTE "i" decoding $2; names are its columns, compared
+	// those but the name.
+	input           string
+	names, compared []string
+}
+
+func (v *view[R]) inputColumns() inputs {
+	var in inputs
+	var decl []string
+	for _, c := range v.inputs() {
+		decl = append(decl, c.name+" "+c.sqlType)
+		in.names = append(in.names, c.name)
+		if c.name != "name" {
+			in.compared = append(in.compared, c.name)
+		}
+	}
+	in.input = "i AS (\n\tSELECT * FROM jsonb_to_recordset($2::jsonb) AS i(" + strings.Join(decl, ", ") + ")\n)"
+	return in
+}
+
+// changedFrom is the FROM and WHERE clauses that keep the input rows that
+// are new to table or differ from its current row.
+func (in inputs) changedFrom(table string) string {
+	return fmt.Sprintf("FROM i LEFT JOIN %[1]s cur ON cur.cluster_id = $1::text AND cur.name = i.name\n\tWHERE cur.name IS NULL OR (%[2]s) IS DISTINCT FROM (%[3]s)",
+		table, qualified("cur.", in.compared), qualified("i.", in.compared))
+}
+
+// qualified prefixes each column.
+func qualified(prefix string, cols []string) string {
+	out := make([]string, len(cols))
+	for i, c := range cols {
+		out[i] = prefix + c
+	}
+	return strings.Join(out, ", ")
 }
 
 // batchRows encodes records as the JSON array of objects the upsert

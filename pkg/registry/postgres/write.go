@@ -45,6 +45,9 @@ type sections struct {
 	member func(w *writer) error
 	// views runs under the writer lock: every change to a view row.
 	views func(w *writer) error
+	// skipViews, if set, says after the member section that views has
+	// nothing to do: the write then takes no writer lock.
+	skipViews func() bool
 }
 
 // write runs a write transaction: the member section, then the writer lock
@@ -61,7 +64,7 @@ func (s *Store) write(ctx context.Context, o op, sec sections) error {
 				return err
 			}
 		}
-		if sec.views == nil {
+		if sec.views == nil || sec.skipViews != nil && sec.skipViews() {
 			return nil
 		}
 		begin := time.Now()
