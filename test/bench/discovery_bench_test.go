@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
 	"strconv"
 	"testing"
 	"time"
@@ -40,7 +39,6 @@ var discoverySection = fmt.Sprintf("discovery summary (%d nodes, %d namespaces, 
 // the one before. See docs/benchmarks.md, "Discovery" and "Quiet fleet".
 func BenchmarkDiscovery(b *testing.B) {
 	d := startDiscoveryEnv(b)
-	fmt.Fprintf(os.Stderr, "discovery: kube-apiserver holds %s\n", d.want)
 	for _, s := range []struct {
 		name  string
 		bench func(*testing.B)
@@ -119,19 +117,9 @@ func (d *discoveryEnv) afterSync(ctx context.Context, start *platformStart) (flo
 	if err != nil {
 		return 0, err
 	}
-	commits := map[string]time.Duration{} // each resource's time in committing transactions
-	for _, r := range []string{"namespaces", "nodes", "pods"} {
-		var s float64
-		if err := readCounters(ctx, d.cp.PlatformMetrics, counter{&s, "platform_discovery_apply_duration_seconds_sum", []string{`resource="` + r + `"`}}); err != nil {
-			return 0, err
-		}
-		commits[r] = time.Duration(s * float64(time.Second)).Round(time.Millisecond)
-	}
 	if err := d.heapProfile(ctx, "platform-apiserver.discovery-sync.heap.pprof", false); err != nil {
 		return 0, err
 	}
-	fmt.Fprintf(os.Stderr, "discovery: initial sync of %s in %s (framework start returned after %s), VmHWM %.1f MiB, list commits %v\n",
-		d.want, start.synced.Round(time.Millisecond), start.took.Round(time.Millisecond), float64(hwm)/mib, commits)
 	// A node carries its pods' requests and a namespace its pods.
 	name := nodecapacity.Name(discoveryClusterID, nodeName(getNodeIndex))
 	nc, err := d.platform.PlatformV1alpha1().NodeCapacities().Get(ctx, name, metav1.GetOptions{})
@@ -151,12 +139,11 @@ func (d *discoveryEnv) afterSync(ctx context.Context, start *platformStart) (flo
 
 // platformStart is a StartPlatformAPIServer in the background (it returns
 // once the server is served through the aggregator; the benchmarks time
-// what happens before); done closes once it returned err after took.
+// what happens before); done closes once it returned err.
 type platformStart struct {
 	begin  time.Time
 	synced time.Duration // when the registry held everything, for a sync
 	done   chan struct{}
-	took   time.Duration
 	err    error
 }
 
@@ -164,7 +151,6 @@ func (d *discoveryEnv) startPlatform(ctx context.Context) *platformStart {
 	s := &platformStart{begin: time.Now(), done: make(chan struct{})}
 	go func() {
 		s.err = d.cp.StartPlatformAPIServer(ctx)
-		s.took = time.Since(s.begin)
 		close(s.done)
 	}()
 	return s
@@ -218,10 +204,7 @@ func (d *discoveryEnv) benchRestart(b *testing.B) {
 		must(b, start.wait(ctx))
 		got, err := d.settleAfterRestart(ctx, snap)
 		must(b, err)
-		got.ready = took
-		fmt.Fprintf(os.Stderr, "discovery: restart ready in %s; %d rows written, resourceVersion +%d, %d relists\n",
-			took.Round(time.Millisecond), got.rows, got.rvDelta, got.relists)
-		worst.ready = max(worst.ready, got.ready)
+		worst.ready = max(worst.ready, took)
 		worst.rows = max(worst.rows, got.rows)
 		worst.rvDelta = max(worst.rvDelta, got.rvDelta)
 		worst.relists = max(worst.relists, got.relists)
@@ -237,7 +220,7 @@ func (d *discoveryEnv) benchRestart(b *testing.B) {
 }
 
 type restartResult struct {
-	ready                  time.Duration
+	ready                  time.Duration // the worst op's
 	rows, rvDelta, relists int64
 	ops                    int
 }
@@ -327,8 +310,8 @@ func startDiscoveryEnv(b *testing.B) *discoveryEnv {
 	d.env = benchEnv(b, envOptions{name: "discovery", platformArgs: discoveryArgs, stopPlatform: true, prepare: func(ctx context.Context, e *env) error {
 		d.env = e
 		now := time.Now().UTC().Truncate(time.Second)
-		nodes := seedStep{"Nodes", nodeCount, func(ctx context.Context) error { return e.createKubeNodes(ctx, now) }}
-		if err := runSteps(ctx, "discovery: created in kube-apiserver", nodes, e.namespacesStep(syncNamespaces), e.podsStep(syncPods)); err != nil {
+		nodes := func(ctx context.Context) error { return e.createKubeNodes(ctx, now) }
+		if err := inOrder(ctx, nodes, e.createNamespaces(syncNamespaces), e.createPods(syncPods)); err != nil {
 			return err
 		}
 		var err error
@@ -440,8 +423,6 @@ func (d *discoveryEnv) benchFreshness(b *testing.B) {
 	cpuBefore := cpuClock(pid)
 	lagBefore, err := d.commitLag(ctx)
 	must(b, err)
-	snap, err := d.snapshot(ctx)
-	must(b, err)
 	begin := time.Now()
 	hist := loopLatencies(b, func() ([]time.Duration, error) {
 		return d.churn(ctx, receipts, int(churnWindow.Seconds())*churnRate)
@@ -450,11 +431,6 @@ func (d *discoveryEnv) benchFreshness(b *testing.B) {
 	cpuAfter := cpuClock(pid)
 	lagAfter, err := d.commitLag(ctx)
 	must(b, err)
-	// The restart benchmark's count of written rows, checked against a
-	// run that writes: the churned namespaces' rows, one version a change.
-	rows, rvDelta, err := d.rowsWrittenSince(ctx, snap)
-	must(b, err)
-	fmt.Fprintf(os.Stderr, "discovery: the churn wrote %d rows, resourceVersion +%d\n", rows, rvDelta)
 	lat := hist.summary()
 	rate := float64(lat.samples) / elapsed.Seconds()
 	cores := float64(cpuAfter[0]-cpuBefore[0]) / float64(elapsed)
@@ -577,8 +553,5 @@ func (d *discoveryEnv) commitLag(ctx context.Context) (lagTotals, error) {
 	err := readCounters(ctx, d.cp.PlatformMetrics,
 		counter{&l.sum, "platform_discovery_commit_lag_seconds_sum", labels},
 		counter{&l.count, "platform_discovery_commit_lag_seconds_count", labels})
-	if err == nil && l.count == 0 {
-		fmt.Fprintln(os.Stderr, "discovery: the server reports no commit lag of namespaces yet")
-	}
 	return l, err
 }

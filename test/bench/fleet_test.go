@@ -629,13 +629,11 @@ func (f *fleetEnv) prepare(ctx context.Context) error {
 		return err
 	}
 	now := time.Now().UTC().Truncate(time.Second)
-	nodes := seedStep{"simulated Nodes", nodeCount, func(ctx context.Context) error {
+	nodes := func(ctx context.Context) error {
 		return parallelCreate(ctx, nodeCount, func(ctx context.Context, i int) error { return f.createSimulatedNode(ctx, i, now) })
-	}}
-	if err := runSteps(ctx, "fleet", nodes, f.namespacesStep(fleetNamespaces), f.podsStep(fleetPods),
-		seedStep{"Ready nodes (kwok)", nodeCount, f.waitNodesReady},
-		seedStep{"Running pods (kwok)", fleetPods, f.waitPodsRunning},
-		seedStep{"NodeMetrics (metrics-server)", nodeCount, f.waitNodeMetrics}); err != nil {
+	}
+	if err := inOrder(ctx, nodes, f.createNamespaces(fleetNamespaces), f.createPods(fleetPods),
+		f.waitNodesReady, f.waitPodsRunning, f.waitNodeMetrics); err != nil {
 		return fmt.Errorf("seed the simulated cluster: %w", err)
 	}
 	if f.want, err = f.memberCounts(ctx); err != nil {

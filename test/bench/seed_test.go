@@ -2,9 +2,7 @@ package bench
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"os"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -231,21 +229,13 @@ func registryBatch(now time.Time) store.Batch {
 // pods and one metrics sample each) into the registry, then waits until both
 // lists serve all of them.
 func (e *env) seed(ctx context.Context) error {
-	e.logPlatformMemory("before seeding")
-	now := time.Now().UTC().Truncate(time.Second)
-	e.seededAt = now
-	begin := time.Now()
-	if err := e.createKubeNodes(ctx, now); err != nil {
+	e.seededAt = time.Now().UTC().Truncate(time.Second)
+	if err := e.createKubeNodes(ctx, e.seededAt); err != nil {
 		return err
 	}
-	fmt.Fprintf(os.Stderr, "created %d Nodes in kube-apiserver in %s\n", nodeCount, time.Since(begin).Round(time.Millisecond))
-
-	begin = time.Now()
-	if err := seedRegistry(ctx, e.registry, now); err != nil {
+	if err := seedRegistry(ctx, e.registry, e.seededAt); err != nil {
 		return err
 	}
-	fmt.Fprintf(os.Stderr, "wrote %d nodes, %d pods and %d metrics samples into the registry in %s\n",
-		nodeCount, nodeCount*podsPerNode, nodeCount, time.Since(begin).Round(time.Millisecond))
 	return e.waitSeeded(ctx)
 }
 
@@ -332,64 +322,40 @@ func (e *env) waitSeeded(ctx context.Context) error {
 	if node.Status.Allocatable.Cpu().IsZero() || len(node.Spec.Taints) != len(storeNode(getNodeIndex, time.Now()).Taints) {
 		return fmt.Errorf("node %s lacks its status or has unexpected taints %v", node.Name, node.Spec.Taints)
 	}
-	// Typed API objects always marshal.
-	nodeJSON, _ := json.Marshal(node)
-	ncJSON, _ := json.Marshal(nc)
-	managedFields, _ := json.Marshal(node.ManagedFields)
-	fmt.Fprintf(os.Stderr, "one object as JSON: Node %d bytes (%d of them managedFields, which kubectl hides but the server sends), NodeCapacity %d bytes\n",
-		len(nodeJSON), len(managedFields), len(ncJSON))
-	e.logPlatformMemory("after seeding and one list")
 	return nil
-}
-
-// logPlatformMemory prints the platform-apiserver's memory, for the record.
-func (e *env) logPlatformMemory(when string) {
-	if rss, hwm, err := e.platformMemory(); err == nil {
-		fmt.Fprintf(os.Stderr, "platform-apiserver memory %s: VmRSS %.1f MiB, VmHWM %.1f MiB\n", when, float64(rss)/mib, float64(hwm)/mib)
-	}
 }
 
 // seedWorkers bounds concurrent creates against kube-apiserver.
 const seedWorkers = 32
 
-// seedStep is one step of seeding a member: n objects made by run.
-type seedStep struct {
-	what string
-	n    int
-	run  func(context.Context) error
-}
-
-// runSteps runs the steps in order, logging each one's rate under prefix.
-func runSteps(ctx context.Context, prefix string, steps ...seedStep) error {
+// inOrder runs steps until one fails.
+func inOrder(ctx context.Context, steps ...func(context.Context) error) error {
 	for _, s := range steps {
-		begin := time.Now()
-		if err := s.run(ctx); err != nil {
-			return fmt.Errorf("%s: %w", s.what, err)
+		if err := s(ctx); err != nil {
+			return err
 		}
-		took := time.Since(begin)
-		fmt.Fprintf(os.Stderr, "%s: %d %s in %s (%.0f/s)\n", prefix, s.n, s.what, took.Round(time.Millisecond), float64(s.n)/took.Seconds())
 	}
 	return nil
 }
 
-// namespacesStep and podsStep create syncNamespace(0..n-1) and syncPod(0..n-1).
-func (e *env) namespacesStep(n int) seedStep {
-	return seedStep{"Namespaces", n, func(ctx context.Context) error {
+// createNamespaces and createPods create syncNamespace(0..n-1) and syncPod(0..n-1).
+func (e *env) createNamespaces(n int) func(context.Context) error {
+	return func(ctx context.Context) error {
 		return parallelCreate(ctx, n, func(ctx context.Context, i int) error {
 			_, err := e.kube.CoreV1().Namespaces().Create(ctx, syncNamespace(i), metav1.CreateOptions{})
 			return err
 		})
-	}}
+	}
 }
 
-func (e *env) podsStep(n int) seedStep {
-	return seedStep{"Pods", n, func(ctx context.Context) error {
+func (e *env) createPods(n int) func(context.Context) error {
+	return func(ctx context.Context) error {
 		return parallelCreate(ctx, n, func(ctx context.Context, j int) error {
 			p := syncPod(j)
 			_, err := e.kube.CoreV1().Pods(p.Namespace).Create(ctx, p, metav1.CreateOptions{})
 			return err
 		})
-	}}
+	}
 }
 
 // parallelCreate runs create for 0..n-1 with seedWorkers at a time and
