@@ -113,7 +113,6 @@ func (e *env) captureProfiles(ctx context.Context) error {
 		done <- profile{data, err}
 	}()
 	list := listNodeCapacities(e.platform)
-	lists := 0
 	var cpu profile
 loop:
 	for {
@@ -126,17 +125,11 @@ loop:
 			<-done
 			return fmt.Errorf("list NodeCapacities while profiling: %w", err)
 		}
-		lists++
 	}
 	if err := writeProfile("platform-apiserver.cpu.pprof", cpu.data, cpu.err); err != nil {
 		return err
 	}
-	if err := e.heapProfile(ctx, "platform-apiserver.heap.pprof", false); err != nil {
-		return err
-	}
-	fmt.Fprintf(os.Stderr, "profiles of the platform-apiserver over %d lists in %ds: %s, %s\n", lists, profileSeconds,
-		filepath.Join(*profileDir, "platform-apiserver.cpu.pprof"), filepath.Join(*profileDir, "platform-apiserver.heap.pprof"))
-	return nil
+	return e.heapProfile(ctx, "platform-apiserver.heap.pprof", false)
 }
 
 // heapProfile writes a heap profile of the platform-apiserver, when

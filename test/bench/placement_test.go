@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"fmt"
-	"os"
 	"slices"
 	"testing"
 	"time"
@@ -40,7 +39,7 @@ func BenchmarkPlacement(b *testing.B) {
 	}
 	want, err := ask(b.Context(), placementShape)
 	must(b, err)
-	fmt.Fprintf(os.Stderr, "placement: %d replicas fit over %d members\n", want.Status.Fits, len(want.Status.Clusters))
+	summary.printf("placement (the list-and-compute side is checked against the report's answer)", "%d replicas fit over %d members of %d nodes", want.Status.Fits, len(want.Status.Clusters), nodeCount)
 	b.Run("placement/report", func(b *testing.B) {
 		benchLatency(b, func(ctx context.Context) error { _, err := ask(ctx, placementShape); return err })
 	})
@@ -100,7 +99,6 @@ func seedPlacementFleet(ctx context.Context, e *env) error {
 	if err := e.registry.Migrate(ctx); err != nil {
 		return err
 	}
-	begin := time.Now()
 	now := time.Now().UTC().Truncate(time.Second)
 	for m := range placementMembers {
 		id := fmt.Sprintf("member-%02d", m)
@@ -117,6 +115,5 @@ func seedPlacementFleet(ctx context.Context, e *env) error {
 			return err
 		}
 	}
-	fmt.Fprintf(os.Stderr, "placement: wrote %d members of %d nodes in %s\n", placementMembers, nodeCount, time.Since(begin).Round(time.Second))
 	return nil
 }
