@@ -14,52 +14,33 @@ import (
 // bound (+Inf included), possibly summed over series and replicas.
 type promHistogram map[float64]float64
 
-// metricSample is one sample line of a /metrics body.
-type metricSample struct {
-	labels map[string]string
-	value  float64
-}
-
 var labelRE = regexp.MustCompile(`(\w+)="((?:[^"\\]|\\.)*)"`)
-
-// metricSamples returns every sample of name (exactly: name_bucket only when
-// asked) in body with its labels.
-func metricSamples(body, name string) []metricSample {
-	var out []metricSample
-	for line := range strings.Lines(body) {
-		rest, ok := strings.CutPrefix(strings.TrimSpace(line), name)
-		if !ok || (!strings.HasPrefix(rest, "{") && !strings.HasPrefix(rest, " ")) {
-			continue
-		}
-		labels := map[string]string{}
-		if end := strings.LastIndexByte(rest, '}'); strings.HasPrefix(rest, "{") && end > 0 {
-			for _, m := range labelRE.FindAllStringSubmatch(rest[1:end], -1) {
-				labels[m[1]] = m[2]
-			}
-			rest = rest[end+1:]
-		}
-		if fields := strings.Fields(rest); len(fields) > 0 {
-			if v, err := strconv.ParseFloat(fields[0], 64); err == nil {
-				out = append(out, metricSample{labels, v})
-			}
-		}
-	}
-	return out
-}
 
 // histogramsByOp parses the histogram name of body, one per value of its op
 // label ("" when it has none).
 func histogramsByOp(body, name string) map[string]promHistogram {
 	out := map[string]promHistogram{}
-	for _, s := range metricSamples(body, name+"_bucket") {
-		bound, err := strconv.ParseFloat(s.labels["le"], 64) // "+Inf" parses as +Inf
-		if err != nil {
+	for line := range strings.Lines(body) {
+		rest, ok := strings.CutPrefix(strings.TrimSpace(line), name+"_bucket{")
+		end := strings.LastIndexByte(rest, '}')
+		if !ok || end < 0 {
 			continue
 		}
-		if out[s.labels["op"]] == nil {
-			out[s.labels["op"]] = promHistogram{}
+		labels := map[string]string{}
+		for _, m := range labelRE.FindAllStringSubmatch(rest[:end], -1) {
+			labels[m[1]] = m[2]
 		}
-		out[s.labels["op"]][bound] += s.value
+		bound, err := strconv.ParseFloat(labels["le"], 64) // "+Inf" parses as +Inf
+		fields := strings.Fields(rest[end+1:])
+		if err != nil || len(fields) == 0 {
+			continue
+		}
+		if v, err := strconv.ParseFloat(fields[0], 64); err == nil {
+			if out[labels["op"]] == nil {
+				out[labels["op"]] = promHistogram{}
+			}
+			out[labels["op"]][bound] += v
+		}
 	}
 	return out
 }

@@ -113,22 +113,13 @@ func (e *env) startSlowWatchers(ctx context.Context, b *testing.B, n int) *slowC
 // it and every watcher (loopback sockets take megabytes) is over, and what
 // is measured is the steady state of clients reading at their rate.
 func (e *env) settle(ctx context.Context, b *testing.B) {
-	pid, err := e.platformPID()
-	must(b, err)
-	last, err := processCPUTime(pid)
-	must(b, err)
-	for range 120 {
-		if sleepCtx(ctx, time.Second) != nil {
-			return
-		}
-		now, err := processCPUTime(pid)
-		must(b, err)
-		if now-last < 500*time.Millisecond {
-			return
-		}
-		last = now
+	err := pollUntil(ctx, time.Millisecond, 2*time.Minute, func(ctx context.Context) (bool, string, error) {
+		cores, err := e.platformCPU(ctx, time.Second)
+		return cores < 0.5, fmt.Sprintf("%.2f cores", cores), err
+	})
+	if err != nil && ctx.Err() == nil {
+		b.Logf("the platform-apiserver stayed busy after the slow watchers started: %v", err)
 	}
-	b.Log("the platform-apiserver stayed busy for two minutes after the slow watchers started")
 }
 
 // sampleHeldSessions samples, every 100 ms until ctx ends, the registry
@@ -136,16 +127,15 @@ func (e *env) settle(ctx context.Context, b *testing.B) {
 // a transaction, keeping the most seen.
 func (e *env) sampleHeldSessions(ctx context.Context) (most *atomic.Int64) {
 	most = new(atomic.Int64)
-	go func() {
-		for ctx.Err() == nil {
-			var n int64
-			if err := e.db.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
-				WHERE datname = current_database() AND (wait_event = 'ClientWrite' OR state LIKE 'idle in transaction%')`).Scan(&n); err == nil {
-				for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
-				}
+	sample := func() error {
+		var n int64
+		if err := e.db.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND (wait_event = 'ClientWrite' OR state LIKE 'idle in transaction%')`).Scan(&n); err == nil {
+			for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
 			}
-			_ = sleepCtx(ctx, 100*time.Millisecond)
 		}
-	}()
+		return nil
+	}
+	go func() { _ = every(ctx, 100*time.Millisecond, -1, sample) }()
 	return most
 }
