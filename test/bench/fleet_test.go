@@ -689,19 +689,16 @@ func (f *fleetEnv) createSimulatedNode(ctx context.Context, i int, now time.Time
 func (f *fleetEnv) waitNodesReady(ctx context.Context) error {
 	return pollUntil(ctx, 5*time.Second, 10*time.Minute, func(ctx context.Context) (bool, string, error) {
 		ready, total := 0, 0
-		err := eachPage(ctx, func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			return f.kube.CoreV1().Nodes().List(ctx, o)
-		},
-			func(page runtime.Object) {
-				for _, n := range page.(*corev1.NodeList).Items {
-					total++
-					if slices.ContainsFunc(n.Status.Conditions, func(c corev1.NodeCondition) bool {
-						return c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue
-					}) {
-						ready++
-					}
+		err := f.eachPage(ctx, "nodes", func(page runtime.Object) {
+			for _, n := range page.(*corev1.NodeList).Items {
+				total++
+				if slices.ContainsFunc(n.Status.Conditions, func(c corev1.NodeCondition) bool {
+					return c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue
+				}) {
+					ready++
 				}
-			})
+			}
+		})
 		if err != nil {
 			return false, err.Error(), nil
 		}

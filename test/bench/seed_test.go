@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/example/platform-apiserver/pkg/registry/nodecapacity"
@@ -463,33 +464,20 @@ func (c registryCounts) total() int64 { return c.namespaces + c.nodes + c.pods }
 // that are terminal would not be mirrored; none of the seeded ones are.
 func (e *env) memberCounts(ctx context.Context) (registryCounts, error) {
 	var c registryCounts
-	core := e.kube.CoreV1()
-	for _, r := range []struct {
-		n    *int64
-		list func(context.Context, metav1.ListOptions) (runtime.Object, error)
-	}{
-		{&c.namespaces, func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			return core.Namespaces().List(ctx, o)
-		}},
-		{&c.nodes, func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			return core.Nodes().List(ctx, o)
-		}},
-		{&c.pods, func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			return core.Pods("").List(ctx, o)
-		}},
-	} {
-		if err := eachPage(ctx, r.list, func(page runtime.Object) { *r.n += int64(meta.LenList(page)) }); err != nil {
+	for resource, n := range map[string]*int64{"namespaces": &c.namespaces, "nodes": &c.nodes, "pods": &c.pods} {
+		if err := e.eachPage(ctx, resource, func(page runtime.Object) { *n += int64(meta.LenList(page)) }); err != nil {
 			return c, fmt.Errorf("count kube-apiserver objects: %w", err)
 		}
 	}
 	return c, nil
 }
 
-// eachPage hands each page of list, 1,000 items at most, to f.
-func eachPage(ctx context.Context, list func(context.Context, metav1.ListOptions) (runtime.Object, error), f func(runtime.Object)) error {
+// eachPage hands each page of kube-apiserver's list of resource (in every
+// namespace), 1,000 items at most, to f.
+func (e *env) eachPage(ctx context.Context, resource string, f func(runtime.Object)) error {
 	opts := metav1.ListOptions{Limit: 1000}
 	for {
-		page, err := list(ctx, opts)
+		page, err := e.kube.CoreV1().RESTClient().Get().Resource(resource).VersionedParams(&opts, scheme.ParameterCodec).Do(ctx).Get()
 		if err != nil {
 			return err
 		}
