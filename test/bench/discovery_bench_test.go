@@ -58,7 +58,8 @@ func BenchmarkDiscovery(b *testing.B) {
 // stopped; timed, from the start until the registry holds the member.
 func (d *discoveryEnv) benchInitialSync(b *testing.B) {
 	ctx := b.Context()
-	var res syncResult
+	var synced time.Duration // the worst op's
+	var hwmMiB float64
 	for b.Loop() {
 		b.StopTimer()
 		must(b, d.cp.StopPlatformAPIServer())
@@ -70,23 +71,15 @@ func (d *discoveryEnv) benchInitialSync(b *testing.B) {
 		start, err := d.startAndWaitSynced(ctx)
 		b.StopTimer()
 		must(b, err)
-		hwmMiB, err := d.afterSync(ctx, start)
+		hwm, err := d.afterSync(ctx, start)
 		must(b, err)
-		res.synced, res.hwmMiB = max(res.synced, start.synced), max(res.hwmMiB, hwmMiB)
-		res.ops++
+		synced, hwmMiB = max(synced, start.synced), max(hwmMiB, hwm)
 		b.StartTimer()
 	}
 	b.ReportMetric(float64(d.want.total()), "rows")
-	b.ReportMetric(res.hwmMiB, "hwm-MiB")
+	b.ReportMetric(hwmMiB, "hwm-MiB")
 	summary.printf(discoverySection, "initial sync       %d rows in %s (worst of %d), peak VmHWM %.1f MiB against %d MiB: %s",
-		d.want.total(), res.synced.Round(time.Millisecond), res.ops, res.hwmMiB, maxSyncHWMMiB, verdict(res.hwmMiB < maxSyncHWMMiB))
-}
-
-// syncResult is the worst of ops initial syncs.
-type syncResult struct {
-	synced time.Duration
-	hwmMiB float64
-	ops    int
+		d.want.total(), synced.Round(time.Millisecond), b.N, hwmMiB, maxSyncHWMMiB, verdict(hwmMiB < maxSyncHWMMiB))
 }
 
 // startAndWaitSynced starts the server and polls until the registry holds
@@ -208,21 +201,19 @@ func (d *discoveryEnv) benchRestart(b *testing.B) {
 		worst.rows = max(worst.rows, got.rows)
 		worst.rvDelta = max(worst.rvDelta, got.rvDelta)
 		worst.relists = max(worst.relists, got.relists)
-		worst.ops++
 		b.StartTimer()
 	}
 	b.ReportMetric(float64(worst.rows), "rows-written")
 	b.ReportMetric(float64(worst.rvDelta), "rv-delta")
 	b.ReportMetric(float64(worst.relists), "relists")
 	summary.printf(discoverySection, "restart unchanged  /readyz after %s (worst of %d), %d rows written (resourceVersion +%d), %d relists: %s",
-		worst.ready.Round(time.Millisecond), worst.ops, worst.rows, worst.rvDelta, worst.relists,
+		worst.ready.Round(time.Millisecond), b.N, worst.rows, worst.rvDelta, worst.relists,
 		verdict(worst.ready < maxRestartReady && worst.rows == 0 && worst.rvDelta == 0))
 }
 
 type restartResult struct {
 	ready                  time.Duration // the worst op's
 	rows, rvDelta, relists int64
-	ops                    int
 }
 
 // readyzProbe checks the platform-apiserver's /readyz directly, anonymously
