@@ -136,27 +136,10 @@ type responseCounts map[string]*atomic.Int64
 
 var responseOutcomes = []string{"connections refused", "other errors", "429", "401", "403", "503", "other ≥400"}
 
-// responseSnapshot is the counts at one moment, or a sum or difference.
-type responseSnapshot map[string]int64
+// responseTotals are counts of responseCounts, over every op.
+type responseTotals map[string]int64
 
-func (c responseCounts) snapshot() responseSnapshot {
-	s := responseSnapshot{}
-	for o, n := range c {
-		s[o] = n.Load()
-	}
-	return s
-}
-
-// plus is s + sign × o.
-func (s responseSnapshot) plus(sign int64, o responseSnapshot) responseSnapshot {
-	out := responseSnapshot{}
-	for _, k := range responseOutcomes {
-		out[k] = s[k] + sign*o[k]
-	}
-	return out
-}
-
-func (s responseSnapshot) String() string {
+func (s responseTotals) String() string {
 	parts := make([]string, len(responseOutcomes))
 	for i, o := range responseOutcomes {
 		parts[i] = fmt.Sprintf("%d %s", s[o], o)
@@ -259,7 +242,6 @@ type resumeOp struct {
 	afterCommit         []time.Duration // per informer, from the change's commit
 	counters            watchCounters
 	clientRelists       int64
-	responses           responseSnapshot
 }
 
 // benchResume: per op, untimed, fresh informers (a reflector's backoff after
@@ -269,6 +251,7 @@ type resumeOp struct {
 func benchResume(b *testing.B, e *env, n int) {
 	ctx := b.Context()
 	var ops []resumeOp
+	responses := responseTotals{} // during the timed restarts
 	for b.Loop() {
 		b.StopTimer()
 		rs, err := e.startInformers(ctx, n)
@@ -280,7 +263,10 @@ func benchResume(b *testing.B, e *env, n int) {
 		err = e.churnSeededNodes(ctx, i)
 		var op resumeOp
 		if err == nil {
-			relistsBefore, responsesBefore := rs.relists(), rs.responses.snapshot()
+			relistsBefore := rs.relists()
+			for _, n := range rs.responses {
+				n.Store(0)
+			}
 			b.StartTimer()
 			op, err = rs.storm(ctx, i)
 			b.StopTimer()
@@ -288,7 +274,9 @@ func benchResume(b *testing.B, e *env, n int) {
 				op.counters, err = e.watchCounters(ctx)
 			}
 			op.clientRelists = rs.relists() - relistsBefore
-			op.responses = rs.responses.snapshot().plus(-1, responsesBefore)
+			for o, n := range rs.responses {
+				responses[o] += n.Load()
+			}
 		}
 		if err == nil {
 			err = rs.checkExact(ctx, e)
@@ -298,7 +286,7 @@ func benchResume(b *testing.B, e *env, n int) {
 		ops = append(ops, op)
 		b.StartTimer()
 	}
-	summarizeResume(ops, n).report(b)
+	reportResume(b, ops, n, responses)
 }
 
 // churnSeededNodes changes resumeChurn seeded nodes in Applies of burstBatch.
@@ -382,60 +370,48 @@ func (rs *resumeSet) checkExact(ctx context.Context, e *env) error {
 	})
 }
 
-// resumeResult summarizes the ops: means, maxima, and the worst op's counts.
-type resumeResult struct {
-	ops, informers                                         int
-	restartMean, restartMax, allCurrentMean, allCurrentMax time.Duration
-	lat                                                    percentiles   // from the commit, every informer of every op
-	worst                                                  watchCounters // each the most of any op; resumes the fewest
-	clientRelists                                          int64
-	responses                                              responseSnapshot // over every op
-}
-
-func summarizeResume(ops []resumeOp, informers int) resumeResult {
-	r := resumeResult{ops: len(ops), informers: informers, worst: watchCounters{resumes: -1}}
-	var hist latencies
+// reportResume reports the ops: means, maxima, and the worst op's counts
+// (each the most of any op; resumes the fewest).
+func reportResume(b *testing.B, ops []resumeOp, informers int, responses responseTotals) {
+	var restartMean, restartMax, allCurrentMean, allCurrentMax time.Duration
+	var hist latencies // from the commit, every informer of every op
+	var clientRelists int64
+	w := watchCounters{resumes: -1}
 	for _, op := range ops {
-		r.restartMean += op.restart / time.Duration(len(ops))
-		r.restartMax = max(r.restartMax, op.restart)
-		r.allCurrentMean += op.allCurrent / time.Duration(len(ops))
-		r.allCurrentMax = max(r.allCurrentMax, op.allCurrent)
+		restartMean += op.restart / time.Duration(len(ops))
+		restartMax = max(restartMax, op.restart)
+		allCurrentMean += op.allCurrent / time.Duration(len(ops))
+		allCurrentMax = max(allCurrentMax, op.allCurrent)
 		hist.add(op.afterCommit...)
-		c, w := op.counters, &r.worst
+		c := op.counters
 		w.lists, w.initial, w.memoryReads = max(w.lists, c.lists), max(w.initial, c.initial), max(w.memoryReads, c.memoryReads)
 		w.databaseReads, w.sharedReads = max(w.databaseReads, c.databaseReads), max(w.sharedReads, c.sharedReads)
 		w.tooManyRequests, w.notReady503 = max(w.tooManyRequests, c.tooManyRequests), max(w.notReady503, c.notReady503)
 		if w.resumes < 0 || c.resumes < w.resumes {
 			w.resumes = c.resumes
 		}
-		r.clientRelists = max(r.clientRelists, op.clientRelists)
-		r.responses = r.responses.plus(1, op.responses)
+		clientRelists = max(clientRelists, op.clientRelists)
 	}
-	r.lat = hist.summary()
-	return r
-}
-
-func (r resumeResult) report(b *testing.B) {
-	w := r.worst
-	b.ReportMetric(ms(r.restartMean), "restart-ms")
-	b.ReportMetric(ms(r.allCurrentMean), "all-current-ms")
-	b.ReportMetric(ms(r.allCurrentMax), "all-current-max-ms")
-	r.lat.report(b, "commit-", false)
+	lat := hist.summary()
+	b.ReportMetric(ms(restartMean), "restart-ms")
+	b.ReportMetric(ms(allCurrentMean), "all-current-ms")
+	b.ReportMetric(ms(allCurrentMax), "all-current-max-ms")
+	lat.report(b, "commit-", false)
 	b.ReportMetric(w.lists, "lists")
 	b.ReportMetric(w.initial, "initial-watches")
-	b.ReportMetric(float64(r.clientRelists), "client-relists")
+	b.ReportMetric(float64(clientRelists), "client-relists")
 	b.ReportMetric(w.databaseReads, "history-db-reads")
 	b.ReportMetric(w.memoryReads, "history-memory-reads")
-	b.ReportMetric(float64(r.responses["401"]+r.responses["403"]), "client-401-403s")
-	b.ReportMetric(float64(r.responses["429"]), "client-429s")
+	b.ReportMetric(float64(responses["401"]+responses["403"]), "client-401-403s")
+	b.ReportMetric(float64(responses["429"]), "client-429s")
 
 	section := fmt.Sprintf("watch resume storm: %d informers (selector %s=%s) on one platform-apiserver's port, %d restart(s) (worst restart's counts; goal: no LIST, no relist, a handful of history queries at most)",
-		r.informers, platform.ClusterLabel, resumeCluster, r.ops)
+		informers, platform.ClusterLabel, resumeCluster, len(ops))
 	summary.printf(section, "restart until ready %s mean (%s max); every informer holds the change made after it %s after the restart began, mean (%s max)",
-		r.restartMean.Round(time.Millisecond), r.restartMax.Round(time.Millisecond), r.allCurrentMean.Round(time.Millisecond), r.allCurrentMax.Round(time.Millisecond))
-	summary.printf(section, "from the change's commit to an informer: %s", r.lat)
+		restartMean.Round(time.Millisecond), restartMax.Round(time.Millisecond), allCurrentMean.Round(time.Millisecond), allCurrentMax.Round(time.Millisecond))
+	summary.printf(section, "from the change's commit to an informer: %s", lat)
 	summary.printf(section, "restarted server: %.0f LISTs, %.0f watches with initial events, ≥%.0f resuming watches, history %.0f from memory, %.0f database queries (%.0f shared), %.0f 429s, %.0f 503s; informers relisted %d times  %s",
-		w.lists, w.initial, w.resumes, w.memoryReads, w.databaseReads, w.sharedReads, w.tooManyRequests, w.notReady503, r.clientRelists,
-		verdict(w.lists == 0 && w.initial == 0 && r.clientRelists == 0 && w.databaseReads <= 5))
-	summary.printf(section, "the informers' requests over all restarts: %s", r.responses)
+		w.lists, w.initial, w.resumes, w.memoryReads, w.databaseReads, w.sharedReads, w.tooManyRequests, w.notReady503, clientRelists,
+		verdict(w.lists == 0 && w.initial == 0 && clientRelists == 0 && w.databaseReads <= 5))
+	summary.printf(section, "the informers' requests over all restarts: %s", responses)
 }
