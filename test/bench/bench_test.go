@@ -59,9 +59,11 @@ func BenchmarkGet(b *testing.B) {
 // against kube-apiserver, ours and the platform-apiserver's own port (not a
 // goal: it tells the aggregator's cost apart). memory follows ours.
 func benchSides(b *testing.B, e *env, op string, want int, memory func(*testing.B), kubectl [2][]string, clients [3]func(context.Context) (int, error)) {
+	var perOp [2][3]time.Duration // by client, then server; 0 where filtered out
 	for i, server := range []string{kubeSide, oursSide} {
 		b.Run(subName(viaKubectl, server), func(b *testing.B) {
 			benchKubectl(b, e, want, kubectl[i]...)
+			perOp[0][i] = b.Elapsed() / time.Duration(b.N)
 			if i == 1 {
 				memory(b)
 			}
@@ -70,6 +72,7 @@ func benchSides(b *testing.B, e *env, op string, want int, memory func(*testing.
 	for i, server := range []string{kubeSide, oursSide, directSide} {
 		b.Run(subName(viaClientGo, server), func(b *testing.B) {
 			benchClient(b, e, want, clients[i])
+			perOp[1][i] = b.Elapsed() / time.Duration(b.N)
 			switch i {
 			case 1:
 				memory(b)
@@ -78,7 +81,7 @@ func benchSides(b *testing.B, e *env, op string, want int, memory func(*testing.
 			}
 		})
 	}
-	summarizeRatios(op)
+	summarizeRatios(op, perOp)
 }
 
 // Goals from the issue: list and get through the aggregator at most 1.5× the
@@ -91,18 +94,16 @@ const (
 var listGoals = fmt.Sprintf("list and get (goal: NodeCapacity through the aggregator ≤ %.1f× kube-apiserver's Nodes; platform-apiserver ≤ %d MiB resident)", maxRatio, maxRSSMiB)
 
 // summarizeRatios adds each client's ratio ours/kube-apiserver to the summary.
-func summarizeRatios(op string) {
-	for _, via := range []string{viaKubectl, viaClientGo} {
-		prefix := "Benchmark" + op + "/"
-		kube, okKube := summary.op(prefix + subName(via, kubeSide))
-		ours, okOurs := summary.op(prefix + subName(via, oursSide))
-		if !okKube || !okOurs {
+func summarizeRatios(op string, perOp [2][3]time.Duration) {
+	for c, via := range []string{viaKubectl, viaClientGo} {
+		kube, ours, direct := perOp[c][0], perOp[c][1], perOp[c][2]
+		if kube == 0 || ours == 0 {
 			continue
 		}
 		ratio := float64(ours) / float64(kube)
 		line := fmt.Sprintf("%-4s via %-9s  kube-apiserver %10s  aggregated %10s  ratio %.2f×  %s",
 			op, via, kube.Round(time.Microsecond), ours.Round(time.Microsecond), ratio, verdict(ratio <= maxRatio))
-		if direct, ok := summary.op(prefix + subName(via, directSide)); ok {
+		if direct > 0 {
 			line += fmt.Sprintf("  (platform-apiserver direct %s)", direct.Round(time.Microsecond))
 		}
 		summary.printf(listGoals, "%s", line)
@@ -156,7 +157,6 @@ func benchKubectl(b *testing.B, e *env, want int, args ...string) {
 		must(b, e.kubectl(ctx, io.Discard, args...))
 	}
 	b.ReportMetric(float64(want), "items/op")
-	summary.recordOp(b)
 }
 
 // benchClient times op, which returns how many objects it received, after
@@ -176,7 +176,6 @@ func benchClient(b *testing.B, e *env, want int, op func(context.Context) (int, 
 		items += got
 	}
 	b.ReportMetric(float64(items)/float64(b.N), "items/op")
-	summary.recordOp(b)
 }
 
 // reportPlatformMemory reports the platform-apiserver's VmRSS (rss-MiB) and

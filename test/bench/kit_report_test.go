@@ -5,7 +5,6 @@ import (
 	"io"
 	"sync"
 	"testing"
-	"time"
 )
 
 // summary is the one result printer: each benchmark adds its lines against
@@ -18,8 +17,6 @@ type report struct {
 	mu     sync.Mutex
 	titles []string
 	lines  map[string][]string
-	// perOp is each sub-benchmark's time per op, by full name, for ratios.
-	perOp map[string]time.Duration
 }
 
 // printf adds a line under section.
@@ -33,24 +30,6 @@ func (r *report) printf(section, format string, args ...any) {
 		r.titles = append(r.titles, section)
 	}
 	r.lines[section] = append(r.lines[section], fmt.Sprintf(format, args...))
-}
-
-// recordOp keeps b's time per op; call it after b.Loop has finished.
-func (r *report) recordOp(b *testing.B) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.perOp == nil {
-		r.perOp = map[string]time.Duration{}
-	}
-	r.perOp[b.Name()] = b.Elapsed() / time.Duration(b.N)
-}
-
-// op is the recorded time per op of the sub-benchmark name.
-func (r *report) op(name string) (time.Duration, bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	d, ok := r.perOp[name]
-	return d, ok && d > 0
 }
 
 func (r *report) print(w io.Writer) {
