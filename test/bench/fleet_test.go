@@ -630,7 +630,7 @@ func (f *fleetEnv) prepare(ctx context.Context) error {
 	}
 	now := time.Now().UTC().Truncate(time.Second)
 	nodes := func(ctx context.Context) error {
-		return parallelCreate(ctx, nodeCount, func(ctx context.Context, i int) error { return f.createSimulatedNode(ctx, i, now) })
+		return parallel(ctx, seedWorkers, nodeCount, func(ctx context.Context, i int) error { return f.createSimulatedNode(ctx, i, now) })
 	}
 	if err := inOrder(ctx, nodes, f.createNamespaces(fleetNamespaces), f.createPods(fleetPods),
 		f.waitNodesReady, f.waitPodsRunning, f.waitNodeMetrics); err != nil {

@@ -247,7 +247,7 @@ func (e *env) seed(ctx context.Context) error {
 // carry exactly its intended taints.
 func (e *env) createKubeNodes(ctx context.Context, now time.Time) error {
 	nodes := e.kube.CoreV1().Nodes()
-	return parallelCreate(ctx, nodeCount, func(ctx context.Context, i int) error {
+	return parallel(ctx, seedWorkers, nodeCount, func(ctx context.Context, i int) error {
 		want := kubeNode(i, storeNode(i, now), now)
 		created, err := nodes.Create(ctx, want, metav1.CreateOptions{})
 		if err != nil || len(created.Spec.Taints) == len(want.Spec.Taints) {
@@ -342,7 +342,7 @@ func inOrder(ctx context.Context, steps ...func(context.Context) error) error {
 // createNamespaces and createPods create syncNamespace(0..n-1) and syncPod(0..n-1).
 func (e *env) createNamespaces(n int) func(context.Context) error {
 	return func(ctx context.Context) error {
-		return parallelCreate(ctx, n, func(ctx context.Context, i int) error {
+		return parallel(ctx, seedWorkers, n, func(ctx context.Context, i int) error {
 			_, err := e.kube.CoreV1().Namespaces().Create(ctx, syncNamespace(i), metav1.CreateOptions{})
 			return err
 		})
@@ -351,7 +351,7 @@ func (e *env) createNamespaces(n int) func(context.Context) error {
 
 func (e *env) createPods(n int) func(context.Context) error {
 	return func(ctx context.Context) error {
-		return parallelCreate(ctx, n, func(ctx context.Context, j int) error {
+		return parallel(ctx, seedWorkers, n, func(ctx context.Context, j int) error {
 			p := syncPod(j)
 			_, err := e.kube.CoreV1().Pods(p.Namespace).Create(ctx, p, metav1.CreateOptions{})
 			return err
@@ -359,13 +359,13 @@ func (e *env) createPods(n int) func(context.Context) error {
 	}
 }
 
-// parallelCreate runs create for 0..n-1 with seedWorkers at a time and
-// returns the first error.
-func parallelCreate(ctx context.Context, n int, create func(context.Context, int) error) error {
+// parallel runs f for 0..n-1, workers at a time, and returns the first
+// error (those not started by then are not).
+func parallel(ctx context.Context, workers, n int, f func(context.Context, int) error) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	workqueue.ParallelizeUntil(ctx, seedWorkers, n, func(i int) {
-		if err := create(ctx, i); err != nil {
+	workqueue.ParallelizeUntil(ctx, workers, n, func(i int) {
+		if err := f(ctx, i); err != nil {
 			cancel(fmt.Errorf("object %d: %w", i, err))
 		}
 	})

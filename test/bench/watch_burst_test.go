@@ -16,7 +16,6 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/util/workqueue"
 
 	"github.com/example/platform-apiserver/pkg/generated/clientset/versioned/scheme"
 	"github.com/example/platform-apiserver/pkg/registry/store"
@@ -156,24 +155,17 @@ func (e *env) openBurstWatches(ctx context.Context, n int) (*burstSet, error) {
 		return bs, err
 	}
 	bs.watchers = make([]*burstWatcher, n)
-	var mu sync.Mutex
-	var errs []error
-	workqueue.ParallelizeUntil(ctx, openWorkers, n, func(i int) {
+	err = parallel(ctx, openWorkers, n, func(_ context.Context, i int) error {
 		w := &burstWatcher{i: i, client: clients[i/watchersPerClient].PlatformV1alpha1().RESTClient(), lastRV: from, round: -1, recv: make([]time.Duration, nodeCount)}
 		body, err := w.open(bs.g.ctx)
-		mu.Lock()
-		defer mu.Unlock()
 		if err != nil {
-			errs = append(errs, fmt.Errorf("open watch %d: %w", i, err))
-			return
+			return fmt.Errorf("open watch %d: %w", i, err)
 		}
-		bs.watchers[i] = w
+		bs.watchers[i] = w // each i its own element: no lock
 		bs.g.goWatch(func(ctx context.Context) { bs.follow(ctx, w, body) })
+		return nil
 	})
-	if err := ctx.Err(); err != nil {
-		errs = append(errs, err)
-	}
-	if err := errors.Join(errs...); err != nil {
+	if err != nil {
 		return bs, err
 	}
 	return bs, e.expectWatches(ctx, n)

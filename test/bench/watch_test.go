@@ -2,17 +2,14 @@ package bench
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/util/workqueue"
 
 	"github.com/example/platform-apiserver/pkg/apis/platform/v1alpha1"
 	"github.com/example/platform-apiserver/pkg/registry/nodecapacity"
@@ -174,22 +171,14 @@ func (e *env) openWatches(ctx context.Context, n int) (*watchSet, error) {
 		AllowWatchBookmarks: true, // as reflectors and informers ask
 		TimeoutSeconds:      new(watchRequestTimeout),
 	}
-	var mu sync.Mutex
-	var errs []error
-	workqueue.ParallelizeUntil(ctx, openWorkers, n, func(i int) {
+	return ws, parallel(ctx, openWorkers, n, func(_ context.Context, i int) error {
 		w, err := clients[i/watchersPerClient].PlatformV1alpha1().NodeCapacities().Watch(ws.g.ctx, opts)
 		if err != nil {
-			mu.Lock()
-			errs = append(errs, fmt.Errorf("open watch %d: %w", i, err))
-			mu.Unlock()
-			return
+			return fmt.Errorf("open watch %d: %w", i, err)
 		}
 		ws.g.goWatch(func(ctx context.Context) { ws.follow(ctx, i, w, first, from) })
+		return nil
 	})
-	if err := ctx.Err(); err != nil {
-		errs = append(errs, err)
-	}
-	return ws, errors.Join(errs...)
 }
 
 // follow sends a receipt for each of watcher i's changes, or the error that
