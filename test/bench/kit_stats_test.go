@@ -84,6 +84,16 @@ func loopLatencies(b *testing.B, op func() ([]time.Duration, error)) *latencies 
 	return &h
 }
 
+// loopOnce runs f in b.Loop's first iteration and leaves the others empty:
+// for an op that is one of its kind, or too long to repeat.
+func loopOnce(b *testing.B, f func()) {
+	for first := true; b.Loop(); first = false {
+		if first {
+			f()
+		}
+	}
+}
+
 // percentiles is a summary of latencies.
 type percentiles struct {
 	p50, p99, max time.Duration

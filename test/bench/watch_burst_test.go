@@ -70,15 +70,12 @@ func benchBurst(b *testing.B, e *env, n int) {
 
 	before, err := e.watchCounters(ctx)
 	must(b, err)
-	// One burst per run, whatever -benchtime says (it takes minutes): every
-	// iteration after the first is empty.
+	// One burst per run, whatever -benchtime says (it takes minutes).
 	var op burstOp
-	for first := true; b.Loop(); first = false {
-		if first {
-			op, err = bs.burst(ctx)
-			must(b, err)
-		}
-	}
+	loopOnce(b, func() {
+		op, err = bs.burst(ctx)
+		must(b, err)
+	})
 	b.StopTimer()
 	must(b, sleepCtx(ctx, burstQuiet))
 	must(b, bs.expectQuiet())
