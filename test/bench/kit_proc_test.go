@@ -14,29 +14,21 @@ import (
 // processMemory reads VmRSS (resident set size now) and VmHWM (its peak since
 // the process started) of pid from /proc/<pid>/status, in bytes.
 func processMemory(pid int) (rss, hwm int64, err error) {
-	path := fmt.Sprintf("/proc/%d/status", pid)
-	data, err := os.ReadFile(path)
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0, 0, fmt.Errorf("read memory of pid %d: %w", pid, err)
 	}
-	found := map[string]*int64{"VmRSS": &rss, "VmHWM": &hwm}
-	seen := 0
 	for line := range strings.Lines(string(data)) {
-		key, value, ok := strings.Cut(line, ":")
-		dst, wanted := found[key]
-		if !ok || !wanted {
-			continue
+		// The kernel prints these as "VmRSS:\t  123456 kB".
+		var kb int64
+		if _, err := fmt.Sscanf(line, "VmRSS: %d kB", &kb); err == nil {
+			rss = kb << 10
+		} else if _, err := fmt.Sscanf(line, "VmHWM: %d kB", &kb); err == nil {
+			hwm = kb << 10
 		}
-		// The kernel prints these as "<n> kB".
-		kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(value), "kB")), 10, 64)
-		if err != nil {
-			return 0, 0, fmt.Errorf("parse %s in %s: %w", key, path, err)
-		}
-		*dst = kb << 10
-		seen++
 	}
-	if seen != len(found) {
-		return 0, 0, fmt.Errorf("%s lacks VmRSS or VmHWM", path)
+	if rss == 0 || hwm == 0 {
+		return 0, 0, fmt.Errorf("/proc/%d/status lacks VmRSS or VmHWM", pid)
 	}
 	return rss, hwm, nil
 }
@@ -73,15 +65,6 @@ func processCPUTime(pid int) (time.Duration, error) {
 		ticks += n
 	}
 	return time.Duration(ticks) * time.Second / clockTicks, nil
-}
-
-// cpuOf sums the CPU time the processes pids have used, skipping those gone.
-func cpuOf(pids []int) time.Duration {
-	var total time.Duration
-	for _, t := range cpuClock(pids...) {
-		total += t
-	}
-	return total
 }
 
 // cpuClock reads the CPU time each of pids has used so far; a process that

@@ -143,7 +143,13 @@ func (s *standbyEnv) benchLists(b *testing.B, list func(context.Context) (int, e
 	b.ReportMetric(float64((serverCPU(s.standby.Instance)-standby).Milliseconds())/lists, "standby-cpu-ms/list")
 }
 
-func serverCPU(inst *postgres.Instance) time.Duration { return cpuOf(inst.Pids()) }
+// serverCPU sums the CPU time inst's processes have used, skipping those gone.
+func serverCPU(inst *postgres.Instance) (total time.Duration) {
+	for _, t := range cpuClock(inst.Pids()...) {
+		total += t
+	}
+	return total
+}
 
 func (s *standbyEnv) pin(primary, standby []int) error {
 	if err := s.pg.PinToCPUs(primary...); err != nil {
