@@ -83,14 +83,6 @@ func (h promHistogram) quantile(q float64) float64 {
 // wait histograms (where the registry has that lock), by op.
 type lockSnapshot [3]map[string]promHistogram
 
-func readLockSnapshot(body string) lockSnapshot {
-	return lockSnapshot{
-		histogramsByOp(body, "platform_registry_writer_lock_hold_seconds"),
-		histogramsByOp(body, "platform_registry_writer_lock_wait_seconds"),
-		histogramsByOp(body, "platform_registry_member_lock_wait_seconds"),
-	}
-}
-
 // lockStats are the p99s in seconds (NaN without observations) of the
 // writer lock's hold and wait and the member lock's wait, summed over
 // replicas and ops between two snapshots of each replica (before nil: since

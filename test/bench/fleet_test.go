@@ -195,7 +195,11 @@ func (f *fleetEnv) newRun(ctx context.Context, db string) (*fleetRun, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connect to %s: %w", db, err)
 	}
-	return &fleetRun{f: f, dsn: dsn, pool: pool, ids: fleetMemberIDs()}, nil
+	run := &fleetRun{f: f, dsn: dsn, pool: pool}
+	for i := range fleetMembers {
+		run.ids = append(run.ids, fleetMemberID(i))
+	}
+	return run, nil
 }
 
 // close stops the replicas gracefully (releasing their Leases) and the pool.
@@ -317,7 +321,11 @@ func (r *fleetRun) lockSnapshots(ctx context.Context) ([]lockSnapshot, error) {
 		if err != nil {
 			return nil, err
 		}
-		out[i] = readLockSnapshot(body)
+		out[i] = lockSnapshot{
+			histogramsByOp(body, "platform_registry_writer_lock_hold_seconds"),
+			histogramsByOp(body, "platform_registry_writer_lock_wait_seconds"),
+			histogramsByOp(body, "platform_registry_member_lock_wait_seconds"),
+		}
 	}
 	return out, nil
 }
@@ -554,14 +562,6 @@ var fleetLease = flag.String("fleet-lease", "15s,10s,2s",
 	"BenchmarkFleet: the replicas' --leader-elect-lease-duration, --leader-elect-renew-deadline and --leader-elect-retry-period, comma-separated")
 
 func fleetMemberID(i int) string { return fmt.Sprintf("fleet-%02d", i) }
-
-func fleetMemberIDs() []string {
-	ids := make([]string, fleetMembers)
-	for i := range ids {
-		ids[i] = fleetMemberID(i)
-	}
-	return ids
-}
 
 // fleetArgs are every replica's flags besides the member directory:
 // discovery of the hosting cluster (the framework's kube-apiserver, whose

@@ -46,9 +46,7 @@ var burstRounds int
 // docs/benchmarks.md, "BenchmarkWatchBurst".
 func BenchmarkWatchBurst(b *testing.B) {
 	e := setup(b)
-	b.Run(fmt.Sprintf("watchers=%d", burstWatchers), func(b *testing.B) {
-		benchBurst(b, e, burstWatchers)
-	})
+	b.Run(fmt.Sprintf("watchers=%d", burstWatchers), func(b *testing.B) { benchBurst(b, e, burstWatchers) })
 }
 
 func benchBurst(b *testing.B, e *env, n int) {
