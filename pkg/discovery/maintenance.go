@@ -67,16 +67,17 @@ func maintainMetricsOnce(ctx context.Context, p maintenanceParams) store.Metrics
 
 // usageStaleAfter is how long a reported usage nothing confirms is still
 // shown: a node's is confirmed by its member's usage heartbeat, which the
-// registry holds to lastUsageResolution, a namespace's by a sample.
+// registry holds to lastUsageResolution (so it may be that much older than
+// the newest sample: the usage is shown that much longer), a namespace's
+// by a sample in its history.
 func usageStaleAfter(m MetricsConfig) time.Duration {
-	return m.UsageReporting.UnknownAfter
+	return m.UsageReporting.UnknownAfter + lastUsageResolution
 }
 
 // MinUsageUnknownAfter is the least --usage-unknown-after that does not
-// make a healthy member's usage blink unknown: its heartbeat is held to
-// lastUsageResolution, and a sample reaches the registry up to
-// metrics-server's resolution (60s by default) plus a scrape interval
-// after it was taken; a node missing from one scrape is kept.
+// make a healthy member's usage blink unknown: a sample reaches the
+// registry up to metrics-server's resolution (60s by default) plus a scrape
+// interval after it was taken, and a node missing from one scrape is kept.
 func MinUsageUnknownAfter(interval time.Duration) time.Duration {
-	return 2*interval + lastUsageResolution + time.Minute
+	return 2*interval + time.Minute
 }

@@ -22,7 +22,8 @@ func (s *maintenanceStore) MaintainNodeMetrics(_ context.Context, m store.Metric
 }
 
 // TestMaintenanceHorizons: history is kept for the retention, and a usage
-// nothing confirms is shown for --usage-unknown-after (5 minutes).
+// nothing confirms is shown for --usage-unknown-after (5 minutes) plus the
+// heartbeat's resolution (a minute).
 func TestMaintenanceHorizons(t *testing.T) {
 	now := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 	st := &maintenanceStore{}
@@ -30,7 +31,7 @@ func TestMaintenanceHorizons(t *testing.T) {
 	want := store.MetricsMaintenance{
 		Now:           now,
 		RetainAfter:   now.Add(-24 * time.Hour),
-		UnknownBefore: now.Add(-5 * time.Minute),
+		UnknownBefore: now.Add(-6 * time.Minute),
 		Interval:      30 * time.Second,
 	}
 	if len(st.got) != 1 || st.got[0] != want {

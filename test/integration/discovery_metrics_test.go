@@ -241,8 +241,8 @@ func TestDiscoveryMetrics(t *testing.T) {
 		t.Cleanup(func() { _ = e.cp.ThawMetricsServer() })
 		// The scrapes hang until their list timeout, the heartbeat stops,
 		// and maintenance ends the usage it no longer confirms: after
-		// --usage-unknown-after, plus up to the heartbeat's minute.
-		eventually(t, "both nodes' usage unknown", usageUnknownAfter+2*time.Minute, func(ctx context.Context) (bool, string) {
+		// --usage-unknown-after plus up to the heartbeat's minute.
+		eventually(t, "both nodes' usage unknown", usageUnknownAfter+2*time.Minute+30*time.Second, func(ctx context.Context) (bool, string) {
 			_, busy := e.usage(ctx, "local.busy")
 			_, idle := e.usage(ctx, "local.idle")
 			return !busy && !idle, fmt.Sprintf("busy has usage %v, idle %v", busy, idle)

@@ -99,7 +99,8 @@ func (o *DiscoveryOptions) AddFlags(fs *pflag.FlagSet) {
 		"How long a reported usage stays shown without a sample confirming it: a node (or namespace) the member's scrapes no "+
 		"longer list, or every node of a member whose usage heartbeat stopped (metrics.k8s.io failing, the member unreachable), "+
 		"then shows its usage as unknown (one watch event) rather than a number no longer measured. "+
-		"At least twice --metrics-interval plus two minutes.")
+		"A member's heartbeat is held to a minute, so its nodes' usage ends up to a minute later than this. "+
+		"At least twice --metrics-interval plus a minute.")
 	configoptions.BindLeaderElectionFlags(&o.Config.LeaderElection, fs)
 	fs.Lookup("leader-elect").Usage = "Share the member clusters among the replicas through Leases in the hosting cluster: " +
 		"each member is mirrored by the replica holding its Lease, and taken over when that replica dies. " +
@@ -154,8 +155,8 @@ func (o *DiscoveryOptions) Validate() []error {
 		errs = append(errs, fmt.Errorf("--usage-report-period must be 0 (off, the default) or a positive duration (e.g. 5m), got %s", o.Config.Metrics.UsageReporting.Period))
 	}
 	if least := discovery.MinUsageUnknownAfter(o.Config.Metrics.Interval); o.Config.Metrics.Interval > 0 && o.Config.Metrics.UsageReporting.UnknownAfter < least {
-		errs = append(errs, fmt.Errorf("--usage-unknown-after (%s) must be at least %s with --metrics-interval=%s (twice the interval plus two minutes: "+
-			"the usage heartbeat's and metrics-server's resolutions), or a healthy member's usage would blink unknown",
+		errs = append(errs, fmt.Errorf("--usage-unknown-after (%s) must be at least %s with --metrics-interval=%s (twice the interval plus a minute, "+
+			"metrics-server's resolution), or a healthy member's usage would blink unknown",
 			o.Config.Metrics.UsageReporting.UnknownAfter, least, o.Config.Metrics.Interval))
 	}
 	if o.Config.Metrics.Retention < o.Config.Metrics.Interval {
