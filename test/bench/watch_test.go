@@ -62,15 +62,14 @@ func benchWatch(b *testing.B, e *env, n int) watchLatency {
 	}
 	must(b, err)
 	lat := runWatchOps(b, e, ws)
-	if lat.idleCores, err = e.platformCPU(ctx, idleWindow); err != nil {
-		b.Fatal(err)
-	}
+	idleCores, err := e.platformCPU(ctx, idleWindow)
+	must(b, err)
 	must(b, ws.expectQuiet())
-	b.ReportMetric(lat.idleCores, "idle-cores")
+	b.ReportMetric(idleCores, "idle-cores")
 	rss, hwm := e.reportPlatformMemory(b)
 	must(b, e.reportPlatformHeap(b))
 	must(b, e.heapProfile(ctx, fmt.Sprintf("platform-apiserver.watchers-%d.heap.pprof", n), false))
-	line := fmt.Sprintf("%4d watchers  %s samples  idle: %.3f cores, VmRSS %.1f MiB, VmHWM %.1f MiB", n, lat.percentiles, lat.idleCores, rss, hwm)
+	line := fmt.Sprintf("%4d watchers  %s samples  idle: %.3f cores, VmRSS %.1f MiB, VmHWM %.1f MiB", n, lat.percentiles, idleCores, rss, hwm)
 	if n == watchGoalWatchers {
 		line += "  " + verdict(lat.p99 < maxWatchP99)
 	}
@@ -275,25 +274,16 @@ func (ws *watchSet) expectQuiet() error {
 // watchers watchers, with the servers' CPU.
 type watchLatency struct {
 	percentiles
-	idleCores            float64
-	changes, watchers    int
+	changes, watchers    int // both at least 1
 	platformCPU, kubeCPU time.Duration
 }
 
 // perEvent is cpu per delivered event, in µs; perChange per change, in ms.
 func (l watchLatency) perEvent(cpu time.Duration) float64 {
-	if l.changes*l.watchers == 0 {
-		return 0
-	}
 	return float64(cpu) / float64(time.Microsecond) / float64(l.changes*l.watchers)
 }
 
-func (l watchLatency) perChange(cpu time.Duration) float64 {
-	if l.changes == 0 {
-		return 0
-	}
-	return ms(cpu) / float64(l.changes)
-}
+func (l watchLatency) perChange(cpu time.Duration) float64 { return ms(cpu) / float64(l.changes) }
 
 // summarizeWatchCPU adds the CPU per change and per event for each watcher
 // count, what each watcher beyond the first adds, and the per-event ratio to
