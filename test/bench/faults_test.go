@@ -198,17 +198,11 @@ func (rec recovery) replicaHung(b *testing.B, m *faultMember) {
 	}
 	must(b, syscall.Kill(pid, syscall.SIGSTOP))
 	stopped := time.Now()
-	hung := true
-	defer func() {
-		if hung {
-			_ = syscall.Kill(pid, syscall.SIGCONT)
-		}
-	}()
+	defer func() { _ = syscall.Kill(pid, syscall.SIGCONT) }() // also when a step below fails
 	takenOver, err := m.changeSeenBy(ctx, survivor)
 	must(b, err)
 	must(b, sleepCtx(ctx, time.Until(stopped.Add(replicaHang))))
 	must(b, syscall.Kill(pid, syscall.SIGCONT))
-	hung = false
 	woke := time.Now()
 	seen, err := m.changeSeenBy(ctx, victim)
 	must(b, err)
