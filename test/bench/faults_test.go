@@ -376,8 +376,6 @@ func (w *markerWatch) await(ctx context.Context, value string, timeout time.Dura
 	return at, nil
 }
 
-func (w *markerWatch) close() { w.g.close() }
-
 // faultRegistry is the primary faults' registry: a primary with a streaming
 // standby, a replica on their multi-host DSN (read-write, as
 // TestRegistryHungPrimary), a store writing the changes as discovery does,
@@ -450,7 +448,7 @@ func (r *faultRegistry) stop() error {
 		errs = append(errs, r.primary.Kill())
 	}
 	if r.watch != nil {
-		r.watch.close()
+		r.watch.g.close()
 	}
 	if r.replica != nil {
 		errs = append(errs, r.replica.Stop())
@@ -564,7 +562,7 @@ func (m *faultMember) replace(ctx context.Context, killed *discoveryReplica) err
 		if r != killed {
 			continue
 		}
-		r.watch.close()
+		r.watch.g.close()
 		m.replicas[i] = nil
 		n, err := m.startReplica(ctx)
 		if err != nil {
@@ -583,7 +581,7 @@ func (m *faultMember) stop() error {
 			continue
 		}
 		if r.watch != nil {
-			r.watch.close()
+			r.watch.g.close()
 		}
 		errs = append(errs, r.Stop())
 	}

@@ -294,16 +294,15 @@ func seedRegistry(ctx context.Context, reg *postgres.Store, now time.Time) error
 // carries requests and usage, so the benchmarks measure complete objects.
 func (e *env) waitSeeded(ctx context.Context) error {
 	err := pollUntil(ctx, time.Second, 2*time.Minute, func(ctx context.Context) (bool, string, error) {
-		nodes, err := e.kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		nodes, err := e.listNodes(ctx)
 		if err != nil {
 			return false, fmt.Sprintf("list Nodes: %v", err), nil
 		}
-		ncs, err := e.platform.PlatformV1alpha1().NodeCapacities().List(ctx, metav1.ListOptions{})
+		ncs, err := listNodeCapacities(e.platform)(ctx)
 		if err != nil {
 			return false, fmt.Sprintf("list NodeCapacities: %v", err), nil
 		}
-		return len(nodes.Items) == nodeCount && len(ncs.Items) == nodeCount,
-			fmt.Sprintf("%d Nodes and %d NodeCapacities, want %d of each", len(nodes.Items), len(ncs.Items), nodeCount), nil
+		return nodes == nodeCount && ncs == nodeCount, fmt.Sprintf("%d Nodes and %d NodeCapacities, want %d of each", nodes, ncs, nodeCount), nil
 	})
 	if err != nil {
 		return fmt.Errorf("wait for both sides to serve %d objects: %w", nodeCount, err)

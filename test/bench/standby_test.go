@@ -117,12 +117,9 @@ func BenchmarkStandby(b *testing.B) {
 	// The registry's reads with each server on a core of its own.
 	if runtime.NumCPU() >= 2 {
 		must(b, s.pin([]int{0}, []int{1}))
-		for _, side := range []struct {
-			server string
-			st     *registrypostgres.Store
-		}{{"primary", s.registry}, {"primary+standby", s.standbyStore}} {
-			b.Run("reads=store/cpus=one-per-server/server="+side.server, func(b *testing.B) {
-				s.benchLists(b, storeList(side.st))
+		for i, st := range []*registrypostgres.Store{s.registry, s.standbyStore} {
+			b.Run("reads=store/cpus=one-per-server/server="+[]string{"primary", "primary+standby"}[i], func(b *testing.B) {
+				s.benchLists(b, storeList(st))
 			})
 		}
 		all := make([]int, runtime.NumCPU())
@@ -201,7 +198,7 @@ func (s *standbyEnv) failover(b *testing.B) {
 	ctx := b.Context()
 	w, err := s.openMarkerWatch(ctx, s.cp.PlatformServerURL(), "failover")
 	must(b, err)
-	defer w.close()
+	defer w.g.close()
 	killed := time.Now()
 	must(b, s.pg.Kill())
 	must(b, s.standby.Promote(ctx))

@@ -52,7 +52,7 @@ func BenchmarkWatchLatency(b *testing.B) {
 
 func benchWatch(b *testing.B, e *env, n int) watchLatency {
 	ctx := b.Context()
-	ws, err := e.establishWatches(ctx, n)
+	ws, err := e.openWatches(ctx, n)
 	if ws != nil {
 		defer func() {
 			if err := e.closeWatches(context.WithoutCancel(ctx), ws.g); err != nil {
@@ -61,6 +61,12 @@ func benchWatch(b *testing.B, e *env, n int) watchLatency {
 		}()
 	}
 	must(b, err)
+	// A first change proves the watches established; then the server must
+	// count n.
+	if _, err := ws.commit(ctx, establishTimeout); err != nil {
+		b.Fatalf("first change: %v", err)
+	}
+	must(b, e.expectWatches(ctx, n))
 	lat := runWatchOps(b, e, ws)
 	idleCores, err := e.platformCPU(ctx, idleWindow)
 	must(b, err)
@@ -75,20 +81,6 @@ func benchWatch(b *testing.B, e *env, n int) watchLatency {
 	}
 	summary.printf(fmt.Sprintf("watch, commit to client receipt through the aggregator (goal: p99 < %s with %d watchers)", maxWatchP99, watchGoalWatchers), "%s", line)
 	return lat
-}
-
-// establishWatches opens n watches and commits a first change, which proves
-// them established, and checks the server counts n. The set, when non-nil,
-// holds what was opened.
-func (e *env) establishWatches(ctx context.Context, n int) (*watchSet, error) {
-	ws, err := e.openWatches(ctx, n)
-	if err != nil {
-		return ws, err
-	}
-	if _, err := ws.commit(ctx, establishTimeout); err != nil {
-		return ws, fmt.Errorf("first change: %w", err)
-	}
-	return ws, e.expectWatches(ctx, n)
 }
 
 // expectWatches checks that the platform-apiserver serves n NodeCapacity watches.
