@@ -381,11 +381,10 @@ const (
 	// visibleTimeout bounds how long the last change may take to show up;
 	// far beyond the goal, it only catches a lost change.
 	visibleTimeout = 30 * time.Second
+	// maxFreshnessP99 is the goal for a change's way from
+	// kube-apiserver to our API.
+	maxFreshnessP99 = time.Second
 )
-
-// maxFreshnessP99 is the goal for a change's way from kube-apiserver
-// to our API.
-const maxFreshnessP99 = time.Second
 
 // churnNamespace is the j-th churned namespace, spread over the seeded ones.
 func churnNamespace(j int) string {

@@ -32,6 +32,11 @@ const (
 	primaryHang = 20 * time.Second
 	// replicaHang: at least twice discovery's lease duration (15 s).
 	replicaHang = 30 * time.Second
+
+	faultLabel          = "bench.platform.example.io/fault-change" // its value numbers the change
+	freshTimeout        = 3 * time.Minute                          // one change to reach a watch
+	applyAttemptTimeout = time.Minute                              // discovery's ApplyTimeout
+	replicaReadyTimeout = 2 * time.Minute                          // a replica's start, migrations included
 )
 
 // BenchmarkFaultRecovery measures, for each fault of docs/faults.md made
@@ -310,13 +315,6 @@ func (r recovery) report(b *testing.B) {
 		b.ReportMetric(h.max.Seconds(), metric+"-max")
 	}
 }
-
-const (
-	faultLabel          = "bench.platform.example.io/fault-change" // its value numbers the change
-	freshTimeout        = 3 * time.Minute                          // one change to reach a watch
-	applyAttemptTimeout = time.Minute                              // discovery's ApplyTimeout
-	replicaReadyTimeout = 2 * time.Minute                          // a replica's start, migrations included
-)
 
 // markerWatch watches every NodeCapacity on one server's own port through a
 // fault, noting when each value of its label first arrives. It resumes as

@@ -31,6 +31,8 @@ const (
 	namespaceCount = 20
 	// getNodeIndex picks the node the get benchmarks fetch, mid-list.
 	getNodeIndex = nodeCount / 2
+	// seedWorkers bounds concurrent creates against kube-apiserver.
+	seedWorkers = 32
 
 	gi = int64(1) << 30
 	mi = int64(1) << 20
@@ -324,9 +326,6 @@ func (e *env) waitSeeded(ctx context.Context) error {
 	}
 	return nil
 }
-
-// seedWorkers bounds concurrent creates against kube-apiserver.
-const seedWorkers = 32
 
 // inOrder runs steps until one fails.
 func inOrder(ctx context.Context, steps ...func(context.Context) error) error {
