@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -48,23 +49,17 @@ func processCPUTime(pid int) (time.Duration, error) {
 	// Field 2, the command name, is in parentheses and may hold spaces and
 	// parentheses itself; the fields after the last ')' start at field 3.
 	end := bytes.LastIndexByte(data, ')')
-	if end < 0 {
-		return 0, fmt.Errorf("parse %s: no command name", path)
-	}
 	fields := strings.Fields(string(data[end+1:]))
 	const utime, stime = 14 - 3, 15 - 3
-	if len(fields) <= stime {
-		return 0, fmt.Errorf("parse %s: %d fields", path, len(fields)+2)
+	if end < 0 || len(fields) <= stime {
+		return 0, fmt.Errorf("parse %s: %q", path, data)
 	}
-	var ticks int64
-	for _, i := range []int{utime, stime} {
-		n, err := strconv.ParseInt(fields[i], 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("parse field %d of %s: %w", i+3, path, err)
-		}
-		ticks += n
+	user, errUser := strconv.ParseInt(fields[utime], 10, 64)
+	system, errSystem := strconv.ParseInt(fields[stime], 10, 64)
+	if err := errors.Join(errUser, errSystem); err != nil {
+		return 0, fmt.Errorf("parse %s: %w", path, err)
 	}
-	return time.Duration(ticks) * time.Second / clockTicks, nil
+	return time.Duration(user+system) * time.Second / clockTicks, nil
 }
 
 // cpuClock reads the CPU time each of pids has used so far; a process that
