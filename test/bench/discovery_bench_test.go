@@ -12,7 +12,6 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/example/platform-apiserver/pkg/apis/platform/v1alpha1"
@@ -250,18 +249,15 @@ func (d *discoveryEnv) readyzProbe() (func(context.Context) error, error) {
 func (d *discoveryEnv) settleAfterRestart(ctx context.Context, snap registrySnapshot) (restartResult, error) {
 	var res restartResult
 	cluster := `cluster="` + discoveryClusterID + `"`
-	var started float64
-	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+	err := pollUntil(ctx, 100*time.Millisecond, time.Minute, func(ctx context.Context) (bool, string, error) {
 		var resumed, relisted float64
-		if readCounters(ctx, d.cp.PlatformMetrics, counter{&resumed, "platform_discovery_resumes_total", []string{cluster}},
-			counter{&relisted, "platform_discovery_relists_total", []string{cluster}}) != nil {
-			return false, nil
-		}
-		started, res.relists = resumed+relisted, int64(relisted)
-		return started >= 6, nil
+		err := readCounters(ctx, d.cp.PlatformMetrics, counter{&resumed, "platform_discovery_resumes_total", []string{cluster}},
+			counter{&relisted, "platform_discovery_relists_total", []string{cluster}})
+		res.relists = int64(relisted)
+		return err == nil && resumed+relisted >= 6, fmt.Sprintf("%v started, %v", resumed+relisted, err), nil
 	})
 	if err != nil {
-		return res, fmt.Errorf("wait for the six loops to resume (%v started): %w", started, err)
+		return res, fmt.Errorf("wait for the six loops to resume: %w", err)
 	}
 	if err := sleepCtx(ctx, settleWindow); err != nil {
 		return res, err
@@ -330,13 +326,9 @@ type registrySnapshot struct {
 	xid string
 }
 
-func (d *discoveryEnv) snapshot(ctx context.Context) (registrySnapshot, error) {
-	var s registrySnapshot
-	err := d.db.QueryRow(ctx, `SELECT (SELECT resource_version FROM registry_state), txid_current()::text`).Scan(&s.rv, &s.xid)
-	if err != nil {
-		return s, fmt.Errorf("read registry state: %w", err)
-	}
-	return s, nil
+func (d *discoveryEnv) snapshot(ctx context.Context) (s registrySnapshot, err error) {
+	err = d.db.QueryRow(ctx, `SELECT (SELECT resource_version FROM registry_state), txid_current()::text`).Scan(&s.rv, &s.xid)
+	return s, err
 }
 
 // rowsWrittenSince counts the member's rows whose xmin is after s, and how

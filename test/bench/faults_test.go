@@ -481,8 +481,6 @@ type faultMember struct {
 	seq      int
 }
 
-var faultNodeName = nodeName(0)
-
 func (m *faultMember) startReplica(ctx context.Context) (*discoveryReplica, error) {
 	m.started++
 	name := fmt.Sprintf("%s-%d", m.prefix, m.started)
@@ -501,7 +499,7 @@ func (m *faultMember) startReplica(ctx context.Context) (*discoveryReplica, erro
 func (m *faultMember) change(ctx context.Context) (string, error) {
 	m.seq++
 	v := strconv.Itoa(m.seq)
-	return v, m.e.relabel(ctx, "nodes", faultNodeName, faultLabel, v)
+	return v, m.e.relabel(ctx, "nodes", nodeName(0), faultLabel, v) // startFaultMember's Node
 }
 
 // changeSeenBy makes a change in the member and returns when r's watch had it.
