@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/jackc/pgx/v5"
 	"maps"
 	"net/http"
 	"slices"
@@ -274,4 +275,26 @@ func testPod(namespace, name, node string, requests ...string) *corev1.Pod {
 		})
 	}
 	return p
+}
+
+// countsBy runs a query of (text, bigint) rows and returns them as a map.
+func countsBy(t *testing.T, db *pgx.Conn, sql string) map[string]int64 {
+	t.Helper()
+	rows, err := db.Query(t.Context(), sql)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int64{}
+	for rows.Next() {
+		var key string
+		var n int64
+		if err := rows.Scan(&key, &n); err != nil {
+			t.Fatal(err)
+		}
+		out[key] = n
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }

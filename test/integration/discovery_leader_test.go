@@ -203,23 +203,7 @@ func (e *env) memberEpochs(t *testing.T) map[string]int64 {
 		t.Fatal(err)
 	}
 	defer db.Close(context.Background())
-	rows, err := db.Query(t.Context(), `SELECT cluster_id, epoch FROM discovery_member`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]int64{}
-	for rows.Next() {
-		var id string
-		var epoch int64
-		if err := rows.Scan(&id, &epoch); err != nil {
-			t.Fatal(err)
-		}
-		out[id] = epoch
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return out
+	return countsBy(t, db, `SELECT cluster_id, epoch FROM discovery_member`)
 }
 
 // memberLeaseHolders maps each member to the holder of its Lease ("" when free).

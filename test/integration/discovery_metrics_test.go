@@ -426,24 +426,8 @@ func (e *env) registryChanges(t *testing.T) int64 {
 // ClusterCapacity's per member ("ClusterCapacity/<member>").
 func (e *env) registryChangesByKind(t *testing.T) map[string]int64 {
 	t.Helper()
-	rows, err := e.db(t).Query(t.Context(), `SELECT CASE kind WHEN 'ClusterCapacity' THEN kind || '/' || cluster_id ELSE kind END, count(*)
+	return countsBy(t, e.db(t), `SELECT CASE kind WHEN 'ClusterCapacity' THEN kind || '/' || cluster_id ELSE kind END, count(*)
 		FROM registry_change GROUP BY 1`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]int64{}
-	for rows.Next() {
-		var kind string
-		var n int64
-		if err := rows.Scan(&kind, &n); err != nil {
-			t.Fatal(err)
-		}
-		out[kind] = n
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return out
 }
 
 // nodeEvent is what the tests need of a NodeCapacity watch event.

@@ -23,12 +23,7 @@ func TestQuietMeansQuiet(t *testing.T) {
 	s, b := setup(t, postgres.Options{})
 	ctx := b.ctx
 	const nodes = 50
-	var batch store.Batch
-	batch.ClusterID = "c"
-	for i := range nodes {
-		batch.Nodes = append(batch.Nodes, node(nodeNameN(i), metricsNodeCPU, metricsNodeMem))
-	}
-	mustApply(t, s, ctx, batch)
+	applyMetricsNodes(t, s, ctx, nodes)
 	t0 := time.Now().UTC().Truncate(time.Hour)
 	at := func(k int) time.Time { return t0.Add(time.Duration(k) * 30 * time.Second) }
 	// scrape records one sample of each of the first n nodes, n0000 at cpu.

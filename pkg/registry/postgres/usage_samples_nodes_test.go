@@ -1,6 +1,7 @@
 package postgres_test
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -90,12 +91,7 @@ func TestUsageRefreshedOncePerPeriod(t *testing.T) {
 		interval = 30 * time.Second
 		scrapes  = 30 // 15 minutes: three periods
 	)
-	var batch store.Batch
-	batch.ClusterID = "c"
-	for i := range nodes {
-		batch.Nodes = append(batch.Nodes, node(nodeNameN(i), metricsNodeCPU, metricsNodeMem))
-	}
-	mustApply(t, s, ctx, batch)
+	applyMetricsNodes(t, s, ctx, nodes)
 	t0 := time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
 	reportedAt := map[string][]time.Time{}
 	for k := range scrapes {
@@ -140,12 +136,7 @@ func TestRecordNodeMetricsQuietFleet(t *testing.T) {
 	s, b := setup(t, postgres.Options{})
 	ctx := b.ctx
 	const nodes = 200
-	var batch store.Batch
-	batch.ClusterID = "c"
-	for i := range nodes {
-		batch.Nodes = append(batch.Nodes, node(nodeNameN(i), metricsNodeCPU, metricsNodeMem))
-	}
-	mustApply(t, s, ctx, batch)
+	applyMetricsNodes(t, s, ctx, nodes)
 	t0 := time.Now().UTC().Truncate(time.Second)
 	scrape := func(k int, cpuMillis int64) store.MetricsRecorded {
 		samples := make([]store.NodeMetricsSample, nodes)
@@ -304,6 +295,17 @@ func TestMigrationKeepsMetricsHistory(t *testing.T) {
 }
 
 func nodeNameN(i int) string { return fmt.Sprintf("n%04d", i) }
+
+// applyMetricsNodes applies nodes n0000… of member "c", each of the metrics
+// tests' size.
+func applyMetricsNodes(t *testing.T, s *postgres.Store, ctx context.Context, nodes int) {
+	t.Helper()
+	batch := store.Batch{ClusterID: "c"}
+	for i := range nodes {
+		batch.Nodes = append(batch.Nodes, node(nodeNameN(i), metricsNodeCPU, metricsNodeMem))
+	}
+	mustApply(t, s, ctx, batch)
+}
 
 func countRows(t *testing.T, b testBundle, sql string, args ...any) int64 {
 	t.Helper()
