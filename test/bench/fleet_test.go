@@ -51,6 +51,30 @@ const (
 	maxKiBPerNode = 100
 	// fleetLeasePrefix starts the discovery Leases' names.
 	fleetLeasePrefix = "platform-apiserver-discovery"
+	// fleetMembers copies of the simulated cluster are mirrored: the hosting
+	// cluster fleetHostingID (which leader election needs for its Leases)
+	// and fleetMembers-1 kubeconfig files in the member directory.
+	fleetMembers   = 20
+	fleetHostingID = "fleet-00"
+	// fleetPods pods in fleetNamespaces namespaces, syncPod's layout (4 a node).
+	fleetPods       = 20000
+	fleetNamespaces = fleetPods / podsPerSyncNamespace
+	// fleetMetricsCoverage of the nodes must have NodeMetrics before the runs.
+	fleetMetricsCoverage = 0.99
+	// metrics-server's defaults instead of the framework's 10s/5s: it
+	// scrapes every node at once, and kwok answers only part of such a
+	// burst of 5,000 within 5s on two cores.
+	fleetMetricResolution = 60 * time.Second
+	fleetKubeletTimeout   = 50 * time.Second
+	// fleetKwokConfig gives kwok's node and pod stages 16 workers instead of 4.
+	fleetKwokConfig = `
+---
+apiVersion: config.kwok.x-k8s.io/v1alpha1
+kind: KwokConfiguration
+options:
+  nodePlayStageParallelism: 16
+  podPlayStageParallelism: 16
+`
 )
 
 // BenchmarkFleet mirrors fleetMembers copies of one kwok-simulated cluster
@@ -530,33 +554,6 @@ func (f *fleetEnv) summarize() {
 		}
 	}
 }
-
-const (
-	// fleetMembers copies of the simulated cluster are mirrored: the hosting
-	// cluster fleetHostingID (which leader election needs for its Leases)
-	// and fleetMembers-1 kubeconfig files in the member directory.
-	fleetMembers   = 20
-	fleetHostingID = "fleet-00"
-	// fleetPods pods in fleetNamespaces namespaces, syncPod's layout (4 a node).
-	fleetPods       = 20000
-	fleetNamespaces = fleetPods / podsPerSyncNamespace
-	// fleetMetricsCoverage of the nodes must have NodeMetrics before the runs.
-	fleetMetricsCoverage = 0.99
-	// metrics-server's defaults instead of the framework's 10s/5s: it
-	// scrapes every node at once, and kwok answers only part of such a
-	// burst of 5,000 within 5s on two cores.
-	fleetMetricResolution = 60 * time.Second
-	fleetKubeletTimeout   = 50 * time.Second
-	// fleetKwokConfig gives kwok's node and pod stages 16 workers instead of 4.
-	fleetKwokConfig = `
----
-apiVersion: config.kwok.x-k8s.io/v1alpha1
-kind: KwokConfiguration
-options:
-  nodePlayStageParallelism: 16
-  podPlayStageParallelism: 16
-`
-)
 
 var fleetLease = flag.String("fleet-lease", "15s,10s,2s",
 	"BenchmarkFleet: the replicas' --leader-elect-lease-duration, --leader-elect-renew-deadline and --leader-elect-retry-period, comma-separated")
