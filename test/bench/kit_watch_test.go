@@ -74,12 +74,12 @@ func (g *watchGroup) client(cfg *rest.Config, wrap func(http.RoundTripper) http.
 	return c, nil
 }
 
-// clients returns a client (client's) for every watchersPerClient of n
-// watchers.
-func (g *watchGroup) clients(cfg func() *rest.Config, n int) ([]versioned.Interface, error) {
+// clients returns a client (client's, wrap's) for every watchersPerClient
+// of n watchers.
+func (g *watchGroup) clients(cfg func() *rest.Config, n int, wrap func(http.RoundTripper) http.RoundTripper) ([]versioned.Interface, error) {
 	var out []versioned.Interface
 	for range (n + watchersPerClient - 1) / watchersPerClient {
-		c, err := g.client(cfg(), nil)
+		c, err := g.client(cfg(), wrap)
 		if err != nil {
 			return out, err
 		}

@@ -145,7 +145,7 @@ func (e *env) openBurstWatches(ctx context.Context, n int) (*burstSet, error) {
 		return nil, err
 	}
 	bs := &burstSet{e: e, g: newWatchGroup(ctx), notes: make(chan burstNote, n), base: time.Now()}
-	clients, err := bs.g.clients(e.cp.PlatformDirectConfig, n)
+	clients, err := bs.g.clients(e.cp.PlatformDirectConfig, n, nil)
 	if err != nil {
 		return bs, err
 	}

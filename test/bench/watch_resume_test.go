@@ -180,15 +180,12 @@ func (e *env) startInformers(ctx context.Context, n int) (*resumeSet, error) {
 	}
 	rs.want.Store(-1)
 	count := func(rt http.RoundTripper) http.RoundTripper { return &countingTransport{rt: rt, c: rs.responses} }
-	var client versioned.Interface
+	clients, err := rs.g.clients(e.cp.PlatformDirectConfig, n, count)
+	if err != nil {
+		return rs, err
+	}
 	for i := range n {
-		if i%watchersPerClient == 0 {
-			var err error
-			if client, err = rs.g.client(e.cp.PlatformDirectConfig(), count); err != nil {
-				return rs, err
-			}
-		}
-		ri, err := newResumeInformer(client, rs.base, &rs.want, &rs.current)
+		ri, err := newResumeInformer(clients[i/watchersPerClient], rs.base, &rs.want, &rs.current)
 		if err != nil {
 			return rs, err
 		}

@@ -151,7 +151,7 @@ func (e *env) openWatches(ctx context.Context, n int) (*watchSet, error) {
 		return nil, err
 	}
 	ws := &watchSet{e: e, g: newWatchGroup(ctx), n: n, receipts: make(chan receipt, n)}
-	clients, err := ws.g.clients(e.cp.AdminConfig, n)
+	clients, err := ws.g.clients(e.cp.AdminConfig, n, nil)
 	if err != nil {
 		return ws, err
 	}
