@@ -412,16 +412,6 @@ func (e *env) db(t *testing.T) *pgx.Conn {
 	return conn
 }
 
-// registryChanges counts the change log's rows.
-func (e *env) registryChanges(t *testing.T) int64 {
-	t.Helper()
-	var n int64
-	if err := e.db(t).QueryRow(t.Context(), `SELECT count(*) FROM registry_change`).Scan(&n); err != nil {
-		t.Fatal(err)
-	}
-	return n
-}
-
 // registryChangesByKind counts the change log's rows per kind, and
 // ClusterCapacity's per member ("ClusterCapacity/<member>").
 func (e *env) registryChangesByKind(t *testing.T) map[string]int64 {
