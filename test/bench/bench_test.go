@@ -164,9 +164,8 @@ func benchKubectl(b *testing.B, e *env, want int, args ...string) {
 // one untimed warm-up call.
 func benchClient(b *testing.B, e *env, want int, op func(context.Context) (int, error)) {
 	ctx := b.Context()
-	if _, err := op(ctx); err != nil {
-		b.Fatal(err)
-	}
+	_, err := op(ctx)
+	must(b, err)
 	items := 0
 	for b.Loop() {
 		got, err := op(ctx)

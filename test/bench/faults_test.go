@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -251,10 +252,7 @@ func startFaultRegistry(b *testing.B, e *env, name string) *faultRegistry {
 	must(b, err)
 	r.watch, err = e.openMarkerWatch(ctx, r.replica.URL(), faultLabel)
 	must(b, err)
-	v := r.next()
-	_, err = r.commit(ctx, r.writer, v)
-	must(b, err)
-	_, err = r.watch.await(ctx, v, freshTimeout)
+	_, _, err = r.commitAndAwait(ctx, r.writer)
 	must(b, err)
 	return r
 }
@@ -552,22 +550,16 @@ func (m *faultMember) holder(ctx context.Context) (int, error) {
 	return holding, nil
 }
 
-// replace starts a new replica in a killed one's place.
+// replace starts a new replica in the place of killed, one of m.replicas.
 func (m *faultMember) replace(ctx context.Context, killed *discoveryReplica) error {
-	for i, r := range m.replicas {
-		if r != killed {
-			continue
-		}
-		r.watch.g.close()
-		m.replicas[i] = nil
-		n, err := m.startReplica(ctx)
-		if err != nil {
-			return err
-		}
-		m.replicas[i] = n
-		return nil
+	i := slices.Index(m.replicas[:], killed)
+	killed.watch.g.close()
+	m.replicas[i] = nil
+	r, err := m.startReplica(ctx)
+	if err == nil {
+		m.replicas[i] = r
 	}
-	return fmt.Errorf("%s is not one of the replicas", killed.Name())
+	return err
 }
 
 func (m *faultMember) stop() error {

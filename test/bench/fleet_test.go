@@ -132,9 +132,8 @@ func (f *fleetEnv) bench(b *testing.B, n int) {
 			b.Errorf("stop the replicas: %v", err)
 		}
 	}()
-	if res.sync, err = run.startAndSync(ctx, n); err != nil {
-		b.Fatal(err)
-	}
+	res.sync, err = run.startAndSync(ctx, n)
+	must(b, err)
 	syncLocks, err := run.lockSnapshots(ctx)
 	must(b, err)
 	res.syncLocks = newLockStats(nil, syncLocks)

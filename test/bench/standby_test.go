@@ -165,9 +165,8 @@ func standbyReadsOf(b *testing.B, metrics func(context.Context) (string, error))
 // goroutines and reports lists/s.
 func benchParallelLists(b *testing.B, list func(context.Context) (int, error)) {
 	ctx := b.Context()
-	if _, err := list(ctx); err != nil {
-		b.Fatal(err)
-	}
+	_, err := list(ctx)
+	must(b, err)
 	var left atomic.Int64
 	left.Store(int64(standbyReaders * b.N))
 	var wg sync.WaitGroup

@@ -233,8 +233,7 @@ func (bs *burstSet) read(ctx context.Context, w *burstWatcher, r *bufio.Reader) 
 			}
 			return nil // EOF, a reset stream, or the set closing
 		}
-		at := time.Since(bs.base)
-		complete, err := w.event(line, at)
+		complete, err := w.event(line, time.Since(bs.base))
 		if err != nil {
 			return err
 		}
