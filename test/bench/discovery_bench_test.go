@@ -378,11 +378,6 @@ const (
 	maxFreshnessP99 = time.Second
 )
 
-// churnNamespace is the j-th churned namespace, spread over the seeded ones.
-func churnNamespace(j int) string {
-	return syncNamespaceName(j * (syncNamespaces / churnNamespaces))
-}
-
 // benchFreshness opens one watch of ClusterNamespaces through the
 // aggregator; each op then relabels churnNamespaces namespaces in
 // kube-apiserver, churnRate changes a second for churnWindow, and waits
@@ -438,7 +433,7 @@ func (d *discoveryEnv) churn(ctx context.Context, receipts <-chan nsReceipt, n i
 	err := every(ctx, time.Second/churnRate, n, func() error {
 		seq := d.seq
 		d.seq++
-		ns := churnNamespace(seq % churnNamespaces)
+		ns := syncNamespaceName(seq % churnNamespaces * (syncNamespaces / churnNamespaces)) // spread over the seeded ones
 		if err := d.relabel(ctx, "namespaces", ns, churnLabel, strconv.Itoa(seq)); err != nil {
 			return err
 		}

@@ -117,9 +117,12 @@ func BenchmarkStandby(b *testing.B) {
 	// The registry's reads with each server on a core of its own.
 	if runtime.NumCPU() >= 2 {
 		must(b, s.pin([]int{0}, []int{1}))
-		for i, st := range []*registrypostgres.Store{s.registry, s.standbyStore} {
-			b.Run("reads=store/cpus=one-per-server/server="+[]string{"primary", "primary+standby"}[i], func(b *testing.B) {
-				s.benchLists(b, storeList(st))
+		for _, side := range []struct {
+			server string
+			st     *registrypostgres.Store
+		}{{"primary", s.registry}, {"primary+standby", s.standbyStore}} {
+			b.Run("reads=store/cpus=one-per-server/server="+side.server, func(b *testing.B) {
+				s.benchLists(b, storeList(side.st))
 			})
 		}
 		all := make([]int, runtime.NumCPU())
