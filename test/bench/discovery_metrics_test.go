@@ -144,7 +144,11 @@ func (d *discoveryEnv) scrape(ctx context.Context, f *fleet, policy store.UsageR
 		timed.StartTimer()
 	}
 	t0 := time.Now()
-	rec, err := d.registry.RecordNodeMetrics(ctx, store.Fence{ClusterID: discoveryClusterID}, samples, policy)
+	fence, err := d.memberFence(ctx)
+	if err != nil {
+		return reportingOp{}, err
+	}
+	rec, err := d.registry.RecordNodeMetrics(ctx, fence, samples, policy)
 	op := reportingOp{reported: rec.Reported, took: time.Since(t0)}
 	if timed != nil {
 		timed.StopTimer()
@@ -450,9 +454,13 @@ func (d *discoveryEnv) quietFleetEvents(ctx context.Context, f *fleet) ([]scrape
 		if err := d.db.QueryRow(ctx, `SELECT resource_version FROM registry_state`).Scan(&rvBefore); err != nil {
 			return nil, err
 		}
+		fence, err := d.memberFence(ctx)
+		if err != nil {
+			return nil, err
+		}
 		cpuBefore := cpuClock(platformPID, kubePID)
 		t0 := time.Now()
-		rec, err := d.registry.RecordNodeMetrics(ctx, store.Fence{ClusterID: discoveryClusterID}, samples, usageReporting)
+		rec, err := d.registry.RecordNodeMetrics(ctx, fence, samples, usageReporting)
 		s.write = time.Since(t0)
 		if err != nil {
 			return nil, fmt.Errorf("scrape %d: %w", k, err)
@@ -672,4 +680,13 @@ func (r *metricsResult) summarize() {
 	}
 	line("metrics history    %s for a day of %d nodes (%.0f bytes/sample); prune of an hour (%d samples) %s",
 		mibString(r.newBytes.total()), nodeCount, r.newBytesPerSample(), r.prunedRows, r.newPrune.Round(100*time.Microsecond))
+}
+
+// memberFence is the fence the server's discovery holds the member with:
+// the benchmark writes the scraper's samples as that writer would.
+func (d *discoveryEnv) memberFence(ctx context.Context) (store.Fence, error) {
+	f := store.Fence{ClusterID: discoveryClusterID}
+	err := d.db.QueryRow(ctx, `SELECT coalesce((SELECT epoch FROM discovery_member WHERE cluster_id = $1), 0),
+		(SELECT failovers FROM registry_epoch LIMIT 1)`, discoveryClusterID).Scan(&f.Epoch, &f.Failovers)
+	return f, err
 }
