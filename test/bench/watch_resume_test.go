@@ -72,31 +72,26 @@ func BenchmarkWatchResume(b *testing.B) {
 }
 
 // resumeInformer is one informer of the storm cluster, counting its relists
-// and noting when it first holds the awaited change.
+// in its set and noting when it first holds the awaited change.
 type resumeInformer struct {
 	informer cache.SharedIndexInformer
-	// The reflector's LISTs and watches with initial events (a relist with
-	// WatchListClient, client-go's default).
-	lists, initialWatches atomic.Int64
-	want                  *atomic.Int64 // the op whose change is awaited
-	seen                  atomic.Int64  // when first held, since base; 0: not yet
-	base                  time.Time
-	current               *atomic.Int64 // the set's informers that hold it
+	set      *resumeSet
+	seen     atomic.Int64 // when first held, since set.base; 0: not yet
 }
 
-func newResumeInformer(client versioned.Interface, base time.Time, want, current *atomic.Int64) (*resumeInformer, error) {
-	ri := &resumeInformer{want: want, base: base, current: current}
+func newResumeInformer(client versioned.Interface, rs *resumeSet) (*resumeInformer, error) {
+	ri := &resumeInformer{set: rs}
 	selector := platform.ClusterLabel + "=" + resumeCluster
 	ncs := client.PlatformV1alpha1().NodeCapacities()
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-			ri.lists.Add(1)
+			rs.relists.Add(1)
 			opts.LabelSelector = selector
 			return ncs.List(ctx, opts)
 		},
 		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 			if opts.SendInitialEvents != nil && *opts.SendInitialEvents {
-				ri.initialWatches.Add(1)
+				rs.relists.Add(1)
 			}
 			opts.LabelSelector = selector
 			return ncs.Watch(ctx, opts)
@@ -112,11 +107,11 @@ func newResumeInformer(client versioned.Interface, base time.Time, want, current
 
 func (ri *resumeInformer) saw(obj any) {
 	nc, ok := obj.(*v1alpha1.NodeCapacity)
-	if !ok || nc.Name != resumeTarget || nc.Labels[resumeLabel] != strconv.FormatInt(ri.want.Load(), 10) {
+	if !ok || nc.Name != resumeTarget || nc.Labels[resumeLabel] != strconv.FormatInt(ri.set.want.Load(), 10) {
 		return
 	}
-	if ri.seen.CompareAndSwap(0, int64(max(time.Since(ri.base), 1))) {
-		ri.current.Add(1)
+	if ri.seen.CompareAndSwap(0, int64(max(time.Since(ri.set.base), 1))) {
+		ri.set.current.Add(1)
 	}
 }
 
@@ -126,8 +121,11 @@ type resumeSet struct {
 	g             *watchGroup
 	informers     []*resumeInformer
 	base          time.Time
-	want, current atomic.Int64
-	responses     responseCounts
+	want, current atomic.Int64 // the op whose change is awaited, the informers that hold it
+	// The reflectors' LISTs and watches with initial events (a relist with
+	// WatchListClient, client-go's default).
+	relists   atomic.Int64
+	responses responseCounts
 }
 
 // responseCounts counts the informers' HTTP attempts by outcome, as their
@@ -185,7 +183,7 @@ func (e *env) startInformers(ctx context.Context, n int) (*resumeSet, error) {
 		return rs, err
 	}
 	for i := range n {
-		ri, err := newResumeInformer(clients[i/watchersPerClient], rs.base, &rs.want, &rs.current)
+		ri, err := newResumeInformer(clients[i/watchersPerClient], rs)
 		if err != nil {
 			return rs, err
 		}
@@ -200,14 +198,6 @@ func (e *env) startInformers(ctx context.Context, n int) (*resumeSet, error) {
 		}
 	}
 	return rs, nil
-}
-
-func (rs *resumeSet) relists() int64 {
-	var n int64
-	for _, ri := range rs.informers {
-		n += ri.lists.Load() + ri.initialWatches.Load()
-	}
-	return n
 }
 
 // watchCounters are the platform-apiserver's counters of lists and watches.
@@ -260,7 +250,7 @@ func benchResume(b *testing.B, e *env, n int) {
 		err = e.churnSeededNodes(ctx, i)
 		var op resumeOp
 		if err == nil {
-			relistsBefore := rs.relists()
+			relistsBefore := rs.relists.Load()
 			for _, n := range rs.responses {
 				n.Store(0)
 			}
@@ -270,7 +260,7 @@ func benchResume(b *testing.B, e *env, n int) {
 			if err == nil {
 				op.counters, err = e.watchCounters(ctx)
 			}
-			op.clientRelists = rs.relists() - relistsBefore
+			op.clientRelists = rs.relists.Load() - relistsBefore
 			for o, n := range rs.responses {
 				responses[o] += n.Load()
 			}
