@@ -206,17 +206,20 @@ func (e *env) platformCPU(ctx context.Context, window time.Duration) (float64, e
 	return float64(after-before) / float64(time.Since(begin)), err
 }
 
-// platformWatches is how many NodeCapacity watches the platform-apiserver serves.
-func (e *env) platformWatches(ctx context.Context) (int, error) {
+// expectWatches checks that the platform-apiserver serves n NodeCapacity watches.
+func (e *env) expectWatches(ctx context.Context, n int) error {
 	body, err := e.cp.PlatformMetrics(ctx)
 	if err != nil {
-		return 0, err
+		return err
 	}
 	if !strings.Contains(body, "apiserver_longrunning_requests") {
-		return 0, errors.New("platform-apiserver metrics lack apiserver_longrunning_requests")
+		return errors.New("platform-apiserver metrics lack apiserver_longrunning_requests")
 	}
-	n, err := framework.MetricSum(body, "apiserver_longrunning_requests", `resource="nodecapacities"`, `verb="WATCH"`)
-	return int(n), err
+	serving, err := framework.MetricSum(body, "apiserver_longrunning_requests", `resource="nodecapacities"`, `verb="WATCH"`)
+	if err == nil && int(serving) != n {
+		err = fmt.Errorf("platform-apiserver serves %d NodeCapacity watches, want %d", int(serving), n)
+	}
+	return err
 }
 
 // kubeAPIServerPID finds this environment's kube-apiserver in /proc: the
@@ -275,10 +278,8 @@ func (e *env) stop(keepLogs bool) error {
 
 // sleepCtx waits d, or until ctx ends.
 func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
 	select {
-	case <-t.C:
+	case <-time.After(d):
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()

@@ -119,8 +119,8 @@ func (g *watchGroup) close() {
 func (e *env) closeWatches(ctx context.Context, g *watchGroup) error {
 	g.close()
 	err := pollUntil(ctx, 100*time.Millisecond, time.Minute, func(ctx context.Context) (bool, string, error) {
-		n, err := e.platformWatches(ctx)
-		return err == nil && n == 0, fmt.Sprintf("%d watches, %v", n, err), nil
+		err := e.expectWatches(ctx, 0)
+		return err == nil, fmt.Sprint(err), nil
 	})
 	if err != nil {
 		return fmt.Errorf("platform-apiserver still serves NodeCapacity watches after they were closed: %w", err)
@@ -206,15 +206,14 @@ func deliver[T any](ctx context.Context, c chan<- T, v T) bool {
 // receive hands what arrives on c to take until take is done or fails;
 // after timeout it returns late's error.
 func receive[T any](ctx context.Context, c <-chan T, timeout time.Duration, take func(T) (bool, error), late func() error) error {
-	timer := time.NewTimer(timeout)
-	defer timer.Stop()
+	deadline := time.After(timeout)
 	for {
 		select {
 		case v := <-c:
 			if done, err := take(v); done || err != nil {
 				return err
 			}
-		case <-timer.C:
+		case <-deadline:
 			return late()
 		case <-ctx.Done():
 			return ctx.Err()

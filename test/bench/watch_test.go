@@ -83,15 +83,6 @@ func benchWatch(b *testing.B, e *env, n int) watchLatency {
 	return lat
 }
 
-// expectWatches checks that the platform-apiserver serves n NodeCapacity watches.
-func (e *env) expectWatches(ctx context.Context, n int) error {
-	serving, err := e.platformWatches(ctx)
-	if err == nil && serving != n {
-		err = fmt.Errorf("platform-apiserver serves %d NodeCapacity watches, want %d", serving, n)
-	}
-	return err
-}
-
 // runWatchOps is the timed loop; it reports the latencies and the CPU per op
 // of each process on the event's path.
 func runWatchOps(b *testing.B, e *env, ws *watchSet) watchLatency {
