@@ -102,8 +102,12 @@ func (s *scraper) scrapeOnce(ctx context.Context) store.MetricsRecorded {
 		logger.Error(err, "Recording node metrics failed", "reason", reason, "samples", len(samples))
 		return store.MetricsRecorded{}
 	}
+	// The heartbeat never runs ahead of this process's clock, which
+	// maintenance reckons its age by: a member whose clock is ahead would
+	// otherwise keep its usage shown after its metrics stopped.
+	now := s.p.Clock.Now().UnixNano()
 	for _, m := range samples {
-		if n := m.ObservedAt.UnixNano(); n > s.newest.Load() {
+		if n := min(m.ObservedAt.UnixNano(), now); n > s.newest.Load() {
 			s.newest.Store(n)
 		}
 	}

@@ -70,10 +70,11 @@ func TestScraperStoresUsage(t *testing.T) {
 	bad.Usage["cpu"] = resource.MustParse("-5m")                   // malformed: skipped, the others stored
 	ancient := nodeMetrics("c", "1", "1Gi", at.Add(-48*time.Hour)) // older than the retention: skipped
 	future := nodeMetrics("c", "1", "1Gi", at.Add(48*time.Hour))   // a member clock far ahead: skipped
+	ahead := nodeMetrics("d", "1", "1Gi", at.Add(30*time.Minute))  // of a node the registry lacks, a clock a little ahead
 	list := &metricsv1beta1.NodeMetricsList{Items: []metricsv1beta1.NodeMetrics{
 		*nodeMetrics("a", "1500000u", "2G", at), // micro-cores and decimal giga occur in real metrics
 		*nodeMetrics("b", "250m", "512Mi", at),
-		*bad, *ancient, *future,
+		*bad, *ancient, *future, *ahead,
 	}}
 	// The fake's object tracker files NodeMetrics under a guessed resource
 	// name, not "nodes"; answer the list directly.
@@ -94,6 +95,10 @@ func TestScraperStoresUsage(t *testing.T) {
 
 	if got := s.scrapeOnce(ctx); got.Stored != 2 || got.Reported != 2 {
 		t.Fatalf("first scrape recorded %+v, want 2 samples stored and reported", got)
+	}
+	// The heartbeat: the newest sample, but never ahead of this clock.
+	if hb := s.lastUsage(); hb.Before(at) || hb.After(time.Now()) {
+		t.Errorf("usage heartbeat %s after a scrape with samples at %s and one 30 minutes ahead, want between %s and now", hb, at, at)
 	}
 	// Namespace usage: the sum over its pods' containers.
 	for _, want := range []struct {
