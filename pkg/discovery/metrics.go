@@ -103,6 +103,13 @@ var (
 			"unauthorized (401), timeout, member_unavailable, store, store_unavailable, store_timeout, and conversion (a skipped sample).",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"cluster", "reason"})
+	usageHeartbeat = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Subsystem: metricsSubsystem,
+		Name:      "usage_heartbeat_timestamp_seconds",
+		Help: "The member's usage heartbeat: Unix time of the newest node metrics sample this replica recorded of it (ClusterCapacity " +
+			"status.mirroring.lastUsageTime, unrounded). time() minus its max over replicas is how old the member's usage is.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"cluster"})
 	usageReports = metrics.NewCounterVec(&metrics.CounterOpts{
 		Subsystem:      metricsSubsystem,
 		Name:           "usage_reports_total",
@@ -208,7 +215,7 @@ func RegisterMetrics() {
 	registerOnce.Do(func() {
 		legacyregistry.MustRegister(eventsApplied, batchSize, commitLag, applyDuration,
 			relists, resumes, expired, errorsTotal, synced, unserved,
-			scrapeDuration, samplesStored, scrapeErrors, usageReports,
+			scrapeDuration, samplesStored, scrapeErrors, usageReports, usageHeartbeat,
 			maintenanceDuration, maintenanceErrors, partitionsDropped, usageExpired,
 			quarantined, stuck, identityChanges, fencedWrites, rewinds, claims, kubeconfigsRefused,
 			memberRemovals, membersAbsent, membersUnknown)
@@ -217,6 +224,7 @@ func RegisterMetrics() {
 
 // forgetCluster drops the series of a member that was removed.
 func forgetCluster(cluster string) {
+	usageHeartbeat.DeleteLabelValues(cluster)
 	for _, r := range memberResources {
 		synced.DeleteLabelValues(cluster, string(r.name))
 		stuck.DeleteLabelValues(cluster, string(r.name))

@@ -111,6 +111,9 @@ func (s *scraper) scrapeOnce(ctx context.Context) store.MetricsRecorded {
 			s.newest.Store(n)
 		}
 	}
+	if hb := s.lastUsage(); !hb.IsZero() {
+		usageHeartbeat.WithLabelValues(s.p.ClusterID).Set(float64(hb.UnixNano()) / 1e9)
+	}
 	scrapeDuration.WithLabelValues(s.p.ClusterID).Observe(s.p.Clock.Since(start).Seconds())
 	samplesStored.WithLabelValues(s.p.ClusterID).Add(float64(recorded.Stored))
 	usageReports.WithLabelValues(s.p.ClusterID).Add(float64(recorded.Reported))

@@ -100,6 +100,9 @@ func TestScraperStoresUsage(t *testing.T) {
 	if hb := s.lastUsage(); hb.Before(at) || hb.After(time.Now()) {
 		t.Errorf("usage heartbeat %s after a scrape with samples at %s and one 30 minutes ahead, want between %s and now", hb, at, at)
 	}
+	if v, err := testutil.GetGaugeMetricValue(usageHeartbeat.WithLabelValues("m")); err != nil || v != float64(s.lastUsage().UnixNano())/1e9 {
+		t.Errorf("usage heartbeat metric %v (%v), want %s", v, err, s.lastUsage())
+	}
 	// Namespace usage: the sum over its pods' containers.
 	for _, want := range []struct {
 		namespace   string
