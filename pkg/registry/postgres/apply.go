@@ -60,6 +60,10 @@ type applier struct {
 	cluster    string
 	nodes      pairs // aggregates to recompute
 	namespaces pairs
+	// namespaceRows and nodeRows are the batch's namespaces and nodes the
+	// views section writes (dropUnchanged).
+	namespaceRows []store.ClusterNamespace
+	nodeRows      []store.NodeCapacity
 }
 
 // run runs steps in order until one fails.
@@ -262,24 +266,15 @@ func (a *applier) dropUnchanged() error {
 	if err != nil {
 		return err
 	}
-	if nss, err = changedOnly(a, clusterNamespaceView, nss, store.ResourceNamespaces, func(n *store.ClusterNamespace) string { return n.Namespace.Name }); err != nil {
+	if a.namespaceRows, err = changedOnly(a, clusterNamespaceView, nss, store.ResourceNamespaces, func(n *store.ClusterNamespace) string { return n.Namespace.Name }); err != nil {
 		return err
 	}
 	nodes, err := nodeRecords(&a.b)
 	if err != nil {
 		return err
 	}
-	if nodes, err = changedOnly(a, nodeCapacityView, nodes, store.ResourceNodes, func(n *store.NodeCapacity) string { return n.Node.Name }); err != nil {
-		return err
-	}
-	a.b.Namespaces, a.b.Nodes = a.b.Namespaces[:0:0], a.b.Nodes[:0:0]
-	for _, n := range nss {
-		a.b.Namespaces = append(a.b.Namespaces, n.Namespace)
-	}
-	for _, n := range nodes {
-		a.b.Nodes = append(a.b.Nodes, n.Node)
-	}
-	return nil
+	a.nodeRows, err = changedOnly(a, nodeCapacityView, nodes, store.ResourceNodes, func(n *store.NodeCapacity) string { return n.Node.Name })
+	return err
 }
 
 // changedOnly returns the records the view's upsert would write for the
@@ -314,14 +309,14 @@ func changedOnly[R any](a *applier, v *view[R], records []R, r store.Resource, n
 // has nothing to write: no namespace or node to delete or write, no
 // aggregate to recompute and no device count.
 func (a *applier) noViewChanges() bool {
-	return len(a.b.Namespaces)+len(a.b.Nodes)+len(a.b.Deleted[store.ResourceNamespaces])+len(a.b.Deleted[store.ResourceNodes]) == 0 &&
+	return len(a.namespaceRows)+len(a.nodeRows)+len(a.b.Deleted[store.ResourceNamespaces])+len(a.b.Deleted[store.ResourceNodes]) == 0 &&
 		len(a.nodes)+len(a.namespaces) == 0 && !touchesDevices(&a.b)
 }
 
 func (a *applier) upsertNamespaces() error {
-	rows, err := namespaceRecords(&a.b)
-	if err != nil || len(rows) == 0 {
-		return err
+	rows := a.namespaceRows
+	if len(rows) == 0 {
+		return nil
 	}
 	for _, n := range rows {
 		a.namespaces.add(a.cluster, n.Namespace.Name)
@@ -334,9 +329,9 @@ func (a *applier) upsertNamespaces() error {
 }
 
 func (a *applier) upsertNodes() error {
-	rows, err := nodeRecords(&a.b)
-	if err != nil || len(rows) == 0 {
-		return err
+	rows := a.nodeRows
+	if len(rows) == 0 {
+		return nil
 	}
 	for _, n := range rows {
 		a.nodes.add(a.cluster, n.Node.Name)

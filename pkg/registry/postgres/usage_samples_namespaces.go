@@ -50,16 +50,19 @@ func (s *Store) RecordNamespaceMetrics(ctx context.Context, f store.Fence, sampl
 	}
 	// Fenced as every write of the member, under its lock (not the
 	// writers'): a replica that lost the member, or a member deleted
-	// meanwhile, adds no history.
-	err = s.write(ctx, opReportUsage, sections{member: func(w *writer) error {
-		if err := w.fence(f); err != nil {
+	// meanwhile, adds no history. A scrape without samples (no pod runs)
+	// has none to add, but may still end usage below.
+	if len(rows) > 0 {
+		err = s.write(ctx, opReportUsage, sections{member: func(w *writer) error {
+			if err := w.fence(f); err != nil {
+				return err
+			}
+			_, err := w.tx.Exec(w.ctx, sqlNamespaceRollup, f.ClusterID, param)
 			return err
+		}})
+		if err != nil {
+			return 0, fmt.Errorf("record namespace metrics: %w", err)
 		}
-		_, err := w.tx.Exec(w.ctx, sqlNamespaceRollup, f.ClusterID, param)
-		return err
-	}})
-	if err != nil {
-		return 0, fmt.Errorf("record namespace metrics: %w", err)
 	}
 	var due int64
 	if err := s.writes.QueryRow(ctx, sqlNamespaceUsageDue, f.ClusterID, param, policy.Threshold, policy.Period.Seconds(), unknownAfterSeconds(policy)).Scan(&due); err != nil {
