@@ -33,6 +33,8 @@ type pending struct {
 	replace bool
 	// present holds the keys a relist committed in earlier chunks.
 	present []store.ObjectKey
+	// chunk marks a relist's chunk: its last batch follows (Batch.Chunk).
+	chunk bool
 	// unserved, when set, makes the batch say the member does not serve
 	// the (optional) resource, and why: it carries no changes, and clears
 	// the cursor, so a restart lists instead of resuming a watch whose
@@ -68,6 +70,7 @@ func (p *pending) dirty(committedCursor string) bool {
 // cursor.
 func (p *pending) takeChunk() *pending {
 	chunk := newPending(p.resource, "")
+	chunk.chunk = true
 	chunk.changes, chunk.events, chunk.byType, chunk.received = p.changes, p.events, p.byType, p.received
 	p.changes, p.events, p.byType, p.received = map[store.ObjectKey]change{}, 0, map[string]int{}, nil
 	return chunk
@@ -88,7 +91,7 @@ func (p *pending) keys() []store.ObjectKey {
 // batch builds the store batch for cluster.
 func (p *pending) batch(cluster string) store.Batch {
 	r := p.resource.name
-	b := store.Batch{ClusterID: cluster, Cursors: map[store.Resource]string{}}
+	b := store.Batch{ClusterID: cluster, Chunk: p.chunk, Cursors: map[store.Resource]string{}}
 	if p.cursor != "" {
 		b.Cursors[r] = p.cursor
 	}

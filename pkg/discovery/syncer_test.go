@@ -396,8 +396,9 @@ func TestSyncerQuarantinesRejectedObjects(t *testing.T) {
 }
 
 // TestSyncerRelistsInChunks: a list larger than a batch commits in chunks
-// of at most BatchSize objects without cursor or Replace; the last batch
-// carries Replace, the keys of the chunks before it, and the cursor.
+// of at most BatchSize objects marked Chunk, without cursor or Replace; the
+// last batch carries Replace, the keys of the chunks before it, and the
+// cursor.
 func TestSyncerRelistsInChunks(t *testing.T) {
 	const total = 2300 // 5 pages of 500
 	m, st := newFakeMember(), &recordingStore{}
@@ -425,8 +426,8 @@ func TestSyncerRelistsInChunks(t *testing.T) {
 		if len(b.Namespaces) > 1000 {
 			t.Errorf("batch %d holds %d namespaces, more than the batch size", i, len(b.Namespaces))
 		}
-		if got := len(b.Replace) == 1 && b.Cursors[store.ResourceNamespaces] == "7000"; got != last {
-			t.Errorf("batch %d: Replace %v, cursor %q; want both on the last batch only", i, b.Replace, b.Cursors[store.ResourceNamespaces])
+		if got := len(b.Replace) == 1 && b.Cursors[store.ResourceNamespaces] == "7000"; got != last || b.Chunk == last {
+			t.Errorf("batch %d: Replace %v, cursor %q, Chunk %t; want Replace and the cursor on the last batch only, Chunk on the others", i, b.Replace, b.Cursors[store.ResourceNamespaces], b.Chunk)
 		}
 		if last && len(b.Present) != len(seen) {
 			t.Errorf("last batch carries %d present keys, want the %d the chunks before it wrote", len(b.Present), len(seen))

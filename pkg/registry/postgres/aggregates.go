@@ -3,28 +3,52 @@ package postgres
 import "fmt"
 
 // Aggregates are materialized on the view rows so a list is a one-table
-// scan. These statements recompute them for given (cluster, name) keys,
-// passed as one jsonb parameter, and stamp only the rows whose values change.
+// scan. Apply computes them in its member section, under the member's lock
+// (they read only the member's rows, which every writer of them holds that
+// lock for), keeping those that change; the views section then only writes
+// those values and stamps the rows.
 var (
-	sqlRecomputeNodes      = statement("aggregates_recompute_nodes")
-	sqlRecomputeNamespaces = statement("aggregates_recompute_namespaces")
+	sqlAggregateNodes           = statement("aggregates_nodes")
+	sqlAggregateNamespaces      = statement("aggregates_namespaces")
+	sqlStampNodeAggregates      = statement("aggregates_stamp_nodes")
+	sqlStampNamespaceAggregates = statement("aggregates_stamp_namespaces")
 )
 
-func (w *writer) recomputeNodes(keys pairs) error {
-	return w.recompute("recompute node aggregates", sqlRecomputeNodes, keys)
+// aggregates are the computed values of the rows of one view whose
+// aggregates change, as the stamping statement reads them.
+type aggregates struct {
+	what, stampSQL string
+	rows           []byte // JSON array
+	n              int
 }
 
-func (w *writer) recomputeNamespaces(keys pairs) error {
-	return w.recompute("recompute namespace aggregates", sqlRecomputeNamespaces, keys)
+// aggregate computes the aggregates (sql: aggregates_nodes or
+// aggregates_namespaces) of the rows keyed in keys, and of every row of the
+// member if all, and keeps those that differ from their row's or that the
+// batch writes (written: names).
+func (w *writer) aggregate(what, sql, stampSQL string, keys pairs, all *string, written []string) (aggregates, error) {
+	out := aggregates{what: what, stampSQL: stampSQL}
+	if len(keys) == 0 && all == nil {
+		return out, nil
+	}
+	param, err := jsonRows(keys.rows())
+	if err != nil {
+		return out, fmt.Errorf("compute %s: %w", what, err)
+	}
+	if written == nil {
+		written = []string{}
+	}
+	if err := w.tx.QueryRow(w.ctx, sql, param, written, all).Scan(&out.rows, &out.n); err != nil {
+		return out, fmt.Errorf("compute %s: %w", what, err)
+	}
+	return out, nil
 }
 
-func (w *writer) recompute(what, sql string, keys pairs) error {
-	if len(keys) == 0 {
+// stampAggregates writes computed aggregates under the writer lock and
+// stamps the rows whose values change.
+func (w *writer) stampAggregates(a aggregates) error {
+	if a.n == 0 {
 		return nil
 	}
-	rows, err := jsonRows(keys.rows())
-	if err != nil {
-		return fmt.Errorf("%s: %w", what, err)
-	}
-	return w.stamp(what, sql, rows, w.startRV)
+	return w.stamp("stamp "+a.what, a.stampSQL, a.rows, w.startRV)
 }

@@ -16,12 +16,12 @@ import (
 // Apply commits a batch in one transaction, fenced by the batch's epoch.
 // Under the member's lock: the rows of a relist that are gone, which of the
 // batch's namespaces and nodes change (dropUnchanged), the member rows (pods
-// and quotas: deletes, then upserts that skip unchanged rows) and the
-// cursors. Under the writer lock, only if any view row may change: the view
-// rows (namespaces and nodes), then the aggregates of every node and
-// namespace the batch changed (see memberTables). Each object should appear
-// at most once in a batch; one listed both as present and as deleted ends
-// up present.
+// and quotas: deletes, then upserts that skip unchanged rows), the
+// aggregates that change (computeAggregates) and the cursors. Under the
+// writer lock, only if any view row changes: the view rows (namespaces and
+// nodes), then the aggregates computed before (see memberTables). Each
+// object should appear at most once in a batch; one listed both as present
+// and as deleted ends up present.
 func (s *Store) Apply(ctx context.Context, b store.Batch) error {
 	if b.ClusterID == "" {
 		return errors.New("apply: batch has no cluster id")
@@ -39,14 +39,14 @@ func (s *Store) Apply(ctx context.Context, b store.Batch) error {
 				a.dropUnchanged,
 			}
 			steps = append(steps, a.writes(false)...)
-			return a.run(append(steps, a.saveCursors)...)
+			return a.run(append(steps, a.computeAggregates, a.saveCursors)...)
 		},
 		skipViews: a.noViewChanges,
 		views: func(w *writer) error {
 			a.writer = w
 			return a.run(append(a.writes(true),
-				func() error { return a.recomputeNodes(a.nodes) },
-				func() error { return a.recomputeNamespaces(a.namespaces) },
+				func() error { return w.stampAggregates(a.nodeAggregates) },
+				func() error { return w.stampAggregates(a.namespaceAggregates) },
 				a.recomputeMemberDevices,
 			)...)
 		},
@@ -64,6 +64,9 @@ type applier struct {
 	// views section writes (dropUnchanged).
 	namespaceRows []store.ClusterNamespace
 	nodeRows      []store.NodeCapacity
+	// nodeAggregates and namespaceAggregates are the aggregates the views
+	// section writes (computeAggregates).
+	nodeAggregates, namespaceAggregates aggregates
 }
 
 // run runs steps in order until one fails.
@@ -305,21 +308,57 @@ func changedOnly[R any](a *applier, v *view[R], records []R, r store.Resource, n
 	return slices.DeleteFunc(records, func(rec R) bool { return !keep[name(&rec)] }), nil
 }
 
+// computeAggregates computes, after the member rows are written, the
+// aggregates of the nodes and namespaces the batch changed or writes, and
+// keeps those that change. A relist's chunk (Batch.Chunk) leaves those its
+// member rows change to the relist's last batch, which computes them for
+// every node and namespace of the member: a relist of 20,000 pods in 20
+// chunks then stamps each node once, not once per chunk that moved it.
+func (a *applier) computeAggregates() error {
+	nodes, namespaces := a.nodes, a.namespaces
+	var all *string
+	if a.b.Chunk {
+		nodes, namespaces = pairs{}, pairs{}
+	} else if len(a.b.Present) > 0 && slices.ContainsFunc(a.b.Replace, isMemberRows) {
+		all = &a.cluster
+	}
+	nodeNames := make([]string, len(a.nodeRows))
+	for i, n := range a.nodeRows {
+		nodeNames[i] = n.Node.Name
+		nodes.add(a.cluster, n.Node.Name)
+	}
+	namespaceNames := make([]string, len(a.namespaceRows))
+	for i, n := range a.namespaceRows {
+		namespaceNames[i] = n.Namespace.Name
+		namespaces.add(a.cluster, n.Namespace.Name)
+	}
+	var err error
+	if a.nodeAggregates, err = a.aggregate("node aggregates", sqlAggregateNodes, sqlStampNodeAggregates, nodes, all, nodeNames); err != nil {
+		return err
+	}
+	a.namespaceAggregates, err = a.aggregate("namespace aggregates", sqlAggregateNamespaces, sqlStampNamespaceAggregates, namespaces, all, namespaceNames)
+	return err
+}
+
+// isMemberRows reports whether r's rows are member rows (pods, quotas,
+// DRA), whose changes stamp the aggregates of view rows.
+func isMemberRows(r store.Resource) bool {
+	t, ok := memberTableOf(r)
+	return ok && !t.view
+}
+
 // noViewChanges reports, after the member section, that the views section
 // has nothing to write: no namespace or node to delete or write, no
-// aggregate to recompute and no device count.
+// aggregate that changes and no device count.
 func (a *applier) noViewChanges() bool {
 	return len(a.namespaceRows)+len(a.nodeRows)+len(a.b.Deleted[store.ResourceNamespaces])+len(a.b.Deleted[store.ResourceNodes]) == 0 &&
-		len(a.nodes)+len(a.namespaces) == 0 && !touchesDevices(&a.b)
+		a.nodeAggregates.n+a.namespaceAggregates.n == 0 && !touchesDevices(&a.b)
 }
 
 func (a *applier) upsertNamespaces() error {
 	rows := a.namespaceRows
 	if len(rows) == 0 {
 		return nil
-	}
-	for _, n := range rows {
-		a.namespaces.add(a.cluster, n.Namespace.Name)
 	}
 	param, err := clusterNamespaceView.batchRows(rows)
 	if err != nil {
@@ -332,9 +371,6 @@ func (a *applier) upsertNodes() error {
 	rows := a.nodeRows
 	if len(rows) == 0 {
 		return nil
-	}
-	for _, n := range rows {
-		a.nodes.add(a.cluster, n.Node.Name)
 	}
 	param, err := nodeCapacityView.batchRows(rows)
 	if err != nil {

@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -33,21 +34,7 @@ func TestUnchangedRowsTakeNoWriterLock(t *testing.T) {
 	mustApply(t, s, ctx, relist(4000))
 	rv, changes := registryRV(t, s, ctx), countRows(t, b, `SELECT count(*) FROM registry_change`)
 
-	// Hold the writer lock, as a long write of another member would.
-	conn, err := pgx.Connect(ctx, b.dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
-	tx, err := conn.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = tx.Rollback(context.Background()) }()
-	if _, err := tx.Exec(ctx, `SELECT resource_version FROM registry_state FOR UPDATE`); err != nil {
-		t.Fatal(err)
-	}
-
+	release := holdWriterLock(t, b)
 	unchanged, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
 	if err := s.Apply(unchanged, relist(4000)); err != nil {
@@ -58,9 +45,7 @@ func TestUnchangedRowsTakeNoWriterLock(t *testing.T) {
 	if err := s.Apply(changed, relist(3000)); !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, store.ErrUnavailable) {
 		t.Fatalf("a relist that changes a node, while the writer lock is held: %v; want it to wait for the lock", err)
 	}
-	if err := tx.Rollback(ctx); err != nil {
-		t.Fatal(err)
-	}
+	release()
 	mustApply(t, s, ctx, relist(3000))
 	if got := countRows(t, b, `SELECT count(*) FROM registry_change`) - changes; got != 2 {
 		t.Errorf("the relist that changed one node logged %d changes, want 2 (the node, its member's ClusterCapacity)", got)
@@ -71,4 +56,90 @@ func TestUnchangedRowsTakeNoWriterLock(t *testing.T) {
 	if n := getNode(t, s, ctx, "c", nodeNameN(0)); n.Requested.CPUMillis != 100 {
 		t.Errorf("%s requests %dm after the relists, want its pod's 100m", nodeNameN(0), n.Requested.CPUMillis)
 	}
+}
+
+// holdWriterLock takes the writer lock from a connection of its own, as a
+// long write of another member would, until release is called.
+func holdWriterLock(t *testing.T, b testBundle) (release func()) {
+	t.Helper()
+	conn, err := pgx.Connect(b.ctx, b.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close(context.Background()) })
+	tx, err := conn.Begin(b.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(b.ctx, `SELECT resource_version FROM registry_state FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	return func() {
+		if err := tx.Rollback(b.ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestChunkedRelistStampsAggregatesOnce: a relist committed in chunks leaves
+// the aggregates its pods change to its last batch, which stamps each node
+// and namespace once however many chunks moved it; the same relist again,
+// changing nothing, takes no writer lock in any of its batches.
+func TestChunkedRelistStampsAggregatesOnce(t *testing.T) {
+	t.Parallel()
+	s, b := setup(t, postgres.Options{})
+	ctx := b.ctx
+	mustApply(t, s, ctx, store.Batch{ClusterID: "c", Namespaces: []store.Namespace{namespace("team-a")},
+		Nodes: []store.Node{node(nodeNameN(0), 4000, 16*gib), node(nodeNameN(1), 4000, 16*gib)}})
+	pod := func(i int, node string) store.Pod {
+		name := fmt.Sprintf("p%d", i)
+		return store.Pod{Namespace: "team-a", Name: name, UID: name, NodeName: node, Phase: "Running", CPURequestMillis: 100}
+	}
+	// Three chunks: each moves node 0, the second and the last node 1 too.
+	chunks := [][]store.Pod{
+		{pod(0, nodeNameN(0)), pod(1, nodeNameN(0))},
+		{pod(2, nodeNameN(0)), pod(3, nodeNameN(1))},
+		{pod(4, nodeNameN(0)), pod(5, nodeNameN(1))},
+	}
+	relist := func(check func(last bool)) {
+		var present []store.ObjectKey
+		for i, pods := range chunks {
+			batch := store.Batch{ClusterID: "c", Pods: pods, Chunk: i < len(chunks)-1}
+			if !batch.Chunk {
+				batch.Replace, batch.Present = []store.Resource{store.ResourcePods}, present
+			}
+			mustApply(t, s, ctx, batch)
+			for _, p := range pods {
+				present = append(present, store.ObjectKey{Namespace: p.Namespace, Name: p.Name})
+			}
+			check(!batch.Chunk)
+		}
+	}
+	rv := registryRV(t, s, ctx)
+	relist(func(last bool) {
+		if n := getNode(t, s, ctx, "c", nodeNameN(0)); !last && n.Requested.Pods != 0 {
+			t.Errorf("after a chunk, %s counts %d pods; want its aggregates left to the relist's last batch", nodeNameN(0), n.Requested.Pods)
+		}
+	})
+	for name, want := range map[string]int64{nodeNameN(0): 4, nodeNameN(1): 2} {
+		if n := getNode(t, s, ctx, "c", name); n.Requested.Pods != want || n.Requested.CPUMillis != 100*want {
+			t.Errorf("after the relist %s counts %d pods and %dm, want %d and %dm", name, n.Requested.Pods, n.Requested.CPUMillis, want, 100*want)
+		}
+	}
+	if ns := getNamespace(t, s, ctx, "c", "team-a"); ns.PodCount != 6 {
+		t.Errorf("after the relist team-a counts %d pods, want 6", ns.PodCount)
+	}
+	for _, kind := range []string{"NodeCapacity", "ClusterNamespace"} {
+		entries := countRows(t, b, `SELECT count(*) FROM registry_change WHERE resource_version > $1 AND kind = $2`, rv, kind)
+		if want := map[string]int64{"NodeCapacity": 2, "ClusterNamespace": 1}[kind]; entries != want {
+			t.Errorf("the relist logged %d %s changes, want %d: one per row it changed", entries, kind, want)
+		}
+	}
+
+	release := holdWriterLock(t, b)
+	defer release()
+	unchanged, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	ctx = unchanged
+	relist(func(bool) {})
 }

@@ -493,6 +493,13 @@ type Batch struct {
 	// chunks and only its last batch carries Replace (Namespace is empty
 	// for cluster-scoped kinds).
 	Present []ObjectKey
+	// Chunk marks a relist's batch that more batches of the same relist
+	// follow (the last one carries Replace and Present). The aggregates its
+	// member rows (pods, quotas, DRA) change on nodes and namespaces wait
+	// for the relist's last batch, which recomputes those of every node and
+	// namespace of the member: until it commits, they reflect the member
+	// rows before the relist.
+	Chunk bool
 	// Cursors are the member resourceVersions the batch reaches, per resource.
 	Cursors map[Resource]string
 	// Unserved lists resources the member does not serve to discovery, and

@@ -1,10 +1,13 @@
--- Recomputes the pod count, requests (cpu, memory, requested_other), quotas
+-- Computes the pod count, requests (cpu, memory, requested_other), quotas
 -- and DRA claims per device class (device_claims) of the namespaces keyed in
--- $1, a JSON array of {"cluster_id", "name"} (pairRow); unscheduled pods
--- count. $2 is the writer's start resourceVersion, as in
--- aggregates_recompute_nodes. Returns the highest version stamped (0 if none).
+-- $1, a JSON array of {"cluster_id", "name"} (pairRow), and of every
+-- namespace of member $3 if it is not null; unscheduled pods count. Returns,
+-- as aggregates_nodes does, those whose row's values differ and those named
+-- in $2 (the namespaces the batch writes), for aggregates_stamp_namespaces.
 WITH t AS (
-	SELECT DISTINCT cluster_id, name FROM jsonb_to_recordset($1::jsonb) AS t(cluster_id text, name text)
+	SELECT cluster_id, name FROM jsonb_to_recordset($1::jsonb) AS t(cluster_id text, name text)
+	UNION
+	SELECT cluster_id, name FROM cluster_namespace WHERE cluster_id = $3::text
 ), pods AS (
 	SELECT t.cluster_id, t.name,
 		coalesce(sum(p.cpu_request_millis), 0)::bigint   AS cpu,
@@ -41,21 +44,14 @@ WITH t AS (
 		WHERE c.cluster_id = t.cluster_id AND c.namespace = t.name
 		GROUP BY e.key) k ON true
 	GROUP BY t.cluster_id, t.name
-), changed AS (
-	UPDATE cluster_namespace c SET
-		pod_count            = pods.pods,
-		cpu_request_millis   = pods.cpu,
-		memory_request_bytes = pods.mem,
-		requested_other      = other.other,
-		quotas               = quotas.quotas,
-		device_claims        = claims.claims,
-		resource_version     = CASE WHEN c.resource_version > $2 THEN c.resource_version ELSE nextval('registry_resource_version') END
+), v AS (
+	SELECT pods.cluster_id, pods.name, pods.pods, pods.cpu, pods.mem, other.other, quotas.quotas, claims.claims
 	FROM pods JOIN quotas ON quotas.cluster_id = pods.cluster_id AND quotas.name = pods.name
 		JOIN other ON other.cluster_id = pods.cluster_id AND other.name = pods.name
 		JOIN claims ON claims.cluster_id = pods.cluster_id AND claims.name = pods.name
-	WHERE c.cluster_id = pods.cluster_id AND c.name = pods.name
-		AND (c.pod_count, c.cpu_request_millis, c.memory_request_bytes, c.requested_other, c.quotas, c.device_claims)
-		IS DISTINCT FROM (pods.pods, pods.cpu, pods.mem, other.other, quotas.quotas, claims.claims)
-	RETURNING c.resource_version
+		LEFT JOIN cluster_namespace c ON c.cluster_id = pods.cluster_id AND c.name = pods.name
+	WHERE pods.name = ANY($2::text[]) OR c.name IS NOT NULL AND (
+		(c.pod_count, c.cpu_request_millis, c.memory_request_bytes, c.requested_other, c.quotas, c.device_claims)
+		IS DISTINCT FROM (pods.pods, pods.cpu, pods.mem, other.other, quotas.quotas, claims.claims))
 )
-SELECT coalesce(max(resource_version), 0) FROM changed
+SELECT coalesce(jsonb_agg(v), '[]'), count(*) FROM v

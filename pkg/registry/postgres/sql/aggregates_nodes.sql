@@ -1,14 +1,18 @@
--- Recomputes the requested resources (cpu, memory and requested_other), the
+-- Computes the requested resources (cpu, memory and requested_other), the
 -- pod count and the DRA device counts (devices_total, devices_allocated: the
 -- devices of the node's slices of each pool's newest generation, and those
--- of them a claim holds) of the nodes keyed in $1, a JSON array of {"cluster_id", "name"}
--- (pairRow), over their non-terminal pods, and stamps only the rows whose
--- values change; $2 is the writer's start resourceVersion: a row already
--- stamped by this transaction (above it) keeps its version, so one commit
--- gives each row one version. Returns the highest version stamped (0 if
--- none). Usage is not an aggregate: RecordNodeMetrics reports it.
+-- of them a claim holds) over the non-terminal pods of the nodes keyed in
+-- $1, a JSON array of {"cluster_id", "name"} (pairRow), and of every node of
+-- member $3 if it is not null. Returns, as one JSON array for
+-- aggregates_stamp_nodes, and their count, those whose row's values differ
+-- and those named in $2 (the nodes the batch writes, whose rows may be new).
+-- It reads only rows that one member's writers write, under its lock, so
+-- Apply runs it there, before the writer lock. Usage is not an aggregate:
+-- RecordNodeMetrics reports it.
 WITH t AS (
-	SELECT DISTINCT cluster_id, name FROM jsonb_to_recordset($1::jsonb) AS t(cluster_id text, name text)
+	SELECT cluster_id, name FROM jsonb_to_recordset($1::jsonb) AS t(cluster_id text, name text)
+	UNION
+	SELECT cluster_id, name FROM cluster_node WHERE cluster_id = $3::text
 ), agg AS (
 	SELECT t.cluster_id, t.name,
 		coalesce(sum(p.cpu_request_millis), 0)::bigint   AS cpu,
@@ -43,20 +47,13 @@ WITH t AS (
 			WHERE p.cluster_id = s.cluster_id AND p.driver = s.driver AND p.pool = s.pool)
 		GROUP BY s.driver) d ON true
 	GROUP BY t.cluster_id, t.name
-), changed AS (
-	UPDATE cluster_node n SET
-		requested_cpu_millis   = agg.cpu,
-		requested_memory_bytes = agg.mem,
-		pod_count              = agg.pods,
-		requested_other        = other.other,
-		devices_total          = dev.total,
-		devices_allocated      = dev.allocated,
-		resource_version       = CASE WHEN n.resource_version > $2 THEN n.resource_version ELSE nextval('registry_resource_version') END
+), v AS (
+	SELECT agg.cluster_id, agg.name, agg.cpu, agg.mem, agg.pods, other.other, dev.total, dev.allocated
 	FROM agg JOIN dev ON dev.cluster_id = agg.cluster_id AND dev.name = agg.name
 		JOIN other ON other.cluster_id = agg.cluster_id AND other.name = agg.name
-	WHERE n.cluster_id = agg.cluster_id AND n.name = agg.name
-		AND (n.requested_cpu_millis, n.requested_memory_bytes, n.pod_count, n.requested_other, n.devices_total, n.devices_allocated)
-		IS DISTINCT FROM (agg.cpu, agg.mem, agg.pods, other.other, dev.total, dev.allocated)
-	RETURNING n.resource_version
+		LEFT JOIN cluster_node n ON n.cluster_id = agg.cluster_id AND n.name = agg.name
+	WHERE agg.name = ANY($2::text[]) OR n.name IS NOT NULL AND (
+		(n.requested_cpu_millis, n.requested_memory_bytes, n.pod_count, n.requested_other, n.devices_total, n.devices_allocated)
+		IS DISTINCT FROM (agg.cpu, agg.mem, agg.pods, other.other, dev.total, dev.allocated))
 )
-SELECT coalesce(max(resource_version), 0) FROM changed
+SELECT coalesce(jsonb_agg(v), '[]'), count(*) FROM v
