@@ -40,9 +40,9 @@ const maxSampleSpan = 7 * 24 * time.Hour
 // the usage of the nodes the policy says are due, and makes unknown that of
 // the member's nodes the scrape lacks and no sample confirmed for
 // policy.UnknownAfter. A scrape with no node due takes two short statements
-// and never the writers' lock; otherwise one serialized write restamps the
-// due nodes, given only their samples, so the lock is held for work in
-// proportion to them, not to the scrape.
+// and never the writers' lock; otherwise serialized writes of at most
+// reportSlice nodes each restamp the due nodes, given only their samples, so
+// the lock is held for work in proportion to them, not to the scrape.
 func (s *Store) RecordNodeMetrics(ctx context.Context, f store.Fence, samples []store.NodeMetricsSample, policy store.UsageReporting) (store.MetricsRecorded, error) {
 	var out store.MetricsRecorded
 	if len(samples) == 0 {
@@ -77,22 +77,34 @@ func (s *Store) RecordNodeMetrics(ctx context.Context, f store.Fence, samples []
 	if len(dueNodes) == 0 && len(absent) == 0 {
 		return out, nil
 	}
-	if param, err = sampleRows(newestOf(samples, dueClusters, dueNodes)); err != nil {
-		return out, fmt.Errorf("record node metrics: %w", err)
-	}
-	err = s.write(ctx, opReportUsage, sections{
-		member: func(w *writer) error { return w.fence(f) },
-		views: func(w *writer) (err error) {
-			out.Reported, err = w.stampCounted("report node usage", sqlReportUsage, param, policy.Threshold, policy.Period.Seconds(),
-				f.ClusterID, cut, w.startRV, absent)
-			return err
-		},
-	})
-	if err != nil {
-		return out, fmt.Errorf("record node metrics: %w", err)
+	due := newestOf(samples, dueClusters, dueNodes)
+	for start := 0; start == 0 || start < len(due); start += reportSlice {
+		if param, err = sampleRows(due[start:min(start+reportSlice, len(due))]); err != nil {
+			return out, fmt.Errorf("record node metrics: %w", err)
+		}
+		var reported int64
+		err = s.write(ctx, opReportUsage, sections{
+			member: func(w *writer) error { return w.fence(f) },
+			views: func(w *writer) (err error) {
+				reported, err = w.stampCounted("report node usage", sqlReportUsage, param, policy.Threshold, policy.Period.Seconds(),
+					f.ClusterID, cut, w.startRV, absent)
+				return err
+			},
+		})
+		if err != nil {
+			return out, fmt.Errorf("record node metrics: %w", err)
+		}
+		out.Reported += reported
+		absent = nil // made unknown by the first
 	}
 	return out, nil
 }
+
+// reportSlice bounds the due nodes one transaction of a usage report
+// stamps, as discovery's batch size bounds a batch: a member's first scrape
+// after its nodes synced finds all of them due, and one transaction for
+// 5,000 would hold the writer lock every member's writes need for seconds.
+const reportSlice = 1000
 
 // MaintainNodeMetrics prepares the partitions of the next hours, drops those
 // entirely before m.RetainAfter, and makes stale reported usage unknown.

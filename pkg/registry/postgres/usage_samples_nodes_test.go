@@ -135,8 +135,9 @@ func TestRecordNodeMetricsQuietFleet(t *testing.T) {
 	t.Parallel()
 	s, b := setup(t, postgres.Options{})
 	ctx := b.ctx
-	const nodes = 200
+	const nodes = 2100 // the first report in three transactions (reportSlice)
 	applyMetricsNodes(t, s, ctx, nodes)
+	rv0 := registryRV(t, s, ctx)
 	t0 := time.Now().UTC().Truncate(time.Second)
 	scrape := func(k int, cpuMillis int64) store.MetricsRecorded {
 		samples := make([]store.NodeMetricsSample, nodes)
@@ -152,6 +153,9 @@ func TestRecordNodeMetricsQuietFleet(t *testing.T) {
 	}
 	if got := scrape(0, 300); got.Reported != nodes {
 		t.Fatalf("first scrape reported %d nodes, want %d", got.Reported, nodes)
+	}
+	if n := countRows(t, b, `SELECT count(DISTINCT committed_at) FROM registry_change WHERE resource_version > $1 AND kind = 'NodeCapacity'`, rv0); n != 3 {
+		t.Errorf("the first scrape reported its %d nodes in %d transactions, want 3 of at most 1,000", nodes, n)
 	}
 	rv := registryRV(t, s, ctx)
 	changes := countRows(t, b, `SELECT count(*) FROM registry_change`)
