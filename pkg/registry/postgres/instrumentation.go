@@ -52,10 +52,11 @@ var (
 type op string
 
 const (
-	opApply        op = "apply"
-	opReportUsage  op = "report_usage"
-	opExpireUsage  op = "expire_usage"
-	opRemoveMember op = "remove_member"
+	opApply                op = "apply"
+	opReportUsage          op = "report_usage"           // a node scrape's usage report
+	opReportNamespaceUsage op = "report_namespace_usage" // a namespace scrape's history and report
+	opExpireUsage          op = "expire_usage"
+	opRemoveMember         op = "remove_member"
 )
 
 var registerOnce sync.Once

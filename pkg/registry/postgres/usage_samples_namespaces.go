@@ -53,7 +53,7 @@ func (s *Store) RecordNamespaceMetrics(ctx context.Context, f store.Fence, sampl
 	// meanwhile, adds no history. A scrape without samples (no pod runs)
 	// has none to add, but may still end usage below.
 	if len(rows) > 0 {
-		err = s.write(ctx, opReportUsage, sections{member: func(w *writer) error {
+		err = s.write(ctx, opReportNamespaceUsage, sections{member: func(w *writer) error {
 			if err := w.fence(f); err != nil {
 				return err
 			}
@@ -72,7 +72,7 @@ func (s *Store) RecordNamespaceMetrics(ctx context.Context, f store.Fence, sampl
 		return 0, nil
 	}
 	var reported int64
-	err = s.write(ctx, opReportUsage, sections{
+	err = s.write(ctx, opReportNamespaceUsage, sections{
 		member: func(w *writer) error { return w.fence(f) },
 		views: func(w *writer) (err error) {
 			reported, err = w.stampCounted("report namespace usage", sqlReportNamespaceUsage,
