@@ -1,6 +1,10 @@
 package postgres
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+)
 
 // Aggregates are materialized on the view rows so a list is a one-table
 // scan. Apply computes them in its member section, under the member's lock
@@ -12,6 +16,7 @@ var (
 	sqlAggregateNamespaces      = statement("aggregates_namespaces")
 	sqlStampNodeAggregates      = statement("aggregates_stamp_nodes")
 	sqlStampNamespaceAggregates = statement("aggregates_stamp_namespaces")
+	sqlAggregateMemberRows      = statement("aggregates_member_rows")
 )
 
 // aggregates are the computed values of the rows of one view whose
@@ -23,12 +28,11 @@ type aggregates struct {
 }
 
 // aggregate computes the aggregates (sql: aggregates_nodes or
-// aggregates_namespaces) of the rows keyed in keys, and of every row of the
-// member if all, and keeps those that differ from their row's or that the
-// batch writes (written: names).
-func (w *writer) aggregate(what, sql, stampSQL string, keys pairs, all *string, written []string) (aggregates, error) {
+// aggregates_namespaces) of the rows keyed in keys, and keeps those that
+// differ from their row's or that the batch writes (written: names).
+func (w *writer) aggregate(what, sql, stampSQL string, keys pairs, written []string) (aggregates, error) {
 	out := aggregates{what: what, stampSQL: stampSQL}
-	if len(keys) == 0 && all == nil {
+	if len(keys) == 0 {
 		return out, nil
 	}
 	param, err := jsonRows(keys.rows())
@@ -38,10 +42,33 @@ func (w *writer) aggregate(what, sql, stampSQL string, keys pairs, all *string, 
 	if written == nil {
 		written = []string{}
 	}
-	if err := w.tx.QueryRow(w.ctx, sql, param, written, all).Scan(&out.rows, &out.n); err != nil {
+	if err := w.tx.QueryRow(w.ctx, sql, param, written).Scan(&out.rows, &out.n); err != nil {
 		return out, fmt.Errorf("compute %s: %w", what, err)
 	}
 	return out, nil
+}
+
+// memberRows adds the names of the member's nodes and namespaces to nodes
+// and namespaces.
+func (w *writer) memberRows(cluster string, nodes, namespaces pairs) error {
+	rows, err := w.tx.Query(w.ctx, sqlAggregateMemberRows, cluster)
+	if err != nil {
+		return fmt.Errorf("list the rows of member %s: %w", cluster, err)
+	}
+	var isNode bool
+	var name string
+	_, err = pgx.ForEachRow(rows, []any{&isNode, &name}, func() error {
+		if isNode {
+			nodes.add(cluster, name)
+		} else {
+			namespaces.add(cluster, name)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("list the rows of member %s: %w", cluster, err)
+	}
+	return nil
 }
 
 // stampAggregates writes computed aggregates under the writer lock and

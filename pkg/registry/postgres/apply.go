@@ -316,11 +316,15 @@ func changedOnly[R any](a *applier, v *view[R], records []R, r store.Resource, n
 // chunks then stamps each node once, not once per chunk that moved it.
 func (a *applier) computeAggregates() error {
 	nodes, namespaces := a.nodes, a.namespaces
-	var all *string
 	if a.b.Chunk {
 		nodes, namespaces = pairs{}, pairs{}
 	} else if len(a.b.Present) > 0 && slices.ContainsFunc(a.b.Replace, isMemberRows) {
-		all = &a.cluster
+		// Keyed like any other: with the member's rows as a subquery the
+		// planner hashed every pod of the registry (4.5 s against 73 ms
+		// for a 1,000-node batch of the fleet benchmark).
+		if err := a.memberRows(a.cluster, nodes, namespaces); err != nil {
+			return err
+		}
 	}
 	nodeNames := make([]string, len(a.nodeRows))
 	for i, n := range a.nodeRows {
@@ -333,10 +337,10 @@ func (a *applier) computeAggregates() error {
 		namespaces.add(a.cluster, n.Namespace.Name)
 	}
 	var err error
-	if a.nodeAggregates, err = a.aggregate("node aggregates", sqlAggregateNodes, sqlStampNodeAggregates, nodes, all, nodeNames); err != nil {
+	if a.nodeAggregates, err = a.aggregate("node aggregates", sqlAggregateNodes, sqlStampNodeAggregates, nodes, nodeNames); err != nil {
 		return err
 	}
-	a.namespaceAggregates, err = a.aggregate("namespace aggregates", sqlAggregateNamespaces, sqlStampNamespaceAggregates, namespaces, all, namespaceNames)
+	a.namespaceAggregates, err = a.aggregate("namespace aggregates", sqlAggregateNamespaces, sqlStampNamespaceAggregates, namespaces, namespaceNames)
 	return err
 }
 

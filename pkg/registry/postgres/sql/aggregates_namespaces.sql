@@ -1,13 +1,11 @@
 -- Computes the pod count, requests (cpu, memory, requested_other), quotas
 -- and DRA claims per device class (device_claims) of the namespaces keyed in
--- $1, a JSON array of {"cluster_id", "name"} (pairRow), and of every
--- namespace of member $3 if it is not null; unscheduled pods count. Returns,
--- as aggregates_nodes does, those whose row's values differ and those named
--- in $2 (the namespaces the batch writes), for aggregates_stamp_namespaces.
+-- $1, a JSON array of {"cluster_id", "name"} (pairRow); unscheduled pods
+-- count. Returns, as aggregates_nodes does, those whose row's values differ
+-- and those named in $2 (the namespaces the batch writes), for
+-- aggregates_stamp_namespaces.
 WITH t AS (
-	SELECT cluster_id, name FROM jsonb_to_recordset($1::jsonb) AS t(cluster_id text, name text)
-	UNION
-	SELECT cluster_id, name FROM cluster_namespace WHERE cluster_id = $3::text
+	SELECT DISTINCT cluster_id, name FROM jsonb_to_recordset($1::jsonb) AS t(cluster_id text, name text)
 ), pods AS (
 	SELECT t.cluster_id, t.name,
 		coalesce(sum(p.cpu_request_millis), 0)::bigint   AS cpu,

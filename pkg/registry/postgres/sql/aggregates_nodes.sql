@@ -2,17 +2,14 @@
 -- pod count and the DRA device counts (devices_total, devices_allocated: the
 -- devices of the node's slices of each pool's newest generation, and those
 -- of them a claim holds) over the non-terminal pods of the nodes keyed in
--- $1, a JSON array of {"cluster_id", "name"} (pairRow), and of every node of
--- member $3 if it is not null. Returns, as one JSON array for
--- aggregates_stamp_nodes, and their count, those whose row's values differ
--- and those named in $2 (the nodes the batch writes, whose rows may be new).
--- It reads only rows that one member's writers write, under its lock, so
--- Apply runs it there, before the writer lock. Usage is not an aggregate:
--- RecordNodeMetrics reports it.
+-- $1, a JSON array of {"cluster_id", "name"} (pairRow). Returns, as one JSON
+-- array for aggregates_stamp_nodes, and their count, those whose row's
+-- values differ and those named in $2 (the nodes the batch writes, whose
+-- rows may be new). It reads only rows that one member's writers write,
+-- under its lock, so Apply runs it there, before the writer lock. Usage is
+-- not an aggregate: RecordNodeMetrics reports it.
 WITH t AS (
-	SELECT cluster_id, name FROM jsonb_to_recordset($1::jsonb) AS t(cluster_id text, name text)
-	UNION
-	SELECT cluster_id, name FROM cluster_node WHERE cluster_id = $3::text
+	SELECT DISTINCT cluster_id, name FROM jsonb_to_recordset($1::jsonb) AS t(cluster_id text, name text)
 ), agg AS (
 	SELECT t.cluster_id, t.name,
 		coalesce(sum(p.cpu_request_millis), 0)::bigint   AS cpu,
