@@ -19,19 +19,23 @@ var (
 	sqlAggregateMemberRows      = statement("aggregates_member_rows")
 )
 
-// aggregates are the computed values of the rows of one view whose
-// aggregates change, as the stamping statement reads them.
+// aggregates are the computed aggregates of one view's rows, as JSON
+// arrays of rows of the view's table: those of the rows the batch writes,
+// for their upsert, and those of the others whose values change, for the
+// stamping statement.
 type aggregates struct {
 	what, stampSQL string
-	rows           []byte // JSON array
-	n              int
+	written        []byte
+	rows           []byte
+	n              int // len(rows)
 }
 
 // aggregate computes the aggregates (sql: aggregates_nodes or
-// aggregates_namespaces) of the rows keyed in keys, and keeps those that
-// differ from their row's or that the batch writes (written: names).
+// aggregates_namespaces) of the rows keyed in keys, and keeps those of the
+// rows the batch writes (written: names) and those that differ from their
+// row's.
 func (w *writer) aggregate(what, sql, stampSQL string, keys pairs, written []string) (aggregates, error) {
-	out := aggregates{what: what, stampSQL: stampSQL}
+	out := aggregates{what: what, stampSQL: stampSQL, written: []byte("[]")}
 	if len(keys) == 0 {
 		return out, nil
 	}
@@ -42,7 +46,7 @@ func (w *writer) aggregate(what, sql, stampSQL string, keys pairs, written []str
 	if written == nil {
 		written = []string{}
 	}
-	if err := w.tx.QueryRow(w.ctx, sql, param, written).Scan(&out.rows, &out.n); err != nil {
+	if err := w.tx.QueryRow(w.ctx, sql, param, written).Scan(&out.written, &out.rows, &out.n); err != nil {
 		return out, fmt.Errorf("compute %s: %w", what, err)
 	}
 	return out, nil

@@ -368,7 +368,7 @@ func (a *applier) upsertNamespaces() error {
 	if err != nil {
 		return fmt.Errorf("upsert namespaces: %w", err)
 	}
-	return a.stamp("upsert namespaces", clusterNamespaceView.upsertSQL, a.cluster, param)
+	return a.stamp("upsert namespaces", clusterNamespaceView.upsertSQL, a.cluster, param, a.namespaceAggregates.written)
 }
 
 func (a *applier) upsertNodes() error {
@@ -380,7 +380,7 @@ func (a *applier) upsertNodes() error {
 	if err != nil {
 		return fmt.Errorf("upsert nodes: %w", err)
 	}
-	return a.stamp("upsert nodes", nodeCapacityView.upsertSQL, a.cluster, param)
+	return a.stamp("upsert nodes", nodeCapacityView.upsertSQL, a.cluster, param, a.nodeAggregates.written)
 }
 
 // podRow is one row of apply_upsert_pods' jsonb parameter.

@@ -33,12 +33,15 @@ type view[R any] struct {
 	// finish, if set, completes a scanned record: fields derived from
 	// others, groups of columns that are NULL together.
 	finish func(*R)
+	// aggregates are the columns Apply computes from the member's rows
+	// (computeAggregates) and the upsert writes with a batch's rows.
+	aggregates []string
 
 	// Built by newView.
 	columnList string // "a, b, c"
 	getSQL     string
 	changesSQL string // readChanges
-	upsertSQL  string // with input columns only
+	upsertSQL  string // input columns and aggregates
 	changedSQL string // the input rows upsertSQL would write
 }
 

@@ -12,8 +12,9 @@ import (
 // cluster, so lists order by (name, cluster_id).
 var clusterNamespaceView = newView(view[store.ClusterNamespace]{
 	kind: store.KindClusterNamespace, resource: "clusternamespaces", table: "cluster_namespace",
-	order: [2]string{"name", "cluster_id"},
-	key:   func(n *store.ClusterNamespace) store.ListKey { return store.ListKey{n.Namespace.Name, n.ClusterID} },
+	order:      [2]string{"name", "cluster_id"},
+	aggregates: []string{"pod_count", "cpu_request_millis", "memory_request_bytes", "requested_other", "quotas", "device_claims"},
+	key:        func(n *store.ClusterNamespace) store.ListKey { return store.ListKey{n.Namespace.Name, n.ClusterID} },
 	name: func(namespace, name string) (store.ListKey, bool) {
 		return store.ListKey{namespace, name}, namespace != "" && name != ""
 	},

@@ -12,8 +12,9 @@ import (
 // <cluster id>.<node name> (a cluster id holds no dot).
 var nodeCapacityView = newView(view[store.NodeCapacity]{
 	kind: store.KindNodeCapacity, resource: "nodecapacities", table: "cluster_node",
-	order: [2]string{"cluster_id", "name"},
-	key:   func(n *store.NodeCapacity) store.ListKey { return store.ListKey{n.ClusterID, n.Node.Name} },
+	order:      [2]string{"cluster_id", "name"},
+	aggregates: []string{"requested_cpu_millis", "requested_memory_bytes", "pod_count", "requested_other", "devices_total", "devices_allocated"},
+	key:        func(n *store.NodeCapacity) store.ListKey { return store.ListKey{n.ClusterID, n.Node.Name} },
 	name: func(_, name string) (store.ListKey, bool) {
 		cluster, node, ok := strings.Cut(name, ".")
 		return store.ListKey{cluster, node}, ok && cluster != "" && node != ""

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -36,11 +37,21 @@ func (v *view[R]) inputs() []column[R] {
 // stamped (0 if none). Rows whose input columns do not change are left
 // alone: the input is filtered against the current row first, so no
 // sequence value is spent on a no-op, and the ON CONFLICT update is
-// guarded the same way. The rows' key is (cluster_id, name).
+// guarded the same way. The rows' key is (cluster_id, name). A view with
+// aggregates takes their values for every row of $2 from $3, a JSON array
+// of rows of the table's type (computeAggregates), so a new row is written
+// once, with its aggregates, not inserted and then updated.
 func (v *view[R]) upsertStatement() string {
 	in := v.inputColumns()
-	sets := make([]string, len(in.compared))
-	for i, c := range in.compared {
+	names, compared, values, join, with := in.names, in.compared, qualified("i.", in.names), "", in.input
+	if len(v.aggregates) > 0 {
+		with += ", a AS (\n\tSELECT * FROM jsonb_populate_recordset(NULL::" + v.table + ", $3::jsonb)\n)"
+		names, compared = append(slices.Clone(names), v.aggregates...), append(slices.Clone(compared), v.aggregates...)
+		values += ", " + qualified("a.", v.aggregates)
+		join = " LEFT JOIN a ON a.name = i.name"
+	}
+	sets := make([]string, len(compared))
+	for i, c := range compared {
 		sets[i] = c + " = EXCLUDED." + c
 	}
 	return fmt.Sprintf(`WITH %[2]s, changed AS (
@@ -51,8 +62,8 @@ func (v *view[R]) upsertStatement() string {
 	WHERE (%[7]s) IS DISTINCT FROM (%[8]s)
 	RETURNING c.resource_version)
 SELECT coalesce(max(resource_version), 0) FROM changed`,
-		v.table, in.input, strings.Join(in.names, ", "), qualified("i.", in.names), in.changedFrom(v.table),
-		strings.Join(sets, ", "), qualified("c.", in.compared), qualified("EXCLUDED.", in.compared))
+		v.table, with, strings.Join(names, ", "), values, in.changedFrom(v.table, join),
+		strings.Join(sets, ", "), qualified("c.", compared), qualified("EXCLUDED.", compared))
 }
 
 // changedStatement returns the names of the rows in $2 (as upsertStatement
@@ -63,7 +74,7 @@ SELECT coalesce(max(resource_version), 0) FROM changed`,
 // the rows that change.
 func (v *view[R]) changedStatement() string {
 	in := v.inputColumns()
-	return fmt.Sprintf("WITH %s\nSELECT i.name\n\t%s", in.input, in.changedFrom(v.table))
+	return fmt.Sprintf("WITH %s\nSELECT i.name\n\t%s", in.input, in.changedFrom(v.table, ""))
 }
 
 // inputs are a view's input columns as upsertStatement and
@@ -89,11 +100,11 @@ func (v *view[R]) inputColumns() inputs {
 	return in
 }
 
-// changedFrom is the FROM and WHERE clauses that keep the input rows that
-// are new to table or differ from its current row.
-func (in inputs) changedFrom(table string) string {
-	return fmt.Sprintf("FROM i LEFT JOIN %[1]s cur ON cur.cluster_id = $1::text AND cur.name = i.name\n\tWHERE cur.name IS NULL OR (%[2]s) IS DISTINCT FROM (%[3]s)",
-		table, qualified("cur.", in.compared), qualified("i.", in.compared))
+// changedFrom is the FROM (with join, if any) and WHERE clauses that keep
+// the input rows that are new to table or differ from its current row.
+func (in inputs) changedFrom(table, join string) string {
+	return fmt.Sprintf("FROM i LEFT JOIN %[1]s cur ON cur.cluster_id = $1::text AND cur.name = i.name%[4]s\n\tWHERE cur.name IS NULL OR (%[2]s) IS DISTINCT FROM (%[3]s)",
+		table, qualified("cur.", in.compared), qualified("i.", in.compared), join)
 }
 
 // qualified prefixes each column.

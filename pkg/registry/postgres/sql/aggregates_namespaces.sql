@@ -1,9 +1,9 @@
 -- Computes the pod count, requests (cpu, memory, requested_other), quotas
 -- and DRA claims per device class (device_claims) of the namespaces keyed in
 -- $1, a JSON array of {"cluster_id", "name"} (pairRow); unscheduled pods
--- count. Returns, as aggregates_nodes does, those whose row's values differ
--- and those named in $2 (the namespaces the batch writes), for
--- aggregates_stamp_namespaces.
+-- count. Returns, as aggregates_nodes does, those of the namespaces named
+-- in $2 (the namespaces the batch writes), then those of the others whose
+-- row's values differ, for aggregates_stamp_namespaces.
 WITH t AS (
 	SELECT DISTINCT cluster_id, name FROM jsonb_to_recordset($1::jsonb) AS t(cluster_id text, name text)
 ), pods AS (
@@ -43,7 +43,8 @@ WITH t AS (
 		GROUP BY e.key) k ON true
 	GROUP BY t.cluster_id, t.name
 ), v AS (
-	SELECT pods.cluster_id, pods.name, pods.pods, pods.cpu, pods.mem, other.other, quotas.quotas, claims.claims
+	SELECT pods.cluster_id, pods.name, pods.pods AS pod_count, pods.cpu AS cpu_request_millis, pods.mem AS memory_request_bytes,
+		other.other AS requested_other, quotas.quotas, claims.claims AS device_claims
 	FROM pods JOIN quotas ON quotas.cluster_id = pods.cluster_id AND quotas.name = pods.name
 		JOIN other ON other.cluster_id = pods.cluster_id AND other.name = pods.name
 		JOIN claims ON claims.cluster_id = pods.cluster_id AND claims.name = pods.name
@@ -52,4 +53,6 @@ WITH t AS (
 		(c.pod_count, c.cpu_request_millis, c.memory_request_bytes, c.requested_other, c.quotas, c.device_claims)
 		IS DISTINCT FROM (pods.pods, pods.cpu, pods.mem, other.other, quotas.quotas, claims.claims))
 )
-SELECT coalesce(jsonb_agg(v), '[]'), count(*) FROM v
+SELECT coalesce(jsonb_agg(v) FILTER (WHERE v.name = ANY($2::text[])), '[]'),
+	coalesce(jsonb_agg(v) FILTER (WHERE v.name <> ALL($2::text[])), '[]'), count(*) FILTER (WHERE v.name <> ALL($2::text[]))
+FROM v

@@ -2,10 +2,11 @@
 -- pod count and the DRA device counts (devices_total, devices_allocated: the
 -- devices of the node's slices of each pool's newest generation, and those
 -- of them a claim holds) over the non-terminal pods of the nodes keyed in
--- $1, a JSON array of {"cluster_id", "name"} (pairRow). Returns, as one JSON
--- array for aggregates_stamp_nodes, and their count, those whose row's
--- values differ and those named in $2 (the nodes the batch writes, whose
--- rows may be new). It reads only rows that one member's writers write,
+-- $1, a JSON array of {"cluster_id", "name"} (pairRow), as rows of
+-- cluster_node's aggregate columns: first, as a JSON array, those of the
+-- nodes named in $2 (the nodes the batch writes, whose upsert writes them
+-- too), then, as a JSON array for aggregates_stamp_nodes and their count,
+-- those of the others whose row's values differ. It reads only rows that one member's writers write,
 -- under its lock, so Apply runs it there, before the writer lock. Usage is
 -- not an aggregate: RecordNodeMetrics reports it.
 WITH t AS (
@@ -45,7 +46,8 @@ WITH t AS (
 		GROUP BY s.driver) d ON true
 	GROUP BY t.cluster_id, t.name
 ), v AS (
-	SELECT agg.cluster_id, agg.name, agg.cpu, agg.mem, agg.pods, other.other, dev.total, dev.allocated
+	SELECT agg.cluster_id, agg.name, agg.cpu AS requested_cpu_millis, agg.mem AS requested_memory_bytes,
+		agg.pods AS pod_count, other.other AS requested_other, dev.total AS devices_total, dev.allocated AS devices_allocated
 	FROM agg JOIN dev ON dev.cluster_id = agg.cluster_id AND dev.name = agg.name
 		JOIN other ON other.cluster_id = agg.cluster_id AND other.name = agg.name
 		LEFT JOIN cluster_node n ON n.cluster_id = agg.cluster_id AND n.name = agg.name
@@ -53,4 +55,6 @@ WITH t AS (
 		(n.requested_cpu_millis, n.requested_memory_bytes, n.pod_count, n.requested_other, n.devices_total, n.devices_allocated)
 		IS DISTINCT FROM (agg.cpu, agg.mem, agg.pods, other.other, dev.total, dev.allocated))
 )
-SELECT coalesce(jsonb_agg(v), '[]'), count(*) FROM v
+SELECT coalesce(jsonb_agg(v) FILTER (WHERE v.name = ANY($2::text[])), '[]'),
+	coalesce(jsonb_agg(v) FILTER (WHERE v.name <> ALL($2::text[])), '[]'), count(*) FILTER (WHERE v.name <> ALL($2::text[]))
+FROM v

@@ -3,21 +3,20 @@
 -- resourceVersion, as in aggregates_stamp_nodes. Returns the highest version
 -- stamped (0 if none).
 WITH v AS (
-	SELECT * FROM jsonb_to_recordset($1::jsonb)
-		AS v(cluster_id text, name text, pods bigint, cpu bigint, mem bigint, other jsonb, quotas jsonb, claims jsonb)
+	SELECT * FROM jsonb_populate_recordset(NULL::cluster_namespace, $1::jsonb)
 ), changed AS (
 	UPDATE cluster_namespace c SET
-		pod_count            = v.pods,
-		cpu_request_millis   = v.cpu,
-		memory_request_bytes = v.mem,
-		requested_other      = v.other,
-		quotas               = v.quotas,
-		device_claims        = v.claims,
-		resource_version     = CASE WHEN c.resource_version > $2 THEN c.resource_version ELSE nextval('registry_resource_version') END
+		pod_count = v.pod_count,
+		cpu_request_millis = v.cpu_request_millis,
+		memory_request_bytes = v.memory_request_bytes,
+		requested_other = v.requested_other,
+		quotas = v.quotas,
+		device_claims = v.device_claims,
+		resource_version = CASE WHEN c.resource_version > $2 THEN c.resource_version ELSE nextval('registry_resource_version') END
 	FROM v
 	WHERE c.cluster_id = v.cluster_id AND c.name = v.name
 		AND (c.pod_count, c.cpu_request_millis, c.memory_request_bytes, c.requested_other, c.quotas, c.device_claims)
-		IS DISTINCT FROM (v.pods, v.cpu, v.mem, v.other, v.quotas, v.claims)
+		IS DISTINCT FROM (v.pod_count, v.cpu_request_millis, v.memory_request_bytes, v.requested_other, v.quotas, v.device_claims)
 	RETURNING c.resource_version
 )
 SELECT coalesce(max(resource_version), 0) FROM changed
