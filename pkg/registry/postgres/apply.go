@@ -21,14 +21,25 @@ import (
 // writer lock, only if any view row changes: the view rows (namespaces and
 // nodes), then the aggregates computed before (see memberTables). Each
 // object should appear at most once in a batch; one listed both as present
-// and as deleted ends up present.
+// and as deleted ends up present. Concurrent calls are committed together
+// (group commit, apply_group.go).
 func (s *Store) Apply(ctx context.Context, b store.Batch) error {
 	if b.ClusterID == "" {
 		return errors.New("apply: batch has no cluster id")
 	}
+	return s.apply(ctx, b) // apply_group.go
+}
+
+// newApplier prepares one batch's Apply.
+func newApplier(b store.Batch) *applier {
 	b.Deleted = maps.Clone(b.Deleted) // replace adds to it, not to the caller's
-	a := &applier{b: b, cluster: b.ClusterID, nodes: pairs{}, namespaces: pairs{}}
-	return s.write(ctx, opApply, sections{
+	return &applier{b: b, cluster: b.ClusterID, nodes: pairs{}, namespaces: pairs{}}
+}
+
+// sections are the batch's sections of a write transaction.
+func (a *applier) sections() sections {
+	b := &a.b
+	return sections{
 		member: func(w *writer) error {
 			a.writer = w
 			steps := []func() error{
@@ -50,7 +61,7 @@ func (s *Store) Apply(ctx context.Context, b store.Batch) error {
 				a.recomputeMemberDevices,
 			)...)
 		},
-	})
+	}
 }
 
 // applier carries one Apply and the nodes and namespaces it touched.

@@ -83,6 +83,9 @@ type Store struct {
 
 	codecMu sync.Mutex
 	codec   *continuetoken.Codec // loaded from registry_secret on first use
+
+	// applies are the Apply batches waiting for a group commit.
+	applies applyQueue
 }
 
 // Open creates a connection pool for dsn ("" means libpq defaults and the
@@ -108,6 +111,7 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	}
 	configureConnections(cfg, dsn, opts) // connect.go: timeouts, TLS errors, the DSN file's credentials
 	s := &Store{opts: opts, views: views, standbys: standbys{wait: opts.StandbyWait, maxLag: opts.StandbyMaxLag}}
+	s.applies.init()
 	if s.standbys.wait <= 0 {
 		s.standbys.wait = DefaultStandbyWait
 	}

@@ -1,0 +1,233 @@
+package postgres
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/example/platform-apiserver/pkg/registry/store"
+)
+
+// Group commit: concurrent Apply calls of different members are committed
+// together, several batches (one per member) to a transaction, so the writer lock is taken, registry_state raised and the
+// transaction committed once for all of them instead of once each. Each
+// batch's member section runs in a savepoint: one that fails (fenced, say)
+// is rolled back alone and its caller gets its error. A failure after that
+// (a views section, the commit) fails the group, whose batches are then
+// applied one by one, so one bad batch cannot fail the others'.
+//
+// No batch waits for a group to fill: a caller whose batch finds a
+// committer slot free commits every batch queued at that moment (its own
+// among them); batches arriving meanwhile form the next group. Under load
+// groups grow by themselves; idle, every group is one batch.
+const (
+	// maxCommitters bounds the group transactions of one Store in flight:
+	// their member sections run concurrently, their views sections queue
+	// for the writer lock.
+	maxCommitters = 4
+	// maxGroup bounds the batches of one group, and so the member locks it
+	// holds while it waits for the writer lock.
+	maxGroup = 16
+)
+
+// applyQueue holds the batches waiting for a committer.
+type applyQueue struct {
+	mu      sync.Mutex
+	cond    *sync.Cond
+	pending []*queuedApply
+	running int // committers in flight
+}
+
+// queuedApply is one Apply call's batch and, once done, its result.
+type queuedApply struct {
+	ctx  context.Context //nolint:containedctx // the caller's, for the group transaction's deadline
+	b    store.Batch
+	err  error
+	done bool
+}
+
+func (q *applyQueue) init() { q.cond = sync.NewCond(&q.mu) }
+
+// apply queues b and returns once a group holding it committed or failed.
+func (s *Store) apply(ctx context.Context, b store.Batch) error {
+	a := &s.applies
+	item := &queuedApply{ctx: ctx, b: b}
+	stop := context.AfterFunc(ctx, func() {
+		a.mu.Lock()
+		a.cond.Broadcast()
+		a.mu.Unlock()
+	})
+	defer stop()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.pending = append(a.pending, item)
+	for !item.done {
+		if i := slices.Index(a.pending, item); i >= 0 && ctx.Err() != nil {
+			a.pending = slices.Delete(a.pending, i, i+1)
+			return ctx.Err()
+		}
+		if a.running < maxCommitters && len(a.pending) > 0 {
+			group := a.takeLocked()
+			a.running++
+			a.mu.Unlock()
+			s.commitGroup(group)
+			a.mu.Lock()
+			a.running--
+			for _, g := range group {
+				g.done = true
+			}
+			a.cond.Broadcast()
+			continue
+		}
+		a.cond.Wait()
+	}
+	return item.err
+}
+
+// takeLocked takes a group off the queue: its first batches, one per
+// member. A member's second batch waits for the next group: the member
+// section of each batch is exact only because no other write of the
+// member's rows comes between it and the batch's views section.
+func (a *applyQueue) takeLocked() []*queuedApply {
+	var group, rest []*queuedApply
+	members := map[string]bool{}
+	for _, q := range a.pending {
+		if len(group) < maxGroup && !members[q.b.ClusterID] {
+			members[q.b.ClusterID] = true
+			group = append(group, q)
+		} else {
+			rest = append(rest, q)
+		}
+	}
+	a.pending = rest
+	return group
+}
+
+// commitGroup commits the group's batches in one transaction, or, if that
+// fails as a whole, each in its own; it sets each batch's err.
+func (s *Store) commitGroup(group []*queuedApply) {
+	if len(group) == 1 {
+		group[0].err = s.write(group[0].ctx, opApply, newApplier(group[0].b).sections())
+		return
+	}
+	// Member locks in one order, so two groups cannot wait for each other.
+	slices.SortStableFunc(group, func(x, y *queuedApply) int { return cmp.Compare(x.b.ClusterID, y.b.ClusterID) })
+	ctx, cancel := groupContext(group)
+	defer cancel()
+	appliers := make([]*applier, len(group))
+	applied := make([]sections, len(group))
+	for i, q := range group {
+		appliers[i] = newApplier(q.b)
+		applied[i] = appliers[i].sections()
+	}
+	failed := make([]error, len(group)) // member sections rolled back
+	err := s.write(ctx, opApply, sections{
+		member: func(w *writer) error {
+			for i := range group {
+				failed[i] = inSavepoint(w, applied[i].member)
+				if failed[i] != nil && !isBatchError(failed[i]) {
+					return failed[i] // the transaction cannot go on
+				}
+			}
+			return nil
+		},
+		skipViews: func() bool {
+			for i := range group {
+				if failed[i] == nil && !applied[i].skipViews() {
+					return false
+				}
+			}
+			return true
+		},
+		views: func(w *writer) error {
+			for i := range group {
+				if failed[i] == nil && !applied[i].skipViews() {
+					if err := applied[i].views(w); err != nil {
+						return err
+					}
+				}
+			}
+			return nil
+		},
+	})
+	if err != nil {
+		// One by one, each with its own context again.
+		for _, q := range group {
+			q.err = s.write(q.ctx, opApply, newApplier(q.b).sections())
+		}
+		return
+	}
+	for i, q := range group {
+		if failed[i] != nil {
+			writeFailures.WithLabelValues(string(opApply)).Inc()
+			q.err = interpretError(failed[i])
+		}
+	}
+}
+
+// inSavepoint runs a member section in a savepoint and rolls it back if it
+// fails.
+func inSavepoint(w *writer, member func(*writer) error) error {
+	sp, err := w.tx.Begin(w.ctx)
+	if err != nil {
+		return err
+	}
+	inner := *w
+	inner.tx = sp
+	if err := member(&inner); err != nil {
+		if rbErr := sp.Rollback(w.ctx); rbErr != nil {
+			return errors.Join(err, rbErr)
+		}
+		return batchError{err}
+	}
+	return sp.Commit(w.ctx)
+}
+
+// batchError is a member section's failure, rolled back to its savepoint:
+// the group goes on without that batch.
+type batchError struct{ error }
+
+func (e batchError) Unwrap() error { return e.error }
+
+func isBatchError(err error) bool {
+	var be batchError
+	return errors.As(err, &be)
+}
+
+// groupContext is the group transaction's context: done when every
+// batch's caller has given up, and at the earliest of their deadlines.
+func groupContext(group []*queuedApply) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var deadline time.Time
+	for _, q := range group {
+		if d, ok := q.ctx.Deadline(); ok && (deadline.IsZero() || d.Before(deadline)) {
+			deadline = d
+		}
+	}
+	if !deadline.IsZero() {
+		var cancelDeadline context.CancelFunc
+		ctx, cancelDeadline = context.WithDeadline(ctx, deadline)
+		prev := cancel
+		cancel = func() { cancelDeadline(); prev() }
+	}
+	var waiting atomic.Int64
+	waiting.Store(int64(len(group)))
+	stops := make([]func() bool, len(group))
+	for i, q := range group {
+		stops[i] = context.AfterFunc(q.ctx, func() {
+			if waiting.Add(-1) == 0 {
+				cancel()
+			}
+		})
+	}
+	return ctx, func() {
+		for _, stop := range stops {
+			stop()
+		}
+		cancel()
+	}
+}

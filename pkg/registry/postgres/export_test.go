@@ -1,0 +1,8 @@
+package postgres
+
+// PendingApplies is how many Apply batches wait for a group commit.
+func (s *Store) PendingApplies() int {
+	s.applies.mu.Lock()
+	defer s.applies.mu.Unlock()
+	return len(s.applies.pending)
+}
