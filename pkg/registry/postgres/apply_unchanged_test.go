@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/example/platform-apiserver/pkg/registry/postgres"
 	"github.com/example/platform-apiserver/pkg/registry/store"
 )
@@ -58,22 +56,11 @@ func TestUnchangedRowsTakeNoWriterLock(t *testing.T) {
 	}
 }
 
-// holdWriterLock takes the writer lock from a connection of its own, as a
-// long write of another member would, until release is called.
+// holdWriterLock takes the writer lock from a connection of its own, as
+// a long write of another member would, until release is called.
 func holdWriterLock(t *testing.T, b testBundle) (release func()) {
 	t.Helper()
-	conn, err := pgx.Connect(b.ctx, b.dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close(context.Background()) })
-	tx, err := conn.Begin(b.ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tx.Exec(b.ctx, `SELECT resource_version FROM registry_state FOR UPDATE`); err != nil {
-		t.Fatal(err)
-	}
+	tx := holdLock(t, b, `SELECT resource_version FROM registry_state FOR UPDATE`)
 	return func() {
 		if err := tx.Rollback(b.ctx); err != nil {
 			t.Fatal(err)

@@ -178,6 +178,13 @@ func TestMaintenanceTakesTurns(t *testing.T) {
 // a write in flight does, until the test commits or ends it.
 func holdMemberLock(t *testing.T, b testBundle, id string) pgx.Tx {
 	t.Helper()
+	return holdLock(t, b, `SELECT pg_advisory_xact_lock($1, hashtext($2))`, postgres.MemberLockClass, id)
+}
+
+// holdLock opens a transaction on a connection of its own that takes a
+// lock with sql, until the test commits or ends it.
+func holdLock(t *testing.T, b testBundle, sql string, args ...any) pgx.Tx {
+	t.Helper()
 	conn, err := pgx.Connect(b.ctx, b.dsn)
 	if err != nil {
 		t.Fatal(err)
@@ -187,7 +194,7 @@ func holdMemberLock(t *testing.T, b testBundle, id string) pgx.Tx {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := tx.Exec(b.ctx, `SELECT pg_advisory_xact_lock($1, hashtext($2))`, postgres.MemberLockClass, id); err != nil {
+	if _, err := tx.Exec(b.ctx, sql, args...); err != nil {
 		t.Fatal(err)
 	}
 	return tx
