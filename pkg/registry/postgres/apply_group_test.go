@@ -4,14 +4,16 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/example/platform-apiserver/pkg/registry/postgres"
 	"github.com/example/platform-apiserver/pkg/registry/store"
 )
 
 // TestGroupCommit: batches of different members that queue while the
-// writer lock is held commit together, in one transaction, and a batch of
-// the group that is fenced fails alone.
+// writer lock is held commit together, in one transaction; a batch of the
+// group that is fenced fails alone; a member's next batch waits for the
+// group that holds its last one; a relist commits alone.
 func TestGroupCommit(t *testing.T) {
 	t.Parallel()
 	s, b := setup(t, postgres.Options{})
@@ -34,15 +36,33 @@ func TestGroupCommit(t *testing.T) {
 	apply := func(cluster string) {
 		go func() { results <- result{cluster, s.Apply(ctx, batch(cluster))} }()
 	}
-	for i := range members {
+	apply("m00")
+	poll(t, "a committer to take m00's batch", func() bool { return s.PendingApplies() == 0 })
+	// The member's next batch waits for that group, though committers are free.
+	go func() {
+		second := batch("m00")
+		second.Pods = append(second.Pods, store.Pod{Namespace: "team-a", Name: "p2", UID: "p2", NodeName: "n0", Phase: "Running", CPURequestMillis: 100})
+		results <- result{"m00", s.Apply(ctx, second)}
+	}()
+	time.Sleep(200 * time.Millisecond)
+	if n := s.PendingApplies(); n != 1 {
+		t.Errorf("%d batches queued, want m00's second one, waiting for the group holding its first", n)
+	}
+	for i := 1; i < members; i++ {
 		apply(fmt.Sprintf("m%02d", i))
 	}
 	// One batch per committer waits for the writer lock; the rest queue.
-	poll(t, "the batches beyond the committers to queue", func() bool { return s.PendingApplies() == members-committers })
+	poll(t, "the batches beyond the committers to queue", func() bool { return s.PendingApplies() == members+1-committers })
 	apply("m-fenced") // epoch 0, the member is claimed
-	poll(t, "the fenced batch to queue", func() bool { return s.PendingApplies() == members+1-committers })
+	poll(t, "the fenced batch to queue", func() bool { return s.PendingApplies() == members+2-committers })
+	go func() { // a relist commits alone
+		relist := batch("m-relist")
+		relist.Replace = []store.Resource{store.ResourceNodes}
+		results <- result{"m-relist", s.Apply(ctx, relist)}
+	}()
+	poll(t, "the relist to queue", func() bool { return s.PendingApplies() == members+3-committers })
 	release()
-	for range members + 1 {
+	for range members + 3 {
 		r := <-results
 		switch {
 		case r.cluster == "m-fenced" && !errors.Is(r.err, store.ErrFenced):
@@ -52,14 +72,16 @@ func TestGroupCommit(t *testing.T) {
 		}
 	}
 	for i := range members {
-		if n := getNode(t, s, ctx, fmt.Sprintf("m%02d", i), "n0"); n.Requested.CPUMillis != 100 {
-			t.Errorf("member m%02d's node requests %dm, want its pod's 100m", i, n.Requested.CPUMillis)
+		want := map[bool]int64{true: 200, false: 100}[i == 0]
+		if n := getNode(t, s, ctx, fmt.Sprintf("m%02d", i), "n0"); n.Requested.CPUMillis != want {
+			t.Errorf("member m%02d's node requests %dm, want its pods' %dm", i, n.Requested.CPUMillis, want)
 		}
 	}
 	// committed_at is the transaction's start: the committers' first
-	// transactions, then one for the batches that queued.
-	if n := countRows(t, b, `SELECT count(DISTINCT committed_at) FROM registry_change WHERE kind = 'NodeCapacity'`); n != committers+1 {
-		t.Errorf("%d batches committed in %d transactions, want %d", members, n, committers+1)
+	// transactions, then one for the small batches that queued and one for
+	// the relist.
+	if n := countRows(t, b, `SELECT count(DISTINCT committed_at) FROM registry_change WHERE kind = 'NodeCapacity'`); n != committers+2 {
+		t.Errorf("%d batches committed in %d transactions, want %d", members+2, n, committers+2)
 	}
 	if n := countRows(t, b, `SELECT count(*) FROM cluster_node WHERE cluster_id = 'm-fenced'`); n != 0 {
 		t.Errorf("the fenced batch wrote %d nodes, want none", n)
