@@ -13,8 +13,9 @@ import (
 )
 
 // Group commit: concurrent Apply calls of different members are committed
-// together, several batches (one per member) to a transaction, so the writer lock is taken, registry_state raised and the
-// transaction committed once for all of them instead of once each. Each
+// together, several batches (one per member) to a transaction, so the
+// writer lock is taken, registry_state raised and the transaction
+// committed once for all of them instead of once each. Each
 // batch's member section runs in a savepoint: one that fails (fenced, say)
 // is rolled back alone and its caller gets its error. A failure after that
 // (a views section, the commit) fails the group, whose batches are then
@@ -147,11 +148,9 @@ func (s *Store) commitGroup(group []*queuedApply) {
 	slices.SortStableFunc(group, func(x, y *queuedApply) int { return cmp.Compare(x.b.ClusterID, y.b.ClusterID) })
 	ctx, cancel := groupContext(group)
 	defer cancel()
-	appliers := make([]*applier, len(group))
 	applied := make([]sections, len(group))
 	for i, q := range group {
-		appliers[i] = newApplier(q.b)
-		applied[i] = appliers[i].sections()
+		applied[i] = newApplier(q.b).sections()
 	}
 	failed := make([]error, len(group)) // member sections rolled back
 	err := s.write(ctx, opApply, sections{
