@@ -10,13 +10,11 @@ import (
 // scan. Apply computes them in its member section, under the member's lock
 // (they read only the member's rows, which every writer of them holds that
 // lock for), keeping those that change; the views section then only writes
-// those values and stamps the rows.
+// those values and stamps the rows (view.stampSQL).
 var (
-	sqlAggregateNodes           = statement("aggregates_nodes")
-	sqlAggregateNamespaces      = statement("aggregates_namespaces")
-	sqlStampNodeAggregates      = statement("aggregates_stamp_nodes")
-	sqlStampNamespaceAggregates = statement("aggregates_stamp_namespaces")
-	sqlAggregateMemberRows      = statement("aggregates_member_rows")
+	sqlAggregateNodes      = statement("aggregates_nodes")
+	sqlAggregateNamespaces = statement("aggregates_namespaces")
+	sqlAggregateMemberRows = statement("aggregates_member_rows")
 )
 
 // aggregates are the computed aggregates of one view's rows, as JSON

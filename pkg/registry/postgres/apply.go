@@ -348,10 +348,10 @@ func (a *applier) computeAggregates() error {
 		namespaces.add(a.cluster, n.Namespace.Name)
 	}
 	var err error
-	if a.nodeAggregates, err = a.aggregate("node aggregates", sqlAggregateNodes, sqlStampNodeAggregates, nodes, nodeNames); err != nil {
+	if a.nodeAggregates, err = a.aggregate("node aggregates", sqlAggregateNodes, nodeCapacityView.stampSQL, nodes, nodeNames); err != nil {
 		return err
 	}
-	a.namespaceAggregates, err = a.aggregate("namespace aggregates", sqlAggregateNamespaces, sqlStampNamespaceAggregates, namespaces, namespaceNames)
+	a.namespaceAggregates, err = a.aggregate("namespace aggregates", sqlAggregateNamespaces, clusterNamespaceView.stampSQL, namespaces, namespaceNames)
 	return err
 }
 

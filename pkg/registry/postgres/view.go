@@ -42,6 +42,7 @@ type view[R any] struct {
 	getSQL     string
 	changesSQL string // readChanges
 	upsertSQL  string // input columns and aggregates
+	stampSQL   string // aggregates only
 	changedSQL string // the input rows upsertSQL would write
 }
 
@@ -97,6 +98,9 @@ func declareView[R any](v view[R]) *view[R] {
 	v.getSQL = fmt.Sprintf("SELECT %s FROM %s WHERE %s = $1 AND %s = $2", v.columnList, v.table, v.order[0], v.order[1])
 	if len(v.inputs()) > 0 {
 		v.upsertSQL, v.changedSQL = v.upsertStatement(), v.changedStatement()
+	}
+	if len(v.aggregates) > 0 {
+		v.stampSQL = v.stampStatement()
 	}
 	return &v
 }

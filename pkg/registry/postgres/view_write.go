@@ -66,6 +66,30 @@ SELECT coalesce(max(resource_version), 0) FROM changed`,
 		strings.Join(sets, ", "), qualified("c.", compared), qualified("EXCLUDED.", compared))
 }
 
+// stampStatement writes the aggregates in $1 (a JSON array of rows of the
+// table's type, computeAggregates') to the member rows they name and stamps
+// those whose values change; $2 is the writer's start resourceVersion: a row
+// already stamped by this transaction (above it) keeps its version, so one
+// commit gives each row one version. It returns the highest version stamped
+// (0 if none).
+func (v *view[R]) stampStatement() string {
+	sets := make([]string, len(v.aggregates))
+	for i, c := range v.aggregates {
+		sets[i] = c + " = v." + c
+	}
+	return fmt.Sprintf(`WITH v AS (
+	SELECT * FROM jsonb_populate_recordset(NULL::%[1]s, $1::jsonb)
+), changed AS (
+	UPDATE %[1]s r SET %[2]s,
+		resource_version = CASE WHEN r.resource_version > $2 THEN r.resource_version ELSE nextval('registry_resource_version') END
+	FROM v
+	WHERE r.cluster_id = v.cluster_id AND r.name = v.name AND (%[3]s) IS DISTINCT FROM (%[4]s)
+	RETURNING r.resource_version
+)
+SELECT coalesce(max(resource_version), 0) FROM changed`,
+		v.table, strings.Join(sets, ", "), qualified("r.", v.aggregates), qualified("v.", v.aggregates))
+}
+
 // changedStatement returns the names of the rows in $2 (as upsertStatement
 // reads them) that it would write for member $1: new ones, and those whose
 // input columns differ from the current row's. Apply runs it under the

@@ -3,7 +3,7 @@
 -- $1, a JSON array of {"cluster_id", "name"} (pairRow); unscheduled pods
 -- count. Returns, as aggregates_nodes does, those of the namespaces named
 -- in $2 (the namespaces the batch writes), then those of the others whose
--- row's values differ, for aggregates_stamp_namespaces.
+-- row's values differ, for the view's stamp statement.
 WITH t AS (
 	SELECT DISTINCT cluster_id, name FROM jsonb_to_recordset($1::jsonb) AS t(cluster_id text, name text)
 ), pods AS (

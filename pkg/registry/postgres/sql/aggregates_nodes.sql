@@ -5,10 +5,11 @@
 -- $1, a JSON array of {"cluster_id", "name"} (pairRow), as rows of
 -- cluster_node's aggregate columns: first, as a JSON array, those of the
 -- nodes named in $2 (the nodes the batch writes, whose upsert writes them
--- too), then, as a JSON array for aggregates_stamp_nodes and their count,
--- those of the others whose row's values differ. It reads only rows that one member's writers write,
--- under its lock, so Apply runs it there, before the writer lock. Usage is
--- not an aggregate: RecordNodeMetrics reports it.
+-- too), then, as a JSON array for the view's stamp statement, and their
+-- count, those of the others whose row's values differ. It reads only rows
+-- that one member's writers write, under its lock, so Apply runs it there,
+-- before the writer lock. Usage is not an aggregate: RecordNodeMetrics
+-- reports it.
 WITH t AS (
 	SELECT DISTINCT cluster_id, name FROM jsonb_to_recordset($1::jsonb) AS t(cluster_id text, name text)
 ), agg AS (
