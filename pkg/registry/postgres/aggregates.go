@@ -25,13 +25,13 @@ type aggregates struct {
 	what, stampSQL string
 	written        []byte
 	rows           []byte
-	n              int // len(rows)
+	n              int // how many rows holds
 }
 
 // aggregate computes the aggregates (sql: aggregates_nodes or
 // aggregates_namespaces) of the rows keyed in keys, and keeps those of the
-// rows the batch writes (written: names) and those that differ from their
-// row's.
+// rows the batch writes (written: names, never nil: the statement reads a
+// SQL array) and those that differ from their row's.
 func (w *writer) aggregate(what, sql, stampSQL string, keys pairs, written []string) (aggregates, error) {
 	out := aggregates{what: what, stampSQL: stampSQL, written: []byte("[]")}
 	if len(keys) == 0 {
@@ -40,9 +40,6 @@ func (w *writer) aggregate(what, sql, stampSQL string, keys pairs, written []str
 	param, err := jsonRows(keys.rows())
 	if err != nil {
 		return out, fmt.Errorf("compute %s: %w", what, err)
-	}
-	if written == nil {
-		written = []string{}
 	}
 	if err := w.tx.QueryRow(w.ctx, sql, param, written).Scan(&out.written, &out.rows, &out.n); err != nil {
 		return out, fmt.Errorf("compute %s: %w", what, err)

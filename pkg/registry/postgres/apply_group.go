@@ -111,7 +111,7 @@ func (a *applyQueue) takeLocked() (group []*queuedApply, slot bool) {
 	for i, q := range a.pending {
 		if !a.busy[q.b.ClusterID] && large(&q.b) {
 			a.busy[q.b.ClusterID] = true
-			a.pending = slices.Delete(slices.Clone(a.pending), i, i+1)
+			a.pending = slices.Delete(a.pending, i, i+1)
 			return []*queuedApply{q}, false
 		}
 	}
@@ -154,7 +154,7 @@ func large(b *store.Batch) bool {
 // fails as a whole, each in its own; it sets each batch's err.
 func (s *Store) commitGroup(group []*queuedApply) {
 	if len(group) == 1 {
-		group[0].err = s.write(group[0].ctx, opApply, newApplier(group[0].b).sections())
+		s.applyAlone(group[0])
 		return
 	}
 	// Member locks in one order, so two groups cannot wait for each other.
@@ -198,7 +198,7 @@ func (s *Store) commitGroup(group []*queuedApply) {
 	if err != nil {
 		// One by one, each with its own context again.
 		for _, q := range group {
-			q.err = s.write(q.ctx, opApply, newApplier(q.b).sections())
+			s.applyAlone(q)
 		}
 		return
 	}
@@ -208,6 +208,11 @@ func (s *Store) commitGroup(group []*queuedApply) {
 			q.err = interpretError(failed[i])
 		}
 	}
+}
+
+// applyAlone commits one batch in a transaction of its own.
+func (s *Store) applyAlone(q *queuedApply) {
+	q.err = s.write(q.ctx, opApply, newApplier(q.b).sections())
 }
 
 // inSavepoint runs a member section in a savepoint and rolls it back if it
