@@ -99,6 +99,7 @@ type fleetResult struct {
 	fresh                  percentiles
 	syncLocks, steadyLocks lockStats
 	dbBytes                int64
+	tables                 []tableBytes // the largest tables, partitions summed into their parent
 	perReplica             []fleetReplicaResult
 }
 
@@ -179,8 +180,32 @@ func (f *fleetEnv) bench(b *testing.B, n int) {
 		}
 	}
 	must(b, run.pool.QueryRow(ctx, `SELECT pg_database_size(current_database())`).Scan(&res.dbBytes))
+	res.tables, err = largestTables(ctx, run.pool, 8)
+	must(b, err)
 	res.report(b)
 	f.results = append(f.results, res)
+}
+
+// tableBytes is one table's size with its indexes and TOAST.
+type tableBytes struct {
+	name  string
+	bytes int64
+}
+
+// largestTables returns the n largest tables of the database, a partitioned
+// table's partitions summed into it.
+func largestTables(ctx context.Context, pool *pgxpool.Pool, n int) ([]tableBytes, error) {
+	rows, err := pool.Query(ctx, `SELECT coalesce(pg_partition_root(c.oid), c.oid)::regclass::text, sum(pg_total_relation_size(c.oid))::bigint
+		FROM pg_class c JOIN pg_namespace ns ON ns.oid = c.relnamespace
+		WHERE ns.nspname = current_schema() AND c.relkind = 'r'
+		GROUP BY 1 ORDER BY 2 DESC LIMIT $1`, n)
+	if err != nil {
+		return nil, fmt.Errorf("table sizes: %w", err)
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (tableBytes, error) {
+		var t tableBytes
+		return t, row.Scan(&t.name, &t.bytes)
+	})
 }
 
 // newRun creates the sub-benchmark's database (dropping a leftover), deletes
@@ -548,6 +573,11 @@ func (f *fleetEnv) summarize() {
 			line("%s", l)
 		}
 		line("  writer lock hold p99 by op, sync: %s; steady: %s", res.syncLocks.byOp, res.steadyLocks.byOp)
+		var tables []string
+		for _, t := range res.tables {
+			tables = append(tables, fmt.Sprintf("%s %.0f", t.name, float64(t.bytes)/fleetNodes))
+		}
+		line("  database B/node by table (indexes and TOAST included): %s", strings.Join(tables, ", "))
 		if res.replicas > 1 && t.mirroring <= 1 {
 			line("  one replica mirrors all %d members (%d mirroring, the most on one %d): members are not shared across replicas", fleetMembers, t.mirroring, t.maxMembers)
 		}
