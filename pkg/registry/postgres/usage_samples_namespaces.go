@@ -9,9 +9,10 @@ import (
 )
 
 var (
-	// sqlNamespaceUsageDue counts the due samples without the writers'
-	// lock; sqlReportNamespaceUsage reports them under it.
-	sqlNamespaceUsageDue    = statement("namespace_usage_due_count")
+	// sqlNamespaceUsageDue names the due samples and the usage to end
+	// without the writers' lock; sqlReportNamespaceUsage reports those
+	// alone under it, re-checked, at most reportSlice a transaction.
+	sqlNamespaceUsageDue    = statement("namespace_usage_due_names")
 	sqlReportNamespaceUsage = statement("namespace_report_usage")
 	// sqlNamespaceRollup adds the samples of known namespaces to their
 	// usage history.
@@ -35,7 +36,9 @@ type namespaceSampleRow struct {
 // runs there) and no sample confirmed for policy.UnknownAfter; it returns
 // how many it changed. Every sample also goes into the namespaces' hourly
 // usage history (once, however often it is scraped). A scrape with none
-// due takes two short statements and no writers' lock.
+// due takes two short statements and no writers' lock; otherwise the
+// writers' lock is held for the due namespaces alone, in slices of
+// reportSlice, as for nodes.
 func (s *Store) RecordNamespaceMetrics(ctx context.Context, f store.Fence, samples []store.NamespaceMetricsSample, policy store.UsageReporting) (int64, error) {
 	rows := make([]namespaceSampleRow, 0, len(samples))
 	for _, m := range samples {
@@ -64,26 +67,52 @@ func (s *Store) RecordNamespaceMetrics(ctx context.Context, f store.Fence, sampl
 			return 0, fmt.Errorf("record namespace metrics: %w", err)
 		}
 	}
-	var due int64
-	if err := s.writes.QueryRow(ctx, sqlNamespaceUsageDue, f.ClusterID, param, policy.Threshold, policy.Period.Seconds(), unknownAfterSeconds(policy)).Scan(&due); err != nil {
+	var cut *time.Time
+	var due, absent []string
+	if err := s.writes.QueryRow(ctx, sqlNamespaceUsageDue, f.ClusterID, param, policy.Threshold, policy.Period.Seconds(), unknownAfterSeconds(policy)).
+		Scan(&cut, &due, &absent); err != nil {
 		return 0, fmt.Errorf("record namespace metrics: %w", interpretError(err))
 	}
-	if due == 0 {
+	if len(due) == 0 && len(absent) == 0 {
 		return 0, nil
 	}
+	dueRows := samplesOf(rows, due)
 	var reported int64
-	err = s.write(ctx, opReportNamespaceUsage, sections{
-		member: func(w *writer) error { return w.fence(f) },
-		views: func(w *writer) (err error) {
-			reported, err = w.stampCounted("report namespace usage", sqlReportNamespaceUsage,
-				f.ClusterID, param, policy.Threshold, policy.Period.Seconds(), unknownAfterSeconds(policy), w.startRV)
-			return err
-		},
-	})
-	if err != nil {
-		return 0, fmt.Errorf("record namespace metrics: %w", err)
+	for start := 0; start == 0 || start < len(dueRows); start += reportSlice {
+		if param, err = jsonRows(dueRows[start:min(start+reportSlice, len(dueRows))]); err != nil {
+			return reported, fmt.Errorf("record namespace metrics: %w", err)
+		}
+		var n int64
+		err = s.write(ctx, opReportNamespaceUsage, sections{
+			member: func(w *writer) error { return w.fence(f) },
+			views: func(w *writer) (err error) {
+				n, err = w.stampCounted("report namespace usage", sqlReportNamespaceUsage,
+					f.ClusterID, param, policy.Threshold, policy.Period.Seconds(), cut, w.startRV, absent)
+				return err
+			},
+		})
+		if err != nil {
+			return reported, fmt.Errorf("record namespace metrics: %w", err)
+		}
+		reported += n
+		absent = nil // made unknown by the first
 	}
 	return reported, nil
+}
+
+// samplesOf returns the samples of the namespaces named.
+func samplesOf(rows []namespaceSampleRow, names []string) []namespaceSampleRow {
+	want := make(map[string]bool, len(names))
+	for _, n := range names {
+		want[n] = true
+	}
+	out := make([]namespaceSampleRow, 0, len(names))
+	for _, r := range rows {
+		if want[r.Namespace] {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // unknownAfterSeconds is policy.UnknownAfter for namespace_usage_cut, nil

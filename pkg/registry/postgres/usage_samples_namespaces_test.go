@@ -2,6 +2,7 @@ package postgres_test
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -102,5 +103,59 @@ func TestNamespaceUsageReporting(t *testing.T) {
 	}
 	if u := getNamespace(t, s, ctx, "c", "team-a").Usage; u != nil {
 		t.Errorf("namespace usage after its samples stopped: %+v, want unknown", u)
+	}
+}
+
+// TestNamespaceReportSlices: a member's first namespace scrape reports its
+// 2,100 namespaces in three transactions of at most 1,000 (reportSlice);
+// later, one namespace that moved and one unconfirmed for UnknownAfter are
+// the only ones a scrape of all the others stamps.
+func TestNamespaceReportSlices(t *testing.T) {
+	t.Parallel()
+	s, b := setup(t, postgres.Options{})
+	ctx := b.ctx
+	const namespaces = 2100
+	batch := store.Batch{ClusterID: "c"}
+	for i := range namespaces {
+		batch.Namespaces = append(batch.Namespaces, store.Namespace{Name: fmt.Sprintf("ns-%04d", i), UID: fmt.Sprintf("u-%d", i), Phase: "Active"})
+	}
+	mustApply(t, s, ctx, batch)
+	rv0 := registryRV(t, s, ctx)
+	t0 := time.Now().UTC().Truncate(time.Hour).Add(-2 * time.Hour)
+	scrape := func(at time.Time, n int, moved int) int64 {
+		t.Helper()
+		samples := make([]store.NamespaceMetricsSample, n)
+		for i := range samples {
+			cpu := int64(200e6)
+			if i == moved {
+				cpu = 900e6
+			}
+			samples[i] = store.NamespaceMetricsSample{ClusterID: "c", Namespace: batch.Namespaces[i].Name, CPUNanoCores: cpu, MemoryBytes: gib, Pods: 2, ObservedAt: at}
+		}
+		got, err := s.RecordNamespaceMetrics(ctx, store.Fence{ClusterID: "c"}, samples, quiet)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	if got := scrape(t0, namespaces, -1); got != namespaces {
+		t.Fatalf("first scrape reported %d namespaces, want %d", got, namespaces)
+	}
+	if n := countRows(t, b, `SELECT count(DISTINCT committed_at) FROM registry_change WHERE resource_version > $1 AND kind = 'ClusterNamespace'`, rv0); n != 3 {
+		t.Errorf("the first scrape reported its %d namespaces in %d transactions, want 3 of at most 1,000", namespaces, n)
+	}
+	// The last namespace runs no pod after t0; 6 minutes on, namespace 7 moved.
+	rv := registryRV(t, s, ctx)
+	if got := scrape(t0.Add(6*time.Minute), namespaces-1, 7); got != 2 {
+		t.Errorf("a scrape with one namespace moved and one unconfirmed for over %s reported %d, want 2", quiet.UnknownAfter, got)
+	}
+	if n := countRows(t, b, `SELECT count(*) FROM registry_change WHERE resource_version > $1`, rv); n != 2 {
+		t.Errorf("%d change-log entries after the scrape, want 2", n)
+	}
+	if u := getNamespace(t, s, ctx, "c", batch.Namespaces[7].Name).Usage; u == nil || u.CPUNanoCores != 900e6 {
+		t.Errorf("the namespace that moved shows %+v, want 900m", u)
+	}
+	if u := getNamespace(t, s, ctx, "c", batch.Namespaces[namespaces-1].Name).Usage; u != nil {
+		t.Errorf("the namespace the scrapes stopped listing shows %+v, want unknown", u)
 	}
 }

@@ -1,11 +1,12 @@
 -- Reports member $1's namespace samples in $2 (JSON array of
--- namespaceSampleRow) on their ClusterNamespace rows when due ($3
--- threshold, $4 period in seconds; namespace_usage_due, re-checked under
--- the writers' lock), and makes the usage of its namespaces the scrape no
--- longer confirms unknown ($5: namespace_usage_absent). $6 is the writer's
--- start resourceVersion. Returns how many rows it stamped and the highest
+-- namespaceSampleRow: those namespace_usage_due_names found due) on their
+-- ClusterNamespace rows, re-checking namespace_usage_due under the writers'
+-- lock ($3 threshold, $4 period in seconds), and makes the usage of its
+-- namespaces named in $7 unknown, re-checking namespace_usage_absent with
+-- the cut $5 that statement used (NULL: never). $6 is the writer's start
+-- resourceVersion. Returns how many rows it stamped and the highest
 -- version.
-WITH {{namespace_samples}}, {{namespace_usage_cut}}, reported AS (
+WITH {{namespace_samples}}, cut AS (SELECT $5::timestamptz AS at), reported AS (
 	UPDATE cluster_namespace n SET
 		usage_cpu_nanocores = s.cpu_usage_nanocores,
 		usage_memory_bytes  = s.memory_usage_bytes,
@@ -19,7 +20,7 @@ WITH {{namespace_samples}}, {{namespace_usage_cut}}, reported AS (
 	UPDATE cluster_namespace n SET usage_cpu_nanocores = NULL, usage_memory_bytes = NULL,
 		usage_pods = NULL, usage_observed_at = NULL,
 		resource_version = CASE WHEN n.resource_version > $6 THEN n.resource_version ELSE nextval('registry_resource_version') END
-	WHERE {{namespace_usage_absent}}
+	WHERE n.name = ANY($7::text[]) AND {{namespace_usage_absent}}
 	RETURNING n.resource_version
 ), stamped AS (
 	SELECT resource_version FROM reported UNION ALL SELECT resource_version FROM unknown

@@ -1,4 +1,4 @@
--- Fragment (a CTE) of namespace_usage_due_count and namespace_report_usage:
+-- Fragment (a CTE) of namespace_usage_due_names and namespace_report_usage:
 -- "input", member $1's namespace samples in $2 (JSON array of
 -- namespaceSampleRow).
 input AS (

@@ -1,4 +1,4 @@
--- Fragment (a CTE) of namespace_usage_due_count and namespace_report_usage:
+-- Fragment (a CTE) of namespace_usage_due_names:
 -- "cut", the time before which a namespace's usage that no sample has
 -- confirmed becomes unknown: the scrape's newest sample (the member's
 -- clock; the database's without one) less $5 seconds.

@@ -1,4 +1,4 @@
--- Fragment (a condition) of namespace_usage_due_count and
+-- Fragment (a condition) of namespace_usage_due_names and
 -- namespace_report_usage: true when namespace n's sample s is to be
 -- reported: it is newer than the reported one, and none is reported, or
 -- the number of pods measured changed, or, with a report period ($4
