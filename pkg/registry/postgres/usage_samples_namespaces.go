@@ -76,26 +76,13 @@ func (s *Store) RecordNamespaceMetrics(ctx context.Context, f store.Fence, sampl
 	if len(due) == 0 && len(absent) == 0 {
 		return 0, nil
 	}
-	dueRows := samplesOf(rows, due)
-	var reported int64
-	for start := 0; start == 0 || start < len(dueRows); start += reportSlice {
-		if param, err = jsonRows(dueRows[start:min(start+reportSlice, len(dueRows))]); err != nil {
-			return reported, fmt.Errorf("record namespace metrics: %w", err)
-		}
-		var n int64
-		err = s.write(ctx, opReportNamespaceUsage, sections{
-			member: func(w *writer) error { return w.fence(f) },
-			views: func(w *writer) (err error) {
-				n, err = w.stampCounted("report namespace usage", sqlReportNamespaceUsage,
-					f.ClusterID, param, policy.Threshold, policy.Period.Seconds(), cut, w.startRV, absent)
-				return err
-			},
+	reported, err := reportInSlices(ctx, s, opReportNamespaceUsage, f, samplesOf(rows, due), absent, jsonRows[namespaceSampleRow],
+		func(w *writer, param []byte, absent []string) (int64, error) {
+			return w.stampCounted("report namespace usage", sqlReportNamespaceUsage,
+				f.ClusterID, param, policy.Threshold, policy.Period.Seconds(), cut, w.startRV, absent)
 		})
-		if err != nil {
-			return reported, fmt.Errorf("record namespace metrics: %w", err)
-		}
-		reported += n
-		absent = nil // made unknown by the first
+	if err != nil {
+		return reported, fmt.Errorf("record namespace metrics: %w", err)
 	}
 	return reported, nil
 }

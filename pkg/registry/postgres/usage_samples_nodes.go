@@ -78,26 +78,44 @@ func (s *Store) RecordNodeMetrics(ctx context.Context, f store.Fence, samples []
 		return out, nil
 	}
 	due := newestOf(samples, dueClusters, dueNodes)
+	out.Reported, err = reportInSlices(ctx, s, opReportUsage, f, due, absent, sampleRows,
+		func(w *writer, param []byte, absent []string) (int64, error) {
+			return w.stampCounted("report node usage", sqlReportUsage, param, policy.Threshold, policy.Period.Seconds(),
+				f.ClusterID, cut, w.startRV, absent)
+		})
+	if err != nil {
+		return out, fmt.Errorf("record node metrics: %w", err)
+	}
+	return out, nil
+}
+
+// reportInSlices writes a usage report of the due samples, fenced by f, at
+// most reportSlice a transaction: report stamps one slice (encoded) and
+// the names of the rows whose usage becomes unknown, which go with the
+// first slice. It returns how many rows the slices stamped.
+func reportInSlices[T any](ctx context.Context, s *Store, o op, f store.Fence, due []T, absent []string,
+	encode func([]T) ([]byte, error), report func(w *writer, param []byte, absent []string) (int64, error)) (int64, error) {
+	var reported int64
 	for start := 0; start == 0 || start < len(due); start += reportSlice {
-		if param, err = sampleRows(due[start:min(start+reportSlice, len(due))]); err != nil {
-			return out, fmt.Errorf("record node metrics: %w", err)
+		param, err := encode(due[start:min(start+reportSlice, len(due))])
+		if err != nil {
+			return reported, err
 		}
-		var reported int64
-		err = s.write(ctx, opReportUsage, sections{
+		var n int64
+		err = s.write(ctx, o, sections{
 			member: func(w *writer) error { return w.fence(f) },
 			views: func(w *writer) (err error) {
-				reported, err = w.stampCounted("report node usage", sqlReportUsage, param, policy.Threshold, policy.Period.Seconds(),
-					f.ClusterID, cut, w.startRV, absent)
+				n, err = report(w, param, absent)
 				return err
 			},
 		})
 		if err != nil {
-			return out, fmt.Errorf("record node metrics: %w", err)
+			return reported, err
 		}
-		out.Reported += reported
+		reported += n
 		absent = nil // made unknown by the first
 	}
-	return out, nil
+	return reported, nil
 }
 
 // reportSlice bounds the due nodes one transaction of a usage report
