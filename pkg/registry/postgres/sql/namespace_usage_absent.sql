@@ -1,9 +1,9 @@
 -- Fragment (a condition) of namespace_usage_due_names and
 -- namespace_report_usage: true when member $1's namespace n shows a usage
--- no sample has confirmed since the cut (the CTE "cut": namespace_usage_cut,
--- or the one it gave namespace_report_usage): the scrape in "input" has none
--- of it (it runs no pod now) and its history none since. Such a usage
--- becomes unknown.
+-- no sample has confirmed since the cut (the CTE "cut": namespace_usage_cut
+-- in namespace_usage_due_names, that statement's result passed as $5 in
+-- namespace_report_usage): the scrape in "input" has none of it (it runs no
+-- pod now) and its history none since. Such a usage becomes unknown.
 n.cluster_id = $1 AND n.usage_observed_at < (SELECT at FROM cut)
 	AND NOT EXISTS (SELECT 1 FROM input s WHERE s.namespace = n.name)
 	AND NOT EXISTS (SELECT 1 FROM cluster_namespace_usage_hourly h
