@@ -298,7 +298,7 @@ func startDiscoveryEnv(b *testing.B) *discoveryEnv {
 		d.env = e
 		now := time.Now().UTC().Truncate(time.Second)
 		nodes := func(ctx context.Context) error { return e.createKubeNodes(ctx, now) }
-		if err := inOrder(ctx, nodes, e.createNamespaces(syncNamespaces), e.createPods(syncPods)); err != nil {
+		if err := inOrder(ctx, nodes, e.createNamespaces(syncNamespaces), e.createPods(syncPods, nodeCount)); err != nil {
 			return err
 		}
 		var err error

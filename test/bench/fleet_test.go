@@ -27,11 +27,12 @@ import (
 )
 
 const (
-	fleetNodes = fleetMembers * nodeCount // NodeCapacities of a complete mirror
-	// fleetSyncTimeout bounds the initial sync (and each replica's /readyz);
-	// the rows are counted every fleetSyncPoll.
-	fleetSyncTimeout = 15 * time.Minute
-	fleetSyncPoll    = time.Second
+	// fleetSyncTimeout bounds the initial sync (and each replica's /readyz)
+	// per fleetSyncTimeoutNodes NodeCapacities; the rows are counted every
+	// fleetSyncPoll.
+	fleetSyncTimeout      = 15 * time.Minute
+	fleetSyncTimeoutNodes = 100_000
+	fleetSyncPoll         = time.Second
 	// fleetWarmup (one metrics interval) follows the sync; the steady
 	// window lasts at least fleetSteadyMin, two scrapes of every member.
 	fleetWarmup    = 30 * time.Second
@@ -51,14 +52,13 @@ const (
 	maxKiBPerNode = 100
 	// fleetLeasePrefix starts the discovery Leases' names.
 	fleetLeasePrefix = "platform-apiserver-discovery"
-	// fleetMembers copies of the simulated cluster are mirrored: the hosting
-	// cluster fleetHostingID (which leader election needs for its Leases)
-	// and fleetMembers-1 kubeconfig files in the member directory.
-	fleetMembers   = 20
+	// fleetHostingID is the hosting cluster's id (leader election needs it
+	// for its Leases); the other members are kubeconfig files in the member
+	// directory.
 	fleetHostingID = "fleet-00"
-	// fleetPods pods in fleetNamespaces namespaces, syncPod's layout (4 a node).
-	fleetPods       = 20000
-	fleetNamespaces = fleetPods / podsPerSyncNamespace
+	// fleetPodsPerNode pods a node, in namespaces of podsPerSyncNamespace.
+	fleetPodsPerNode = 4
+	fleetMaxNodes    = 99_999 // nodeName's five digits
 	// fleetMetricsCoverage of the nodes must have NodeMetrics before the runs.
 	fleetMetricsCoverage = 0.99
 	// metrics-server's defaults instead of the framework's 10s/5s: it
@@ -77,14 +77,62 @@ options:
 `
 )
 
-// BenchmarkFleet mirrors fleetMembers copies of one kwok-simulated cluster
-// with 1 and 3 replicas, each on a database of its own: the initial sync
-// (untimed, reported), ops of node changes awaited under every cluster id
-// while scrapers and churn run, then the steady state's memory, CPU, locks
-// and database size. See docs/benchmarks.md, "Fleet".
+var (
+	fleetScaleFlag = flag.String("fleet-scale", "20x5000",
+		"BenchmarkFleet: MEMBERSxNODES, one kwok cluster of NODES nodes (4 pods each) registered under MEMBERS cluster ids")
+	fleetReplicasFlag = flag.String("fleet-replicas", "1,3",
+		"BenchmarkFleet: the replica counts to run, comma-separated, each on a database of its own")
+)
+
+// fleetScale is the simulated fleet's size (-fleet-scale).
+type fleetScale struct{ members, nodes int }
+
+func parseFleetScale(s string) (fleetScale, error) {
+	m, n, ok := strings.Cut(s, "x")
+	members, err1 := strconv.Atoi(m)
+	nodes, err2 := strconv.Atoi(n)
+	if !ok || err1 != nil || err2 != nil || members < 1 || nodes > fleetMaxNodes || nodes*fleetPodsPerNode < podsPerSyncNamespace*fleetChurnNamespaces {
+		return fleetScale{}, fmt.Errorf("-fleet-scale=%q: want MEMBERSxNODES with at least 1 member and %d to %d nodes, e.g. 20x5000",
+			s, podsPerSyncNamespace*fleetChurnNamespaces/fleetPodsPerNode, fleetMaxNodes)
+	}
+	return fleetScale{members, nodes}, nil
+}
+
+func parseFleetReplicas(s string) ([]int, error) {
+	var out []int
+	for p := range strings.SplitSeq(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(p))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("-fleet-replicas=%q: want replica counts of at least 1, comma-separated, e.g. 1,3", s)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// mirrored is the NodeCapacities of a complete mirror.
+func (s fleetScale) mirrored() int { return s.members * s.nodes }
+func (s fleetScale) pods() int     { return s.nodes * fleetPodsPerNode }
+
+// namespaces holds the pods, syncPod's layout.
+func (s fleetScale) namespaces() int { return s.pods() / podsPerSyncNamespace }
+
+// syncTimeout is fleetSyncTimeout scaled to the fleet, never less.
+func (s fleetScale) syncTimeout() time.Duration {
+	return max(fleetSyncTimeout, fleetSyncTimeout*time.Duration(s.mirrored())/fleetSyncTimeoutNodes)
+}
+
+// BenchmarkFleet mirrors -fleet-scale's copies of one kwok-simulated cluster
+// with each of -fleet-replicas' replica counts, each on a database of its
+// own: the initial sync (untimed, reported), ops of node changes awaited
+// under every cluster id while scrapers and churn run, then the steady
+// state's memory, CPU, locks and database size. See docs/benchmarks.md,
+// "Fleet".
 func BenchmarkFleet(b *testing.B) {
+	replicas, err := parseFleetReplicas(*fleetReplicasFlag)
+	must(b, err)
 	f := startFleetEnv(b)
-	for _, n := range []int{1, 3} {
+	for _, n := range replicas {
 		if !b.Run(fmt.Sprintf("replicas=%d", n), func(b *testing.B) { f.bench(b, n) }) {
 			break
 		}
@@ -95,6 +143,7 @@ func BenchmarkFleet(b *testing.B) {
 // fleetResult is what one sub-benchmark measured.
 type fleetResult struct {
 	replicas               int
+	scale                  fleetScale
 	sync                   time.Duration // from the start until every member was mirrored
 	fresh                  percentiles
 	syncLocks, steadyLocks lockStats
@@ -112,7 +161,7 @@ type fleetReplicaResult struct {
 }
 
 // mirroredNodes is how many NodeCapacities the replica mirrors.
-func (r fleetReplicaResult) mirroredNodes() int { return r.members * nodeCount }
+func (r fleetReplicaResult) mirroredNodes(s fleetScale) int { return r.members * s.nodes }
 
 // fleetRun is one sub-benchmark's replicas and database.
 type fleetRun struct {
@@ -125,7 +174,7 @@ type fleetRun struct {
 
 func (f *fleetEnv) bench(b *testing.B, n int) {
 	ctx := b.Context()
-	res := fleetResult{replicas: n}
+	res := fleetResult{replicas: n, scale: f.scale}
 	run, err := f.newRun(ctx, fmt.Sprintf("platform_fleet_r%d", n))
 	must(b, err)
 	defer func() {
@@ -244,7 +293,7 @@ func (f *fleetEnv) newRun(ctx context.Context, db string) (*fleetRun, error) {
 		return nil, fmt.Errorf("connect to %s: %w", db, err)
 	}
 	run := &fleetRun{f: f, dsn: dsn, pool: pool}
-	for i := range fleetMembers {
+	for i := range f.scale.members {
 		run.ids = append(run.ids, fleetMemberID(i))
 	}
 	return run, nil
@@ -280,7 +329,7 @@ func (r *fleetRun) startAndSync(ctx context.Context, n int) (time.Duration, erro
 	begin := time.Now()
 	for i := range n {
 		starts.Go(func() {
-			rep, err := r.f.cp.StartFleetReplica(startCtx, fmt.Sprintf("platform-fleet-r%d-%d", n, i), []string{"--postgres-dsn=" + r.dsn}, fleetSyncTimeout)
+			rep, err := r.f.cp.StartFleetReplica(startCtx, fmt.Sprintf("platform-fleet-r%d-%d", n, i), []string{"--postgres-dsn=" + r.dsn}, r.f.scale.syncTimeout())
 			mu.Lock()
 			defer mu.Unlock()
 			if rep != nil {
@@ -291,7 +340,7 @@ func (r *fleetRun) startAndSync(ctx context.Context, n int) (time.Duration, erro
 			}
 		})
 	}
-	err := pollUntil(ctx, fleetSyncPoll, fleetSyncTimeout, func(ctx context.Context) (bool, string, error) {
+	err := pollUntil(ctx, fleetSyncPoll, r.f.scale.syncTimeout(), func(ctx context.Context) (bool, string, error) {
 		select {
 		case err := <-startErrs:
 			return false, "", err
@@ -346,13 +395,13 @@ func registryCountsByCluster(ctx context.Context, pool *pgxpool.Pool) (map[strin
 // checkObjects checks that every member's node carries its pods' requests:
 // the mirrored rows are complete objects, not only counted.
 func (r *fleetRun) checkObjects(ctx context.Context) error {
-	name := nodeName(getNodeIndex)
+	name := nodeName(r.f.scale.nodes / 2)
 	rows, _ := r.pool.Query(ctx, `SELECT cluster_id, pod_count, requested_cpu_millis FROM cluster_node WHERE cluster_id = ANY($1) AND name = $2`, r.ids, name)
 	var id string
 	var pods, cpu int64
 	n, err := pgx.ForEachRow(rows, []any{&id, &pods, &cpu}, func() error {
-		if pods != fleetPods/nodeCount || cpu == 0 {
-			return fmt.Errorf("node %s of %s: %d pods, %dm CPU requested; want %d pods", name, id, pods, cpu, fleetPods/nodeCount)
+		if pods != fleetPodsPerNode || cpu == 0 {
+			return fmt.Errorf("node %s of %s: %d pods, %dm CPU requested; want %d pods", name, id, pods, cpu, fleetPodsPerNode)
 		}
 		return nil
 	})
@@ -418,7 +467,7 @@ func (f *fleetEnv) churn(ctx context.Context) {
 	_ = every(ctx, time.Second/fleetChurnRate, -1, func() error {
 		seq := f.churnSeq
 		f.churnSeq++
-		ns := syncNamespaceName(seq % fleetChurnNamespaces * (fleetNamespaces / fleetChurnNamespaces))
+		ns := syncNamespaceName(seq % fleetChurnNamespaces * (f.scale.namespaces() / fleetChurnNamespaces))
 		_ = f.relabel(ctx, "namespaces", ns, churnLabel, strconv.Itoa(seq)) // a failed change is only one less
 		return nil
 	})
@@ -432,7 +481,7 @@ func (f *fleetEnv) freshnessRound(ctx context.Context, pool *pgxpool.Pool, ids [
 	for range fleetChangesPerOp {
 		f.nodeSeq++
 		seq := f.nodeSeq
-		node, value := nodeName(seq*97%nodeCount), strconv.Itoa(seq)
+		node, value := nodeName(seq*97%f.scale.nodes), strconv.Itoa(seq)
 		if err := f.relabel(ctx, "nodes", node, fleetLabel, value); err != nil {
 			return nil, err
 		}
@@ -476,7 +525,7 @@ func (f *fleetEnv) freshnessRound(ctx context.Context, pool *pgxpool.Pool, ids [
 func (res fleetResult) kiBPerMirroredNode(peak bool) float64 {
 	v := math.NaN()
 	for _, r := range res.perReplica {
-		if nodes := r.mirroredNodes(); nodes > 0 {
+		if nodes := r.mirroredNodes(res.scale); nodes > 0 {
 			rss := r.rssSteady
 			if peak {
 				rss = r.hwm
@@ -511,6 +560,7 @@ func (res fleetResult) totals() fleetTotals {
 
 func (res fleetResult) report(b *testing.B) {
 	t := res.totals()
+	fleetNodes := float64(res.scale.mirrored())
 	b.ReportMetric(0, "ns/op") // an op is a fixed number of changes
 	b.ReportMetric(res.sync.Seconds(), "sync-s")
 	b.ReportMetric(res.sync.Seconds()/(fleetNodes/1000), "sync-s/1k-nodes")
@@ -545,8 +595,9 @@ func (res fleetResult) report(b *testing.B) {
 
 // summarize adds one block per sub-benchmark to the summary, against the goal.
 func (f *fleetEnv) summarize() {
-	section := fmt.Sprintf("fleet summary (%d members × %d kwok nodes, %d pods, %d namespaces = %d NodeCapacities; replicas 1 and 3; goal: ≤ %d KiB server RSS per mirrored node)",
-		fleetMembers, nodeCount, f.want.pods, f.want.namespaces, fleetNodes, maxKiBPerNode)
+	fleetNodes := float64(f.scale.mirrored())
+	section := fmt.Sprintf("fleet summary (%d members × %d kwok nodes, %d pods, %d namespaces = %.0f NodeCapacities; replicas %s; goal: ≤ %d KiB server RSS per mirrored node)",
+		f.scale.members, f.scale.nodes, f.want.pods, f.want.namespaces, fleetNodes, *fleetReplicasFlag, maxKiBPerNode)
 	line := func(format string, args ...any) { summary.printf(section, format, args...) }
 	const columns = "%-8s %9s %11s %22s %19s %19s %9s %9s %10s"
 	line(columns, "replicas", "sync", "s/1k nodes", "fresh p50/p99/max", "lock hold p99", "lock wait p99", "DB", "DB B/node", "cores")
@@ -561,10 +612,10 @@ func (f *fleetEnv) summarize() {
 	}
 	for _, res := range f.results {
 		t := res.totals()
-		line("%d replica(s): member claims %.0f (%d = each member claimed once, never moved)", res.replicas, t.claims, fleetMembers)
+		line("%d replica(s): member claims %.0f (%d = each member claimed once, never moved)", res.replicas, t.claims, f.scale.members)
 		for _, r := range res.perReplica {
 			l := fmt.Sprintf("  %-22s %2d members  VmHWM %8s  VmRSS steady %8s", r.name, r.members, mibString(r.hwm), mibString(r.rssSteady))
-			if nodes := r.mirroredNodes(); nodes > 0 {
+			if nodes := r.mirroredNodes(f.scale); nodes > 0 {
 				steady, peak := float64(r.rssSteady)/1024/float64(nodes), float64(r.hwm)/1024/float64(nodes)
 				l += fmt.Sprintf("  %6.2f KiB/mirrored node steady, %6.2f peak: %s", steady, peak, verdict(peak <= maxKiBPerNode))
 			} else {
@@ -579,7 +630,7 @@ func (f *fleetEnv) summarize() {
 		}
 		line("  database B/node by table (indexes and TOAST included): %s", strings.Join(tables, ", "))
 		if res.replicas > 1 && t.mirroring <= 1 {
-			line("  one replica mirrors all %d members (%d mirroring, the most on one %d): members are not shared across replicas", fleetMembers, t.mirroring, t.maxMembers)
+			line("  one replica mirrors all %d members (%d mirroring, the most on one %d): members are not shared across replicas", f.scale.members, t.mirroring, t.maxMembers)
 		}
 	}
 }
@@ -610,11 +661,12 @@ func fleetArgs() ([]string, error) {
 	return args, nil
 }
 
-// fleetEnv is kube-apiserver with kwok simulating nodeCount nodes and
-// fleetPods pods, metrics-server scraping them, and the member directory;
+// fleetEnv is kube-apiserver with kwok simulating scale.nodes nodes and
+// their pods, metrics-server scraping them, and the member directory;
 // the sub-benchmarks start replicas of their own.
 type fleetEnv struct {
 	*env
+	scale             fleetScale
 	want              registryCounts // one member, mirrored under every cluster id
 	nodeSeq, churnSeq int
 	results           []fleetResult
@@ -623,7 +675,9 @@ type fleetEnv struct {
 func startFleetEnv(b *testing.B) *fleetEnv {
 	args, err := fleetArgs()
 	must(b, err)
-	f := &fleetEnv{}
+	scale, err := parseFleetScale(*fleetScaleFlag)
+	must(b, err)
+	f := &fleetEnv{scale: scale}
 	f.env = benchEnv(b, envOptions{name: "fleet", platformArgs: args, memberDir: true, simulator: true, stopPlatform: true,
 		prepare: func(ctx context.Context, e *env) error {
 			f.env = e
@@ -656,24 +710,24 @@ func (f *fleetEnv) prepare(ctx context.Context) error {
 	}
 	now := time.Now().UTC().Truncate(time.Second)
 	nodes := func(ctx context.Context) error {
-		return parallel(ctx, seedWorkers, nodeCount, func(ctx context.Context, i int) error { return f.createSimulatedNode(ctx, i, now) })
+		return parallel(ctx, seedWorkers, f.scale.nodes, func(ctx context.Context, i int) error { return f.createSimulatedNode(ctx, i, now) })
 	}
-	if err := inOrder(ctx, nodes, f.createNamespaces(fleetNamespaces), f.createPods(fleetPods),
+	if err := inOrder(ctx, nodes, f.createNamespaces(f.scale.namespaces()), f.createPods(f.scale.pods(), f.scale.nodes),
 		f.waitNodesReady, f.waitPodsRunning, f.waitNodeMetrics); err != nil {
 		return fmt.Errorf("seed the simulated cluster: %w", err)
 	}
 	if f.want, err = f.memberCounts(ctx); err != nil {
 		return err
 	}
-	if f.want.nodes != nodeCount || f.want.pods != fleetPods || f.want.namespaces < fleetNamespaces {
+	if f.want.nodes != int64(f.scale.nodes) || f.want.pods != int64(f.scale.pods()) || f.want.namespaces < int64(f.scale.namespaces()) {
 		return fmt.Errorf("kube-apiserver holds %s, want %d nodes, %d pods and at least %d namespaces",
-			f.want, nodeCount, fleetPods, fleetNamespaces)
+			f.want, f.scale.nodes, f.scale.pods(), f.scale.namespaces())
 	}
 	kubeconfig, err := os.ReadFile(f.cp.AdminKubeconfig())
 	if err != nil {
 		return err
 	}
-	for i := 1; i < fleetMembers; i++ {
+	for i := 1; i < f.scale.members; i++ {
 		if err := os.WriteFile(filepath.Join(f.memberDir, fleetMemberID(i)), kubeconfig, 0o600); err != nil {
 			return fmt.Errorf("write member kubeconfig: %w", err)
 		}
@@ -728,7 +782,7 @@ func (f *fleetEnv) waitNodesReady(ctx context.Context) error {
 		if err != nil {
 			return false, err.Error(), nil
 		}
-		return total == nodeCount && ready == nodeCount, fmt.Sprintf("%d of %d nodes Ready", ready, total), nil
+		return total == f.scale.nodes && ready == f.scale.nodes, fmt.Sprintf("%d of %d nodes Ready", ready, total), nil
 	})
 }
 
@@ -747,7 +801,7 @@ func (f *fleetEnv) waitPodsRunning(ctx context.Context) error {
 // waitNodeMetrics lists metrics.k8s.io NodeMetrics through kube-apiserver,
 // as discovery's scraper does, until fleetMetricsCoverage of the nodes have them.
 func (f *fleetEnv) waitNodeMetrics(ctx context.Context) error {
-	want := int(fleetMetricsCoverage * nodeCount)
+	want := int(fleetMetricsCoverage * float64(f.scale.nodes))
 	return pollUntil(ctx, 5*time.Second, 10*time.Minute, func(ctx context.Context) (bool, string, error) {
 		body, err := f.kube.CoreV1().RESTClient().Get().AbsPath("/apis/" + framework.MetricsGroupVersion + "/nodes").DoRaw(ctx)
 		if err != nil {

@@ -15,8 +15,8 @@ import (
 )
 
 // placementMembers is the fleet BenchmarkPlacement asks: the seed's member
-// under this many cluster ids, fleetNodes nodes in all.
-const placementMembers = fleetMembers
+// under this many cluster ids, as BenchmarkFleet's default.
+const placementMembers = 20
 
 // placementShape is the question: 2 CPUs and 4Gi per replica, any node
 // that is not tainted or cordoned.

@@ -337,7 +337,8 @@ func inOrder(ctx context.Context, steps ...func(context.Context) error) error {
 	return nil
 }
 
-// createNamespaces and createPods create syncNamespace(0..n-1) and syncPod(0..n-1).
+// createNamespaces and createPods create syncNamespace(0..n-1) and
+// syncPod(0..n-1) over the first nodes nodes.
 func (e *env) createNamespaces(n int) func(context.Context) error {
 	return func(ctx context.Context) error {
 		return parallel(ctx, seedWorkers, n, func(ctx context.Context, i int) error {
@@ -347,10 +348,10 @@ func (e *env) createNamespaces(n int) func(context.Context) error {
 	}
 }
 
-func (e *env) createPods(n int) func(context.Context) error {
+func (e *env) createPods(n, nodes int) func(context.Context) error {
 	return func(ctx context.Context) error {
 		return parallel(ctx, seedWorkers, n, func(ctx context.Context, j int) error {
-			p := syncPod(j)
+			p := syncPod(j, nodes)
 			_, err := e.kube.CoreV1().Pods(p.Namespace).Create(ctx, p, metav1.CreateOptions{})
 			return err
 		})
@@ -398,12 +399,12 @@ func syncNamespace(i int) *corev1.Namespace {
 	}}
 }
 
-// syncPod is pod j, bound to node j%nodeCount in namespace
+// syncPod is pod j, bound to node j%nodes in namespace
 // j/podsPerSyncNamespace, shaped like a Deployment's pod: owner reference,
 // template hash, an app container and a sidecar, both with requests and
 // limits, probes and ports. It is created with spec.nodeName, so it counts
 // as scheduled; with no kubelet it stays Pending, which is not terminal.
-func syncPod(j int) *corev1.Pod {
+func syncPod(j, nodes int) *corev1.Pod {
 	q := resource.MustParse
 	app := fmt.Sprintf("app-%d", j/podsPerSyncNamespace%40)
 	hash := fmt.Sprintf("%010x", j/podsPerSyncNamespace)
@@ -421,7 +422,7 @@ func syncPod(j int) *corev1.Pod {
 			}},
 		},
 		Spec: corev1.PodSpec{
-			NodeName: nodeName(j % nodeCount),
+			NodeName: nodeName(j % nodes),
 			Containers: []corev1.Container{
 				{
 					Name:  "app",
