@@ -31,9 +31,13 @@ var unschedulableTaint = store.Taint{Key: "node.kubernetes.io/unschedulable", Ef
 //     (the state the scheduler's one-at-a-time placement ends in).
 //
 // Every member considered has a row, with 0 when no node is eligible. The
-// read is one scan of the members' nodes (the node terms' label tests use
-// the labels' GIN index where they can); it may read a standby: the answer
-// carries each member's mirroring state, not a resourceVersion.
+// nodes are read in two parts: the schedulable ones, which pass any
+// tolerations, from the free-CPU index alone when only CPU, memory and
+// pods are asked for (migration 018), and the others, row by row with the
+// tolerations, from their own index; without a spread, only nodes that can
+// take a replica are read. The node terms' label tests use the labels' GIN
+// index where they can. It may read a standby: the answer carries each
+// member's mirroring state, not a resourceVersion.
 func (s *Store) Placement(ctx context.Context, q store.PlacementQuery) ([]store.MemberFit, error) {
 	var args sqlArgs
 	members, err := placementMembers(&args, q)
@@ -54,13 +58,27 @@ func (s *Store) Placement(ctx context.Context, q store.PlacementQuery) ([]store.
 	if err != nil {
 		return nil, err
 	}
+	room := "greatest(0, least(" + strings.Join(placementRoom(&args, q), ", ") + "))"
+	scope := "cluster_id IN (SELECT cluster_id FROM members) AND " + strings.Join(eligible, " AND ")
+	// Without a spread, only nodes that can take a replica count, so the
+	// schedulable ones need the CPU asked for free, and when nothing is
+	// tolerated the others must be uncordoned and untainted: not ready.
+	// A spread counts every eligible node as its domain's.
+	schedulable, other := scope, scope
+	if q.SpreadKey == "" && q.CPUMillis > 0 {
+		schedulable += " AND (allocatable_cpu_millis::numeric - requested_cpu_millis) >= " + args.add(q.CPUMillis) + "::numeric"
+	}
+	if q.SpreadKey == "" && len(q.Tolerations) == 0 {
+		other += " AND unschedulable_reason = 'NotReady'"
+	}
 	sql := `
 		WITH members AS (` + members + `),
 		nodes AS (
-			SELECT cluster_id, ` + domain + ` AS domain,
-				CASE WHEN ` + feasible + ` THEN greatest(0, least(` + strings.Join(placementRoom(&args, q), ", ") + `)) ELSE 0 END AS fit
-			FROM cluster_node
-			WHERE cluster_id IN (SELECT cluster_id FROM members) AND ` + strings.Join(eligible, " AND ") + `
+			SELECT cluster_id, ` + domain + ` AS domain, ` + room + ` AS fit
+			FROM cluster_node WHERE schedulable AND ` + schedulable + `
+			UNION ALL
+			SELECT cluster_id, ` + domain + `, CASE WHEN ` + feasible + ` THEN ` + room + ` ELSE 0 END
+			FROM cluster_node WHERE NOT schedulable AND ` + other + `
 		),
 		domains AS (
 			SELECT cluster_id, sum(fit) AS fit, count(*) FILTER (WHERE fit > 0) AS nodes,

@@ -123,8 +123,8 @@ func simulate(rng *rand.Rand, nodes []simNode, q store.PlacementQuery) (map[stri
 }
 
 // TestPlacement compares the registry's answer with the simulation on
-// random members: nodes of mixed sizes, labels, taints, cordons, pods,
-// extended resources and devices, and random pod shapes.
+// random members: nodes of mixed sizes, labels, taints, cordons, readiness,
+// pods, extended resources and devices, and random pod shapes.
 func TestPlacement(t *testing.T) {
 	t.Parallel()
 	s, b := setup(t, postgres.Options{})
@@ -134,6 +134,7 @@ func TestPlacement(t *testing.T) {
 	taints := []corev1.Taint{{Key: "gpu", Value: "true", Effect: corev1.TaintEffectNoSchedule},
 		{Key: "dedicated", Value: "db", Effect: corev1.TaintEffectNoExecute}, {Key: "soft", Effect: corev1.TaintEffectPreferNoSchedule}}
 	var sim []simNode
+	var exactCPU int64 // a schedulable node's free CPU: a request of all of it fits once there
 	members := []string{"m1", "m2", "m3"}
 	for _, m := range members {
 		batch := store.Batch{ClusterID: m, Namespaces: []store.Namespace{namespace("ns")}}
@@ -146,6 +147,7 @@ func TestPlacement(t *testing.T) {
 				n.Labels["topology.kubernetes.io/zone"] = zones[rng.IntN(len(zones))]
 			}
 			n.Unschedulable = rng.IntN(8) == 0
+			n.Ready = rng.IntN(6) > 0 // kube-scheduler checks a not-ready node's taints, not its condition
 			sn := simNode{member: m, name: n.Name, labels: n.Labels, unschedulable: n.Unschedulable,
 				free: map[string]int64{"pods": n.Allocatable.Pods, "cpu": n.Allocatable.CPUMillis, "memory": n.Allocatable.MemoryBytes}}
 			for _, t := range taints {
@@ -171,6 +173,10 @@ func TestPlacement(t *testing.T) {
 				sn.free["pods"]--
 				sn.free["cpu"] -= p.CPURequestMillis
 				sn.free["memory"] -= p.MemoryRequestBytes
+			}
+			hard := slices.ContainsFunc(sn.taints, func(t corev1.Taint) bool { return t.Effect != corev1.TaintEffectPreferNoSchedule })
+			if exactCPU == 0 && n.Ready && !n.Unschedulable && !hard && sn.free["pods"] > 0 && sn.free["cpu"] > 0 {
+				exactCPU = sn.free["cpu"]
 			}
 			batch.Nodes = append(batch.Nodes, n)
 			sim = append(sim, sn)
@@ -216,6 +222,7 @@ func TestPlacement(t *testing.T) {
 		{"hostname spread", store.PlacementQuery{CPUMillis: 100, SpreadKey: "kubernetes.io/hostname", MaxSkew: 2,
 			Tolerations: []store.Toleration{{Operator: "Exists", Effect: "NoSchedule"}}}},
 		{"cordon tolerated", store.PlacementQuery{CPUMillis: 400, Tolerations: []store.Toleration{{Key: "node.kubernetes.io/unschedulable", Operator: "Exists"}}}},
+		{"all of a node's free cpu", store.PlacementQuery{CPUMillis: exactCPU}},
 	}
 	for _, shape := range shapes {
 		t.Run(shape.name, func(t *testing.T) {
