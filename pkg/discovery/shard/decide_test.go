@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"slices"
@@ -21,12 +22,20 @@ func TestDecide(t *testing.T) {
 	type lease struct {
 		name, role, cluster, holder string
 		ago                         time.Duration
+		dur                         time.Duration // the duration it says: d if 0
 	}
 	member := func(cluster, holder string, ago time.Duration) lease {
-		return lease{MemberLeaseName("discovery", cluster), RoleMember, cluster, holder, ago}
+		return lease{MemberLeaseName("discovery", cluster), RoleMember, cluster, holder, ago, 0}
+	}
+	// held is a member Lease as a manager writes it: for a long
+	// duration (Config.MemberLeaseDuration), kept by its holder's presence.
+	held := func(cluster, holder string, ago time.Duration) lease {
+		l := member(cluster, holder, ago)
+		l.dur = defaultMemberLeases * d
+		return l
 	}
 	replica := func(identity string, ago time.Duration) lease {
-		return lease{ReplicaLeaseName("discovery", identity), RoleReplica, "", identity, ago}
+		return lease{ReplicaLeaseName("discovery", identity), RoleReplica, "", identity, ago, 0}
 	}
 	for _, tc := range []struct {
 		name        string
@@ -66,6 +75,21 @@ func TestDecide(t *testing.T) {
 		{name: "a live replica's Lease is left alone",
 			members: []string{"a"}, leases: []lease{member("a", "r2", time.Second), replica("r2", time.Second)}, mayTakeOver: true,
 			want: nil},
+		{name: "a member Lease unwritten for longer than a presence lasts is its holder's while its presence is renewed",
+			members: []string{"a"}, leases: []lease{held("a", "r2", 5*d), replica("r2", time.Second)}, mayTakeOver: true,
+			want: nil},
+		{name: "a member Lease of a replica whose presence expired is taken over, however long the member Lease says",
+			members: []string{"a"}, leases: []lease{held("a", "r2", 2*d), replica("r2", 2*d)}, mayTakeOver: true,
+			want: []string{"acquire a"}},
+		{name: "a member Lease of a replica without a presence Lease is taken over after a lease duration",
+			members: []string{"a"}, leases: []lease{held("a", "r2", 2*d)}, mayTakeOver: true,
+			want: []string{"acquire a"}},
+		{name: "a member Lease not renewed for its own duration stays with its live holder while the assignment says so",
+			members: []string{"a"}, leases: []lease{held("a", "r2", defaultMemberLeases*d+time.Second), replica("r2", time.Second)}, mayTakeOver: true,
+			want: nil},
+		{name: "a member Lease not renewed for two of its own durations is taken over though its holder lives (stuck on it)",
+			members: []string{"a"}, leases: []lease{held("a", "r2", 2*defaultMemberLeases*d+time.Second), replica("r2", time.Second)}, mayTakeOver: true,
+			want: []string{"acquire a"}},
 		{name: "a lost member is given up and not taken again in the round",
 			members: []string{"a"}, held: []string{"a"}, lost: []string{"a"},
 			leases: []lease{member("a", "r1", time.Second)},
@@ -84,7 +108,8 @@ func TestDecide(t *testing.T) {
 				members: tc.members, leases: map[string]*coordinationv1.Lease{}, observed: map[string]observation{},
 				held: set(tc.held), lost: set(tc.lost)}
 			for _, l := range tc.leases {
-				spec := coordinationv1.LeaseSpec{LeaseDurationSeconds: new(int32(d / time.Second))}
+				dur := cmp.Or(l.dur, d)
+				spec := coordinationv1.LeaseSpec{LeaseDurationSeconds: new(int32(dur / time.Second))}
 				if l.holder != "" {
 					spec.HolderIdentity = new(l.holder)
 				}

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 
@@ -41,9 +42,16 @@ type Config struct {
 	Name string
 	// Identity names this replica; it must be unique per process run.
 	Identity string
-	// LeaseDuration is how long a Lease that is not renewed stays with its
-	// holder; a dead replica's members move after about this long.
+	// LeaseDuration is how long a presence Lease that is not renewed
+	// stays alive, and with it the member Leases its replica holds; a dead
+	// replica's members move after about this long.
 	LeaseDuration time.Duration
+	// MemberLeaseDuration is the duration a member Lease says (default:
+	// 20 lease durations). Its holder renews it every third to two thirds
+	// of that (spread by member): it holds only while its holder's
+	// presence Lease does, so its own renewals only show that the holder
+	// still minds it, and cost one write per member per period.
+	MemberLeaseDuration time.Duration
 	// RetryPeriod is how often the manager looks at the Leases.
 	RetryPeriod time.Duration
 	// RoundTimeout bounds the Lease calls of one round (default: the lease
@@ -66,9 +74,11 @@ type Target interface {
 
 // Manager keeps one Lease per member and shares the members among live
 // replicas: each replica holds the Leases of the members Assign gives it
-// (what it holds, up to its share, stays with it), renews them, takes over
-// those of dead replicas once they expire, and hands members over (stop,
-// then release) when a replica joins and its share must come from others.
+// (what it holds, up to its share, stays with it), keeps them through its
+// presence Lease (renewed every round; a member's own Lease is written
+// rarely, see Config.MemberLeaseDuration), takes over those of dead
+// replicas once their presence expires, and hands members over (stop, then
+// release) when a replica joins and its share must come from others.
 //
 // Leases coordinate; they do not make writes safe. A replica that cannot
 // reach the hosting cluster keeps mirroring what it holds (nobody can take
@@ -121,8 +131,16 @@ func New(cfg Config, target Target) (*Manager, error) {
 	if cfg.RoundTimeout <= 0 {
 		cfg.RoundTimeout = cfg.LeaseDuration
 	}
+	if cfg.MemberLeaseDuration <= 0 {
+		cfg.MemberLeaseDuration = defaultMemberLeases * cfg.LeaseDuration
+	}
 	return &Manager{cfg: cfg, target: target, observed: map[string]observation{}, held: map[string]*coordinationv1.Lease{}, lost: map[string]bool{}}, nil
 }
+
+// defaultMemberLeases is Config.MemberLeaseDuration in lease durations:
+// with the default 15s, a member's Lease is written every 100 to 200 s, so
+// 1,000 members cost under ten writes a second.
+const defaultMemberLeases = 20
 
 // MemberLeaseName is the name of a member's Lease.
 func MemberLeaseName(name, clusterID string) string { return name + "-member-" + clusterID }
@@ -268,12 +286,12 @@ func leaseDuration(l *coordinationv1.Lease, def time.Duration) time.Duration {
 	return def
 }
 
-// spec is a Lease spec held by this replica from now.
-func (m *Manager) spec(transitions int32) coordinationv1.LeaseSpec {
+// spec is a Lease spec held by this replica from now, for d.
+func (m *Manager) spec(d time.Duration, transitions int32) coordinationv1.LeaseSpec {
 	now := metav1.NewMicroTime(m.cfg.Clock.Now())
 	return coordinationv1.LeaseSpec{
 		HolderIdentity:       new(m.cfg.Identity),
-		LeaseDurationSeconds: new(int32((m.cfg.LeaseDuration + time.Second - 1) / time.Second)),
+		LeaseDurationSeconds: new(int32((d + time.Second - 1) / time.Second)),
 		AcquireTime:          &now,
 		RenewTime:            &now,
 		LeaseTransitions:     new(transitions),
@@ -311,7 +329,7 @@ func (m *Manager) renewPresence(ctx context.Context, leases map[string]*coordina
 		created = true
 		m.presence, err = client.Create(ctx, &coordinationv1.Lease{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: m.labels(RoleReplica, "")},
-			Spec:       m.spec(0),
+			Spec:       m.spec(m.cfg.LeaseDuration, 0),
 		}, metav1.CreateOptions{})
 	} else {
 		l := cur.DeepCopy()
@@ -329,7 +347,7 @@ func (m *Manager) renewPresence(ctx context.Context, leases map[string]*coordina
 func (m *Manager) create(ctx context.Context, id string) {
 	l, err := m.cfg.Leases.Leases(m.cfg.Namespace).Create(ctx, &coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{Name: MemberLeaseName(m.cfg.Name, id), Labels: m.labels(RoleMember, id)},
-		Spec:       m.spec(0),
+		Spec:       m.spec(m.cfg.MemberLeaseDuration, 0),
 	}, metav1.CreateOptions{})
 	if err != nil {
 		if !apierrors.IsAlreadyExists(err) {
@@ -348,7 +366,7 @@ func (m *Manager) acquire(ctx context.Context, id string, cur *coordinationv1.Le
 	if holder(l) != m.cfg.Identity {
 		transitions++
 	}
-	l.Spec = m.spec(transitions)
+	l.Spec = m.spec(m.cfg.MemberLeaseDuration, transitions)
 	l.Labels = m.labels(RoleMember, id)
 	updated, err := m.cfg.Leases.Leases(m.cfg.Namespace).Update(ctx, l, metav1.UpdateOptions{})
 	if err != nil {
@@ -366,9 +384,9 @@ func (m *Manager) took(ctx context.Context, id string, l *coordinationv1.Lease) 
 	m.target.Own(id)
 }
 
-// renewAll renews the held Leases of ids once a third of their duration
-// has passed, concurrently: a round's renewals take one round trip however
-// many members a replica holds (one after the other, a fleet's renewals
+// renewAll renews the held Leases of ids that are due (renewDue),
+// concurrently: a round's renewals take one round trip however many
+// members a replica holds (one after the other, a fleet's renewals
 // outlasted the round under load). A conflict means someone else wrote a
 // Lease: the next round sees who holds it. Other failures keep the member
 // (see Manager).
@@ -382,7 +400,7 @@ func (m *Manager) renewAll(ctx context.Context, ids []string) {
 	var wg sync.WaitGroup
 	for _, id := range ids {
 		l := m.held[id].DeepCopy()
-		if l.Spec.RenewTime != nil && m.cfg.Clock.Since(l.Spec.RenewTime.Time) < m.cfg.LeaseDuration/3 {
+		if !m.renewDue(id, l) {
 			continue
 		}
 		l.Spec.RenewTime = new(metav1.NewMicroTime(m.cfg.Clock.Now()))
@@ -404,6 +422,19 @@ func (m *Manager) renewAll(ctx context.Context, ids []string) {
 			m.held[r.id] = r.l
 		}
 	}
+}
+
+// renewDue: a held member Lease was last renewed a third of
+// MemberLeaseDuration ago, and a further share of a third that depends on
+// the member, so that members taken together (a fleet's at start-up) are
+// renewed spread over a third of the duration, not in one burst.
+func (m *Manager) renewDue(id string, l *coordinationv1.Lease) bool {
+	if l.Spec.RenewTime == nil {
+		return true
+	}
+	third := m.cfg.MemberLeaseDuration / 3
+	spread := time.Duration(float64(third) * float64(score(id, m.cfg.Identity)) / float64(math.MaxUint64))
+	return m.cfg.Clock.Since(l.Spec.RenewTime.Time) >= third+spread
 }
 
 // drop stops a member this replica no longer holds.

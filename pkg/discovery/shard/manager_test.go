@@ -3,12 +3,14 @@ package shard
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
@@ -256,5 +258,51 @@ func TestManagerKeepsMembersThroughHostingOverload(t *testing.T) {
 		if r.target.starts != starts[i] {
 			t.Errorf("replica %d started %d members during and after the overload, want none", i, r.target.starts-starts[i])
 		}
+	}
+}
+
+// TestManagerWritesFewMemberLeases: a settled fleet writes its presence
+// Leases every round but each member's Lease at most once per third of
+// Config.MemberLeaseDuration, spread over the members, and nothing moves:
+// renewing every member's Lease every third of the lease duration was a
+// hundred writes a second for 200 members, which thrashed a loaded hosting
+// cluster (issue 25).
+func TestManagerWritesFewMemberLeases(t *testing.T) {
+	const members = 60
+	f := settledFleet(t, members, 3)
+	before := fmt.Sprint(f.owners())
+	var memberWrites, presenceWrites atomic.Int64
+	var mu sync.Mutex
+	perRound := map[time.Time]int{} // member Lease writes by round
+	f.client.PrependReactor("update", "leases", func(action k8stesting.Action) (bool, runtime.Object, error) {
+		l := action.(k8stesting.UpdateAction).GetObject().(*coordinationv1.Lease)
+		if l.Labels[LabelRole] == RoleMember {
+			memberWrites.Add(1)
+			mu.Lock()
+			perRound[f.clock.Now()]++
+			mu.Unlock()
+		} else {
+			presenceWrites.Add(1)
+		}
+		return false, nil, nil
+	})
+	// One member Lease duration: every member renewed once or twice (due
+	// after a third plus up to another third of it).
+	period := defaultMemberLeases * testLease
+	rounds := int(period / testRetry)
+	f.rounds(rounds)
+	f.checkExclusive("after a member Lease duration")
+	if after := fmt.Sprint(f.owners()); after != before {
+		t.Errorf("members moved in a settled fleet: %s, before %s", after, before)
+	}
+	if got, want := presenceWrites.Load(), int64(3*rounds); got != want {
+		t.Errorf("%d presence Lease writes in %d rounds of 3 replicas, want %d", got, rounds, want)
+	}
+	if got := memberWrites.Load(); got < members || got > 2*members {
+		t.Errorf("%d member Lease writes for %d members in one member Lease duration, want one or two each", got, members)
+	}
+	// Spread: members taken together are not renewed together.
+	if most := slices.Max(slices.Collect(maps.Values(perRound))); most > members/5 {
+		t.Errorf("%d member Lease writes in one round, want at most %d: renewals are not spread", most, members/5)
 	}
 }

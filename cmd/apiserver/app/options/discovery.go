@@ -109,8 +109,8 @@ func (o *DiscoveryOptions) AddFlags(fs *pflag.FlagSet) {
 		"<name>-replica-<hash> per replica."
 	fs.Lookup("leader-elect-resource-namespace").Usage = "Namespace of the discovery Leases in the hosting cluster " +
 		"(default: the server's own, from $POD_NAMESPACE or its service account; outside a cluster kube-system)."
-	fs.Lookup("leader-elect-lease-duration").Usage = "How long a member's Lease stays with a replica that stopped renewing it: " +
-		"a dead replica's members move after about this long."
+	fs.Lookup("leader-elect-lease-duration").Usage = "How long a replica's presence Lease, and with it every member Lease it holds, stays alive once the replica stops renewing it: " +
+		"a dead replica's members move after about this long. Member Leases themselves say 20 times this and are rewritten only every third to two thirds of that."
 	fs.Lookup("leader-elect-renew-deadline").Usage = "Timeout of one round of Lease calls (must be less than the lease duration)."
 	fs.Lookup("leader-elect-retry-period").Usage = "How often each replica looks at the Leases, to take over, hand over or renew members."
 }
