@@ -6,6 +6,7 @@ import (
 	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/legacyregistry"
 
+	"github.com/example/platform-apiserver/pkg/discovery/shard"
 	"github.com/example/platform-apiserver/pkg/registry/store"
 )
 
@@ -218,7 +219,7 @@ func RegisterMetrics() {
 			scrapeDuration, samplesStored, scrapeErrors, usageReports, usageHeartbeat,
 			maintenanceDuration, maintenanceErrors, partitionsDropped, usageExpired,
 			quarantined, stuck, identityChanges, fencedWrites, rewinds, claims, kubeconfigsRefused,
-			memberRemovals, membersAbsent, membersUnknown)
+			memberRemovals, membersAbsent, membersUnknown, shard.LeaseWrites)
 	})
 }
 

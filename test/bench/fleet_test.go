@@ -150,7 +150,10 @@ type fleetResult struct {
 	syncLocks, steadyLocks lockStats
 	dbBytes                int64
 	tables                 []tableBytes // the largest tables, partitions summed into their parent
-	perReplica             []fleetReplicaResult
+	// leases are the replicas' writes of discovery Leases
+	// (platform_discovery_lease_writes_total, summed).
+	leases     leaseWrites
+	perReplica []fleetReplicaResult
 }
 
 type fleetReplicaResult struct {
@@ -189,6 +192,8 @@ func (f *fleetEnv) bench(b *testing.B, n int) {
 	syncLocks, err := run.lockSnapshots(ctx)
 	must(b, err)
 	res.syncLocks = newLockStats(nil, syncLocks)
+	syncLeases, err := run.leaseWrites(ctx)
+	must(b, err)
 	must(b, run.checkObjects(ctx))
 
 	// Steady state: churn, scrapers, and the freshness loop.
@@ -202,6 +207,8 @@ func (f *fleetEnv) bench(b *testing.B, n int) {
 	before, err := run.lockSnapshots(ctx)
 	must(b, err)
 	cpuBefore := run.cpuTimes()
+	leasesBefore, err := run.leaseWrites(ctx)
+	must(b, err)
 	fresh := loopLatencies(b, func() ([]time.Duration, error) {
 		got, missed, err := f.freshnessRound(ctx, run.pool, run.ids)
 		res.freshMissed += missed
@@ -211,7 +218,15 @@ func (f *fleetEnv) bench(b *testing.B, n int) {
 	after, err := run.lockSnapshots(ctx)
 	must(b, err)
 	cpuAfter := run.cpuTimes()
+	leasesAfter, err := run.leaseWrites(ctx)
+	must(b, err)
 	steadyWindow := time.Since(steadyBegin)
+	res.leases = leaseWrites{
+		syncMember: syncLeases.member, syncPresence: syncLeases.presence,
+		steadyMemberPerSec:   (leasesAfter.member - leasesBefore.member) / steadyWindow.Seconds(),
+		steadyPresencePerSec: (leasesAfter.presence - leasesBefore.presence) / steadyWindow.Seconds(),
+		failed:               leasesAfter.failed,
+	}
 	stopChurn()
 	<-churnDone
 	steadyRSS := stopSampling()
@@ -436,6 +451,32 @@ func (r *fleetRun) lockSnapshots(ctx context.Context) ([]lockSnapshot, error) {
 	return out, nil
 }
 
+// leaseWrites are discovery Lease writes: counts (leaseWrites of a run)
+// or, for a fleetResult, the sync's counts and the steady window's rates.
+type leaseWrites struct {
+	member, presence, failed                 float64
+	syncMember, syncPresence                 float64
+	steadyMemberPerSec, steadyPresencePerSec float64
+}
+
+// leaseWrites sums the replicas' platform_discovery_lease_writes_total.
+func (r *fleetRun) leaseWrites(ctx context.Context) (leaseWrites, error) {
+	var w leaseWrites
+	for _, rep := range r.replicas {
+		body, err := rep.Metrics(ctx)
+		if err != nil {
+			return w, err
+		}
+		const name = "platform_discovery_lease_writes_total"
+		member, _ := framework.MetricSum(body, name, `lease="member"`)
+		presence, _ := framework.MetricSum(body, name, `lease="presence"`)
+		conflicts, _ := framework.MetricSum(body, name, `result="conflict"`)
+		errs, _ := framework.MetricSum(body, name, `result="error"`)
+		w.member, w.presence, w.failed = w.member+member, w.presence+presence, w.failed+conflicts+errs
+	}
+	return w, nil
+}
+
 func (r *fleetRun) cpuTimes() []time.Duration {
 	pids := make([]int, len(r.replicas))
 	for i, rep := range r.replicas {
@@ -604,6 +645,10 @@ func (res fleetResult) report(b *testing.B) {
 	b.ReportMetric(float64(res.dbBytes)/mib, "db-MiB")
 	b.ReportMetric(float64(res.dbBytes)/fleetNodes, "db-B/node")
 	b.ReportMetric(t.claims, "member-claims")
+	b.ReportMetric(res.leases.syncMember, "sync-member-lease-writes")
+	b.ReportMetric(res.leases.steadyMemberPerSec, "member-lease-writes/s")
+	b.ReportMetric(res.leases.steadyPresencePerSec, "presence-lease-writes/s")
+	b.ReportMetric(res.leases.failed, "lease-writes-failed")
 	b.ReportMetric(float64(t.mirroring), "mirroring-replicas")
 	b.ReportMetric(float64(t.maxMembers), "max-members")
 }
@@ -628,6 +673,8 @@ func (f *fleetEnv) summarize() {
 	for _, res := range f.results {
 		t := res.totals()
 		line("%d replica(s): member claims %.0f (%d = each member claimed once, never moved)", res.replicas, t.claims, f.scale.members)
+		line("  Lease writes: member %.0f and presence %.0f until synced; steady %.2f/s member, %.2f/s presence; %.0f failed or conflicted in all",
+			res.leases.syncMember, res.leases.syncPresence, res.leases.steadyMemberPerSec, res.leases.steadyPresencePerSec, res.leases.failed)
 		if res.freshMissed > 0 {
 			line("  %d member rows did not show their change within %s (not in the percentiles)", res.freshMissed, fleetChangeTimeout)
 		}

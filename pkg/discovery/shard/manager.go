@@ -337,6 +337,7 @@ func (m *Manager) renewPresence(ctx context.Context, leases map[string]*coordina
 		l.Spec.HolderIdentity = new(m.cfg.Identity)
 		m.presence, err = client.Update(ctx, l, metav1.UpdateOptions{})
 	}
+	countWrite(RoleReplica, err)
 	if err != nil {
 		klog.FromContext(ctx).Error(err, "Cannot renew this replica's presence Lease", "lease", name)
 	}
@@ -349,6 +350,7 @@ func (m *Manager) create(ctx context.Context, id string) {
 		ObjectMeta: metav1.ObjectMeta{Name: MemberLeaseName(m.cfg.Name, id), Labels: m.labels(RoleMember, id)},
 		Spec:       m.spec(m.cfg.MemberLeaseDuration, 0),
 	}, metav1.CreateOptions{})
+	countWrite(RoleMember, err)
 	if err != nil {
 		if !apierrors.IsAlreadyExists(err) {
 			klog.FromContext(ctx).Error(err, "Cannot create a member's Lease", "cluster", id)
@@ -369,6 +371,7 @@ func (m *Manager) acquire(ctx context.Context, id string, cur *coordinationv1.Le
 	l.Spec = m.spec(m.cfg.MemberLeaseDuration, transitions)
 	l.Labels = m.labels(RoleMember, id)
 	updated, err := m.cfg.Leases.Leases(m.cfg.Namespace).Update(ctx, l, metav1.UpdateOptions{})
+	countWrite(RoleMember, err)
 	if err != nil {
 		if !apierrors.IsConflict(err) {
 			klog.FromContext(ctx).Error(err, "Cannot take a member's Lease", "cluster", id)
@@ -406,6 +409,7 @@ func (m *Manager) renewAll(ctx context.Context, ids []string) {
 		l.Spec.RenewTime = new(metav1.NewMicroTime(m.cfg.Clock.Now()))
 		wg.Go(func() {
 			updated, err := m.cfg.Leases.Leases(m.cfg.Namespace).Update(ctx, l, metav1.UpdateOptions{})
+			countWrite(RoleMember, err)
 			results <- renewal{id: id, l: updated, err: err}
 		})
 	}
@@ -457,7 +461,9 @@ func (m *Manager) giveUp(ctx context.Context, l *coordinationv1.Lease) {
 	l.Spec.HolderIdentity = nil
 	l.Spec.LeaseDurationSeconds = new(int32(1))
 	l.Spec.RenewTime = new(metav1.NewMicroTime(m.cfg.Clock.Now()))
-	if _, err := m.cfg.Leases.Leases(m.cfg.Namespace).Update(ctx, l, metav1.UpdateOptions{}); err != nil && !apierrors.IsConflict(err) {
+	_, err := m.cfg.Leases.Leases(m.cfg.Namespace).Update(ctx, l, metav1.UpdateOptions{})
+	countWrite(RoleMember, err)
+	if err != nil && !apierrors.IsConflict(err) {
 		klog.FromContext(ctx).Error(err, "Cannot release a member's Lease; it expires instead", "cluster", id)
 	}
 }
@@ -467,6 +473,7 @@ func (m *Manager) collect(ctx context.Context, l *coordinationv1.Lease) {
 	err := m.cfg.Leases.Leases(m.cfg.Namespace).Delete(ctx, l.Name, metav1.DeleteOptions{
 		Preconditions: &metav1.Preconditions{ResourceVersion: new(l.ResourceVersion)},
 	})
+	countWrite(l.Labels[LabelRole], err)
 	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 		klog.FromContext(ctx).Error(err, "Cannot delete a stale discovery Lease", "lease", l.Name)
 	}
@@ -493,6 +500,7 @@ func (m *Manager) shutdown(ctx context.Context) {
 	wg.Wait()
 	if m.presence != nil {
 		err := m.cfg.Leases.Leases(m.cfg.Namespace).Delete(ctx, m.presence.Name, metav1.DeleteOptions{})
+		countWrite(RoleReplica, err)
 		if err != nil && !apierrors.IsNotFound(err) {
 			klog.FromContext(ctx).Error(err, "Cannot delete this replica's presence Lease; it expires instead")
 		}
