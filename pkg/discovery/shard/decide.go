@@ -21,11 +21,11 @@ type round struct {
 	members     []string                         // configured
 	leases      map[string]*coordinationv1.Lease // listed, by name
 	observed    map[string]observation           // by Lease name
+	held        map[string]bool                  // members whose Lease this replica holds
+	lost        map[string]bool                  // held members whose mirroring stopped on its own
 	// presences are the listed presence Leases by their replica's
 	// identity (set by decide).
 	presences map[string]*coordinationv1.Lease
-	held      map[string]bool // members whose Lease this replica holds
-	lost      map[string]bool // held members whose mirroring stopped on its own
 }
 
 // verb is what a step does.
@@ -206,10 +206,10 @@ func (r round) lapsed(l *coordinationv1.Lease, long bool) bool {
 // for this manager's lease duration (two when long). A replica keeps the
 // members it holds alive through its presence Lease, one write a round
 // however many it holds, and writes a member's own Lease only rarely
-// (Config.MemberLeaseDuration): renewing every member's Lease every few
-// seconds was a hundred writes a second for 200 members, and when the
-// hosting cluster slowed down, missed renewals moved members and the moves
-// added load (issue 25's 200-member run: 1,978 claims for 200 members).
+// (Config.MemberLeaseDuration): renewing every member's Lease every 6 s
+// was 33 writes a second for 200 members, and when the hosting cluster
+// slowed down, missed renewals moved members and the moves added load
+// (issue 25's 200-member run: 1,978 claims for 200 members).
 func (r round) holderGone(l *coordinationv1.Lease, long bool) bool {
 	h := holder(l)
 	if l.Labels[LabelRole] != RoleMember || h == "" || h == r.self {
