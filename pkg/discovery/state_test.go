@@ -132,3 +132,58 @@ func TestReportLastChangeAndUsage(t *testing.T) {
 		})
 	}
 }
+
+// TestReportTimesTogether: a report that one time makes due carries the
+// other as it is, so a busy, scraped member's two times share one report
+// a minute instead of taking one each.
+func TestReportTimesTogether(t *testing.T) {
+	clk := testingclock.NewFakeClock(time.Now())
+	rec := &recordingStore{}
+	a := newSyncer(syncerParams{Clock: clock.RealClock{}})
+	a.synced = true
+	w := &worker{clusterID: "c", syncers: []*syncer{a}, scraper: newScraper(scraperParams{}),
+		cfg: &Config{Clock: clk, Sync: SyncConfig{ApplyTimeout: time.Minute}}}
+	w.store = newMemberStore(rec, "c", func(error) {})
+	reports := func() []store.MemberStatus {
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		return slices.Clone(rec.statuses)
+	}
+	step := func(change, usage time.Time, want int) {
+		t.Helper()
+		a.mu.Lock()
+		a.lastChange = change
+		a.mu.Unlock()
+		w.scraper.newest.Store(usage.UnixNano())
+		if err := wait.PollUntilContextTimeout(t.Context(), time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+			return clk.HasWaiters(), nil
+		}); err != nil {
+			t.Fatal("the reporter does not wait for its interval")
+		}
+		clk.Step(stateReportInterval)
+		if err := wait.PollUntilContextTimeout(t.Context(), time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+			return len(reports()) == want && clk.HasWaiters(), nil
+		}); err != nil {
+			t.Fatalf("after a change at %s and usage at %s: %d reports %+v, want %d", change, usage, len(reports()), reports(), want)
+		}
+	}
+	stop := w.startReporting(t.Context())
+	defer stop()
+	if err := wait.PollUntilContextTimeout(t.Context(), time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+		return len(reports()) == 1, nil
+	}); err != nil {
+		t.Fatalf("first report: %+v", reports())
+	}
+	t0 := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	step(t0, t0, 2)
+	step(t0.Add(61*time.Second), t0.Add(45*time.Second), 3) // the change is due; the usage rides along
+	step(t0.Add(90*time.Second), t0.Add(100*time.Second), 3) // neither is a minute past its report
+	step(t0.Add(122*time.Second), t0.Add(122*time.Second), 4)
+	got := reports()
+	if last := got[2]; !last.LastChange.Equal(t0.Add(61*time.Second)) || !last.LastUsage.Equal(t0.Add(45*time.Second)) {
+		t.Errorf("the change's report %+v; want the usage of %s with it", last, t0.Add(45*time.Second))
+	}
+	if last := got[3]; !last.LastChange.Equal(t0.Add(122*time.Second)) || !last.LastUsage.Equal(t0.Add(122*time.Second)) {
+		t.Errorf("the next minute's report %+v; want both times of %s", last, t0.Add(122*time.Second))
+	}
+}
