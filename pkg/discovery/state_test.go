@@ -176,7 +176,7 @@ func TestReportTimesTogether(t *testing.T) {
 	}
 	t0 := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 	step(t0, t0, 2)
-	step(t0.Add(61*time.Second), t0.Add(45*time.Second), 3) // the change is due; the usage rides along
+	step(t0.Add(61*time.Second), t0.Add(45*time.Second), 3)  // the change is due; the usage rides along
 	step(t0.Add(90*time.Second), t0.Add(100*time.Second), 3) // neither is a minute past its report
 	step(t0.Add(122*time.Second), t0.Add(122*time.Second), 4)
 	got := reports()
