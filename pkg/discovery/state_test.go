@@ -69,64 +69,89 @@ func TestReportStates(t *testing.T) {
 	expect(store.MemberSyncing, store.MemberSynced, store.MemberUnreachable, store.MemberLagging)
 }
 
+// reporter is a synced worker of one syncer and a scraper whose state
+// reporter runs on a fake clock, recording into a recordingStore.
+type reporter struct {
+	t   *testing.T
+	w   *worker
+	clk *testingclock.FakeClock
+	rec *recordingStore
+}
+
+// startReporter starts the reporter and waits for its first report.
+func startReporter(t *testing.T) *reporter {
+	clk := testingclock.NewFakeClock(time.Now())
+	a := newSyncer(syncerParams{Clock: clock.RealClock{}})
+	a.synced = true
+	r := &reporter{t: t, clk: clk, rec: &recordingStore{}, w: &worker{clusterID: "c", syncers: []*syncer{a},
+		scraper: newScraper(scraperParams{}), cfg: &Config{Clock: clk, Sync: SyncConfig{ApplyTimeout: time.Minute}}}}
+	r.w.store = newMemberStore(r.rec, "c", func(error) {})
+	t.Cleanup(r.w.startReporting(t.Context()))
+	if err := wait.PollUntilContextTimeout(t.Context(), time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+		return len(r.reports()) == 1, nil
+	}); err != nil {
+		t.Fatalf("first report: %+v", r.reports())
+	}
+	return r
+}
+
+func (r *reporter) reports() []store.MemberStatus {
+	r.rec.mu.Lock()
+	defer r.rec.mu.Unlock()
+	return slices.Clone(r.rec.statuses)
+}
+
+func (r *reporter) setLastChange(at time.Time) {
+	a := r.w.syncers[0]
+	a.mu.Lock()
+	a.lastChange = at
+	a.mu.Unlock()
+}
+
+func (r *reporter) setLastUsage(at time.Time) { r.w.scraper.newest.Store(at.UnixNano()) }
+
+// step lets a report interval pass once the reporter waits for it, and
+// waits until it has made want reports in all and waits again.
+func (r *reporter) step(want int) {
+	r.t.Helper()
+	ctx := r.t.Context()
+	if err := wait.PollUntilContextTimeout(ctx, time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+		return r.clk.HasWaiters(), nil
+	}); err != nil {
+		r.t.Fatal("the reporter does not wait for its interval")
+	}
+	r.clk.Step(stateReportInterval)
+	if err := wait.PollUntilContextTimeout(ctx, time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+		return len(r.reports()) == want && r.clk.HasWaiters(), nil
+	}); err != nil {
+		r.t.Fatalf("%d reports %+v, want %d", len(r.reports()), r.reports(), want)
+	}
+}
+
 // TestReportLastChangeAndUsage: the time of the last committed change, and
 // the usage heartbeat (the newest node metrics sample recorded), are each
 // reported when a minute past the one reported, not at every change.
 func TestReportLastChangeAndUsage(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		set  func(w *worker, at time.Time)
+		set  func(r *reporter, at time.Time)
 		get  func(store.MemberStatus) time.Time
 	}{
-		{"last change", func(w *worker, at time.Time) {
-			a := w.syncers[0]
-			a.mu.Lock()
-			a.lastChange = at
-			a.mu.Unlock()
-		}, func(st store.MemberStatus) time.Time { return st.LastChange }},
-		{"usage heartbeat", func(w *worker, at time.Time) { w.scraper.newest.Store(at.UnixNano()) },
-			func(st store.MemberStatus) time.Time { return st.LastUsage }},
+		{"last change", (*reporter).setLastChange, func(st store.MemberStatus) time.Time { return st.LastChange }},
+		{"usage heartbeat", (*reporter).setLastUsage, func(st store.MemberStatus) time.Time { return st.LastUsage }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			clk := testingclock.NewFakeClock(time.Now())
-			rec := &recordingStore{}
-			a := newSyncer(syncerParams{Clock: clock.RealClock{}})
-			a.synced = true
-			w := &worker{clusterID: "c", syncers: []*syncer{a}, scraper: newScraper(scraperParams{}),
-				cfg: &Config{Clock: clk, Sync: SyncConfig{ApplyTimeout: time.Minute}}}
-			w.store = newMemberStore(rec, "c", func(error) {})
-			reports := func() []store.MemberStatus {
-				rec.mu.Lock()
-				defer rec.mu.Unlock()
-				return slices.Clone(rec.statuses)
-			}
+			r := startReporter(t)
 			step := func(at time.Time, want int) {
 				t.Helper()
-				tc.set(w, at)
-				if err := wait.PollUntilContextTimeout(t.Context(), time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
-					return clk.HasWaiters(), nil
-				}); err != nil {
-					t.Fatal("the reporter does not wait for its interval")
-				}
-				clk.Step(stateReportInterval)
-				if err := wait.PollUntilContextTimeout(t.Context(), time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
-					return len(reports()) == want && clk.HasWaiters(), nil
-				}); err != nil {
-					t.Fatalf("after a change at %s: %d reports %+v, want %d", at, len(reports()), reports(), want)
-				}
-			}
-			stop := w.startReporting(t.Context())
-			defer stop()
-			if err := wait.PollUntilContextTimeout(t.Context(), time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
-				return len(reports()) == 1, nil
-			}); err != nil {
-				t.Fatalf("first report: %+v", reports())
+				tc.set(r, at)
+				r.step(want)
 			}
 			t0 := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 			step(t0, 2)                     // the first one
 			step(t0.Add(30*time.Second), 2) // within a minute of the reported one: not reported
 			step(t0.Add(61*time.Second), 3) // a minute later: reported
-			if got := reports(); !tc.get(got[1]).Equal(t0) || !tc.get(got[2]).Equal(t0.Add(61*time.Second)) {
+			if got := r.reports(); !tc.get(got[1]).Equal(t0) || !tc.get(got[2]).Equal(t0.Add(61*time.Second)) {
 				t.Errorf("reports %+v; want %s at %s and %s", got, tc.name, t0, t0.Add(61*time.Second))
 			}
 		})
@@ -137,49 +162,19 @@ func TestReportLastChangeAndUsage(t *testing.T) {
 // other as it is, so a busy, scraped member's two times share one report
 // a minute instead of taking one each.
 func TestReportTimesTogether(t *testing.T) {
-	clk := testingclock.NewFakeClock(time.Now())
-	rec := &recordingStore{}
-	a := newSyncer(syncerParams{Clock: clock.RealClock{}})
-	a.synced = true
-	w := &worker{clusterID: "c", syncers: []*syncer{a}, scraper: newScraper(scraperParams{}),
-		cfg: &Config{Clock: clk, Sync: SyncConfig{ApplyTimeout: time.Minute}}}
-	w.store = newMemberStore(rec, "c", func(error) {})
-	reports := func() []store.MemberStatus {
-		rec.mu.Lock()
-		defer rec.mu.Unlock()
-		return slices.Clone(rec.statuses)
-	}
+	r := startReporter(t)
 	step := func(change, usage time.Time, want int) {
 		t.Helper()
-		a.mu.Lock()
-		a.lastChange = change
-		a.mu.Unlock()
-		w.scraper.newest.Store(usage.UnixNano())
-		if err := wait.PollUntilContextTimeout(t.Context(), time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
-			return clk.HasWaiters(), nil
-		}); err != nil {
-			t.Fatal("the reporter does not wait for its interval")
-		}
-		clk.Step(stateReportInterval)
-		if err := wait.PollUntilContextTimeout(t.Context(), time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
-			return len(reports()) == want && clk.HasWaiters(), nil
-		}); err != nil {
-			t.Fatalf("after a change at %s and usage at %s: %d reports %+v, want %d", change, usage, len(reports()), reports(), want)
-		}
-	}
-	stop := w.startReporting(t.Context())
-	defer stop()
-	if err := wait.PollUntilContextTimeout(t.Context(), time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
-		return len(reports()) == 1, nil
-	}); err != nil {
-		t.Fatalf("first report: %+v", reports())
+		r.setLastChange(change)
+		r.setLastUsage(usage)
+		r.step(want)
 	}
 	t0 := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 	step(t0, t0, 2)
 	step(t0.Add(61*time.Second), t0.Add(45*time.Second), 3)  // the change is due; the usage rides along
 	step(t0.Add(90*time.Second), t0.Add(100*time.Second), 3) // neither is a minute past its report
 	step(t0.Add(122*time.Second), t0.Add(122*time.Second), 4)
-	got := reports()
+	got := r.reports()
 	if last := got[2]; !last.LastChange.Equal(t0.Add(61*time.Second)) || !last.LastUsage.Equal(t0.Add(45*time.Second)) {
 		t.Errorf("the change's report %+v; want the usage of %s with it", last, t0.Add(45*time.Second))
 	}
