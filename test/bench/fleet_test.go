@@ -192,7 +192,7 @@ func (f *fleetEnv) bench(b *testing.B, n int) {
 	syncLocks, err := run.lockSnapshots(ctx)
 	must(b, err)
 	res.syncLocks = newLockStats(nil, syncLocks)
-	syncLeases, err := run.leaseWrites(ctx)
+	syncLeases, err := run.leaseCounts(ctx)
 	must(b, err)
 	must(b, run.checkObjects(ctx))
 
@@ -207,7 +207,7 @@ func (f *fleetEnv) bench(b *testing.B, n int) {
 	before, err := run.lockSnapshots(ctx)
 	must(b, err)
 	cpuBefore := run.cpuTimes()
-	leasesBefore, err := run.leaseWrites(ctx)
+	leasesBefore, err := run.leaseCounts(ctx)
 	must(b, err)
 	fresh := loopLatencies(b, func() ([]time.Duration, error) {
 		got, missed, err := f.freshnessRound(ctx, run.pool, run.ids)
@@ -218,7 +218,7 @@ func (f *fleetEnv) bench(b *testing.B, n int) {
 	after, err := run.lockSnapshots(ctx)
 	must(b, err)
 	cpuAfter := run.cpuTimes()
-	leasesAfter, err := run.leaseWrites(ctx)
+	leasesAfter, err := run.leaseCounts(ctx)
 	must(b, err)
 	steadyWindow := time.Since(steadyBegin)
 	res.leases = leaseWrites{
@@ -451,17 +451,22 @@ func (r *fleetRun) lockSnapshots(ctx context.Context) ([]lockSnapshot, error) {
 	return out, nil
 }
 
-// leaseWrites are discovery Lease writes: counts (leaseWrites of a run)
-// or, for a fleetResult, the sync's counts and the steady window's rates.
-type leaseWrites struct {
-	member, presence, failed                 float64
-	syncMember, syncPresence                 float64
-	steadyMemberPerSec, steadyPresencePerSec float64
+// leaseCounts are the replicas' discovery Lease writes so far.
+type leaseCounts struct {
+	member, presence, failed float64
 }
 
-// leaseWrites sums the replicas' platform_discovery_lease_writes_total.
-func (r *fleetRun) leaseWrites(ctx context.Context) (leaseWrites, error) {
-	var w leaseWrites
+// leaseWrites are what a fleetResult reports of them: the sync's counts,
+// the steady window's rates and the failures of the whole run.
+type leaseWrites struct {
+	syncMember, syncPresence                 float64
+	steadyMemberPerSec, steadyPresencePerSec float64
+	failed                                   float64
+}
+
+// leaseCounts sums the replicas' platform_discovery_lease_writes_total.
+func (r *fleetRun) leaseCounts(ctx context.Context) (leaseCounts, error) {
+	var w leaseCounts
 	for _, rep := range r.replicas {
 		body, err := rep.Metrics(ctx)
 		if err != nil {
