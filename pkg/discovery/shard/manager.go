@@ -54,8 +54,8 @@ type Config struct {
 	MemberLeaseDuration time.Duration
 	// RetryPeriod is how often the manager looks at the Leases.
 	RetryPeriod time.Duration
-	// RoundTimeout bounds the Lease calls of one round (default: the lease
-	// duration).
+	// RoundTimeout bounds the Lease calls of one round, and each presence
+	// renewal (default: the lease duration).
 	RoundTimeout time.Duration
 	Clock        clock.Clock
 }
@@ -75,10 +75,11 @@ type Target interface {
 // Manager keeps one Lease per member and shares the members among live
 // replicas: each replica holds the Leases of the members Assign gives it
 // (what it holds, up to its share, stays with it), keeps them through its
-// presence Lease (renewed every round; a member's own Lease is written
-// rarely, see Config.MemberLeaseDuration), takes over those of dead
-// replicas once their presence expires, and hands members over (stop, then
-// release) when a replica joins and its share must come from others.
+// presence Lease (renewed every retry period on its own, see keepPresence;
+// a member's own Lease is written rarely, see Config.MemberLeaseDuration),
+// takes over those of dead replicas once their presence expires, and hands
+// members over (stop, then release) when a replica joins and its share
+// must come from others.
 //
 // Leases coordinate; they do not make writes safe. A replica that cannot
 // reach the hosting cluster keeps mirroring what it holds (nobody can take
@@ -95,15 +96,23 @@ type Manager struct {
 	observed map[string]observation
 	// held are the members whose Lease this replica holds, by member id.
 	held map[string]*coordinationv1.Lease
-	// presence is this replica's presence Lease, once created.
-	presence *coordinationv1.Lease
-	// writingSince is since when every round renewed presence (zero after
-	// a failed renewal); see mayTakeOver.
-	writingSince time.Time
 
 	mu sync.Mutex
 	// lost are held members whose mirroring stopped on its own (see Lost).
 	lost map[string]bool
+	// presence is this replica's presence Lease as last written (nil
+	// until created, or after it was found deleted).
+	presence *coordinationv1.Lease
+	// joined is when this replica created its presence Lease.
+	joined time.Time
+	// writingSince is since when every presence renewal worked (zero
+	// after a failed one); see mayTakeOver.
+	writingSince time.Time
+	// roundBegan is when the latest round began; presence is renewed only
+	// while rounds go on (see keepPresence).
+	roundBegan time.Time
+	// lapsing: keepPresence lets presence lapse because rounds stopped.
+	lapsing bool
 }
 
 type observation struct {
@@ -160,20 +169,28 @@ func (m *Manager) Lost(id string) {
 	m.lost[id] = true
 }
 
-// Run keeps the Leases until ctx ends; then it stops every held member and
-// releases its Lease, and deletes this replica's presence Lease, so the
-// others take over at once.
+// Run keeps the Leases until ctx ends: presence on its own (keepPresence)
+// and the member Leases in rounds (sync). Then it stops every held member
+// and releases its Lease, and deletes this replica's presence Lease, so
+// the others take over at once.
 func (m *Manager) Run(ctx context.Context) {
 	logger := klog.FromContext(ctx).WithValues("leases", m.cfg.Name, "identity", m.cfg.Identity)
 	ctx = klog.NewContext(ctx, logger)
-	defer m.shutdown(klog.NewContext(context.WithoutCancel(ctx), logger))
-	wait.JitterUntilWithContext(ctx, m.sync, m.cfg.RetryPeriod, 0.1, false)
+	m.beginRound(m.cfg.Clock.Now())
+	var presence sync.WaitGroup
+	presence.Go(func() {
+		wait.BackoffUntilWithContext(ctx, m.keepPresence, wait.NewJitteredBackoffManager(m.cfg.RetryPeriod, 0.1, m.cfg.Clock), false)
+	})
+	wait.BackoffUntilWithContext(ctx, m.sync, wait.NewJitteredBackoffManager(m.cfg.RetryPeriod, 0.1, m.cfg.Clock), false)
+	presence.Wait() // before shutdown deletes presence, so nothing writes it again
+	m.shutdown(klog.NewContext(context.WithoutCancel(ctx), logger))
 }
 
-// sync is one round: observe the Leases and renew presence, decide (a
-// pure function, decide.go), then act: acquire, renew or hand over member
-// Leases as the assignment says.
+// sync is one round: observe the Leases, decide (a pure function,
+// decide.go), then act: acquire, renew or hand over member Leases as the
+// assignment says.
 func (m *Manager) sync(ctx context.Context) {
+	m.beginRound(m.cfg.Clock.Now())
 	ctx, cancel := context.WithTimeout(ctx, m.cfg.RoundTimeout)
 	defer cancel()
 	r, ok := m.observe(ctx)
@@ -183,9 +200,9 @@ func (m *Manager) sync(ctx context.Context) {
 	m.act(ctx, decide(r))
 }
 
-// observe lists the Leases, notes which changed, and renews presence. It
-// reports false when the round should take no step: the Leases could not
-// be listed, or this replica just joined.
+// observe lists the Leases and notes which changed. It reports false when
+// the round should take no step: the Leases could not be listed, or this
+// replica has not been present for a retry period.
 func (m *Manager) observe(ctx context.Context) (round, bool) {
 	list, err := m.cfg.Leases.Leases(m.cfg.Namespace).List(ctx, metav1.ListOptions{LabelSelector: LabelSet + "=" + m.cfg.Name})
 	if err != nil {
@@ -215,27 +232,24 @@ func (m *Manager) observe(ctx context.Context) (round, bool) {
 			delete(m.observed, name)
 		}
 	}
-	joined, renewed := m.renewPresence(ctx, leases)
-	switch {
-	case !renewed:
-		m.writingSince = time.Time{}
-	case m.writingSince.IsZero():
-		m.writingSince = now
+	m.mu.Lock()
+	present := !m.joined.IsZero() && now.Sub(m.joined) >= m.cfg.RetryPeriod
+	mayTakeOver := m.mayTakeOver(now)
+	lost := m.lost
+	if present {
+		m.lost = map[string]bool{}
 	}
-	if joined {
+	m.mu.Unlock()
+	if !present {
 		// Let the other replicas see this one before taking members, so
 		// replicas that start together do not all grab everything first.
 		return round{}, false
 	}
-	m.mu.Lock()
-	lost := m.lost
-	m.lost = map[string]bool{}
-	m.mu.Unlock()
 	held := make(map[string]bool, len(m.held))
 	for id := range m.held {
 		held[id] = true
 	}
-	return round{self: m.cfg.Identity, set: m.cfg.Name, now: now, leaseDuration: m.cfg.LeaseDuration, mayTakeOver: m.mayTakeOver(now),
+	return round{self: m.cfg.Identity, set: m.cfg.Name, now: now, leaseDuration: m.cfg.LeaseDuration, mayTakeOver: mayTakeOver,
 		members: m.target.Members(), leases: leases, observed: m.observed, held: held, lost: lost}, true
 }
 
@@ -306,9 +320,9 @@ func (m *Manager) labels(role, clusterID string) map[string]string {
 	return l
 }
 
-// mayTakeOver: this replica has written its presence Lease in every round
-// for a lease duration, so a holder that did not renew in that time could
-// have and is gone. A replica whose own writes fail (the hosting cluster
+// mayTakeOver (m.mu held): this replica's presence renewals have all
+// worked for a lease duration, so a holder that did not renew in that time
+// could have and is gone. A replica whose own writes fail (the hosting cluster
 // overloaded, a network partition) takes nothing from others: when the
 // hosting cluster was too slow for everybody's renewals, every Lease looks
 // expired once it recovers, and taking them would move every member (the
@@ -318,30 +332,100 @@ func (m *Manager) mayTakeOver(now time.Time) bool {
 	return !m.writingSince.IsZero() && now.Sub(m.writingSince) >= m.cfg.LeaseDuration
 }
 
-// renewPresence creates or renews this replica's presence Lease; it
-// reports whether it just created it, and whether it succeeded.
-func (m *Manager) renewPresence(ctx context.Context, leases map[string]*coordinationv1.Lease) (created, ok bool) {
+// beginRound notes that a round began at now.
+func (m *Manager) beginRound(now time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.roundBegan = now
+}
+
+// keepPresence renews this replica's presence Lease, apart from the
+// rounds: a round lists every discovery Lease and writes member Leases,
+// and on a loaded hosting cluster it took 10-20 s, so presence renewed in
+// it lapsed and moved every member the replica held (issue 25's
+// 250,000-node run: 24 failed renewals, 22 moves). It lets presence lapse
+// once no round has begun for a lease duration and a round timeout: a
+// replica whose rounds are stuck no longer minds its members, and the
+// others must take them.
+func (m *Manager) keepPresence(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, m.cfg.RoundTimeout)
+	defer cancel()
+	now := m.cfg.Clock.Now()
+	m.mu.Lock()
+	lastRound := m.roundBegan
+	stuck := !lastRound.IsZero() && now.Sub(lastRound) > m.cfg.LeaseDuration+m.cfg.RoundTimeout
+	lapsing := m.lapsing
+	m.lapsing = stuck
+	if stuck {
+		m.writingSince = time.Time{}
+	}
+	m.mu.Unlock()
+	if stuck {
+		if !lapsing {
+			klog.FromContext(ctx).Error(nil, "No discovery Lease round has begun for a lease duration; letting this replica's presence lapse so the others take its members", "lastRound", lastRound)
+		}
+		return
+	}
+	err := m.renewPresence(ctx)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	switch {
+	case err != nil:
+		m.writingSince = time.Time{}
+	case m.writingSince.IsZero():
+		m.writingSince = now
+	}
+}
+
+// renewPresence creates this replica's presence Lease, or renews it from
+// the copy last written; after a conflict it renews the current copy.
+func (m *Manager) renewPresence(ctx context.Context) error {
 	name := ReplicaLeaseName(m.cfg.Name, m.cfg.Identity)
 	client := m.cfg.Leases.Leases(m.cfg.Namespace)
-	cur := leases[name]
+	m.mu.Lock()
+	cur := m.presence
+	m.mu.Unlock()
+	var written *coordinationv1.Lease
 	var err error
 	if cur == nil {
-		created = true
-		m.presence, err = client.Create(ctx, &coordinationv1.Lease{
+		written, err = client.Create(ctx, &coordinationv1.Lease{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: m.labels(RoleReplica, "")},
 			Spec:       m.spec(m.cfg.LeaseDuration, 0),
 		}, metav1.CreateOptions{})
 	} else {
-		l := cur.DeepCopy()
-		l.Spec.RenewTime = new(metav1.NewMicroTime(m.cfg.Clock.Now()))
-		l.Spec.HolderIdentity = new(m.cfg.Identity)
-		m.presence, err = client.Update(ctx, l, metav1.UpdateOptions{})
+		written, err = m.renewFrom(ctx, cur)
+	}
+	if apierrors.IsAlreadyExists(err) || apierrors.IsConflict(err) {
+		// Written since our copy (an answer lost on the way): renew what
+		// is there.
+		if cur, err = client.Get(ctx, name, metav1.GetOptions{}); err == nil {
+			written, err = m.renewFrom(ctx, cur)
+		}
 	}
 	countWrite(RoleReplica, err)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	switch {
+	case err == nil:
+		if m.presence == nil {
+			m.joined = m.cfg.Clock.Now()
+		}
+		m.presence = written
+	case apierrors.IsNotFound(err):
+		m.presence = nil // deleted: create it again
+	}
 	if err != nil {
 		klog.FromContext(ctx).Error(err, "Cannot renew this replica's presence Lease", "lease", name)
 	}
-	return created && err == nil, err == nil
+	return err
+}
+
+// renewFrom writes l renewed by this replica now.
+func (m *Manager) renewFrom(ctx context.Context, l *coordinationv1.Lease) (*coordinationv1.Lease, error) {
+	l = l.DeepCopy()
+	l.Spec.RenewTime = new(metav1.NewMicroTime(m.cfg.Clock.Now()))
+	l.Spec.HolderIdentity = new(m.cfg.Identity)
+	return m.cfg.Leases.Leases(m.cfg.Namespace).Update(ctx, l, metav1.UpdateOptions{})
 }
 
 // create creates a member's Lease held by this replica and starts it.
@@ -498,8 +582,11 @@ func (m *Manager) shutdown(ctx context.Context) {
 		wg.Go(func() { m.giveUp(ctx, l) })
 	}
 	wg.Wait()
-	if m.presence != nil {
-		err := m.cfg.Leases.Leases(m.cfg.Namespace).Delete(ctx, m.presence.Name, metav1.DeleteOptions{})
+	m.mu.Lock()
+	presence := m.presence
+	m.mu.Unlock()
+	if presence != nil {
+		err := m.cfg.Leases.Leases(m.cfg.Namespace).Delete(ctx, presence.Name, metav1.DeleteOptions{})
 		countWrite(RoleReplica, err)
 		if err != nil && !apierrors.IsNotFound(err) {
 			klog.FromContext(ctx).Error(err, "Cannot delete this replica's presence Lease; it expires instead")

@@ -11,8 +11,10 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
+	coordinationclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	k8stesting "k8s.io/client-go/testing"
 	testingclock "k8s.io/utils/clock/testing"
 )
@@ -57,6 +59,37 @@ type replica struct {
 	m      *Manager
 	target *target
 	dead   bool
+	// stuck: its rounds no longer begin; its presence loop still runs.
+	stuck bool
+	// listFails fails its Lease lists, as a round timeout on a loaded
+	// hosting cluster does; listHangs makes them wait for their context.
+	listFails, listHangs atomic.Bool
+}
+
+// replicaLeases is a replica's view of the hosting cluster's Leases.
+type replicaLeases struct {
+	coordinationclient.LeasesGetter
+	r *replica
+}
+
+func (l replicaLeases) Leases(ns string) coordinationclient.LeaseInterface {
+	return replicaLeaseClient{LeaseInterface: l.LeasesGetter.Leases(ns), r: l.r}
+}
+
+type replicaLeaseClient struct {
+	coordinationclient.LeaseInterface
+	r *replica
+}
+
+func (c replicaLeaseClient) List(ctx context.Context, opts metav1.ListOptions) (*coordinationv1.LeaseList, error) {
+	if c.r.listHangs.Load() {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	if c.r.listFails.Load() {
+		return nil, fmt.Errorf("the server was unable to return a response in the time allotted")
+	}
+	return c.LeaseInterface.List(ctx, opts)
 }
 
 // fleet runs managers over one fake hosting cluster, round by round on a
@@ -78,23 +111,29 @@ func newFleet(t *testing.T, members int) *fleet {
 }
 
 func (f *fleet) add(identity string) *replica {
-	tg := &target{members: f.members, owned: map[string]bool{}}
-	m, err := New(Config{Leases: f.client.CoordinationV1(), Namespace: "platform", Name: "discovery", Identity: identity,
-		LeaseDuration: testLease, RetryPeriod: testRetry, Clock: f.clock}, tg)
+	r := &replica{target: &target{members: f.members, owned: map[string]bool{}}}
+	m, err := New(Config{Leases: replicaLeases{LeasesGetter: f.client.CoordinationV1(), r: r}, Namespace: "platform", Name: "discovery", Identity: identity,
+		LeaseDuration: testLease, RetryPeriod: testRetry, Clock: f.clock}, r.target)
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	r := &replica{m: m, target: tg}
+	r.m = m
 	f.replicas = append(f.replicas, r)
 	return r
 }
 
-// rounds advances the clock by the retry period and syncs every live replica, n times.
+// rounds advances the clock by the retry period, renews every live
+// replica's presence and syncs those not stuck, n times (Run does both
+// on their own timers).
 func (f *fleet) rounds(n int) {
 	for range n {
 		f.clock.Step(testRetry)
 		for _, r := range f.replicas {
-			if !r.dead {
+			if r.dead {
+				continue
+			}
+			r.m.keepPresence(context.Background())
+			if !r.stuck {
 				r.m.sync(context.Background())
 			}
 		}
@@ -304,5 +343,120 @@ func TestManagerWritesFewMemberLeases(t *testing.T) {
 	// Spread: members taken together are not renewed together.
 	if most := slices.Max(slices.Collect(maps.Values(perRound))); most > members/5 {
 		t.Errorf("%d member Lease writes in one round, want at most %d: renewals are not spread", most, members/5)
+	}
+}
+
+// TestManagerPresenceOutlastsFailingRounds: a replica whose rounds fail
+// (its Lease lists time out on a loaded hosting cluster) keeps its members
+// for as long as its presence renewals get through: presence is renewed
+// apart from the rounds. Renewed in the round after its list, it lapsed
+// and every member it held moved (issue 25's 250,000-node run).
+func TestManagerPresenceOutlastsFailingRounds(t *testing.T) {
+	f := settledFleet(t, 6, 3)
+	before := fmt.Sprint(f.owners())
+	var starts []int
+	for _, r := range f.replicas {
+		starts = append(starts, r.target.starts)
+	}
+	f.replicas[0].listFails.Store(true)
+	f.rounds(int(3 * testLease / testRetry))
+	f.replicas[0].listFails.Store(false)
+	f.rounds(2)
+	f.checkExclusive("after a replica's rounds failed for 3 lease durations")
+	if after := fmt.Sprint(f.owners()); after != before {
+		t.Errorf("members moved while a replica's rounds failed and its presence was renewed: %s, before %s", after, before)
+	}
+	for i, r := range f.replicas {
+		if r.target.starts != starts[i] {
+			t.Errorf("replica %d started %d members, want none", i, r.target.starts-starts[i])
+		}
+	}
+}
+
+// TestManagerLetsPresenceLapseWhenRoundsStop: a replica whose rounds no
+// longer begin (stuck) stops renewing its presence after a lease duration
+// and a round timeout, and the others take its members once it lapsed.
+func TestManagerLetsPresenceLapseWhenRoundsStop(t *testing.T) {
+	f := settledFleet(t, 6, 3)
+	stuck := f.replicas[0]
+	held := stuck.target.ids()
+	var presenceWrites atomic.Int64
+	name := ReplicaLeaseName("discovery", "replica-0")
+	f.client.PrependReactor("update", "leases", func(action k8stesting.Action) (bool, runtime.Object, error) {
+		if action.(k8stesting.UpdateAction).GetObject().(*coordinationv1.Lease).Name == name {
+			presenceWrites.Add(1)
+		}
+		return false, nil, nil
+	})
+	stuck.stuck = true
+	// Round timeout defaults to the lease duration: presence is renewed
+	// for two lease durations after the last round, then lapses.
+	lapse := int(2 * testLease / testRetry)
+	f.rounds(lapse)
+	if got := presenceWrites.Load(); got < int64(lapse)-1 {
+		t.Errorf("%d presence renewals in the %d rounds after the stuck replica's last round, want about %d", got, lapse, lapse)
+	}
+	if owners := f.owners(); len(owners) != 6 || len(stuck.target.ids()) != len(held) {
+		t.Errorf("before its presence lapsed: owners %v, want the stuck replica's members still with it", owners)
+	}
+	writes := presenceWrites.Load()
+	f.rounds(int(2 * testLease / testRetry))
+	if got := presenceWrites.Load() - writes; got > 1 {
+		t.Errorf("%d presence renewals by a replica whose rounds stopped two lease durations ago, want at most 1", got)
+	}
+	stuck.dead = true // what it still believes it mirrors no longer counts
+	f.checkExclusive("after a stuck replica's presence lapsed")
+}
+
+// TestRunRenewsPresenceWhileRoundsHang: Run renews presence on its own
+// timer while a round hangs in its Lease list.
+func TestRunRenewsPresenceWhileRoundsHang(t *testing.T) {
+	f := newFleet(t, 2)
+	r := f.add("replica-0")
+	var presenceWrites atomic.Int64
+	f.client.PrependReactor("*", "leases", func(action k8stesting.Action) (bool, runtime.Object, error) {
+		if action.GetVerb() == "update" || action.GetVerb() == "create" {
+			if l := action.(k8stesting.CreateAction).GetObject().(*coordinationv1.Lease); l.Labels[LabelRole] == RoleReplica {
+				presenceWrites.Add(1)
+			}
+		}
+		return false, nil, nil
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		r.m.Run(ctx)
+	}()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	// step waits for Run's timers, then moves the clock past one jittered
+	// retry period.
+	step := func() {
+		for deadline := time.Now().Add(10 * time.Second); !f.clock.HasWaiters(); {
+			if time.Now().After(deadline) {
+				t.Fatal("no timer of Run waits within 10s: nothing renews presence while a round hangs")
+			}
+			time.Sleep(time.Millisecond)
+		}
+		f.clock.Step(2 * testRetry)
+	}
+	for range 3 {
+		step()
+	}
+	r.listHangs.Store(true)
+	step() // the next round hangs in its list, for the round timeout
+	before := presenceWrites.Load()
+	for range 5 {
+		step()
+	}
+	// The presence loop may be between its write and its next timer.
+	for deadline := time.Now().Add(10 * time.Second); presenceWrites.Load()-before < 4 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+	if got := presenceWrites.Load() - before; got < 4 {
+		t.Errorf("%d presence renewals in 5 retry periods of a hung round, want at least 4", got)
 	}
 }
