@@ -343,13 +343,12 @@ func BenchmarkChangeLogBytes(b *testing.B) {
 	b.ReportMetric(float64(bytes)/float64(members*benchNodes), "change-log-B/node")
 	b.ReportMetric(float64(bytes)/float64(entries), "B/entry")
 	b.ReportMetric(float64(entries)/float64(members*benchNodes), "entries/node")
-	var object, prev float64
-	if err := conn.QueryRow(ctx, `SELECT avg(pg_column_size(object)), avg(pg_column_size(prev_object)) FROM registry_change
-		WHERE type = 'MODIFIED' AND kind = 'NodeCapacity'`).Scan(&object, &prev); err != nil {
+	var images float64
+	if err := conn.QueryRow(ctx, `SELECT avg(pg_column_size(images)) FROM registry_change
+		WHERE type = 'MODIFIED' AND kind = 'NodeCapacity'`).Scan(&images); err != nil {
 		b.Fatal(err)
 	}
-	b.ReportMetric(object, "modified-object-B")
-	b.ReportMetric(prev, "modified-prev-B")
+	b.ReportMetric(images, "modified-images-B")
 	var live int64
 	if err := conn.QueryRow(ctx, `SELECT sum(pg_column_size(c.*)) FROM registry_change c`).Scan(&live); err != nil {
 		b.Fatal(err)

@@ -89,11 +89,11 @@ func declareView[R any](v view[R]) *view[R] {
 		names[i] = c.name
 	}
 	v.columnList = strings.Join(names, ", ")
-	v.changesSQL = `SELECT c.resource_version, c.type, c.cluster_id, v.is_prev, r.` + strings.Join(names, ", r.") + `
+	v.changesSQL = `SELECT c.resource_version, c.type, c.cluster_id, v.n = 2, r.` + strings.Join(names, ", r.") + `
 		FROM registry_change c
-		CROSS JOIN LATERAL (VALUES (false, c.object), (true, c.prev_object)) AS v(is_prev, obj)
+		CROSS JOIN LATERAL jsonb_array_elements(c.images) WITH ORDINALITY AS v(obj, n)
 		CROSS JOIN LATERAL jsonb_populate_record(NULL::` + v.table + `, v.obj) AS r
-		WHERE c.resource_version > $1 AND c.resource_version <= $2 AND c.kind = $3 AND v.obj IS NOT NULL
+		WHERE c.resource_version > $1 AND c.resource_version <= $2 AND c.kind = $3
 			AND ($4 = '' OR c.cluster_id = $4)`
 	v.getSQL = fmt.Sprintf("SELECT %s FROM %s WHERE %s = $1 AND %s = $2", v.columnList, v.table, v.order[0], v.order[1])
 	if len(v.inputs()) > 0 {
@@ -164,7 +164,8 @@ func (v *view[R]) storeKind() store.Kind { return v.kind }
 
 // readChanges adds this view's change-log entries with after <
 // resource_version <= upTo to byRV, only clusterID's unless that is empty.
-// An entry's object and prev_object are to_jsonb of a view row;
+// An entry's images (the row after the change, then, but for ADDED, the
+// row before it) are to_jsonb of a view row;
 // jsonb_populate_record turns them back into the table's row type, from
 // which the view's columns are selected and scanned by its own scan, so an
 // entry decodes exactly as a get or a list decodes the row it was taken
