@@ -309,6 +309,9 @@ func (e *installEnv) testDryRuns(t *testing.T) {
 			}
 		}
 	}
+	if b, h := field(base, "FlowSchema", "platform-apiserver-discovery-leases", "spec"), field(chartDefault, "FlowSchema", "platform-apiserver-discovery-leases", "spec"); b == nil || fmt.Sprint(b) != fmt.Sprint(h) {
+		t.Errorf("FlowSchema platform-apiserver-discovery-leases differs between the kustomize base and the chart (or is missing):\nbase:  %v\nchart: %v", b, h)
+	}
 	if b, h := objectNames(base, "Namespace"), objectNames(chartDefault, "Namespace"); fmt.Sprint(b) != fmt.Sprint(h) {
 		t.Errorf("the kustomize base and the chart make different objects:\nbase:  %v\nchart: %v", b, h)
 	}
@@ -477,6 +480,16 @@ func (e *installEnv) checkInstalled(t *testing.T, pod *framework.Pod, lastOutput
 	if err != nil || !strings.Contains(out, "platform-apiserver-discovery-member-hosting") || !strings.Contains(out, "platform-apiserver-discovery-replica-") {
 		t.Errorf("discovery Leases in %s: %v\n%s", installNamespace, err, out)
 	}
+	// The manifests' FlowSchema puts those Leases' requests at the
+	// leader-election priority level: kube-apiserver counts them there.
+	eventually(t, "discovery's Lease requests dispatched by the manifests' FlowSchema", mirrorTimeout, func(ctx context.Context) (bool, string) {
+		out, _, err := e.cp.Kubectl(ctx, "get", "--raw", "/metrics")
+		if err != nil {
+			return false, err.Error()
+		}
+		lines := grepLines(out, `apiserver_flowcontrol_dispatched_requests_total{flow_schema="platform-apiserver-discovery-leases",priority_level="leader-election"}`)
+		return lines != "", "kube-apiserver's apiserver_flowcontrol_dispatched_requests_total has no line for the FlowSchema at leader-election"
+	})
 	logs, err := os.ReadFile(pod.LogPath())
 	if err != nil {
 		t.Fatal(err)
