@@ -192,6 +192,36 @@ func settledFleet(t *testing.T, members, replicas int) *fleet {
 	return f
 }
 
+// placement is who mirrors what, and how many members each replica started.
+type placement struct {
+	owners string
+	starts []int
+}
+
+func (f *fleet) placement() placement {
+	p := placement{owners: fmt.Sprint(f.owners())}
+	for _, r := range f.replicas {
+		p.starts = append(p.starts, r.target.starts)
+	}
+	return p
+}
+
+// checkUnmoved fails unless every member is mirrored as in before and no
+// replica started a member since.
+func (f *fleet) checkUnmoved(what string, before placement) {
+	f.t.Helper()
+	f.checkExclusive(what)
+	now := f.placement()
+	if now.owners != before.owners {
+		f.t.Errorf("%s: members moved: %s, before %s", what, now.owners, before.owners)
+	}
+	for i := range f.replicas {
+		if n := now.starts[i] - before.starts[i]; n != 0 {
+			f.t.Errorf("%s: replica %d started %d members, want none", what, i, n)
+		}
+	}
+}
+
 // TestManagerSharesAndFailsOver: three replicas share six members two each;
 // a replica that dies without releasing loses its members to the others
 // after the lease duration, one that stops releases them at once, and one
@@ -271,11 +301,7 @@ func TestManagerKeepsMembersWhenHostingUnreachable(t *testing.T) {
 // but nobody takes another's members: each replica renews its own first.
 func TestManagerKeepsMembersThroughHostingOverload(t *testing.T) {
 	f := settledFleet(t, 6, 3)
-	before := fmt.Sprint(f.owners())
-	var starts []int
-	for _, r := range f.replicas {
-		starts = append(starts, r.target.starts)
-	}
+	before := f.placement()
 
 	var overloaded atomic.Bool
 	overloaded.Store(true)
@@ -288,16 +314,7 @@ func TestManagerKeepsMembersThroughHostingOverload(t *testing.T) {
 	f.rounds(int(2 * testLease / testRetry))
 	overloaded.Store(false)
 	f.rounds(int(3 * testLease / testRetry))
-
-	f.checkExclusive("after the overload")
-	if after := fmt.Sprint(f.owners()); after != before {
-		t.Errorf("members moved through an overload of the hosting cluster: %s, before %s", after, before)
-	}
-	for i, r := range f.replicas {
-		if r.target.starts != starts[i] {
-			t.Errorf("replica %d started %d members during and after the overload, want none", i, r.target.starts-starts[i])
-		}
-	}
+	f.checkUnmoved("through and after an overload of the hosting cluster", before)
 }
 
 // TestManagerWritesFewMemberLeases: a settled fleet writes its presence
@@ -309,7 +326,7 @@ func TestManagerKeepsMembersThroughHostingOverload(t *testing.T) {
 func TestManagerWritesFewMemberLeases(t *testing.T) {
 	const members = 60
 	f := settledFleet(t, members, 3)
-	before := fmt.Sprint(f.owners())
+	before := f.placement()
 	var memberWrites, presenceWrites atomic.Int64
 	var mu sync.Mutex
 	perRound := map[time.Time]int{} // member Lease writes by round
@@ -330,10 +347,7 @@ func TestManagerWritesFewMemberLeases(t *testing.T) {
 	period := defaultMemberLeases * testLease
 	rounds := int(period / testRetry)
 	f.rounds(rounds)
-	f.checkExclusive("after a member Lease duration")
-	if after := fmt.Sprint(f.owners()); after != before {
-		t.Errorf("members moved in a settled fleet: %s, before %s", after, before)
-	}
+	f.checkUnmoved("a settled fleet after a member Lease duration", before)
 	if got, want := presenceWrites.Load(), int64(3*rounds); got != want {
 		t.Errorf("%d presence Lease writes in %d rounds of 3 replicas, want %d", got, rounds, want)
 	}
@@ -353,24 +367,12 @@ func TestManagerWritesFewMemberLeases(t *testing.T) {
 // and every member it held moved (issue 25's 250,000-node run).
 func TestManagerPresenceOutlastsFailingRounds(t *testing.T) {
 	f := settledFleet(t, 6, 3)
-	before := fmt.Sprint(f.owners())
-	var starts []int
-	for _, r := range f.replicas {
-		starts = append(starts, r.target.starts)
-	}
+	before := f.placement()
 	f.replicas[0].listFails.Store(true)
 	f.rounds(int(3 * testLease / testRetry))
 	f.replicas[0].listFails.Store(false)
 	f.rounds(2)
-	f.checkExclusive("after a replica's rounds failed for 3 lease durations")
-	if after := fmt.Sprint(f.owners()); after != before {
-		t.Errorf("members moved while a replica's rounds failed and its presence was renewed: %s, before %s", after, before)
-	}
-	for i, r := range f.replicas {
-		if r.target.starts != starts[i] {
-			t.Errorf("replica %d started %d members, want none", i, r.target.starts-starts[i])
-		}
-	}
+	f.checkUnmoved("while and after a replica's rounds failed for 3 lease durations", before)
 }
 
 // TestManagerLetsPresenceLapseWhenRoundsStop: a replica whose rounds no
