@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	goruntime "runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -154,6 +155,36 @@ type fleetResult struct {
 	// (platform_discovery_lease_writes_total, summed).
 	leases     leaseWrites
 	perReplica []fleetReplicaResult
+	// syncCores and steadyCores are the cores used on average from the
+	// replicas' start until synced, and in the steady window.
+	syncCores, steadyCores cpuShares
+}
+
+// cpuShares are cores used on average: by PostgreSQL (every process of the
+// server), by the replicas, and by the whole machine (those two, and
+// kube-apiserver, etcd, kwok, metrics-server and this benchmark).
+type cpuShares struct{ postgres, platform, machine float64 }
+
+// cpuSnapshot is the CPU time used so far by each part of cpuShares.
+type cpuSnapshot struct {
+	at                          time.Time
+	postgres, platform, machine time.Duration
+}
+
+func (r *fleetRun) cpuSnapshot() cpuSnapshot {
+	s := cpuSnapshot{at: time.Now(), postgres: serverCPUTime(r.f.pg.Pids())}
+	for _, t := range r.cpuTimes() {
+		s.platform += t
+	}
+	s.machine, _ = machineBusyTime()
+	return s
+}
+
+// coresUntil is the cores used on average from s to later.
+func (s cpuSnapshot) coresUntil(later cpuSnapshot) cpuShares {
+	wall := later.at.Sub(s.at).Seconds()
+	return cpuShares{postgres: (later.postgres - s.postgres).Seconds() / wall,
+		platform: (later.platform - s.platform).Seconds() / wall, machine: (later.machine - s.machine).Seconds() / wall}
 }
 
 type fleetReplicaResult struct {
@@ -186,8 +217,10 @@ func (f *fleetEnv) bench(b *testing.B, n int) {
 			b.Errorf("stop the replicas: %v", err)
 		}
 	}()
+	syncBegin := run.cpuSnapshot() // no replica yet
 	res.sync, err = run.startAndSync(ctx, n)
 	must(b, err)
+	res.syncCores = syncBegin.coresUntil(run.cpuSnapshot())
 	fmt.Fprintf(os.Stderr, "fleet: %d replica(s) mirrored %d members in %s\n", n, f.scale.members, res.sync.Round(100*time.Millisecond))
 	syncLocks, err := run.lockSnapshots(ctx)
 	must(b, err)
@@ -206,7 +239,7 @@ func (f *fleetEnv) bench(b *testing.B, n int) {
 	stopSampling := run.sampleRSS(ctx)
 	before, err := run.lockSnapshots(ctx)
 	must(b, err)
-	cpuBefore := run.cpuTimes()
+	cpuBefore, sharesBefore := run.cpuTimes(), run.cpuSnapshot()
 	leasesBefore, err := run.leaseCounts(ctx)
 	must(b, err)
 	fresh := loopLatencies(b, func() ([]time.Duration, error) {
@@ -218,6 +251,7 @@ func (f *fleetEnv) bench(b *testing.B, n int) {
 	after, err := run.lockSnapshots(ctx)
 	must(b, err)
 	cpuAfter := run.cpuTimes()
+	res.steadyCores = sharesBefore.coresUntil(run.cpuSnapshot())
 	leasesAfter, err := run.leaseCounts(ctx)
 	must(b, err)
 	steadyWindow := time.Since(steadyBegin)
@@ -647,6 +681,14 @@ func (res fleetResult) report(b *testing.B) {
 	b.ReportMetric(float64(t.steady)/mib, "steady-MiB")
 	b.ReportMetric(float64(t.hwm)/1024/fleetNodes, "fleet-peak-KiB/node")
 	b.ReportMetric(t.cores, "platform-cores")
+	for _, c := range []struct {
+		phase  string
+		shares cpuShares
+	}{{"sync-", res.syncCores}, {"", res.steadyCores}} {
+		b.ReportMetric(c.shares.postgres, c.phase+"pg-cores")
+		b.ReportMetric(c.shares.machine, c.phase+"machine-cores")
+	}
+	b.ReportMetric(res.syncCores.platform, "sync-platform-cores")
 	b.ReportMetric(float64(res.dbBytes)/mib, "db-MiB")
 	b.ReportMetric(float64(res.dbBytes)/fleetNodes, "db-B/node")
 	b.ReportMetric(t.claims, "member-claims")
@@ -694,6 +736,9 @@ func (f *fleetEnv) summarize() {
 			line("%s", l)
 		}
 		line("  writer lock hold p99 by op, sync: %s; steady: %s", res.syncLocks.byOp, res.steadyLocks.byOp)
+		line("  cores used, sync / steady: PostgreSQL %.2f / %.2f, replicas %.2f / %.2f, machine %.2f / %.2f of %d",
+			res.syncCores.postgres, res.steadyCores.postgres, res.syncCores.platform, res.steadyCores.platform,
+			res.syncCores.machine, res.steadyCores.machine, goruntime.NumCPU())
 		var tables []string
 		for _, t := range res.tables {
 			tables = append(tables, fmt.Sprintf("%s %.0f", t.name, float64(t.bytes)/fleetNodes))

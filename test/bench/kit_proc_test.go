@@ -41,25 +41,77 @@ const clockTicks = 100
 // processCPUTime reads the CPU time pid has used so far, user plus system
 // (utime + stime, fields 14 and 15 of /proc/<pid>/stat).
 func processCPUTime(pid int) (time.Duration, error) {
+	own, _, err := processCPUTimes(pid)
+	return own, err
+}
+
+// processCPUTimes reads the CPU time pid has used so far (utime + stime,
+// fields 14 and 15 of /proc/<pid>/stat) and that of its children it has
+// waited for (cutime + cstime, fields 16 and 17).
+func processCPUTimes(pid int) (own, reaped time.Duration, err error) {
 	path := fmt.Sprintf("/proc/%d/stat", pid)
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return 0, fmt.Errorf("read CPU time of pid %d: %w", pid, err)
+		return 0, 0, fmt.Errorf("read CPU time of pid %d: %w", pid, err)
 	}
 	// Field 2, the command name, is in parentheses and may hold spaces and
 	// parentheses itself; the fields after the last ')' start at field 3.
 	end := bytes.LastIndexByte(data, ')')
 	fields := strings.Fields(string(data[end+1:]))
-	const utime, stime = 14 - 3, 15 - 3
-	if end < 0 || len(fields) <= stime {
-		return 0, fmt.Errorf("parse %s: %q", path, data)
+	const utime, stime, cutime, cstime = 14 - 3, 15 - 3, 16 - 3, 17 - 3
+	if end < 0 || len(fields) <= cstime {
+		return 0, 0, fmt.Errorf("parse %s: %q", path, data)
 	}
-	user, errUser := strconv.ParseInt(fields[utime], 10, 64)
-	system, errSystem := strconv.ParseInt(fields[stime], 10, 64)
-	if err := errors.Join(errUser, errSystem); err != nil {
-		return 0, fmt.Errorf("parse %s: %w", path, err)
+	ticks := make([]int64, 4)
+	var errs []error
+	for i, f := range []int{utime, stime, cutime, cstime} {
+		var err error
+		ticks[i], err = strconv.ParseInt(fields[f], 10, 64)
+		errs = append(errs, err)
 	}
-	return time.Duration(user+system) * time.Second / clockTicks, nil
+	if err := errors.Join(errs...); err != nil {
+		return 0, 0, fmt.Errorf("parse %s: %w", path, err)
+	}
+	return time.Duration(ticks[0]+ticks[1]) * time.Second / clockTicks, time.Duration(ticks[2]+ticks[3]) * time.Second / clockTicks, nil
+}
+
+// serverCPUTime is the CPU time a server of processes has used so far:
+// pids' own, and that of the children the first (its parent, as
+// PostgreSQL's postmaster is of its backends) has reaped.
+func serverCPUTime(pids []int) time.Duration {
+	var total time.Duration
+	for i, pid := range pids {
+		own, reaped, _ := processCPUTimes(pid)
+		total += own
+		if i == 0 {
+			total += reaped
+		}
+	}
+	return total
+}
+
+// machineBusyTime is the time every CPU of the machine has spent on
+// anything but idling and waiting for I/O (the first line of /proc/stat).
+func machineBusyTime() (time.Duration, error) {
+	data, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, err
+	}
+	line, _, _ := strings.Cut(string(data), "\n")
+	fields := strings.Fields(line)
+	// cpu user nice system idle iowait irq softirq steal ...
+	if len(fields) < 9 || fields[0] != "cpu" {
+		return 0, fmt.Errorf("parse /proc/stat: %q", line)
+	}
+	var busy int64
+	for _, i := range []int{1, 2, 3, 6, 7, 8} {
+		v, err := strconv.ParseInt(fields[i], 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("parse /proc/stat: %w", err)
+		}
+		busy += v
+	}
+	return time.Duration(busy) * time.Second / clockTicks, nil
 }
 
 // cpuClock reads the CPU time each of pids has used so far; a process that
