@@ -82,11 +82,7 @@ func (s *Store) apply(ctx context.Context, b store.Batch) error {
 				a.running++
 			}
 			a.mu.Unlock()
-			if slot {
-				s.commitGroup(group)
-			} else {
-				s.applyLarge(group[0])
-			}
+			s.commitGroup(group)
 			a.mu.Lock()
 			if slot {
 				a.running--
@@ -105,7 +101,7 @@ func (s *Store) apply(ctx context.Context, b store.Batch) error {
 
 // takeLocked takes the next group off the queue: a large batch alone (it
 // needs no committer slot: relists commit concurrently, as they would
-// without grouping, up to the registry's write slots), or, if a committer slot is free, the first small
+// without grouping), or, if a committer slot is free, the first small
 // batches, one per member. Neither takes a batch of a member that a group
 // in flight holds: the member section of each batch is exact only because
 // no other write of the member's rows comes between it and the batch's
@@ -217,20 +213,6 @@ func (s *Store) commitGroup(group []*queuedApply) {
 // applyAlone commits one batch in a transaction of its own.
 func (s *Store) applyAlone(q *queuedApply) {
 	q.err = s.write(q.ctx, opApply, newApplier(q.b).sections())
-}
-
-// applyLarge commits a large batch in a transaction of its own that first
-// takes one of the registry's write slots (write_slots.go).
-func (s *Store) applyLarge(q *queuedApply) {
-	sec := newApplier(q.b).sections()
-	member := sec.member
-	sec.member = func(w *writer) error {
-		if err := w.takeWriteSlot(); err != nil {
-			return err
-		}
-		return member(w)
-	}
-	q.err = s.write(q.ctx, opApply, sec)
 }
 
 // inSavepoint runs a member section in a savepoint and rolls it back if it

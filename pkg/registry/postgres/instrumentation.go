@@ -34,13 +34,6 @@ var (
 		Buckets:        metrics.ExponentialBuckets(0.0005, 2, 16),
 		StabilityLevel: metrics.ALPHA,
 	})
-	writeSlotWait = metrics.NewHistogram(&metrics.HistogramOpts{
-		Subsystem:      metricsSubsystem,
-		Name:           "write_slot_wait_seconds",
-		Help:           "Time a large discovery write (a relist's batch) waited for one of the registry's write slots, which bound such writes across all replicas.",
-		Buckets:        metrics.ExponentialBuckets(0.0005, 2, 16),
-		StabilityLevel: metrics.ALPHA,
-	})
 	writeFailures = metrics.NewCounterVec(&metrics.CounterOpts{
 		Subsystem:      metricsSubsystem,
 		Name:           "write_failures_total",
@@ -73,7 +66,7 @@ var registerOnce sync.Once
 // Call it once per process, for the store the server uses.
 func (s *Store) RegisterMetrics() {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(writerLockWait, writerLockHold, memberLockWait, writeSlotWait, writeFailures, objectsChanged, readsByServer, standbyLag, standbyReplayLag, failoversTotal)
+		legacyregistry.MustRegister(writerLockWait, writerLockHold, memberLockWait, writeFailures, objectsChanged, readsByServer, standbyLag, standbyReplayLag, failoversTotal)
 		legacyregistry.CustomMustRegister(&poolCollector{store: s})
 	})
 }
