@@ -49,6 +49,9 @@ const (
 	fleetChurnRate       = 10
 	fleetChurnNamespaces = 100
 	fleetRSSSample       = 2 * time.Second
+	// fleetTopStatements is how many statements the summary lists per
+	// phase, by PostgreSQL's time in them.
+	fleetTopStatements = 12
 	// maxKiBPerNode is the issue's goal: server RSS per mirrored node.
 	maxKiBPerNode = 100
 	// fleetLeasePrefix starts the discovery Leases' names.
@@ -158,6 +161,44 @@ type fleetResult struct {
 	// syncCores and steadyCores are the cores used on average from the
 	// replicas' start until synced, and in the steady window.
 	syncCores, steadyCores cpuShares
+	// syncStatements and steadyStatements are the statements PostgreSQL
+	// spent the most time in, in the sync and in the steady window.
+	syncStatements, steadyStatements []statementTime
+}
+
+// statementTime is a statement's share of PostgreSQL's time in a phase
+// (pg_stat_statements, nested statements tracked: a trigger's statements
+// count in their own row and in the statement that fired them).
+type statementTime struct {
+	query string
+	calls int64
+	total time.Duration
+}
+
+// resetStatements starts a phase of pg_stat_statements in the run's database.
+func (r *fleetRun) resetStatements(ctx context.Context) error {
+	_, err := r.pool.Exec(ctx, `SELECT pg_stat_statements_reset(0, (SELECT oid FROM pg_database WHERE datname = current_database()), 0)`)
+	return err
+}
+
+// topStatements are the n statements of the run's database with the most
+// execution time since resetStatements.
+func (r *fleetRun) topStatements(ctx context.Context, n int) ([]statementTime, error) {
+	rows, _ := r.pool.Query(ctx, `SELECT left(regexp_replace(query, '\s+', ' ', 'g'), 100), calls, total_exec_time
+		FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+		ORDER BY total_exec_time DESC LIMIT $1`, n)
+	var out []statementTime
+	var st statementTime
+	var ms float64
+	_, err := pgx.ForEachRow(rows, []any{&st.query, &st.calls, &ms}, func() error {
+		st.total = time.Duration(ms * float64(time.Millisecond))
+		out = append(out, st)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read pg_stat_statements: %w", err)
+	}
+	return out, nil
 }
 
 // cpuShares are cores used on average: by PostgreSQL (every process of the
@@ -218,9 +259,12 @@ func (f *fleetEnv) bench(b *testing.B, n int) {
 		}
 	}()
 	syncBegin := run.cpuSnapshot() // no replica yet
+	must(b, run.resetStatements(ctx))
 	res.sync, err = run.startAndSync(ctx, n)
 	must(b, err)
 	res.syncCores = syncBegin.coresUntil(run.cpuSnapshot())
+	res.syncStatements, err = run.topStatements(ctx, fleetTopStatements)
+	must(b, err)
 	fmt.Fprintf(os.Stderr, "fleet: %d replica(s) mirrored %d members in %s\n", n, f.scale.members, res.sync.Round(100*time.Millisecond))
 	syncLocks, err := run.lockSnapshots(ctx)
 	must(b, err)
@@ -240,6 +284,7 @@ func (f *fleetEnv) bench(b *testing.B, n int) {
 	before, err := run.lockSnapshots(ctx)
 	must(b, err)
 	cpuBefore, sharesBefore := run.cpuTimes(), run.cpuSnapshot()
+	must(b, run.resetStatements(ctx))
 	leasesBefore, err := run.leaseCounts(ctx)
 	must(b, err)
 	fresh := loopLatencies(b, func() ([]time.Duration, error) {
@@ -252,6 +297,8 @@ func (f *fleetEnv) bench(b *testing.B, n int) {
 	must(b, err)
 	cpuAfter := run.cpuTimes()
 	res.steadyCores = sharesBefore.coresUntil(run.cpuSnapshot())
+	res.steadyStatements, err = run.topStatements(ctx, fleetTopStatements)
+	must(b, err)
 	leasesAfter, err := run.leaseCounts(ctx)
 	must(b, err)
 	steadyWindow := time.Since(steadyBegin)
@@ -349,6 +396,10 @@ func (f *fleetEnv) newRun(ctx context.Context, db string) (*fleetRun, error) {
 	pool, err := pgxpool.New(ctx, dsn)
 	if err != nil {
 		return nil, fmt.Errorf("connect to %s: %w", db, err)
+	}
+	if _, err := pool.Exec(ctx, `CREATE EXTENSION IF NOT EXISTS pg_stat_statements`); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("pg_stat_statements in %s: %w", db, err)
 	}
 	run := &fleetRun{f: f, dsn: dsn, pool: pool}
 	for i := range f.scale.members {
@@ -739,6 +790,15 @@ func (f *fleetEnv) summarize() {
 		line("  cores used, sync / steady: PostgreSQL %.2f / %.2f, replicas %.2f / %.2f, machine %.2f / %.2f of %d",
 			res.syncCores.postgres, res.steadyCores.postgres, res.syncCores.platform, res.steadyCores.platform,
 			res.syncCores.machine, res.steadyCores.machine, goruntime.NumCPU())
+		for _, phase := range []struct {
+			name       string
+			statements []statementTime
+		}{{"sync", res.syncStatements}, {"steady", res.steadyStatements}} {
+			line("  PostgreSQL's time by statement, %s (nested included):", phase.name)
+			for _, st := range phase.statements {
+				line("    %9.1f s %8d× %s", st.total.Seconds(), st.calls, st.query)
+			}
+		}
 		var tables []string
 		for _, t := range res.tables {
 			tables = append(tables, fmt.Sprintf("%s %.0f", t.name, float64(t.bytes)/fleetNodes))
@@ -794,6 +854,7 @@ func startFleetEnv(b *testing.B) *fleetEnv {
 	must(b, err)
 	f := &fleetEnv{scale: scale}
 	f.env = benchEnv(b, envOptions{name: "fleet", platformArgs: args, memberDir: true, simulator: true, stopPlatform: true,
+		pgSettings: []string{"shared_preload_libraries=pg_stat_statements", "pg_stat_statements.track=all"},
 		prepare: func(ctx context.Context, e *env) error {
 			f.env = e
 			return f.prepare(ctx)

@@ -40,6 +40,7 @@ type envOptions struct {
 	simulator    bool     // kwok and metrics-server
 	standby      bool     // a streaming standby; the DSN names both, read-write
 	stopPlatform bool     // stop the framework's platform-apiserver once started
+	pgSettings   []string // PostgreSQL's further settings (postgres.Options.Settings)
 	prepare      func(context.Context, *env) error
 }
 
@@ -85,7 +86,7 @@ func startEnv(ctx context.Context, opts envOptions) (*env, error) {
 		}
 		args = append(slices.Clone(args), "--member-kubeconfig-dir="+e.memberDir)
 	}
-	if e.pg, err = postgres.Start(ctx, postgres.Options{}); err != nil {
+	if e.pg, err = postgres.Start(ctx, postgres.Options{Settings: opts.pgSettings}); err != nil {
 		return e, fmt.Errorf("start PostgreSQL: %w", err)
 	}
 	dsn := e.pg.DSN()

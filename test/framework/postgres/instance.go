@@ -31,6 +31,9 @@ type Options struct {
 	// TLS makes the server serve TLS with a certificate for 127.0.0.1 and
 	// localhost from a CA generated for it (EnableTLS; CAFile, TLSDSN).
 	TLS bool
+	// Settings are more server settings (name=value, as postgres -c takes
+	// them), e.g. shared_preload_libraries=pg_stat_statements.
+	Settings []string
 }
 
 // Instance is a running ephemeral server.
@@ -44,6 +47,8 @@ type Instance struct {
 	exited  chan struct{}
 	waitErr error
 	logPath string
+	// settings are Options.Settings, kept for restarts.
+	settings []string
 }
 
 // Start initializes a fresh cluster in a temp dir and starts postgres on it.
@@ -69,7 +74,7 @@ func Start(ctx context.Context, opts Options) (*Instance, error) {
 		_ = os.RemoveAll(dir)
 		return nil, err
 	}
-	inst := &Instance{dir: dir, bin: bin, run: run, timeout: opts.StartTimeout, logPath: filepath.Join(dir, "postgres.log"), exited: make(chan struct{})}
+	inst := &Instance{dir: dir, bin: bin, run: run, timeout: opts.StartTimeout, logPath: filepath.Join(dir, "postgres.log"), exited: make(chan struct{}), settings: opts.Settings}
 	if err := inst.initdb(ctx, run, bin); err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, err
@@ -183,16 +188,20 @@ func (i *Instance) start(ctx context.Context, run runner, bin string, timeout ti
 		return err
 	}
 	// Not CommandContext: the server outlives ctx and is stopped by Stop.
-	i.cmd = exec.Command(filepath.Join(bin, "postgres"),
+	args := []string{
 		"-D", filepath.Join(i.dir, "data"),
 		"-c", "listen_addresses=127.0.0.1",
-		"-c", "port="+strconv.Itoa(port),
-		"-c", "unix_socket_directories="+i.dir,
+		"-c", "port=" + strconv.Itoa(port),
+		"-c", "unix_socket_directories=" + i.dir,
 		"-c", "fsync=off",
 		"-c", "synchronous_commit=off",
 		"-c", "full_page_writes=off",
 		"-c", "max_connections=200",
-	)
+	}
+	for _, setting := range i.settings {
+		args = append(args, "-c", setting)
+	}
+	i.cmd = exec.Command(filepath.Join(bin, "postgres"), args...)
 	i.cmd.Stdout, i.cmd.Stderr = logFile, logFile
 	run.apply(i.cmd)
 	if err := i.cmd.Start(); err != nil {
