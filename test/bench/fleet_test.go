@@ -184,7 +184,7 @@ func (r *fleetRun) resetStatements(ctx context.Context) error {
 // topStatements are the n statements of the run's database with the most
 // execution time since resetStatements.
 func (r *fleetRun) topStatements(ctx context.Context, n int) ([]statementTime, error) {
-	rows, _ := r.pool.Query(ctx, `SELECT left(regexp_replace(query, '\s+', ' ', 'g'), 100), calls, total_exec_time
+	rows, _ := r.pool.Query(ctx, `SELECT left(regexp_replace(query, '\s+', ' ', 'g'), 160), calls, total_exec_time
 		FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
 		ORDER BY total_exec_time DESC LIMIT $1`, n)
 	var out []statementTime
