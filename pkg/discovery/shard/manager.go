@@ -178,12 +178,23 @@ func (m *Manager) Run(ctx context.Context) {
 	ctx = klog.NewContext(ctx, logger)
 	m.beginRound(m.cfg.Clock.Now())
 	var presence sync.WaitGroup
-	presence.Go(func() {
-		wait.BackoffUntilWithContext(ctx, m.keepPresence, wait.NewJitteredBackoffManager(m.cfg.RetryPeriod, 0.1, m.cfg.Clock), false)
-	})
-	wait.BackoffUntilWithContext(ctx, m.sync, wait.NewJitteredBackoffManager(m.cfg.RetryPeriod, 0.1, m.cfg.Clock), false)
+	presence.Go(func() { m.everyRetryPeriod(ctx, m.keepPresence) })
+	m.everyRetryPeriod(ctx, m.sync)
 	presence.Wait() // before shutdown deletes presence, so nothing writes it again
 	m.shutdown(klog.NewContext(context.WithoutCancel(ctx), logger))
+}
+
+// everyRetryPeriod calls f at once and then a retry period (jittered by up
+// to 10 %) after each call began, on the manager's clock, until ctx ends.
+func (m *Manager) everyRetryPeriod(ctx context.Context, f func(context.Context)) {
+	for ctx.Err() == nil {
+		next := m.cfg.Clock.Now().Add(wait.Jitter(m.cfg.RetryPeriod, 0.1))
+		f(ctx)
+		select {
+		case <-ctx.Done():
+		case <-m.cfg.Clock.After(next.Sub(m.cfg.Clock.Now())):
+		}
+	}
 }
 
 // sync is one round: observe the Leases, decide (a pure function,
