@@ -500,28 +500,22 @@ func (r *fleetRun) complete(counts map[string]registryCounts) int {
 // from its ClusterCapacity row: what the triggers summed, its pods once
 // the relist's last batch stamped the namespaces' pod counts.
 func capacityCountsByCluster(ctx context.Context, pool *pgxpool.Pool) (map[string]registryCounts, error) {
-	rows, _ := pool.Query(ctx, `SELECT cluster_id, namespaces, nodes, pods FROM cluster_capacity`)
-	out := map[string]registryCounts{}
-	var id string
-	var c registryCounts
-	_, err := pgx.ForEachRow(rows, []any{&id, &c.namespaces, &c.nodes, &c.pods}, func() error {
-		out[id] = c
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("read ClusterCapacity counts: %w", err)
-	}
-	return out, nil
+	return countsByCluster(ctx, pool, "read ClusterCapacity counts", `SELECT cluster_id, namespaces, nodes, pods FROM cluster_capacity`)
 }
 
 // registryCountsByCluster counts each member's namespaces, nodes and pods.
 func registryCountsByCluster(ctx context.Context, pool *pgxpool.Pool) (map[string]registryCounts, error) {
-	rows, _ := pool.Query(ctx, `
+	return countsByCluster(ctx, pool, "count registry rows", `
 		SELECT cluster_id, sum(s), sum(n), sum(p) FROM (
 			SELECT cluster_id, count(*) AS s, 0 AS n, 0 AS p FROM cluster_namespace GROUP BY cluster_id
 			UNION ALL SELECT cluster_id, 0, count(*), 0 FROM cluster_node GROUP BY cluster_id
 			UNION ALL SELECT cluster_id, 0, 0, count(*) FROM cluster_pod GROUP BY cluster_id) AS c
 		GROUP BY cluster_id`)
+}
+
+// countsByCluster reads rows of (cluster id, namespaces, nodes, pods).
+func countsByCluster(ctx context.Context, pool *pgxpool.Pool, what, sql string) (map[string]registryCounts, error) {
+	rows, _ := pool.Query(ctx, sql)
 	out := map[string]registryCounts{}
 	var id string
 	var c registryCounts
@@ -530,7 +524,7 @@ func registryCountsByCluster(ctx context.Context, pool *pgxpool.Pool) (map[strin
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("count registry rows: %w", err)
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	return out, nil
 }
