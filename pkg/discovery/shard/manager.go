@@ -176,7 +176,6 @@ func (m *Manager) Lost(id string) {
 func (m *Manager) Run(ctx context.Context) {
 	logger := klog.FromContext(ctx).WithValues("leases", m.cfg.Name, "identity", m.cfg.Identity)
 	ctx = klog.NewContext(ctx, logger)
-	m.beginRound(m.cfg.Clock.Now())
 	var presence sync.WaitGroup
 	presence.Go(func() { m.everyRetryPeriod(ctx, m.keepPresence) })
 	m.everyRetryPeriod(ctx, m.sync)
@@ -244,18 +243,16 @@ func (m *Manager) observe(ctx context.Context) (round, bool) {
 		}
 	}
 	m.mu.Lock()
-	present := !m.joined.IsZero() && now.Sub(m.joined) >= m.cfg.RetryPeriod
-	mayTakeOver := m.mayTakeOver(now)
-	lost := m.lost
-	if present {
-		m.lost = map[string]bool{}
-	}
-	m.mu.Unlock()
-	if !present {
+	if m.joined.IsZero() || now.Sub(m.joined) < m.cfg.RetryPeriod {
+		m.mu.Unlock()
 		// Let the other replicas see this one before taking members, so
 		// replicas that start together do not all grab everything first.
 		return round{}, false
 	}
+	mayTakeOver := m.mayTakeOver(now)
+	lost := m.lost
+	m.lost = map[string]bool{}
+	m.mu.Unlock()
 	held := make(map[string]bool, len(m.held))
 	for id := range m.held {
 		held[id] = true
