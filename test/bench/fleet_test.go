@@ -206,26 +206,34 @@ func (r *fleetRun) topStatements(ctx context.Context, n int) ([]statementTime, e
 // kube-apiserver, etcd, kwok, metrics-server and this benchmark).
 type cpuShares struct{ postgres, platform, machine float64 }
 
-// cpuSnapshot is the CPU time used so far by each part of cpuShares.
+// cpuSnapshot is the CPU time used so far by each part of cpuShares, the
+// replicas' one by one.
 type cpuSnapshot struct {
-	at                          time.Time
-	postgres, platform, machine time.Duration
+	at                time.Time
+	postgres, machine time.Duration
+	replicas          []time.Duration
 }
 
 func (r *fleetRun) cpuSnapshot() cpuSnapshot {
-	s := cpuSnapshot{at: time.Now(), postgres: serverCPUTime(r.f.pg.Pids())}
-	for _, t := range r.cpuTimes() {
-		s.platform += t
-	}
+	s := cpuSnapshot{at: time.Now(), postgres: serverCPUTime(r.f.pg.Pids()), replicas: r.cpuTimes()}
 	s.machine, _ = machineBusyTime()
 	return s
+}
+
+// platform is the replicas' CPU time summed.
+func (s cpuSnapshot) platform() time.Duration {
+	var sum time.Duration
+	for _, t := range s.replicas {
+		sum += t
+	}
+	return sum
 }
 
 // coresUntil is the cores used on average from s to later.
 func (s cpuSnapshot) coresUntil(later cpuSnapshot) cpuShares {
 	wall := later.at.Sub(s.at).Seconds()
 	return cpuShares{postgres: (later.postgres - s.postgres).Seconds() / wall,
-		platform: (later.platform - s.platform).Seconds() / wall, machine: (later.machine - s.machine).Seconds() / wall}
+		platform: (later.platform() - s.platform()).Seconds() / wall, machine: (later.machine - s.machine).Seconds() / wall}
 }
 
 type fleetReplicaResult struct {
@@ -283,7 +291,7 @@ func (f *fleetEnv) bench(b *testing.B, n int) {
 	stopSampling := run.sampleRSS(ctx)
 	before, err := run.lockSnapshots(ctx)
 	must(b, err)
-	cpuBefore, sharesBefore := run.cpuTimes(), run.cpuSnapshot()
+	cpuBefore := run.cpuSnapshot()
 	must(b, run.resetStatements(ctx))
 	leasesBefore, err := run.leaseCounts(ctx)
 	must(b, err)
@@ -295,8 +303,8 @@ func (f *fleetEnv) bench(b *testing.B, n int) {
 	must(b, sleepCtx(ctx, fleetSteadyMin-time.Since(steadyBegin)))
 	after, err := run.lockSnapshots(ctx)
 	must(b, err)
-	cpuAfter := run.cpuTimes()
-	res.steadyCores = sharesBefore.coresUntil(run.cpuSnapshot())
+	cpuAfter := run.cpuSnapshot()
+	res.steadyCores = cpuBefore.coresUntil(cpuAfter)
 	res.steadyStatements, err = run.topStatements(ctx, fleetTopStatements)
 	must(b, err)
 	leasesAfter, err := run.leaseCounts(ctx)
@@ -322,7 +330,7 @@ func (f *fleetEnv) bench(b *testing.B, n int) {
 		claims, _ := framework.MetricSum(body, "platform_discovery_member_claims_total")
 		_, hwm, _ := processMemory(r.PID())
 		res.perReplica = append(res.perReplica, fleetReplicaResult{name: r.Name(), members: int(members), claims: claims,
-			hwm: hwm, rssSteady: steadyRSS[i], cores: float64(cpuAfter[i]-cpuBefore[i]) / float64(steadyWindow)})
+			hwm: hwm, rssSteady: steadyRSS[i], cores: float64(cpuAfter.replicas[i]-cpuBefore.replicas[i]) / float64(steadyWindow)})
 		if *profileDir != "" {
 			heap, err := r.Get(ctx, "/debug/pprof/heap")
 			if err := writeProfile(r.Name()+".heap.pprof", heap, err); err != nil {
@@ -457,8 +465,9 @@ func (r *fleetRun) startAndSync(ctx context.Context, n int) (time.Duration, erro
 		}
 		// The members' ClusterCapacity rows first (a row each), then, once
 		// they all say complete, the rows themselves: counting every row of
-		// the registry each second was a third of PostgreSQL's time in the
-		// sync (pg_stat_statements, run R).
+		// the registry each second took 79 s of a 172 s sync in PostgreSQL's
+		// executor, 166 s of a 318 s one with three replicas
+		// (pg_stat_statements, docs/benchmarks.md run R).
 		counts, err := capacityCountsByCluster(ctx, r.pool)
 		if err == nil && r.complete(counts) == len(r.ids) {
 			counts, err = registryCountsByCluster(ctx, r.pool)

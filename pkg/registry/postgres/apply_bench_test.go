@@ -310,6 +310,21 @@ func reportTableBytes(b *testing.B, dsn string, members int) {
 	b.ReportMetric(float64(podBytes)/nodes, "pod-bytes/node")
 }
 
+// benchChangeLogMember writes a member's change log as the change-log
+// benchmarks measure it: the member added (nodes and namespaces), its pods
+// in a batch of their own, then a relist that changes every node.
+func benchChangeLogMember(b *testing.B, s *postgres.Store, ctx context.Context, id string) {
+	b.Helper()
+	nodes, pods := benchRelist(0), benchRelist(0)
+	nodes.ClusterID, nodes.Pods, nodes.Replace = id, nil, nil
+	pods.ClusterID, pods.Nodes, pods.Namespaces, pods.Replace = id, nil, nil, nil
+	changed := benchRelist(1)
+	changed.ClusterID = id
+	benchApply(b, s, ctx, nodes)
+	benchApply(b, s, ctx, pods)
+	benchApply(b, s, ctx, changed)
+}
+
 // BenchmarkChangeLogBytes measures what the change log keeps per node of a
 // member that is added (an ADDED entry per node), whose pods then arrive in
 // a batch of their own (a MODIFIED per node: requests) and which a relist
@@ -320,16 +335,8 @@ func BenchmarkChangeLogBytes(b *testing.B) {
 	ctx := b.Context()
 	members := 0
 	for b.Loop() {
-		id := fmt.Sprintf("m%d", members)
+		benchChangeLogMember(b, s, ctx, fmt.Sprintf("m%d", members))
 		members++
-		nodes, pods := benchRelist(0), benchRelist(0)
-		nodes.ClusterID, nodes.Pods, nodes.Replace = id, nil, nil
-		pods.ClusterID, pods.Nodes, pods.Namespaces, pods.Replace = id, nil, nil, nil
-		changed := benchRelist(1)
-		changed.ClusterID = id
-		benchApply(b, s, ctx, nodes)
-		benchApply(b, s, ctx, pods)
-		benchApply(b, s, ctx, changed)
 	}
 	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
@@ -357,22 +364,14 @@ func BenchmarkChangeLogBytes(b *testing.B) {
 }
 
 // BenchmarkChangesRead measures what a change-feed follower costs per entry:
-// reading a member's change log (a 5,000-node member added, its pods, a
-// relist changing every node, as BenchmarkChangeLogBytes writes it) in
+// reading a member's change log (benchChangeLogMember) in
 // pages of 1,000, decoded as the follower decodes them. Every replica
 // reads every entry once, so each replica beyond the first adds this per
 // entry the fleet writes.
 func BenchmarkChangesRead(b *testing.B) {
 	s, _ := benchStore(b)
 	ctx := b.Context()
-	nodes, pods := benchRelist(0), benchRelist(0)
-	nodes.ClusterID, nodes.Pods, nodes.Replace = "m", nil, nil
-	pods.ClusterID, pods.Nodes, pods.Namespaces, pods.Replace = "m", nil, nil, nil
-	changed := benchRelist(1)
-	changed.ClusterID = "m"
-	benchApply(b, s, ctx, nodes)
-	benchApply(b, s, ctx, pods)
-	benchApply(b, s, ctx, changed)
+	benchChangeLogMember(b, s, ctx, "m")
 	entries := 0
 	for b.Loop() {
 		entries = 0
