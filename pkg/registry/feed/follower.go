@@ -3,7 +3,9 @@
 // feed's notifications and polls as a fallback, so a missed notification
 // delays events by at most one poll interval and never loses them. It keeps
 // the most recent changes in memory (the window), so a watch resuming
-// within it reads nothing from the database.
+// within it reads nothing from the database. It reads only the kinds it has
+// watchers of (and, for a while, had), so a replica nobody watches a kind
+// through pays nothing for that kind's changes.
 package feed
 
 import (
@@ -76,7 +78,17 @@ type Options struct {
 	// so resuming watches cannot pile queries on the database; more wait
 	// for a turn. Default DefaultHistoryReads.
 	HistoryReads int
+	// KindLinger is how long the follower goes on reading a kind after its
+	// last watcher left (or after the follower started), so the watches
+	// that come back soon — client-go's after each watch timeout, every
+	// watcher after a restart — resume from memory. Default
+	// DefaultKindLinger.
+	KindLinger time.Duration
 }
+
+// DefaultKindLinger is Options.KindLinger's default: client-go re-watches
+// at once after a watch ends, and within seconds after a replica restarts.
+const DefaultKindLinger = 30 * time.Second
 
 // DefaultHistoryReads is Options.HistoryReads's default: a few of the
 // pool's connections, the rest left to lists, gets and the follower.
@@ -113,6 +125,20 @@ type Follower struct {
 	waiting int
 	window  window
 	fresh   freshness
+	// kinds are the kinds the follower reads, and no others; readGen moves
+	// when one is added, so a read in flight without it is not dispatched
+	// (its subscriber would miss the kind's changes in it).
+	kinds   map[store.Kind]*kindState
+	readGen uint64
+}
+
+// kindState is what the follower knows of a kind it reads.
+type kindState struct {
+	// from: the window holds every change of the kind after max(from,
+	// window.floor), the version at which the follower began reading it.
+	from      int64
+	subs      int
+	idleSince time.Time // since when it has had no subscriber
 }
 
 // freshness is when the follower last read the registry; f.mu guards it.
@@ -155,8 +181,11 @@ func New(feed store.ChangeFeed, opts Options) *Follower {
 	if opts.HistoryReads <= 0 {
 		opts.HistoryReads = DefaultHistoryReads
 	}
+	if opts.KindLinger <= 0 {
+		opts.KindLinger = DefaultKindLinger
+	}
 	f := &Follower{feed: feed, opts: opts, subs: map[*Subscription]struct{}{}, ready: make(chan struct{}), moved: make(chan struct{}),
-		history: newHistoryReader(feed, opts.HistoryReads)}
+		history: newHistoryReader(feed, opts.HistoryReads), kinds: map[store.Kind]*kindState{}}
 	f.window = window{maxItems: opts.WindowChanges, maxBytes: opts.WindowBytes}
 	return f
 }
@@ -213,8 +242,18 @@ func (f *Follower) catchUp(ctx context.Context) error {
 		if !f.isSynced() {
 			return f.start(ctx)
 		}
-		from := f.resourceVersion()
-		changes, readAt, err := f.read(ctx, from, f.opts.BatchSize)
+		from, kinds, gen := f.plan()
+		if len(kinds) == 0 {
+			// Nobody to read for: learn only where the feed is, so a
+			// watch from now starts there.
+			_, readAt, err := f.read(ctx, maxInt64, 1, store.ChangeFilter{})
+			if err != nil {
+				return err
+			}
+			f.skipTo(readAt, gen)
+			return nil
+		}
+		changes, readAt, err := f.read(ctx, from, f.opts.BatchSize, store.ChangeFilter{Kinds: kinds})
 		if errors.Is(err, store.ErrCompacted) {
 			// Compaction overtook a follower that fell behind (e.g. while
 			// the database was down), or a failover lost versions it had
@@ -227,31 +266,73 @@ func (f *Follower) catchUp(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if len(changes) == f.opts.BatchSize {
-			// Truncated: progress reaches only the last change read.
-			f.dispatch(ctx, changes, changes[len(changes)-1].ResourceVersion)
-			continue
+		// Truncated, progress reaches only the last change read.
+		truncated := len(changes) == f.opts.BatchSize
+		if truncated {
+			readAt = changes[len(changes)-1].ResourceVersion
 		}
-		f.dispatch(ctx, changes, readAt)
+		if !f.dispatch(ctx, changes, readAt, gen) || truncated {
+			continue // a kind was added meanwhile (read again with it), or more to read
+		}
 		return nil
 	}
+}
+
+// plan returns where the next read starts, the kinds it reads (ending the
+// reading of kinds idle for KindLinger), and the read generation.
+func (f *Follower) plan() (int64, []store.Kind, uint64) {
+	now := f.opts.Now()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	kinds := make([]store.Kind, 0, len(f.kinds))
+	for k, ks := range f.kinds {
+		if ks.subs == 0 && now.Sub(ks.idleSince) >= f.opts.KindLinger {
+			delete(f.kinds, k)
+			continue
+		}
+		kinds = append(kinds, k)
+	}
+	slices.Sort(kinds)
+	return f.rv, kinds, f.readGen
+}
+
+// skipTo moves the follower to readAt without reading the changes before
+// it, unless a kind began to be read since the plan of generation gen.
+// With no kind read there is no subscriber, and the window keeps nothing.
+func (f *Follower) skipTo(readAt int64, gen uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if gen != f.readGen || readAt <= f.rv || !f.synced {
+		return
+	}
+	f.rv = readAt
+	f.window.reset(readAt)
+	f.wakeLocked()
 }
 
 // start finds the registry's present and fills the window with the most
 // recent history before it, so watches resuming right after a restart of
 // this process are served from memory.
 func (f *Follower) start(ctx context.Context) error {
-	_, readAt, err := f.read(ctx, maxInt64, 1)
+	_, readAt, err := f.read(ctx, maxInt64, 1, store.ChangeFilter{})
 	if err != nil {
 		return err
 	}
 	recent, floor := f.recentHistory(ctx, readAt)
+	now := f.opts.Now()
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.rv = readAt
 	f.window.reset(floor)
+	// The kinds in the window are read on for KindLinger, for the
+	// watchers of the process before this one.
+	f.kinds = map[store.Kind]*kindState{}
+	f.readGen++
 	for i := range recent {
 		f.window.add(Item{Change: &recent[i], ResourceVersion: recent[i].ResourceVersion, Memo: &Memo{}})
+		if k := recent[i].Kind; f.kinds[k] == nil {
+			f.kinds[k] = &kindState{from: floor, idleSince: now}
+		}
 	}
 	f.synced = true
 	close(f.ready)
@@ -267,7 +348,7 @@ func (f *Follower) recentHistory(ctx context.Context, upTo int64) ([]store.Chang
 	after := max(upTo-int64(f.opts.WindowChanges), 0)
 	var out []store.Change
 	for from := after; from < upTo; {
-		changes, _, err := f.read(ctx, from, f.opts.BatchSize)
+		changes, _, err := f.read(ctx, from, f.opts.BatchSize, store.ChangeFilter{})
 		if err != nil {
 			return nil, upTo
 		}
@@ -289,10 +370,10 @@ const maxInt64 = int64(^uint64(0) >> 1)
 // read reads the feed within the read timeout and records the outcome. A
 // read short of limit reached the registry's present (a read from maxInt64
 // asks only for it).
-func (f *Follower) read(ctx context.Context, after int64, limit int) ([]store.Change, int64, error) {
+func (f *Follower) read(ctx context.Context, after int64, limit int, filter store.ChangeFilter) ([]store.Change, int64, error) {
 	rctx, cancel := context.WithTimeout(ctx, f.opts.ReadTimeout)
 	defer cancel()
-	changes, readAt, err := f.feed.Changes(rctx, store.ChangeFilter{}, after, limit)
+	changes, readAt, err := f.feed.Changes(rctx, filter, after, limit)
 	if err != nil && errors.Is(rctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
 		err = fmt.Errorf("no answer within %s (--watch-feed-read-timeout): %w", f.opts.ReadTimeout, err)
 	}
@@ -307,11 +388,24 @@ func (f *Follower) read(ctx context.Context, after int64, limit int) ([]store.Ch
 		return nil, 0, err
 	}
 	f.fresh.lastRead = now
+	countRead(changes)
 	if len(changes) < limit || after == maxInt64 {
 		f.fresh.caughtUp = now
 	}
 	feedLastRead.Set(float64(now.UnixNano()) / 1e9)
 	return changes, readAt, nil
+}
+
+// countRead counts the changes a read returned, by kind.
+func countRead(changes []store.Change) {
+	for i := 0; i < len(changes); {
+		j := i + 1
+		for j < len(changes) && changes[j].Kind == changes[i].Kind {
+			j++
+		}
+		feedChangesRead.WithLabelValues(string(changes[i].Kind)).Add(float64(j - i))
+		i = j
+	}
 }
 
 // CheckFresh fails when the follower has not completed a read of the
@@ -361,10 +455,12 @@ func (f *Follower) reportLag(context.Context) {
 	}
 }
 
-// dispatch hands out changes above f.rv in order, then progress up to upTo.
-// The lock is taken per change, not for the batch, so subscribing and
+// dispatch hands out changes above f.rv in order, then progress up to upTo,
+// and reports false if it stopped because a kind began to be read since the
+// plan of generation gen: the changes after f.rv are then read again with
+// it. The lock is taken per change, not for the batch, so subscribing and
 // closing are not held up by a large dispatch to many watchers.
-func (f *Follower) dispatch(ctx context.Context, changes []store.Change, upTo int64) {
+func (f *Follower) dispatch(ctx context.Context, changes []store.Change, upTo int64, gen uint64) bool {
 	budget := f.opts.DispatchBudget
 	f.mu.Lock()
 	before := f.rv
@@ -372,6 +468,10 @@ func (f *Follower) dispatch(ctx context.Context, changes []store.Change, upTo in
 	for i := range changes {
 		c := &changes[i]
 		f.mu.Lock()
+		if gen != f.readGen {
+			f.mu.Unlock()
+			return false
+		}
 		if c.ResourceVersion > f.rv && f.synced {
 			it := Item{Change: c, ResourceVersion: c.ResourceVersion, Memo: &Memo{}}
 			f.window.add(it)
@@ -382,14 +482,18 @@ func (f *Follower) dispatch(ctx context.Context, changes []store.Change, upTo in
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if gen != f.readGen {
+		return false
+	}
 	if !f.synced {
-		return
+		return true
 	}
 	f.rv = max(f.rv, upTo)
 	if f.rv > before {
 		f.send(ctx, Item{ResourceVersion: f.rv}, &budget)
 		f.wakeLocked()
 	}
+	return true
 }
 
 // wakeLocked wakes WaitFor's callers; f.mu is held.
@@ -473,8 +577,18 @@ func (f *Follower) send(ctx context.Context, it Item, budget *time.Duration) {
 		klog.FromContext(ctx).V(2).Info("Closing a watcher that fell behind; its client resumes from its last resourceVersion", "kind", s.kind, "buffer", cap(s.ch))
 		droppedTotal.Inc()
 		s.dropped = true
-		delete(f.subs, s)
-		close(s.ch)
+		f.unsubscribeLocked(s)
+	}
+}
+
+// unsubscribeLocked removes and closes a subscription; f.mu is held.
+func (f *Follower) unsubscribeLocked(s *Subscription) {
+	delete(f.subs, s)
+	close(s.ch)
+	if ks := f.kinds[s.kind]; ks != nil {
+		if ks.subs--; ks.subs == 0 {
+			ks.idleSince = f.opts.Now()
+		}
 	}
 }
 
@@ -486,8 +600,7 @@ func (f *Follower) closeAll() {
 
 func (f *Follower) closeAllLocked() {
 	for s := range f.subs {
-		delete(f.subs, s)
-		close(s.ch)
+		f.unsubscribeLocked(s)
 	}
 }
 
@@ -554,9 +667,18 @@ func (f *Follower) Subscribe(kind store.Kind, after int64, route func(*store.Cha
 	if !f.synced {
 		return nil, ErrNotSynced
 	}
+	ks := f.kinds[kind]
+	if ks == nil {
+		// Read from here on; the window holds none of the kind's changes
+		// before, so a resume from earlier reads them with Changes.
+		ks = &kindState{from: f.rv}
+		f.kinds[kind] = ks
+		f.readGen++
+	}
+	ks.subs++
 	ch := make(chan Item, f.opts.SubscriberBuffer)
 	s := &Subscription{C: ch, From: f.rv, ch: ch, kind: kind, route: route, f: f}
-	if after >= 0 && after >= f.window.floor {
+	if after >= 0 && after >= max(f.window.floor, ks.from) {
 		// No copy (a thousand resuming watchers would make a thousand):
 		// the window never changes the items it holds, only drops them
 		// from its front, so the view stays valid after it moves on.
@@ -583,8 +705,7 @@ func (s *Subscription) Close() {
 	s.f.mu.Lock()
 	defer s.f.mu.Unlock()
 	if _, ok := s.f.subs[s]; ok {
-		delete(s.f.subs, s)
-		close(s.ch)
+		s.f.unsubscribeLocked(s)
 	}
 }
 

@@ -157,7 +157,7 @@ func TestHistoryReadsShareRanges(t *testing.T) {
 	if err := wait.PollUntilContextTimeout(t.Context(), time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
 		f.history.mu.Lock()
 		defer f.history.mu.Unlock()
-		return len(f.history.queues[filter]) == 200, nil
+		return len(f.history.queues[keyOf(filter)]) == 200, nil
 	}); err != nil {
 		t.Fatal("the resumes did not queue")
 	}

@@ -31,8 +31,17 @@ type historyReader struct {
 	mu sync.Mutex
 	// queues holds the requests waiting per filter; a filter is present
 	// while a goroutine serves it.
-	queues map[store.ChangeFilter][]*historyRequest
+	queues map[historyKey][]*historyRequest
 }
+
+// historyKey is what a history read is queued by: a watch's filter (its
+// kind and member; history reads never filter by a list of kinds).
+type historyKey struct {
+	kind      store.Kind
+	clusterID string
+}
+
+func keyOf(f store.ChangeFilter) historyKey { return historyKey{f.Kind, f.ClusterID} }
 
 type historyRequest struct {
 	after int64
@@ -46,7 +55,7 @@ type historyResult struct {
 }
 
 func newHistoryReader(feed store.ChangeFeed, concurrency int) *historyReader {
-	return &historyReader{feed: feed, turns: make(chan struct{}, concurrency), queues: map[store.ChangeFilter][]*historyRequest{}}
+	return &historyReader{feed: feed, turns: make(chan struct{}, concurrency), queues: map[historyKey][]*historyRequest{}}
 }
 
 // read returns the changes filter matches after `after`, in order, and
@@ -55,8 +64,8 @@ func newHistoryReader(feed store.ChangeFeed, concurrency int) *historyReader {
 func (h *historyReader) read(ctx context.Context, filter store.ChangeFilter, after int64) ([]store.Change, int64, error) {
 	req := &historyRequest{after: after, done: make(chan historyResult, 1)}
 	h.mu.Lock()
-	queue, serving := h.queues[filter]
-	h.queues[filter] = append(queue, req)
+	queue, serving := h.queues[keyOf(filter)]
+	h.queues[keyOf(filter)] = append(queue, req)
 	h.mu.Unlock()
 	if !serving {
 		go h.serve(filter)
@@ -74,8 +83,8 @@ func (h *historyReader) read(ctx context.Context, filter store.ChangeFilter, aft
 func (h *historyReader) forget(filter store.ChangeFilter, req *historyRequest) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if queue, ok := h.queues[filter]; ok {
-		h.queues[filter] = slices.DeleteFunc(queue, func(r *historyRequest) bool { return r == req })
+	if queue, ok := h.queues[keyOf(filter)]; ok {
+		h.queues[keyOf(filter)] = slices.DeleteFunc(queue, func(r *historyRequest) bool { return r == req })
 	}
 }
 
@@ -83,9 +92,9 @@ func (h *historyReader) forget(filter store.ChangeFilter, req *historyRequest) {
 func (h *historyReader) serve(filter store.ChangeFilter) {
 	for {
 		h.mu.Lock()
-		queue := h.queues[filter]
+		queue := h.queues[keyOf(filter)]
 		if len(queue) == 0 {
-			delete(h.queues, filter)
+			delete(h.queues, keyOf(filter))
 			h.mu.Unlock()
 			return
 		}
@@ -126,7 +135,7 @@ func (h *historyReader) answer(filter store.ChangeFilter, from int64, r historyR
 	defer h.mu.Unlock()
 	var waiting []*historyRequest
 	answered := 0
-	for _, req := range h.queues[filter] {
+	for _, req := range h.queues[keyOf(filter)] {
 		switch {
 		case r.err != nil && (req.after == from || !errors.Is(r.err, store.ErrCompacted)):
 			req.done <- historyResult{err: r.err}
@@ -140,7 +149,7 @@ func (h *historyReader) answer(filter store.ChangeFilter, from int64, r historyR
 	if answered > 1 {
 		historyReads.WithLabelValues("shared").Add(float64(answered - 1))
 	}
-	h.queues[filter] = waiting
+	h.queues[keyOf(filter)] = waiting
 }
 
 // changesAfter is the suffix of changes (in order) after version after.

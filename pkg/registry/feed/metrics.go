@@ -44,12 +44,18 @@ var (
 		Help:           "Reads of the registry change feed that failed or ran past --watch-feed-read-timeout; the follower retries.",
 		StabilityLevel: metrics.ALPHA,
 	})
+	feedChangesRead = metrics.NewCounterVec(&metrics.CounterOpts{
+		Subsystem:      "platform_watch",
+		Name:           "feed_changes_read_total",
+		Help:           "Changes this replica's change-feed follower read from the registry, by kind: only the kinds it has watchers of, or had within the last 30 seconds.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"kind"})
 	registerOnce sync.Once
 )
 
 // RegisterMetrics registers the follower's metrics with the legacy registry.
 func RegisterMetrics() {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(historyReads, droppedTotal, feedLastRead, feedLagSeconds, feedLagVersions, feedReadFailures)
+		legacyregistry.MustRegister(historyReads, droppedTotal, feedLastRead, feedLagSeconds, feedLagVersions, feedReadFailures, feedChangesRead)
 	})
 }

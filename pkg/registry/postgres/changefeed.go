@@ -27,9 +27,10 @@ var sqlHistoryWindow = statement("changefeed_history_window")
 // horizon fails with store.ErrCompacted; an after above readAt is not an
 // error (nothing is newer yet).
 func (s *Store) Changes(ctx context.Context, filter store.ChangeFilter, after int64, limit int) ([]store.Change, int64, error) {
-	if filter.Kind == "" && filter.ClusterID != "" {
-		return nil, 0, fmt.Errorf("read changes of member %s: a change filter on a member needs a kind", filter.ClusterID)
+	if err := filter.Validate(); err != nil {
+		return nil, 0, err
 	}
+	kinds := filter.KindList()
 	var (
 		changes []store.Change
 		readAt  int64
@@ -43,8 +44,8 @@ func (s *Store) Changes(ctx context.Context, filter store.ChangeFilter, after in
 		var horizon, upTo int64
 		var ep epoch
 		query, args := sqlChangesWindow, []any{after, max(limit, 0)}
-		if filter.Kind != "" {
-			query, args = sqlHistoryWindow, append(args, string(filter.Kind), filter.ClusterID)
+		if kinds != nil {
+			query, args = sqlHistoryWindow, append(args, kinds, filter.ClusterID)
 		}
 		err := tx.QueryRow(ctx, query, args...).Scan(&readAt, &horizon, &upTo, &ep.lostAfter, &ep.floor)
 		if err != nil {
@@ -62,7 +63,7 @@ func (s *Store) Changes(ctx context.Context, filter store.ChangeFilter, after in
 		}
 		byRV := map[int64]*store.Change{}
 		for _, v := range s.views {
-			if filter.Kind == "" || filter.Kind == v.storeKind() {
+			if kinds == nil || slices.Contains(kinds, v.storeKind()) {
 				if err := v.readChanges(ctx, tx, filter.ClusterID, after, upTo, byRV); err != nil {
 					return err
 				}

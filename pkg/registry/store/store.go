@@ -696,13 +696,38 @@ func Records[R any](c *Change) (cur, prev *R) {
 // (Changes refuses a member filter across kinds).
 type ChangeFilter struct {
 	Kind Kind
+	// Kinds, when not empty, admits the changes of these kinds only (the
+	// change-feed follower reads just the kinds it has watchers of); it
+	// cannot be combined with Kind or ClusterID.
+	Kinds []Kind
 	// ClusterID is the member the changed object belongs to.
 	ClusterID string
 }
 
 // Matches reports whether c passes the filter.
 func (f ChangeFilter) Matches(c *Change) bool {
-	return (f.Kind == "" || c.Kind == f.Kind) && (f.ClusterID == "" || c.ClusterID == f.ClusterID)
+	return (f.Kind == "" || c.Kind == f.Kind) && (len(f.Kinds) == 0 || slices.Contains(f.Kinds, c.Kind)) &&
+		(f.ClusterID == "" || c.ClusterID == f.ClusterID)
+}
+
+// Validate refuses a filter Changes cannot read: a member across kinds, or
+// Kinds beside Kind or ClusterID.
+func (f ChangeFilter) Validate() error {
+	switch {
+	case len(f.Kinds) > 0 && (f.Kind != "" || f.ClusterID != ""):
+		return fmt.Errorf("a change filter of kinds %v cannot also name a kind or a member", f.Kinds)
+	case f.Kind == "" && f.ClusterID != "":
+		return fmt.Errorf("read changes of member %s: a change filter on a member needs a kind", f.ClusterID)
+	}
+	return nil
+}
+
+// KindList is the kinds the filter reads, nil for every kind.
+func (f ChangeFilter) KindList() []Kind {
+	if f.Kind != "" {
+		return []Kind{f.Kind}
+	}
+	return f.Kinds
 }
 
 // ChangeFeed reads the registry's changes in resourceVersion order. Writers

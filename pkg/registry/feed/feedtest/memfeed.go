@@ -33,6 +33,8 @@ type MemFeed struct {
 	delay      time.Duration
 	// historyReads counts Changes calls after a version below the newest.
 	historyReads int
+	// returned counts the changes Changes returned.
+	returned int
 }
 
 // New returns an empty MemFeed.
@@ -126,6 +128,13 @@ func (m *MemFeed) HistoryReads() int {
 	return m.historyReads
 }
 
+// Returned is how many changes Changes has returned in all.
+func (m *MemFeed) Returned() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.returned
+}
+
 // CompactTo drops the history up to rv: resuming below it fails with 410.
 func (m *MemFeed) CompactTo(rv int64) {
 	m.mu.Lock()
@@ -158,8 +167,8 @@ func (m *MemFeed) Changes(_ context.Context, filter store.ChangeFilter, after in
 	if after < m.rv {
 		m.historyReads++
 	}
-	if filter.Kind == "" && filter.ClusterID != "" {
-		return nil, 0, fmt.Errorf("read changes of member %s: a change filter on a member needs a kind", filter.ClusterID)
+	if err := filter.Validate(); err != nil {
+		return nil, 0, err
 	}
 	if after < m.horizon {
 		return nil, 0, fmt.Errorf("after %d below %d: %w", after, m.horizon, store.ErrCompacted)
@@ -170,6 +179,7 @@ func (m *MemFeed) Changes(_ context.Context, filter store.ChangeFilter, after in
 			out = append(out, c)
 		}
 	}
+	m.returned += len(out)
 	return out, m.rv, nil
 }
 

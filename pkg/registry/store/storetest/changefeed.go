@@ -210,6 +210,11 @@ func testFilters(t *testing.T, h Harness) {
 			filters = append(filters, store.ChangeFilter{Kind: kind, ClusterID: cluster})
 		}
 	}
+	// The follower's: the kinds it has watchers of.
+	filters = append(filters,
+		store.ChangeFilter{Kinds: []store.Kind{store.KindNodeCapacity, store.KindClusterCapacity}},
+		store.ChangeFilter{Kinds: []store.Kind{store.KindClusterNamespace}},
+		store.ChangeFilter{Kinds: []store.Kind{"Absent"}})
 	for _, f := range filters {
 		want := describeAll(matching(all, f))
 		changes, _ := everything(t, feed, f, 0)
@@ -231,14 +236,22 @@ func testFilters(t *testing.T, h Harness) {
 	}
 }
 
-// testMemberFilterNeedsKind: a filter on a member without a kind is
-// refused. PostgreSQL refuses it (it reads the log by kind); the fake
-// holds to the same, so no unit test relies on it.
+// testMemberFilterNeedsKind: a filter on a member without a kind, or of a
+// list of kinds beside a kind or a member, is refused. PostgreSQL refuses
+// them (it reads the log by kind); the fake holds to the same, so no unit
+// test relies on them.
 func testMemberFilterNeedsKind(t *testing.T, h Harness) {
 	populate(t, h)
-	if changes, _, err := h.Feed().Changes(t.Context(), store.ChangeFilter{ClusterID: "a"}, 0, 10); err == nil {
-		t.Errorf("a member filter without a kind returned %q, want an error", describeAll(changes))
-	} else if errors.Is(err, store.ErrCompacted) {
-		t.Errorf("a member filter without a kind: %v, not a compaction", err)
+	kinds := []store.Kind{store.KindNodeCapacity}
+	for _, f := range []store.ChangeFilter{
+		{ClusterID: "a"},
+		{Kinds: kinds, ClusterID: "a"},
+		{Kinds: kinds, Kind: store.KindClusterNamespace},
+	} {
+		if changes, _, err := h.Feed().Changes(t.Context(), f, 0, 10); err == nil {
+			t.Errorf("%+v returned %q, want an error", f, describeAll(changes))
+		} else if errors.Is(err, store.ErrCompacted) {
+			t.Errorf("%+v: %v, not a compaction", f, err)
+		}
 	}
 }
