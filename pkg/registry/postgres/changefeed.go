@@ -16,8 +16,11 @@ import (
 // last version within limit.
 var sqlChangesWindow = statement("changefeed_window")
 
-// sqlHistoryWindow is sqlChangesWindow for a filter's entries only.
+// sqlHistoryWindow is sqlChangesWindow for a watch's filter's entries only.
 var sqlHistoryWindow = statement("changefeed_history_window")
+
+// sqlKindsWindow is sqlChangesWindow for the entries of a list of kinds.
+var sqlKindsWindow = statement("changefeed_kinds_window")
 
 // Changes returns up to limit changes filter matches (a filter on a member
 // needs a kind) with ResourceVersion > after, in order, read in one REPEATABLE READ READ ONLY transaction together with the
@@ -44,8 +47,11 @@ func (s *Store) Changes(ctx context.Context, filter store.ChangeFilter, after in
 		var horizon, upTo int64
 		var ep epoch
 		query, args := sqlChangesWindow, []any{after, max(limit, 0)}
-		if kinds != nil {
-			query, args = sqlHistoryWindow, append(args, kinds, filter.ClusterID)
+		switch {
+		case filter.Kind != "":
+			query, args = sqlHistoryWindow, append(args, string(filter.Kind), filter.ClusterID)
+		case kinds != nil:
+			query, args = sqlKindsWindow, append(args, kinds)
 		}
 		err := tx.QueryRow(ctx, query, args...).Scan(&readAt, &horizon, &upTo, &ep.lostAfter, &ep.floor)
 		if err != nil {
