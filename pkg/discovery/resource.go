@@ -35,20 +35,25 @@ type memberResource struct {
 	optional bool
 	// group is the resource's API group ("" for the core group).
 	group string
+	// after names the member rows whose first sync a relist of this
+	// resource waits for (see syncer.awaitFirstSyncs): the view rows it
+	// writes are then stamped once, with their aggregates, instead of again
+	// when those rows' relist ends.
+	after []store.Resource
 }
 
 // memberResources are the resources every worker mirrors. Adding one is an
 // entry here, its converter, its slot in store.Batch and the registry's
 // apply of it (postgres memberTables).
 var memberResources = []memberResource{
-	declare(store.ResourceNamespaces,
+	after(declare(store.ResourceNamespaces,
 		func(c kubernetes.Interface) listWatcher[*corev1.NamespaceList] { return c.CoreV1().Namespaces() },
 		always(convertNamespace),
-		func(b *store.Batch) *[]store.Namespace { return &b.Namespaces }),
-	declare(store.ResourceNodes,
+		func(b *store.Batch) *[]store.Namespace { return &b.Namespaces }), store.ResourcePods, store.ResourceResourceQuotas),
+	after(declare(store.ResourceNodes,
 		func(c kubernetes.Interface) listWatcher[*corev1.NodeList] { return c.CoreV1().Nodes() },
 		always(convertNode),
-		func(b *store.Batch) *[]store.Node { return &b.Nodes }),
+		func(b *store.Batch) *[]store.Node { return &b.Nodes }), store.ResourcePods),
 	declare(store.ResourcePods,
 		func(c kubernetes.Interface) listWatcher[*corev1.PodList] { return c.CoreV1().Pods(metav1.NamespaceAll) },
 		convertPod,
@@ -73,6 +78,12 @@ var memberResources = []memberResource{
 		},
 		always(convertResourceClaim),
 		func(b *store.Batch) *[]store.ResourceClaim { return &b.Claims })),
+}
+
+// after makes r's relists wait for the first sync of rows (memberResource.after).
+func after(r memberResource, rows ...store.Resource) memberResource {
+	r.after = rows
+	return r
 }
 
 // optional marks r optional, of API group group (memberResource.optional).

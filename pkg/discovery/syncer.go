@@ -49,6 +49,11 @@ type syncerParams struct {
 	Store  batchStore
 	Sync   SyncConfig
 	Clock  clock.Clock
+	// Settled is closed once the resource first synced or first failed;
+	// Awaits are the Settled of the resources its relists wait for
+	// (memberResource.after). Both may be nil.
+	Settled *firstSync
+	Awaits  []*firstSync
 }
 
 // syncer mirrors one member resource into the registry: list (or resume from
@@ -288,6 +293,9 @@ func (s *syncer) relist(ctx context.Context, reason string) (string, error) {
 	if reason == "recheck" {
 		// Every Sync.UnservedRecheck while unserved; its change is logged.
 		logger = s.logger.V(4)
+	}
+	if !s.awaitFirstSyncs(ctx) {
+		return "", ctx.Err()
 	}
 	logger.Info("Listing member resource", "reason", reason)
 	start := s.Clock.Now()
@@ -568,6 +576,7 @@ func (s *syncer) committedBatch(p *pending, start time.Time) {
 
 // failed logs and counts an error; a member refusing access gets a hint.
 func (s *syncer) failed(op string, err error) {
+	s.Settled.settle() // the resources waiting for it go on
 	reason := errorReason(err)
 	errorsTotal.WithLabelValues(s.Cluster, s.resource(), reason).Inc()
 	switch reason {
@@ -635,6 +644,57 @@ func (s *syncer) markSynced() {
 	s.synced = true
 	s.mu.Unlock()
 	synced.WithLabelValues(s.Cluster, s.resource()).Set(1)
+	s.Settled.settle()
+}
+
+// firstSyncWait bounds how long a relist waits for other resources' first
+// sync: past it, a member row relist that neither syncs nor fails (a hung
+// list) no longer holds up the view rows.
+const firstSyncWait = 10 * time.Minute
+
+// firstSync is closed once a resource of the worker first synced or failed.
+type firstSync struct {
+	once sync.Once
+	done chan struct{}
+}
+
+func newFirstSync() *firstSync { return &firstSync{done: make(chan struct{})} }
+
+func (f *firstSync) settle() {
+	if f != nil {
+		f.once.Do(func() { close(f.done) })
+	}
+}
+
+// awaitFirstSyncs waits, before a relist, until the member rows the
+// resource's view rows aggregate (pods for nodes; pods and quotas for
+// namespaces) first synced or failed, at most firstSyncWait; it reports
+// false if ctx ended first. A node written before its pods gets aggregates
+// of none, and the pods' relist then stamps it again: on a member's first
+// sync, every node and namespace twice (a change-log entry and a writer-lock
+// section each) instead of once. Later relists find the rows synced and do
+// not wait.
+func (s *syncer) awaitFirstSyncs(ctx context.Context) bool {
+	var timeout <-chan time.Time
+	for _, f := range s.Awaits {
+		select {
+		case <-f.done:
+			continue
+		default:
+		}
+		if timeout == nil {
+			s.logger.V(2).Info("Waiting for the member rows this resource's rows aggregate to sync first", "atMost", firstSyncWait)
+			timeout = s.Clock.After(firstSyncWait)
+		}
+		select {
+		case <-f.done:
+		case <-timeout:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
+	return true
 }
 
 func (s *syncer) setCommitted(cursor string) {

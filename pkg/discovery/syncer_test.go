@@ -20,6 +20,7 @@ import (
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/component-base/metrics/testutil"
 	"k8s.io/utils/clock"
+	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/example/platform-apiserver/pkg/registry/store"
 )
@@ -522,4 +523,60 @@ func TestSyncerRelistOutlastingItsContinueToken(t *testing.T) {
 		t.Errorf("the relist after the expiry committed %v with cursor %q and Replace %v, want a, b, c at 100 replacing namespaces",
 			names, last.Cursors[store.ResourceNamespaces], last.Replace)
 	}
+}
+
+// A relist waits for the first sync of the member rows its view rows
+// aggregate (nodes: pods), so those are written once with their aggregates;
+// it goes on once they synced, or failed, or after firstSyncWait.
+func TestSyncerRelistWaitsForTheRowsItAggregates(t *testing.T) {
+	lists := func(m *fakeMember) int {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		return m.lists
+	}
+	t.Run("until they synced", func(t *testing.T) {
+		m, st := newFakeMember(), &recordingStore{}
+		pods, own := newFirstSync(), newFirstSync()
+		runSyncer(t, m, st, func(p *syncerParams) { p.Awaits, p.Settled = []*firstSync{pods}, own })
+		time.Sleep(100 * time.Millisecond)
+		if n := lists(m); n != 0 {
+			t.Fatalf("listed %d times before the rows it aggregates synced, want 0", n)
+		}
+		pods.settle()
+		nextWatcher(t, m) // listed, committed, watching
+		if n := len(st.snapshot()); n != 1 {
+			t.Errorf("%d batches committed, want the relist's 1", n)
+		}
+		select {
+		case <-own.done:
+		default:
+			t.Error("the syncer synced and did not settle its own first sync")
+		}
+	})
+	t.Run("at most firstSyncWait", func(t *testing.T) {
+		m, st := newFakeMember(), &recordingStore{}
+		fc := testingclock.NewFakeClock(time.Now())
+		runSyncer(t, m, st, func(p *syncerParams) { p.Awaits, p.Clock = []*firstSync{newFirstSync()}, fc })
+		waitFor(t, "the relist waiting", fc.HasWaiters)
+		fc.Step(firstSyncWait - time.Second)
+		time.Sleep(50 * time.Millisecond)
+		if n := lists(m); n != 0 {
+			t.Fatalf("listed %d times before firstSyncWait, want 0", n)
+		}
+		fc.Step(time.Second)
+		waitFor(t, "the list after firstSyncWait", func() bool { return lists(m) == 1 })
+	})
+	t.Run("a failure settles", func(t *testing.T) {
+		m, st := newFakeMember(), &recordingStore{}
+		m.client.PrependReactor("list", "namespaces", func(clienttesting.Action) (bool, runtime.Object, error) {
+			return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "namespaces"}, "", fmt.Errorf("no RBAC"))
+		})
+		own := newFirstSync()
+		runSyncer(t, m, st, func(p *syncerParams) { p.Settled = own })
+		select {
+		case <-own.done:
+		case <-time.After(10 * time.Second):
+			t.Fatal("a syncer whose list keeps failing never settled its first sync: the resources waiting for it would wait firstSyncWait")
+		}
+	})
 }

@@ -59,7 +59,15 @@ func newWorker(mem Member, cfg *Config, owner string) (*worker, error) {
 		FirstDelay: time.Duration(rand.Int64N(int64(cfg.Metrics.Interval))),
 		Clock:      cfg.Clock,
 	})
-	for i := range memberResources {
+	settled := map[store.Resource]*firstSync{}
+	for _, r := range memberResources {
+		settled[r.name] = newFirstSync()
+	}
+	for i, r := range memberResources {
+		var awaits []*firstSync
+		for _, a := range r.after {
+			awaits = append(awaits, settled[a])
+		}
 		w.syncers = append(w.syncers, newSyncer(syncerParams{
 			Cluster:  mem.ID,
 			Resource: &memberResources[i],
@@ -67,6 +75,8 @@ func newWorker(mem Member, cfg *Config, owner string) (*worker, error) {
 			Store:    w.store,
 			Sync:     cfg.Sync,
 			Clock:    cfg.Clock,
+			Settled:  settled[r.name],
+			Awaits:   awaits,
 		}))
 	}
 	return w, nil
