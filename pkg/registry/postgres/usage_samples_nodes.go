@@ -206,22 +206,35 @@ func (s *Store) dropMetricsPartitions(ctx context.Context, before time.Time) (in
 
 // expireUsage makes the usage of nodes and namespaces whose reported sample
 // was observed before `before` unknown; it takes the writers' lock only
-// when there are any.
+// when there are any, and for at most expireSlice nodes and as many
+// namespaces a transaction.
 func (s *Store) expireUsage(ctx context.Context, before time.Time) (int64, error) {
-	var stale bool
-	if err := s.writes.QueryRow(ctx, sqlStaleUsageExists, before).Scan(&stale); err != nil {
-		return 0, fmt.Errorf("find stale usage: %w", interpretError(err))
+	var total int64
+	for {
+		var stale bool
+		if err := s.writes.QueryRow(ctx, sqlStaleUsageExists, before).Scan(&stale); err != nil {
+			return total, fmt.Errorf("find stale usage: %w", interpretError(err))
+		}
+		if !stale {
+			return total, nil
+		}
+		var expired int64
+		err := s.write(ctx, opExpireUsage, sections{views: func(w *writer) (err error) {
+			expired, err = w.stampCounted("expire stale usage", sqlExpireUsage, before, w.startRV, expireSlice)
+			return err
+		}})
+		total += expired
+		if err != nil || expired == 0 { // expired == 0: nothing left a slice can take
+			return total, err
+		}
 	}
-	if !stale {
-		return 0, nil
-	}
-	var expired int64
-	err := s.write(ctx, opExpireUsage, sections{views: func(w *writer) (err error) {
-		expired, err = w.stampCounted("expire stale usage", sqlExpireUsage, before, w.startRV)
-		return err
-	}})
-	return expired, err
 }
+
+// expireSlice bounds the nodes (and the namespaces) one transaction of the
+// usage expiry stamps: a member whose scrapes stopped has all its nodes
+// expired at once, and one transaction for them held the writer lock for
+// 16 s at p99 in the 200-member fleet (docs/benchmarks.md, run V).
+const expireSlice = 1000
 
 // sampleRow is one row of the jsonb parameter of metrics_record and
 // metrics_report_usage (metrics_samples.sql).

@@ -170,6 +170,23 @@ func TestRecordNodeMetricsQuietFleet(t *testing.T) {
 	if now := countRows(t, b, `SELECT count(*) FROM registry_change`); now != changes {
 		t.Errorf("registry_change grew from %d to %d rows over quiet scrapes", changes, now)
 	}
+
+	// The scrapes stop: the expiry makes every node's usage unknown, in
+	// transactions of at most 1,000 (expireSlice).
+	after := t0.Add(10 * time.Minute)
+	got, err := s.MaintainNodeMetrics(ctx, store.MetricsMaintenance{Now: after, RetainAfter: t0.Add(-time.Hour), UnknownBefore: after})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Unknown != nodes {
+		t.Errorf("the expiry made %d nodes' usage unknown, want %d", got.Unknown, nodes)
+	}
+	if n := countRows(t, b, `SELECT count(DISTINCT committed_at) FROM registry_change WHERE resource_version > $1 AND kind = 'NodeCapacity'`, rv); n != 3 {
+		t.Errorf("the expiry stamped its %d nodes in %d transactions, want 3 of at most 1,000", nodes, n)
+	}
+	if u := getNode(t, s, ctx, "c", nodeNameN(nodes-1)).Usage; u != nil {
+		t.Errorf("a node whose scrapes stopped shows usage %+v, want unknown", u)
+	}
 }
 
 // TestNodeMetricsBelongToTheirNode: samples of unknown nodes, or observed
