@@ -43,6 +43,11 @@ type historyKey struct {
 
 func keyOf(f store.ChangeFilter) historyKey { return historyKey{f.Kind, f.ClusterID} }
 
+// filter is the change filter of the reads queued under k.
+func (k historyKey) filter() store.ChangeFilter {
+	return store.ChangeFilter{Kind: k.kind, ClusterID: k.clusterID}
+}
+
 type historyRequest struct {
 	after int64
 	done  chan historyResult // buffered: serve never waits for the requester
@@ -62,39 +67,40 @@ func newHistoryReader(feed store.ChangeFeed, concurrency int) *historyReader {
 // reach: every such change up to reach has been returned (reach may be
 // below after when the feed has not reached after yet).
 func (h *historyReader) read(ctx context.Context, filter store.ChangeFilter, after int64) ([]store.Change, int64, error) {
+	key := keyOf(filter)
 	req := &historyRequest{after: after, done: make(chan historyResult, 1)}
 	h.mu.Lock()
-	queue, serving := h.queues[keyOf(filter)]
-	h.queues[keyOf(filter)] = append(queue, req)
+	queue, serving := h.queues[key]
+	h.queues[key] = append(queue, req)
 	h.mu.Unlock()
 	if !serving {
-		go h.serve(filter)
+		go h.serve(key)
 	}
 	select {
 	case r := <-req.done:
 		return r.changes, r.reach, r.err
 	case <-ctx.Done():
-		h.forget(filter, req)
+		h.forget(key, req)
 		return nil, 0, ctx.Err()
 	}
 }
 
 // forget removes a request whose caller gave up, so it drives no query.
-func (h *historyReader) forget(filter store.ChangeFilter, req *historyRequest) {
+func (h *historyReader) forget(key historyKey, req *historyRequest) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if queue, ok := h.queues[keyOf(filter)]; ok {
-		h.queues[keyOf(filter)] = slices.DeleteFunc(queue, func(r *historyRequest) bool { return r == req })
+	if queue, ok := h.queues[key]; ok {
+		h.queues[key] = slices.DeleteFunc(queue, func(r *historyRequest) bool { return r == req })
 	}
 }
 
-// serve queries for filter's requests until none waits.
-func (h *historyReader) serve(filter store.ChangeFilter) {
+// serve queries for key's requests until none waits.
+func (h *historyReader) serve(key historyKey) {
 	for {
 		h.mu.Lock()
-		queue := h.queues[keyOf(filter)]
+		queue := h.queues[key]
 		if len(queue) == 0 {
-			delete(h.queues, keyOf(filter))
+			delete(h.queues, key)
 			h.mu.Unlock()
 			return
 		}
@@ -104,17 +110,17 @@ func (h *historyReader) serve(filter store.ChangeFilter) {
 		}
 		h.mu.Unlock()
 
-		changes, readAt, err := h.query(filter, from)
+		changes, readAt, err := h.query(key, from)
 		reach := readAt
 		if err == nil && len(changes) == HistoryBatch {
 			reach = changes[len(changes)-1].ResourceVersion
 		}
-		h.answer(filter, from, historyResult{changes: changes, reach: reach, err: err})
+		h.answer(key, from, historyResult{changes: changes, reach: reach, err: err})
 	}
 }
 
 // query reads one batch from `from`, in its turn among the history reads.
-func (h *historyReader) query(filter store.ChangeFilter, from int64) ([]store.Change, int64, error) {
+func (h *historyReader) query(key historyKey, from int64) ([]store.Change, int64, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), historyReadTimeout)
 	defer cancel()
 	select {
@@ -124,18 +130,18 @@ func (h *historyReader) query(filter store.ChangeFilter, from int64) ([]store.Ch
 		return nil, 0, fmt.Errorf("waiting for a turn among %d history reads: %w", cap(h.turns), ctx.Err())
 	}
 	historyReads.WithLabelValues("database").Inc()
-	return h.feed.Changes(ctx, filter, from, HistoryBatch)
+	return h.feed.Changes(ctx, key.filter(), from, HistoryBatch)
 }
 
 // answer hands the result of a query from `from` to every request it
 // covers, and keeps the others queued. A compacted `from` fails only the
 // requests from there: a later position may still be resumable.
-func (h *historyReader) answer(filter store.ChangeFilter, from int64, r historyResult) {
+func (h *historyReader) answer(key historyKey, from int64, r historyResult) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	var waiting []*historyRequest
 	answered := 0
-	for _, req := range h.queues[keyOf(filter)] {
+	for _, req := range h.queues[key] {
 		switch {
 		case r.err != nil && (req.after == from || !errors.Is(r.err, store.ErrCompacted)):
 			req.done <- historyResult{err: r.err}
@@ -149,7 +155,7 @@ func (h *historyReader) answer(filter store.ChangeFilter, from int64, r historyR
 	if answered > 1 {
 		historyReads.WithLabelValues("shared").Add(float64(answered - 1))
 	}
-	h.queues[keyOf(filter)] = waiting
+	h.queues[key] = waiting
 }
 
 // changesAfter is the suffix of changes (in order) after version after.
