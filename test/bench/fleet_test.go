@@ -154,6 +154,7 @@ type fleetResult struct {
 	syncLocks, steadyLocks lockStats
 	dbBytes                int64
 	tables                 []tableBytes // the largest tables, partitions summed into their parent
+	changeLog              []changeLogShare
 	// leases are the replicas' writes of discovery Leases
 	// (platform_discovery_lease_writes_total, summed).
 	leases     leaseWrites
@@ -341,6 +342,8 @@ func (f *fleetEnv) bench(b *testing.B, n int) {
 	must(b, run.pool.QueryRow(ctx, `SELECT pg_database_size(current_database())`).Scan(&res.dbBytes))
 	res.tables, err = largestTables(ctx, run.pool, 8)
 	must(b, err)
+	res.changeLog, err = changeLogShares(ctx, run.pool)
+	must(b, err)
 	res.report(b)
 	f.results = append(f.results, res)
 	if res.freshMissed > 0 {
@@ -367,6 +370,29 @@ func largestTables(ctx context.Context, pool *pgxpool.Pool, n int) ([]tableBytes
 	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (tableBytes, error) {
 		var t tableBytes
 		return t, row.Scan(&t.name, &t.bytes)
+	})
+}
+
+// changeLogShare is what one kind and type of change-log entry holds.
+type changeLogShare struct {
+	kind, typ  string
+	entries    int64
+	imageBytes int64 // pg_column_size of the images: as stored, compressed or not
+	compressed int64 // entries whose images PostgreSQL stored compressed
+}
+
+// changeLogShares breaks the change log down by kind and type, largest
+// first: which entries the log's bytes per node are made of.
+func changeLogShares(ctx context.Context, pool *pgxpool.Pool) ([]changeLogShare, error) {
+	rows, err := pool.Query(ctx, `SELECT kind, type, count(*), sum(pg_column_size(images))::bigint,
+			count(*) FILTER (WHERE pg_column_compression(images) IS NOT NULL)
+		FROM registry_change GROUP BY 1, 2 ORDER BY 4 DESC`)
+	if err != nil {
+		return nil, fmt.Errorf("change log by kind and type: %w", err)
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (changeLogShare, error) {
+		var c changeLogShare
+		return c, row.Scan(&c.kind, &c.typ, &c.entries, &c.imageBytes, &c.compressed)
 	})
 }
 
@@ -841,6 +867,12 @@ func (f *fleetEnv) summarize() {
 			tables = append(tables, fmt.Sprintf("%s %.0f", t.name, float64(t.bytes)/fleetNodes))
 		}
 		line("  database B/node by table (indexes and TOAST included): %s", strings.Join(tables, ", "))
+		var shares []string
+		for _, c := range res.changeLog {
+			shares = append(shares, fmt.Sprintf("%s %s %.2f/node × %.0f B (%d%% compressed)", c.kind, c.typ,
+				float64(c.entries)/fleetNodes, float64(c.imageBytes)/float64(max(c.entries, 1)), 100*c.compressed/max(c.entries, 1)))
+		}
+		line("  change log, entries per node × images' bytes per entry: %s", strings.Join(shares, ", "))
 		if res.replicas > 1 && t.mirroring <= 1 {
 			line("  one replica mirrors all %d members (%d mirroring, the most on one %d): members are not shared across replicas", f.scale.members, t.mirroring, t.maxMembers)
 		}
