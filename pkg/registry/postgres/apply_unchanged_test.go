@@ -68,6 +68,39 @@ func holdWriterLock(t *testing.T, b testBundle) (release func()) {
 	}
 }
 
+// TestRelistAfterAnInterruptedOneStampsItsChunks: a relist whose chunk
+// committed and whose last batch never came (its commit timed out, its
+// replica stopped or handed the member over) leaves the aggregates that
+// chunk changed to a last batch; the next relist's last batch computes
+// them, even committed in one batch that finds those pods unchanged. Seen
+// at 1,000 members (docs/benchmarks.md, run W): namespaces showed no pods
+// for good.
+func TestRelistAfterAnInterruptedOneStampsItsChunks(t *testing.T) {
+	t.Parallel()
+	s, b := setup(t, postgres.Options{})
+	ctx := b.ctx
+	mustApply(t, s, ctx, store.Batch{ClusterID: "c", Namespaces: []store.Namespace{namespace("team-a"), namespace("team-b")},
+		Nodes: []store.Node{node(nodeNameN(0), 4000, 16*gib), node(nodeNameN(1), 4000, 16*gib)}})
+	pod := func(ns, name, node string) store.Pod {
+		return store.Pod{Namespace: ns, Name: name, UID: name, NodeName: node, Phase: "Running", CPURequestMillis: 100}
+	}
+	interrupted := []store.Pod{pod("team-a", "a0", nodeNameN(0)), pod("team-a", "a1", nodeNameN(0))}
+	mustApply(t, s, ctx, store.Batch{ClusterID: "c", Pods: interrupted, Chunk: true})
+	// The next relist, in one batch: the chunk's pods unchanged, one more.
+	mustApply(t, s, ctx, store.Batch{ClusterID: "c", Replace: []store.Resource{store.ResourcePods},
+		Pods: append(interrupted, pod("team-b", "b0", nodeNameN(1)))})
+	for name, want := range map[string]int64{nodeNameN(0): 2, nodeNameN(1): 1} {
+		if n := getNode(t, s, ctx, "c", name); n.Requested.Pods != want || n.Requested.CPUMillis != 100*want {
+			t.Errorf("%s counts %d pods and %dm, want %d and %dm", name, n.Requested.Pods, n.Requested.CPUMillis, want, 100*want)
+		}
+	}
+	for name, want := range map[string]int64{"team-a": 2, "team-b": 1} {
+		if ns := getNamespace(t, s, ctx, "c", name); ns.PodCount != want {
+			t.Errorf("%s counts %d pods, want %d", name, ns.PodCount, want)
+		}
+	}
+}
+
 // TestChunkedRelistStampsAggregatesOnce: a relist committed in chunks leaves
 // the aggregates its pods change to its last batch, which stamps each node
 // and namespace once however many chunks moved it; the same relist again,
