@@ -91,6 +91,45 @@ func BenchmarkRecordNodeMetrics(b *testing.B) {
 	benchScrapes(b, s, ctx)
 }
 
+// BenchmarkRecordNodeMetricsQuiet measures a scrape of a quiet member, the
+// fleet's steady state: every node of the 5,000 sampled every 30 s with
+// its usage unchanged, under the default reporting (5 % threshold, no
+// period), so no node is due and no view row is written; what is paid is
+// the history, its hourly rollups and the due and absent checks. ns/row is
+// per node sampled.
+func BenchmarkRecordNodeMetricsQuiet(b *testing.B) {
+	s, dsn := benchStore(b)
+	ctx := b.Context()
+	benchApply(b, s, ctx, benchRelist(0))
+	policy := store.UsageReporting{Threshold: 0.05, UnknownAfter: 5 * time.Minute}
+	start := time.Date(2025, 1, 2, 4, 0, 0, 0, time.UTC) // after the nodes were created
+	samples := make([]store.NodeMetricsSample, benchNodes)
+	scrape := func(i int) store.MetricsRecorded {
+		at := start.Add(time.Duration(i) * 30 * time.Second)
+		for n := range samples {
+			samples[n] = store.NodeMetricsSample{ClusterID: "c", Node: fmt.Sprintf("node-%05d", n),
+				CPUNanoCores: int64(1e8 + n), MemoryBytes: int64(1<<30 + n), ObservedAt: at, Window: 30 * time.Second}
+		}
+		got, err := s.RecordNodeMetrics(ctx, store.Fence{ClusterID: "c"}, samples, policy)
+		if err != nil {
+			b.Fatalf("RecordNodeMetrics: %v", err)
+		}
+		return got
+	}
+	if got := scrape(0); got.Reported != benchNodes {
+		b.Fatalf("the first scrape reported %d nodes, want all %d", got.Reported, benchNodes)
+	}
+	benchAnalyze(b, dsn)
+	i := 1
+	for b.Loop() {
+		if got := scrape(i); got.Reported != 0 || got.Stored != benchNodes {
+			b.Fatalf("a quiet scrape stored %d samples and reported %d nodes, want %d and 0", got.Stored, got.Reported, benchNodes)
+		}
+		i++
+	}
+	reportPerRow(b, benchNodes)
+}
+
 // benchScrapes records, per op, a sample of every node of member "c" with
 // every node's usage due, and reports ns/row per node.
 func benchScrapes(b *testing.B, s *postgres.Store, ctx context.Context) {

@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/example/platform-apiserver/pkg/registry/postgres"
@@ -195,6 +197,62 @@ func checkUsageStats(t *testing.T, what string, got store.UsageStats, samples []
 		want := nearestRank(p.q)
 		if math.Abs(float64(p.got-want)) > store.UsageAccuracy*float64(want)+1 {
 			t.Errorf("%s %s %d, want %d within %.0f%%", what, p.name, p.got, want, 100*store.UsageAccuracy)
+		}
+	}
+}
+
+// TestUsageHistogramAdd: usage_histogram_add (migration 020: one sample's
+// bucket raised or inserted in place, other histograms merged by a query)
+// returns the ascending union of two histograms with each bucket's counts
+// summed, for random histograms of every shape a rollup meets: empty, one
+// bucket present or new (before, between, after the others), several.
+func TestUsageHistogramAdd(t *testing.T) {
+	t.Parallel()
+	_, b := setup(t, postgres.Options{})
+	conn, err := pgx.Connect(b.ctx, b.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = conn.Close(b.ctx) }()
+	rnd := rand.New(rand.NewPCG(1, 2))
+	histogram := func(max int) ([]int16, []int64) {
+		set := map[int16]int64{}
+		for range rnd.IntN(max + 1) {
+			set[int16(rnd.IntN(40))] = 1 + rnd.Int64N(9)
+		}
+		buckets := slices.Sorted(maps.Keys(set))
+		counts := make([]int64, len(buckets))
+		for i, k := range buckets {
+			counts[i] = set[k]
+		}
+		return buckets, counts
+	}
+	for i := range 2000 {
+		ab, ac := histogram(12)
+		bb, bc := histogram(1) // a sample's histogram, or empty
+		if i%4 == 0 {
+			bb, bc = histogram(5)
+		}
+		want := map[int16]int64{}
+		for j, k := range ab {
+			want[k] += ac[j]
+		}
+		for j, k := range bb {
+			want[k] += bc[j]
+		}
+		var gotB []int16
+		var gotC []int64
+		if err := conn.QueryRow(b.ctx, `SELECT coalesce(buckets, '{}'), coalesce(counts, '{}') FROM usage_histogram_add($1, $2, $3, $4)`,
+			ab, ac, bb, bc).Scan(&gotB, &gotC); err != nil {
+			t.Fatal(err)
+		}
+		wantB := slices.Sorted(maps.Keys(want))
+		wantC := make([]int64, len(wantB))
+		for j, k := range wantB {
+			wantC[j] = want[k]
+		}
+		if !slices.Equal(gotB, wantB) || !slices.Equal(gotC, wantC) {
+			t.Fatalf("usage_histogram_add(%v, %v, %v, %v) = %v, %v; want %v, %v", ab, ac, bb, bc, gotB, gotC, wantB, wantC)
 		}
 	}
 }
