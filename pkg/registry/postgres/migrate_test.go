@@ -81,7 +81,7 @@ func TestReady(t *testing.T) {
 		t.Fatalf("Ready before Migrate: %v", err)
 	}
 	pending, err := s.PendingMigrations(b.ctx)
-	if err != nil || len(pending) != 19 {
+	if err != nil || len(pending) != 20 {
 		t.Fatalf("PendingMigrations: %v, %v", pending, err)
 	}
 	if _, err := s.NodeCapacities().List(b.ctx, store.ListOptions{}); !errors.Is(err, store.ErrUnavailable) {
