@@ -102,14 +102,9 @@ func BenchmarkRecordNodeMetricsQuiet(b *testing.B) {
 	ctx := b.Context()
 	benchApply(b, s, ctx, benchRelist(0))
 	policy := store.UsageReporting{Threshold: 0.05, UnknownAfter: 5 * time.Minute}
-	start := time.Date(2025, 1, 2, 4, 0, 0, 0, time.UTC) // after the nodes were created
 	samples := make([]store.NodeMetricsSample, benchNodes)
 	scrape := func(i int) store.MetricsRecorded {
-		at := start.Add(time.Duration(i) * 30 * time.Second)
-		for n := range samples {
-			samples[n] = store.NodeMetricsSample{ClusterID: "c", Node: fmt.Sprintf("node-%05d", n),
-				CPUNanoCores: int64(1e8 + n), MemoryBytes: int64(1<<30 + n), ObservedAt: at, Window: 30 * time.Second}
-		}
+		benchSamples(samples, benchScrapeStart.Add(time.Duration(i)*30*time.Second), 0)
 		got, err := s.RecordNodeMetrics(ctx, store.Fence{ClusterID: "c"}, samples, policy)
 		if err != nil {
 			b.Fatalf("RecordNodeMetrics: %v", err)
@@ -134,15 +129,10 @@ func BenchmarkRecordNodeMetricsQuiet(b *testing.B) {
 // every node's usage due, and reports ns/row per node.
 func benchScrapes(b *testing.B, s *postgres.Store, ctx context.Context) {
 	b.Helper()
-	start := time.Date(2025, 1, 2, 4, 0, 0, 0, time.UTC) // after the nodes were created
 	samples := make([]store.NodeMetricsSample, benchNodes)
 	i := 0
 	for b.Loop() {
-		at := start.Add(time.Duration(i) * time.Second)
-		for n := range samples {
-			samples[n] = store.NodeMetricsSample{ClusterID: "c", Node: fmt.Sprintf("node-%05d", n),
-				CPUNanoCores: int64(1e8 + n + i), MemoryBytes: int64(1<<30 + n + i), ObservedAt: at, Window: 30 * time.Second}
-		}
+		benchSamples(samples, benchScrapeStart.Add(time.Duration(i)*time.Second), i)
 		i++
 		got, err := s.RecordNodeMetrics(ctx, store.Fence{ClusterID: "c"}, samples, reportEvery)
 		if err != nil {
@@ -153,6 +143,19 @@ func benchScrapes(b *testing.B, s *postgres.Store, ctx context.Context) {
 		}
 	}
 	reportPerRow(b, benchNodes)
+}
+
+// benchScrapeStart is the time of the benchmarks' first scrape, after
+// benchRelist's nodes were created.
+var benchScrapeStart = time.Date(2025, 1, 2, 4, 0, 0, 0, time.UTC)
+
+// benchSamples fills samples with a scrape at `at` of every node of member
+// "c", each node's usage its own plus drift (the same drift: the same usage).
+func benchSamples(samples []store.NodeMetricsSample, at time.Time, drift int) {
+	for n := range samples {
+		samples[n] = store.NodeMetricsSample{ClusterID: "c", Node: fmt.Sprintf("node-%05d", n),
+			CPUNanoCores: int64(1e8 + n + drift), MemoryBytes: int64(1<<30 + n + drift), ObservedAt: at, Window: 30 * time.Second}
+	}
 }
 
 // benchStore opens a migrated store on a fresh database and returns its DSN.
