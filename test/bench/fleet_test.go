@@ -155,6 +155,8 @@ type fleetResult struct {
 	dbBytes                int64
 	tables                 []tableBytes // the largest tables, partitions summed into their parent
 	changeLog              []changeLogShare
+	changedFields          []changedField
+	namespaceReports       namespaceReports
 	// leases are the replicas' writes of discovery Leases
 	// (platform_discovery_lease_writes_total, summed).
 	leases     leaseWrites
@@ -344,6 +346,10 @@ func (f *fleetEnv) bench(b *testing.B, n int) {
 	must(b, err)
 	res.changeLog, err = changeLogShares(ctx, run.pool)
 	must(b, err)
+	res.changedFields, err = changedFields(ctx, run.pool)
+	must(b, err)
+	res.namespaceReports, err = namespaceReportShares(ctx, run.pool)
+	must(b, err)
 	res.report(b)
 	f.results = append(f.results, res)
 	if res.freshMissed > 0 {
@@ -394,6 +400,57 @@ func changeLogShares(ctx context.Context, pool *pgxpool.Pool) ([]changeLogShare,
 		var c changeLogShare
 		return c, row.Scan(&c.kind, &c.typ, &c.entries, &c.imageBytes, &c.compressed)
 	})
+}
+
+// changedField counts the MODIFIED entries of one kind whose images differ
+// in one field: what makes a row change.
+type changedField struct {
+	kind, field string
+	entries     int64
+}
+
+// changedFields says which fields the log's MODIFIED entries changed, most
+// often first (resource_version, which every entry changes, left out).
+func changedFields(ctx context.Context, pool *pgxpool.Pool) ([]changedField, error) {
+	rows, err := pool.Query(ctx, `SELECT c.kind, f.key, count(*)
+		FROM registry_change c, jsonb_each(c.images->0) f
+		WHERE c.type = 'MODIFIED' AND f.key <> 'resource_version' AND c.images->1->f.key IS DISTINCT FROM f.value
+		GROUP BY 1, 2 ORDER BY 3 DESC LIMIT 16`)
+	if err != nil {
+		return nil, fmt.Errorf("changed fields of the change log: %w", err)
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (changedField, error) {
+		var c changedField
+		return c, row.Scan(&c.kind, &c.field, &c.entries)
+	})
+}
+
+// namespaceReports says why the log's ClusterNamespace usage changes came:
+// a first report, the pods measured changed (and by how much, relative to
+// the reported ones), or CPU or memory alone moved.
+type namespaceReports struct {
+	first, pods, usageOnly, unknown int64
+	podsRelP50, podsRelP90          float64
+}
+
+func namespaceReportShares(ctx context.Context, pool *pgxpool.Pool) (namespaceReports, error) {
+	var r namespaceReports
+	err := pool.QueryRow(ctx, `WITH c AS (
+			SELECT (images->0->>'usage_pods')::float8 AS pods, (images->1->>'usage_pods')::float8 AS prev_pods
+			FROM registry_change
+			WHERE kind = 'ClusterNamespace' AND type = 'MODIFIED'
+				AND images->0->'usage_observed_at' IS DISTINCT FROM images->1->'usage_observed_at')
+		SELECT count(*) FILTER (WHERE prev_pods IS NULL AND pods IS NOT NULL),
+			count(*) FILTER (WHERE pods <> prev_pods),
+			count(*) FILTER (WHERE pods = prev_pods),
+			count(*) FILTER (WHERE pods IS NULL),
+			coalesce(percentile_cont(0.5) WITHIN GROUP (ORDER BY abs(pods - prev_pods) / prev_pods) FILTER (WHERE pods <> prev_pods), 0),
+			coalesce(percentile_cont(0.9) WITHIN GROUP (ORDER BY abs(pods - prev_pods) / prev_pods) FILTER (WHERE pods <> prev_pods), 0)
+		FROM c`).Scan(&r.first, &r.pods, &r.usageOnly, &r.unknown, &r.podsRelP50, &r.podsRelP90)
+	if err != nil {
+		return r, fmt.Errorf("namespace usage reports in the change log: %w", err)
+	}
+	return r, nil
 }
 
 // newRun creates the sub-benchmark's database (dropping a leftover), deletes
@@ -873,6 +930,14 @@ func (f *fleetEnv) summarize() {
 				float64(c.entries)/fleetNodes, float64(c.imageBytes)/float64(max(c.entries, 1)), 100*c.compressed/max(c.entries, 1)))
 		}
 		line("  change log, entries per node × images' bytes per entry: %s", strings.Join(shares, ", "))
+		var fields []string
+		for _, c := range res.changedFields {
+			fields = append(fields, fmt.Sprintf("%s.%s %.2f/node", c.kind, c.field, float64(c.entries)/fleetNodes))
+		}
+		line("  change log, MODIFIED entries changing each field: %s", strings.Join(fields, ", "))
+		nr := res.namespaceReports
+		line("  change log, namespace usage reports: %d first, %d with the pods measured changed (by %.1f%% p50, %.1f%% p90 of the reported), %d CPU or memory alone, %d to unknown",
+			nr.first, nr.pods, 100*nr.podsRelP50, 100*nr.podsRelP90, nr.usageOnly, nr.unknown)
 		if res.replicas > 1 && t.mirroring <= 1 {
 			line("  one replica mirrors all %d members (%d mirroring, the most on one %d): members are not shared across replicas", f.scale.members, t.mirroring, t.maxMembers)
 		}

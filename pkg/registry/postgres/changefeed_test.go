@@ -81,6 +81,7 @@ func TestChangeFeed(t *testing.T) {
 
 	state := map[string]any{}
 	var after int64
+	var live []store.Change // every change as read right after its commit
 	for _, step := range steps {
 		before := viewState(t, s, ctx)
 		if err := step.write(); err != nil {
@@ -117,17 +118,25 @@ func TestChangeFeed(t *testing.T) {
 			t.Errorf("%s: changes %q, want %q", step.name, got, step.want)
 		}
 		replay(t, state, changes)
+		live = append(live, changes...)
 		after = readAt
 	}
 	if len(state) != 0 {
 		t.Errorf("replayed state after the removal: %v", state)
 	}
 
-	// The usage sample round-trips through the log exactly (sub-second time, fractional window).
+	// Read again once every row was changed later or deleted, the history
+	// is what was read right after each commit: an entry stores the state
+	// before it, and the state after it comes from the live row then and
+	// from the next entry now.
 	changes, _, err := s.Changes(ctx, store.ChangeFilter{}, 0, 100)
 	if err != nil {
 		t.Fatal(err)
 	}
+	if !reflect.DeepEqual(withoutSizes(changes), withoutSizes(live)) {
+		t.Errorf("the history read at the end:\n%+v\nwant what was read after each commit:\n%+v", withoutSizes(changes), withoutSizes(live))
+	}
+	// The usage sample round-trips through the log exactly (sub-second time, fractional window).
 	for _, ch := range changes {
 		if ch.Type == store.ChangeDeleted && ch.Kind == store.KindNodeCapacity && asNode(ch.Object).Node.Name == "n1" {
 			u := asNode(ch.Object).Usage
@@ -240,5 +249,33 @@ func TestChangesFiltered(t *testing.T) {
 		if short := len(changes) < tc.limit; short != tc.reach {
 			t.Errorf("%+v limit %d: %d changes, short of the limit %v, want %v", tc.filter, tc.limit, len(changes), short, tc.reach)
 		}
+	}
+}
+
+// withoutSizes returns changes with their Size (an estimate of the bytes
+// read, which depends on where the state was read from) cleared.
+func withoutSizes(changes []store.Change) []store.Change {
+	out := slices.Clone(changes)
+	for i := range out {
+		out[i].Size = 0
+	}
+	return out
+}
+
+// TestChangesInconsistentLog: an entry whose state after it is nowhere (its
+// successor lost, the live row moved on) fails the read with an error that
+// says so, instead of a change without an object.
+func TestChangesInconsistentLog(t *testing.T) {
+	t.Parallel()
+	s, b := setup(t, postgres.Options{})
+	ctx := b.ctx
+	mustApply(t, s, ctx, store.Batch{ClusterID: "a", Nodes: []store.Node{node("n1", 4000, 8<<30)}})
+	mustApply(t, s, ctx, store.Batch{ClusterID: "a", Nodes: []store.Node{node("n1", 8000, 8<<30)}})
+	if n, err := queryExec(t, b, `DELETE FROM registry_change WHERE kind = 'NodeCapacity' AND type = 'MODIFIED'`); err != nil || n != 1 {
+		t.Fatalf("delete the MODIFIED entry: %d, %v", n, err)
+	}
+	_, _, err := s.Changes(ctx, store.ChangeFilter{Kind: store.KindNodeCapacity}, 0, 10)
+	if err == nil || !strings.Contains(err.Error(), "has no state after it") {
+		t.Fatalf("Changes over an entry whose successor is gone: %v, want an error naming the inconsistency", err)
 	}
 }

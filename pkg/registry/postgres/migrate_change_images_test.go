@@ -9,9 +9,9 @@ import (
 )
 
 // TestMigrateChangeImages: the change log's entries (ADDED, MODIFIED,
-// DELETED, of every kind) read the same after migration 019 is reverted
-// and applied again, which converts them both ways, and the feed goes on
-// after it.
+// DELETED, of every kind) read the same after migrations 021 (each state
+// stored once) and 019 (images in one value) are reverted and applied
+// again, which converts them both ways, and the feed goes on after it.
 func TestMigrateChangeImages(t *testing.T) {
 	t.Parallel()
 	s, b := setup(t, postgres.Options{})
@@ -46,8 +46,8 @@ func TestMigrateChangeImages(t *testing.T) {
 	if err := s.Migrate(ctx); err != nil {
 		t.Fatalf("Migrate: %v", err)
 	}
-	if after := read("after migration 019 was reverted and applied"); !reflect.DeepEqual(after, before) {
-		t.Errorf("changes after migration 019 was reverted and applied:\n%+v\nwant\n%+v", after, before)
+	if after := read("after migrations 021 and 019 were reverted and applied"); !reflect.DeepEqual(after, before) {
+		t.Errorf("changes after migrations 021 and 019 were reverted and applied:\n%+v\nwant\n%+v", after, before)
 	}
 	rv := registryRV(t, s, ctx)
 	mustApply(t, s, ctx, store.Batch{ClusterID: "a", Nodes: []store.Node{node("n1", 16000, 8<<30)}})

@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -89,12 +90,19 @@ func declareView[R any](v view[R]) *view[R] {
 		names[i] = c.name
 	}
 	v.columnList = strings.Join(names, ", ")
-	v.changesSQL = `SELECT c.resource_version, c.type, c.cluster_id, v.n = 2, r.` + strings.Join(names, ", r.") + `
+	// An entry's state after it: a tombstone's last state at its version,
+	// else the state the next entry superseded, else the live row.
+	v.changesSQL = `SELECT c.resource_version, c.type, c.cluster_id, v.is_prev, v.obj IS NULL, r.` + strings.Join(names, ", r.") + `
 		FROM registry_change c
-		CROSS JOIN LATERAL jsonb_array_elements(c.images) WITH ORDINALITY AS v(obj, n)
+		CROSS JOIN LATERAL (VALUES (false, CASE WHEN c.type = 'DELETED'
+				THEN c.prev_object || jsonb_build_object('resource_version', c.resource_version)
+				ELSE coalesce((SELECT n.prev_object FROM registry_change n WHERE n.prev_rv = c.resource_version),
+					(SELECT to_jsonb(l) FROM ` + v.table + ` l
+						WHERE l.cluster_id = c.cluster_id AND l.name = c.name AND l.resource_version = c.resource_version))
+			END), (true, c.prev_object)) AS v(is_prev, obj)
 		CROSS JOIN LATERAL jsonb_populate_record(NULL::` + v.table + `, v.obj) AS r
 		WHERE c.resource_version > $1 AND c.resource_version <= $2 AND c.kind = $3
-			AND ($4 = '' OR c.cluster_id = $4)`
+			AND ($4 = '' OR c.cluster_id = $4) AND (v.obj IS NOT NULL OR NOT v.is_prev)`
 	v.getSQL = fmt.Sprintf("SELECT %s FROM %s WHERE %s = $1 AND %s = $2", v.columnList, v.table, v.order[0], v.order[1])
 	if len(v.inputs()) > 0 {
 		v.upsertSQL, v.changedSQL = v.upsertStatement(), v.changedStatement()
@@ -164,12 +172,12 @@ func (v *view[R]) storeKind() store.Kind { return v.kind }
 
 // readChanges adds this view's change-log entries with after <
 // resource_version <= upTo to byRV, only clusterID's unless that is empty.
-// An entry's images (the row after the change, then, but for ADDED, the
-// row before it) are to_jsonb of a view row;
-// jsonb_populate_record turns them back into the table's row type, from
-// which the view's columns are selected and scanned by its own scan, so an
-// entry decodes exactly as a get or a list decodes the row it was taken
-// from.
+// An entry stores the row before it (but for ADDED); the row after it is
+// the next entry's row before, or the live row (changesSQL). Both are
+// to_jsonb of a view row; jsonb_populate_record turns them back into the
+// table's row type, from which the view's columns are selected and scanned
+// by its own scan, so an entry decodes exactly as a get or a list decodes
+// the row it was taken from.
 func (v *view[R]) readChanges(ctx context.Context, tx pgx.Tx, clusterID string, after, upTo int64, byRV map[int64]*store.Change) error {
 	rows, err := tx.Query(ctx, v.changesSQL, after, upTo, string(v.kind), clusterID)
 	if err != nil {
@@ -178,15 +186,23 @@ func (v *view[R]) readChanges(ctx context.Context, tx pgx.Tx, clusterID string, 
 	defer rows.Close()
 	for rows.Next() {
 		var (
-			rv           int64
-			typ, cluster string
-			isPrev       bool
-			size         = changeOverhead
+			rv              int64
+			typ, cluster    string
+			isPrev, missing bool
+			size            = changeOverhead
 		)
+		head := []any{&rv, &typ, &cluster, &isPrev, &missing}
+		if err := rows.Scan(append(slices.Clip(head), make([]any, len(v.columns))...)...); err != nil {
+			return fmt.Errorf("decode %s change: %w", v.kind, err)
+		}
+		if missing {
+			return fmt.Errorf("read %s changes: entry %d of member %s has no state after it (no later entry took it as its "+
+				"previous state and the live row is at another version): the change log is inconsistent", v.kind, rv, cluster)
+		}
 		for _, raw := range rows.RawValues() {
 			size += len(raw)
 		}
-		r, err := v.scan(headRow{Row: rows, head: []any{&rv, &typ, &cluster, &isPrev}})
+		r, err := v.scan(headRow{Row: rows, head: head})
 		if err != nil {
 			return fmt.Errorf("decode %s change %d: %w", v.kind, rv, err)
 		}
