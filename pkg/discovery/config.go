@@ -82,6 +82,10 @@ type SyncConfig struct {
 	// serve an optional resource (404) or does not let discovery read it
 	// (403) the resource is listed again.
 	UnservedRecheck time.Duration
+	// MaxRelists bounds how many member resources this replica lists at
+	// once (a member's first sync, a 410, a member taken over); the others
+	// wait their turn. 0: no limit.
+	MaxRelists int
 }
 
 // MetricsConfig tunes the metrics.k8s.io scrapes and their history.
@@ -120,6 +124,7 @@ func DefaultConfig() Config {
 			WedgeTimeout:     5 * time.Minute,
 			IdentityInterval: time.Minute,
 			UnservedRecheck:  5 * time.Minute,
+			MaxRelists:       16,
 		},
 		Metrics: MetricsConfig{
 			Interval:  30 * time.Second,
@@ -171,7 +176,7 @@ func (c *Config) validate() error {
 		errs = append(errs, fmt.Errorf("negative member removal grace period %s", c.Members.RemovalGrace))
 	}
 	if s := c.Sync; s.BatchSize < 1 || s.BatchDelay <= 0 || s.ApplyTimeout <= 0 || s.WatchTimeout <= 0 || s.WedgeTimeout <= 0 || s.IdentityInterval <= 0 ||
-		s.UnservedRecheck <= 0 {
+		s.UnservedRecheck <= 0 || s.MaxRelists < 0 {
 		errs = append(errs, fmt.Errorf("invalid sync settings %+v", s))
 	}
 	if m := c.Metrics; m.Interval <= 0 || m.ListTimeout <= 0 || m.WriteTimeout <= 0 || m.MaintenanceTimeout <= 0 ||

@@ -30,6 +30,8 @@ type members struct {
 	cfg *Config
 	// owner names this replica in its claims of members.
 	owner string
+	// relists bounds the relists of all its workers (Sync.MaxRelists).
+	relists *relistSlots
 	// Lost is told about a member whose worker stopped because another
 	// writer claimed it (shared mode), so its Lease is given up.
 	Lost func(id string)
@@ -81,7 +83,7 @@ type runningWorker struct {
 }
 
 func newMembers(cfg *Config, owner string) *members {
-	m := &members{cfg: cfg, owner: owner, ctx: context.Background(), configs: map[string]memberFile{}, owned: map[string]bool{}, fenced: map[string]string{},
+	m := &members{cfg: cfg, owner: owner, relists: newRelistSlots(cfg.Sync.MaxRelists, cfg.Clock), ctx: context.Background(), configs: map[string]memberFile{}, owned: map[string]bool{}, fenced: map[string]string{},
 		running: map[string]*runningWorker{}, rejected: map[string]string{}, listed: map[string]bool{}, unreported: map[string]bool{}}
 	if cfg.Hosting != nil {
 		m.configs[cfg.Hosting.ID] = memberFile{config: cfg.Hosting.Config}
@@ -452,7 +454,7 @@ func (m *members) refuse(logger klog.Logger, id, fingerprint string, refused []r
 }
 
 func (m *members) start(ctx context.Context, mem Member, fingerprint string) {
-	w, err := newWorker(mem, m.cfg, m.owner)
+	w, err := newWorker(mem, m.cfg, m.owner, m.relists)
 	if err != nil {
 		klog.FromContext(ctx).Error(err, "Cannot start member worker", "cluster", mem.ID)
 		return

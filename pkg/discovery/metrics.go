@@ -47,6 +47,12 @@ var (
 			"or recheck (an optional resource the member did not serve, served when asked again).",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"cluster", "resource", "reason"})
+	relistsWaiting = metrics.NewGauge(&metrics.GaugeOpts{
+		Subsystem:      metricsSubsystem,
+		Name:           "relists_waiting",
+		Help:           "Relists waiting for one of --discovery-max-concurrent-relists' slots.",
+		StabilityLevel: metrics.ALPHA,
+	})
 	resumes = metrics.NewCounterVec(&metrics.CounterOpts{
 		Subsystem:      metricsSubsystem,
 		Name:           "resumes_total",
@@ -214,7 +220,7 @@ var registerOnce sync.Once
 // API server's /metrics serves. It is safe to call more than once.
 func RegisterMetrics() {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(eventsApplied, batchSize, commitLag, applyDuration,
+		legacyregistry.MustRegister(eventsApplied, batchSize, commitLag, applyDuration, relistsWaiting,
 			relists, resumes, expired, errorsTotal, synced, unserved,
 			scrapeDuration, samplesStored, scrapeErrors, usageReports, usageHeartbeat,
 			maintenanceDuration, maintenanceErrors, partitionsDropped, usageExpired,

@@ -54,6 +54,8 @@ type syncerParams struct {
 	// (memberResource.after). Both may be nil.
 	Settled *firstSync
 	Awaits  []*firstSync
+	// Relists bounds the replica's relists at once (nil: no limit).
+	Relists *relistSlots
 }
 
 // syncer mirrors one member resource into the registry: list (or resume from
@@ -297,6 +299,13 @@ func (s *syncer) relist(ctx context.Context, reason string) (string, error) {
 	if !s.awaitFirstSyncs(ctx) {
 		return "", ctx.Err()
 	}
+	// After the wait above: a relist holding a slot never waits for
+	// another one, so the slots cannot deadlock.
+	release, ok := s.Relists.acquire(ctx)
+	if !ok {
+		return "", ctx.Err()
+	}
+	defer release()
 	logger.Info("Listing member resource", "reason", reason)
 	start := s.Clock.Now()
 	p := newPending(s.Resource, "")

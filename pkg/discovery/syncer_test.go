@@ -580,3 +580,32 @@ func TestSyncerRelistWaitsForTheRowsItAggregates(t *testing.T) {
 		}
 	})
 }
+
+// TestSyncerRelistTakesASlot: a relist waits while the replica's relist
+// slots are all taken, and lists once one is released.
+func TestSyncerRelistTakesASlot(t *testing.T) {
+	m, st := newFakeMember(), &recordingStore{}
+	slots := newRelistSlots(1, clock.RealClock{})
+	release, ok := slots.acquire(t.Context()) // another member's relist
+	if !ok {
+		t.Fatal("no slot")
+	}
+	runSyncer(t, m, st, func(p *syncerParams) { p.Relists = slots })
+	time.Sleep(100 * time.Millisecond)
+	m.mu.Lock()
+	lists := m.lists
+	m.mu.Unlock()
+	if lists != 0 {
+		t.Fatalf("listed %d times while every relist slot was taken, want 0", lists)
+	}
+	release()
+	nextWatcher(t, m) // listed, committed, watching
+	if n := len(st.snapshot()); n != 1 {
+		t.Errorf("%d batches committed, want the relist's 1", n)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if _, ok := slots.acquire(ctx); !ok {
+		t.Error("the relist kept its slot after it ended")
+	}
+}

@@ -35,7 +35,7 @@ type worker struct {
 	stop context.CancelCauseFunc
 }
 
-func newWorker(mem Member, cfg *Config, owner string) (*worker, error) {
+func newWorker(mem Member, cfg *Config, owner string, relists *relistSlots) (*worker, error) {
 	rc := rest.CopyConfig(mem.Config)
 	rc.UserAgent = "platform-apiserver-discovery"
 	if rc.QPS == 0 {
@@ -77,6 +77,7 @@ func newWorker(mem Member, cfg *Config, owner string) (*worker, error) {
 			Clock:    cfg.Clock,
 			Settled:  settled[r.name],
 			Awaits:   awaits,
+			Relists:  relists,
 		}))
 	}
 	return w, nil

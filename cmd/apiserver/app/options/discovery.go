@@ -74,6 +74,10 @@ func (o *DiscoveryOptions) AddFlags(fs *pflag.FlagSet) {
 		"Member events committed to the registry in one transaction at most.")
 	fs.DurationVar(&o.Config.Sync.BatchDelay, "discovery-batch-delay", o.Config.Sync.BatchDelay,
 		"How long a member event may wait for more to share its transaction; bounds the freshness cost of batching.")
+	fs.IntVar(&o.Config.Sync.MaxRelists, "discovery-max-concurrent-relists", o.Config.Sync.MaxRelists, ""+
+		"How many member resources this replica lists at once (a member's first sync, a 410 Gone, members taken over from "+
+		"a stopped replica); the others wait their turn, with no request or commit timeout running, and "+
+		"platform_discovery_relists_waiting counts them. 0 means no limit.")
 	fs.DurationVar(&o.Config.Sync.UnservedRecheck, "discovery-unserved-recheck-interval", o.Config.Sync.UnservedRecheck, ""+
 		"How often a member that does not serve an optional resource (the DRA resource.k8s.io/v1 resourceslices and "+
 		"resourceclaims: 404, API not enabled or Kubernetes older than 1.34) or forbids discovery to read it (403) is "+
@@ -141,6 +145,9 @@ func (o *DiscoveryOptions) Validate() []error {
 	}
 	if o.Config.Sync.BatchDelay <= 0 {
 		errs = append(errs, fmt.Errorf("--discovery-batch-delay must be positive, got %s", o.Config.Sync.BatchDelay))
+	}
+	if o.Config.Sync.MaxRelists < 0 {
+		errs = append(errs, fmt.Errorf("--discovery-max-concurrent-relists must be 0 (no limit) or more, got %d", o.Config.Sync.MaxRelists))
 	}
 	if o.Config.Sync.UnservedRecheck <= 0 {
 		errs = append(errs, fmt.Errorf("--discovery-unserved-recheck-interval must be positive (e.g. 5m), got %s", o.Config.Sync.UnservedRecheck))

@@ -2,6 +2,7 @@ package options
 
 import (
 	"bytes"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -81,5 +82,28 @@ func TestUnservedRecheckFlag(t *testing.T) {
 	o, _ = parseDiscoveryFlags(t, "--discovery-unserved-recheck-interval=0")
 	if errs := o.Validate(); len(errs) != 1 || !strings.Contains(errs[0].Error(), "--discovery-unserved-recheck-interval must be positive") {
 		t.Errorf("0: %v, want one error naming the flag", errs)
+	}
+}
+
+// TestMaxConcurrentRelistsFlag: --discovery-max-concurrent-relists bounds
+// a replica's relists at once; 16 by default, 0 for no limit, and a
+// negative count is refused with a message naming the flag.
+func TestMaxConcurrentRelistsFlag(t *testing.T) {
+	o, _ := parseDiscoveryFlags(t)
+	if got := o.Config.Sync.MaxRelists; got != 16 {
+		t.Errorf("default %d, want 16", got)
+	}
+	for _, n := range []int{0, 4} {
+		o, _ = parseDiscoveryFlags(t, fmt.Sprintf("--discovery-max-concurrent-relists=%d", n))
+		if got := o.Config.Sync.MaxRelists; got != n {
+			t.Errorf("--discovery-max-concurrent-relists=%d set %d", n, got)
+		}
+		if errs := o.Validate(); len(errs) != 0 {
+			t.Errorf("%d: %v", n, errs)
+		}
+	}
+	o, _ = parseDiscoveryFlags(t, "--discovery-max-concurrent-relists=-1")
+	if errs := o.Validate(); len(errs) != 1 || !strings.Contains(errs[0].Error(), "--discovery-max-concurrent-relists must be 0 (no limit) or more, got -1") {
+		t.Errorf("-1: %v, want one error naming the flag", errs)
 	}
 }
