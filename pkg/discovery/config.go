@@ -82,6 +82,11 @@ type SyncConfig struct {
 	// serve an optional resource (404) or does not let discovery read it
 	// (403) the resource is listed again.
 	UnservedRecheck time.Duration
+	// ListTimeout bounds one page of a relist's list (0: none): a member
+	// that stops answering (a hung host) fails the relist, which frees its
+	// relist slot and marks the member unreachable, instead of holding
+	// both for ever.
+	ListTimeout time.Duration
 	// MaxRelists bounds how many member resources this replica lists at
 	// once (a member's first sync, a 410, a member taken over); the others
 	// wait their turn. 0: no limit.
@@ -125,6 +130,7 @@ func DefaultConfig() Config {
 			IdentityInterval: time.Minute,
 			UnservedRecheck:  5 * time.Minute,
 			MaxRelists:       16,
+			ListTimeout:      listTimeout,
 		},
 		Metrics: MetricsConfig{
 			Interval:  30 * time.Second,
@@ -176,7 +182,7 @@ func (c *Config) validate() error {
 		errs = append(errs, fmt.Errorf("negative member removal grace period %s", c.Members.RemovalGrace))
 	}
 	if s := c.Sync; s.BatchSize < 1 || s.BatchDelay <= 0 || s.ApplyTimeout <= 0 || s.WatchTimeout <= 0 || s.WedgeTimeout <= 0 || s.IdentityInterval <= 0 ||
-		s.UnservedRecheck <= 0 || s.MaxRelists < 0 {
+		s.UnservedRecheck <= 0 || s.MaxRelists < 0 || s.ListTimeout < 0 {
 		errs = append(errs, fmt.Errorf("invalid sync settings %+v", s))
 	}
 	if m := c.Metrics; m.Interval <= 0 || m.ListTimeout <= 0 || m.WriteTimeout <= 0 || m.MaintenanceTimeout <= 0 ||

@@ -315,7 +315,7 @@ func (s *syncer) relist(ctx context.Context, reason string) (string, error) {
 	listRV := ""
 	fetchFirst := false
 	for {
-		list, err := s.Resource.list(ctx, s.Client, opts)
+		list, err := s.listPage(ctx, opts)
 		if err != nil {
 			if opts.Continue != "" && isExpired(err) {
 				s.logger.Info("List continue token expired; listing again from the start, fetching every page before committing")
@@ -364,6 +364,16 @@ func (s *syncer) relist(ctx context.Context, reason string) (string, error) {
 		"took", s.Clock.Since(start).Round(time.Millisecond))
 	s.markSynced()
 	return p.cursor, nil
+}
+
+// listPage lists one page, within Sync.ListTimeout.
+func (s *syncer) listPage(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+	if s.Sync.ListTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, s.Sync.ListTimeout)
+		defer cancel()
+	}
+	return s.Resource.list(ctx, s.Client, opts)
 }
 
 // watch follows the resource from cursor and commits batches as they fill

@@ -383,15 +383,15 @@ func largestTables(ctx context.Context, pool *pgxpool.Pool, n int) ([]tableBytes
 type changeLogShare struct {
 	kind, typ  string
 	entries    int64
-	imageBytes int64 // pg_column_size of the images: as stored, compressed or not
-	compressed int64 // entries whose images PostgreSQL stored compressed
+	imageBytes int64 // pg_column_size of the state before each entry: as stored, compressed or not
+	compressed int64 // entries whose state before PostgreSQL stored compressed
 }
 
 // changeLogShares breaks the change log down by kind and type, largest
-// first: which entries the log's bytes per node are made of.
+// first.
 func changeLogShares(ctx context.Context, pool *pgxpool.Pool) ([]changeLogShare, error) {
-	rows, err := pool.Query(ctx, `SELECT kind, type, count(*), sum(pg_column_size(images))::bigint,
-			count(*) FILTER (WHERE pg_column_compression(images) IS NOT NULL)
+	rows, err := pool.Query(ctx, `SELECT kind, type, count(*), coalesce(sum(pg_column_size(prev_object)), 0)::bigint,
+			count(*) FILTER (WHERE pg_column_compression(prev_object) IS NOT NULL)
 		FROM registry_change GROUP BY 1, 2 ORDER BY 4 DESC`)
 	if err != nil {
 		return nil, fmt.Errorf("change log by kind and type: %w", err)
@@ -402,8 +402,24 @@ func changeLogShares(ctx context.Context, pool *pgxpool.Pool) ([]changeLogShare,
 	})
 }
 
-// changedField counts the MODIFIED entries of one kind whose images differ
-// in one field: what makes a row change.
+// modifiedStates is every MODIFIED entry of the change log with its state
+// before (prev) and after (obj): the next entry's state before, or the live
+// row (docs/registry.md, "Change feed"), both without NULL columns.
+const modifiedStates = `modified AS (
+		SELECT c.kind, c.prev_object AS prev, coalesce(
+			(SELECT n.prev_object FROM registry_change n WHERE n.prev_rv = c.resource_version),
+			CASE c.kind
+				WHEN 'NodeCapacity' THEN (SELECT jsonb_strip_nulls(to_jsonb(l)) FROM cluster_node l
+					WHERE l.cluster_id = c.cluster_id AND l.name = c.name AND l.resource_version = c.resource_version)
+				WHEN 'ClusterNamespace' THEN (SELECT jsonb_strip_nulls(to_jsonb(l)) FROM cluster_namespace l
+					WHERE l.cluster_id = c.cluster_id AND l.name = c.name AND l.resource_version = c.resource_version)
+				WHEN 'ClusterCapacity' THEN (SELECT jsonb_strip_nulls(to_jsonb(l)) FROM cluster_capacity l
+					WHERE l.cluster_id = c.cluster_id AND l.resource_version = c.resource_version)
+			END) AS obj
+		FROM registry_change c WHERE c.type = 'MODIFIED')`
+
+// changedField counts the MODIFIED entries of one kind whose states before
+// and after differ in one field: what makes a row change.
 type changedField struct {
 	kind, field string
 	entries     int64
@@ -412,9 +428,10 @@ type changedField struct {
 // changedFields says which fields the log's MODIFIED entries changed, most
 // often first (resource_version, which every entry changes, left out).
 func changedFields(ctx context.Context, pool *pgxpool.Pool) ([]changedField, error) {
-	rows, err := pool.Query(ctx, `SELECT c.kind, f.key, count(*)
-		FROM registry_change c, jsonb_each(c.images->0) f
-		WHERE c.type = 'MODIFIED' AND f.key <> 'resource_version' AND c.images->1->f.key IS DISTINCT FROM f.value
+	rows, err := pool.Query(ctx, `WITH `+modifiedStates+`
+		SELECT m.kind, k.key, count(*)
+		FROM modified m, LATERAL (SELECT jsonb_object_keys(m.obj) UNION SELECT jsonb_object_keys(m.prev)) k(key)
+		WHERE k.key <> 'resource_version' AND m.obj->k.key IS DISTINCT FROM m.prev->k.key
 		GROUP BY 1, 2 ORDER BY 3 DESC LIMIT 16`)
 	if err != nil {
 		return nil, fmt.Errorf("changed fields of the change log: %w", err)
@@ -435,11 +452,10 @@ type namespaceReports struct {
 
 func namespaceReportShares(ctx context.Context, pool *pgxpool.Pool) (namespaceReports, error) {
 	var r namespaceReports
-	err := pool.QueryRow(ctx, `WITH c AS (
-			SELECT (images->0->>'usage_pods')::float8 AS pods, (images->1->>'usage_pods')::float8 AS prev_pods
-			FROM registry_change
-			WHERE kind = 'ClusterNamespace' AND type = 'MODIFIED'
-				AND images->0->'usage_observed_at' IS DISTINCT FROM images->1->'usage_observed_at')
+	err := pool.QueryRow(ctx, `WITH `+modifiedStates+`, c AS (
+			SELECT (obj->>'usage_pods')::float8 AS pods, (prev->>'usage_pods')::float8 AS prev_pods
+			FROM modified
+			WHERE kind = 'ClusterNamespace' AND obj->'usage_observed_at' IS DISTINCT FROM prev->'usage_observed_at')
 		SELECT count(*) FILTER (WHERE prev_pods IS NULL AND pods IS NOT NULL),
 			count(*) FILTER (WHERE pods <> prev_pods),
 			count(*) FILTER (WHERE pods = prev_pods),
@@ -929,7 +945,7 @@ func (f *fleetEnv) summarize() {
 			shares = append(shares, fmt.Sprintf("%s %s %.2f/node × %.0f B (%d%% compressed)", c.kind, c.typ,
 				float64(c.entries)/fleetNodes, float64(c.imageBytes)/float64(max(c.entries, 1)), 100*c.compressed/max(c.entries, 1)))
 		}
-		line("  change log, entries per node × images' bytes per entry: %s", strings.Join(shares, ", "))
+		line("  change log, entries per node × bytes of the state before per entry: %s", strings.Join(shares, ", "))
 		var fields []string
 		for _, c := range res.changedFields {
 			fields = append(fields, fmt.Sprintf("%s.%s %.2f/node", c.kind, c.field, float64(c.entries)/fleetNodes))
