@@ -130,7 +130,11 @@ func DefaultConfig() Config {
 			IdentityInterval: time.Minute,
 			UnservedRecheck:  5 * time.Minute,
 			MaxRelists:       16,
-			ListTimeout:      listTimeout,
+			// A little over kube-apiserver's own limit of a request
+			// (--request-timeout, 60 s): a page the member still
+			// answers is never cut, one from a member that stopped
+			// answering is.
+			ListTimeout: 70 * time.Second,
 		},
 		Metrics: MetricsConfig{
 			Interval:  30 * time.Second,

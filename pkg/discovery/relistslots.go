@@ -8,12 +8,6 @@ import (
 	"k8s.io/utils/clock"
 )
 
-// listTimeout is SyncConfig.ListTimeout's default: a little over
-// kube-apiserver's own limit of a request (--request-timeout, 60 s), so a
-// page the member still answers is never cut and one from a member that
-// stopped answering is.
-const listTimeout = 70 * time.Second
-
 // relistSlots bounds how many relists one replica runs at once
 // (SyncConfig.MaxRelists): a replica that takes over hundreds of members at
 // once lists and commits them a few at a time, the others waiting their

@@ -388,7 +388,7 @@ type changeLogShare struct {
 }
 
 // changeLogShares breaks the change log down by kind and type, largest
-// first.
+// first: which entries the log's bytes per node are made of.
 func changeLogShares(ctx context.Context, pool *pgxpool.Pool) ([]changeLogShare, error) {
 	rows, err := pool.Query(ctx, `SELECT kind, type, count(*), coalesce(sum(pg_column_size(prev_object)), 0)::bigint,
 			count(*) FILTER (WHERE pg_column_compression(prev_object) IS NOT NULL)
