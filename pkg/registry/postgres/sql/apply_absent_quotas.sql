@@ -1,6 +1,5 @@
--- Relist: keys of member $1's resource quotas not in $2, a JSON array of
--- {"namespace", "name"} (keyRow); an anti-join.
-SELECT r.namespace, r.name FROM cluster_resource_quota r
-WHERE r.cluster_id = $1 AND NOT EXISTS (
-	SELECT 1 FROM jsonb_to_recordset($2::jsonb) AS k(namespace text, name text)
-	WHERE k.namespace = r.namespace AND k.name = r.name)
+-- Relist: keys of member $1's ResourceQuotas not in $2, a JSON array of
+-- {"namespace", "name"} (keyRow); an EXCEPT, as apply_absent_pods.
+SELECT namespace, name FROM cluster_resource_quota WHERE cluster_id = $1
+EXCEPT
+SELECT namespace, name FROM jsonb_to_recordset($2::jsonb) AS k(namespace text COLLATE "C", name text COLLATE "C")
