@@ -279,3 +279,51 @@ func absentRows(ctx context.Context, s *Store, sql, member string, param any, na
 	})
 	return keys, err
 }
+
+// TestAggregatesLookUpWrittenNamesByHash: the aggregate statements find the
+// batch's written rows among the rows they compute by a hashed lookup of
+// the names, also in a generic plan (which PostgreSQL switches a prepared
+// statement to after five runs), where = ANY($2) compared every row with
+// every name: 5,000 nodes and 1,000 names took 116-133 ms instead of 49-56.
+func TestAggregatesLookUpWrittenNamesByHash(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	s, err := Open(ctx, pgtest.NewTestDatabase(t), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	keys, err := jsonRows(pairs{{"m", "a"}: {}, {"m", "b"}: {}}.rows())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for what, sql := range map[string]string{"aggregates_nodes": sqlAggregateNodes, "aggregates_namespaces": sqlAggregateNamespaces} {
+		var plan string
+		err := pgx.BeginFunc(ctx, s.writes, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, "SET LOCAL plan_cache_mode = force_generic_plan"); err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, "PREPARE aggregates AS "+sql); err != nil {
+				return err
+			}
+			// EXECUTE takes no bind parameters; keys holds no quote.
+			err := tx.QueryRow(ctx, "EXPLAIN (VERBOSE, FORMAT JSON) EXECUTE aggregates('"+string(keys)+"', '{a}')").Scan(&plan)
+			if _, deallocate := tx.Exec(ctx, "DEALLOCATE aggregates"); err == nil {
+				err = deallocate
+			}
+			return err
+		})
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		for _, scan := range []string{"ANY ($2", "ALL ($2"} {
+			if strings.Contains(plan, scan) {
+				t.Errorf("%s: the generic plan compares rows with every written name (%s...)", what, scan)
+			}
+		}
+	}
+}

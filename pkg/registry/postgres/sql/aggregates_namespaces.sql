@@ -4,7 +4,11 @@
 -- count. Returns, as aggregates_nodes does, those of the namespaces named
 -- in $2 (the namespaces the batch writes), then those of the others whose
 -- row's values differ, for the view's stamp statement.
-WITH t AS (
+WITH written AS (
+	-- $2 as a set: looked up by a hashed subplan, where = ANY($2) in a
+	-- generic plan compares each row with every name
+	SELECT unnest($2::text[]) AS name
+), t AS (
 	SELECT DISTINCT cluster_id, name FROM jsonb_to_recordset($1::jsonb) AS t(cluster_id text, name text)
 ), pods AS (
 	SELECT t.cluster_id, t.name,
@@ -49,10 +53,10 @@ WITH t AS (
 		JOIN other ON other.cluster_id = pods.cluster_id AND other.name = pods.name
 		JOIN claims ON claims.cluster_id = pods.cluster_id AND claims.name = pods.name
 		LEFT JOIN cluster_namespace c ON c.cluster_id = pods.cluster_id AND c.name = pods.name
-	WHERE pods.name = ANY($2::text[]) OR c.name IS NOT NULL AND (
+	WHERE pods.name IN (SELECT name FROM written) OR c.name IS NOT NULL AND (
 		(c.pod_count, c.cpu_request_millis, c.memory_request_bytes, c.requested_other, c.quotas, c.device_claims)
 		IS DISTINCT FROM (pods.pods, pods.cpu, pods.mem, other.other, quotas.quotas, claims.claims))
 )
-SELECT coalesce(jsonb_agg(v) FILTER (WHERE v.name = ANY($2::text[])), '[]'),
-	coalesce(jsonb_agg(v) FILTER (WHERE v.name <> ALL($2::text[])), '[]'), count(*) FILTER (WHERE v.name <> ALL($2::text[]))
-FROM v
+SELECT coalesce(jsonb_agg(to_jsonb(v) - 'written') FILTER (WHERE v.written), '[]'),
+	coalesce(jsonb_agg(to_jsonb(v) - 'written') FILTER (WHERE NOT v.written), '[]'), count(*) FILTER (WHERE NOT v.written)
+FROM (SELECT v.*, v.name IN (SELECT name FROM written) AS written FROM v) v

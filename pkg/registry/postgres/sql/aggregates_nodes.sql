@@ -10,7 +10,11 @@
 -- that one member's writers write, under its lock, so Apply runs it there,
 -- before the writer lock. Usage is not an aggregate: RecordNodeMetrics
 -- reports it.
-WITH t AS (
+WITH written AS (
+	-- $2 as a set: looked up by a hashed subplan, where = ANY($2) in a
+	-- generic plan compares each row with every name
+	SELECT unnest($2::text[]) AS name
+), t AS (
 	SELECT DISTINCT cluster_id, name FROM jsonb_to_recordset($1::jsonb) AS t(cluster_id text, name text)
 ), agg AS (
 	SELECT t.cluster_id, t.name,
@@ -52,10 +56,10 @@ WITH t AS (
 	FROM agg JOIN dev ON dev.cluster_id = agg.cluster_id AND dev.name = agg.name
 		JOIN other ON other.cluster_id = agg.cluster_id AND other.name = agg.name
 		LEFT JOIN cluster_node n ON n.cluster_id = agg.cluster_id AND n.name = agg.name
-	WHERE agg.name = ANY($2::text[]) OR n.name IS NOT NULL AND (
+	WHERE agg.name IN (SELECT name FROM written) OR n.name IS NOT NULL AND (
 		(n.requested_cpu_millis, n.requested_memory_bytes, n.pod_count, n.requested_other, n.devices_total, n.devices_allocated)
 		IS DISTINCT FROM (agg.cpu, agg.mem, agg.pods, other.other, dev.total, dev.allocated))
 )
-SELECT coalesce(jsonb_agg(v) FILTER (WHERE v.name = ANY($2::text[])), '[]'),
-	coalesce(jsonb_agg(v) FILTER (WHERE v.name <> ALL($2::text[])), '[]'), count(*) FILTER (WHERE v.name <> ALL($2::text[]))
-FROM v
+SELECT coalesce(jsonb_agg(to_jsonb(v) - 'written') FILTER (WHERE v.written), '[]'),
+	coalesce(jsonb_agg(to_jsonb(v) - 'written') FILTER (WHERE NOT v.written), '[]'), count(*) FILTER (WHERE NOT v.written)
+FROM (SELECT v.*, v.name IN (SELECT name FROM written) AS written FROM v) v
