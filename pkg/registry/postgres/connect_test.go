@@ -36,6 +36,16 @@ func openStore(t *testing.T, dsn string, opts Options) *Store {
 	return s
 }
 
+// migratedStore opens a store on a fresh database and migrates it.
+func migratedStore(t *testing.T) *Store {
+	t.Helper()
+	s := openStore(t, pgtest.NewTestDatabase(t), Options{})
+	if err := s.Migrate(t.Context()); err != nil {
+		t.Fatalf("Migrate: %v", err)
+	}
+	return s
+}
+
 func showSetting(t *testing.T, s *Store, name string) string {
 	t.Helper()
 	var v string

@@ -11,7 +11,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/example/platform-apiserver/pkg/registry/store"
-	pgtest "github.com/example/platform-apiserver/test/framework/postgres"
 )
 
 // TestAbsentRowsOfAMemberNewToTheStatistics: a relist's "what is gone"
@@ -23,16 +22,8 @@ import (
 // every pod with every key (2.7 s a relist in the fleet benchmark).
 func TestAbsentRowsOfAMemberNewToTheStatistics(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	s, err := Open(ctx, pgtest.NewTestDatabase(t), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	if err := s.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	ctx := t.Context()
+	s := migratedStore(t)
 	tables := []string{"cluster_namespace", "cluster_node", "cluster_pod", "cluster_resource_quota", "cluster_resource_slice", "cluster_resource_claim"}
 	for _, table := range tables {
 		// No analyze of its own between the two members' writes.
@@ -137,16 +128,8 @@ func TestAbsentRowsOfAMemberNewToTheStatistics(t *testing.T) {
 // scrape, in every scrape of such a member).
 func TestQuietScrapePlansNoRescanOfTheScrape(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	s, err := Open(ctx, pgtest.NewTestDatabase(t), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	if err := s.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	ctx := t.Context()
+	s := migratedStore(t)
 	const n = 500
 	b := store.Batch{ClusterID: "quiet"}
 	for i := range n {
@@ -287,16 +270,8 @@ func absentRows(ctx context.Context, s *Store, sql, member string, param any, na
 // every name: 5,000 nodes and 1,000 names took 116-133 ms instead of 49-56.
 func TestAggregatesLookUpWrittenNamesByHash(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	s, err := Open(ctx, pgtest.NewTestDatabase(t), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	if err := s.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	ctx := t.Context()
+	s := migratedStore(t)
 	keys, err := jsonRows(pairs{{"m", "a"}: {}, {"m", "b"}: {}}.rows())
 	if err != nil {
 		t.Fatal(err)

@@ -5,13 +5,11 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/example/platform-apiserver/pkg/registry/store"
-	pgtest "github.com/example/platform-apiserver/test/framework/postgres"
 )
 
 // TestSelectorValuesArrayParameter: an in or notin of thousands of values
@@ -20,16 +18,8 @@ import (
 // on labels, also next to a notin.
 func TestSelectorValuesArrayParameter(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	s, err := Open(ctx, pgtest.NewTestDatabase(t), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	if err := s.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	ctx := t.Context()
+	s := migratedStore(t)
 	var nodes []store.Node
 	for i := range 40 {
 		n := store.Node{Name: fmt.Sprintf("n%02d", i), UID: fmt.Sprintf("uid-%d", i), Labels: map[string]string{"pool": fmt.Sprintf("p%d", i%4)}}

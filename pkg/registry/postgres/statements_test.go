@@ -1,14 +1,11 @@
 package postgres
 
 import (
-	"context"
 	"io/fs"
 	"slices"
 	"strings"
 	"testing"
 	"testing/fstest"
-
-	pgtest "github.com/example/platform-apiserver/test/framework/postgres"
 )
 
 // TestStatementsAllUsed: every embedded file was loaded at init, as a
@@ -73,16 +70,8 @@ func TestStatementLoader(t *testing.T) {
 // migrated schema.
 func TestStatementsPrepare(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	s, err := Open(ctx, pgtest.NewTestDatabase(t), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	if err := s.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	ctx := t.Context()
+	s := migratedStore(t)
 	conn, err := s.reads.Acquire(ctx)
 	if err != nil {
 		t.Fatal(err)
