@@ -110,7 +110,7 @@ func TestAbsentRowsOfAMemberNewToTheStatistics(t *testing.T) {
 		if loops := rescans(t, ctx, s, tc.sql, "new", param); len(loops) > 0 {
 			t.Errorf("absent %s, a member the statistics do not know: %s", tc.what, strings.Join(loops, "; "))
 		}
-		got, err := absentRows(ctx, s, tc.sql, "new", param, tc.namespaced)
+		got, err := absent(ctx, s, "new", tc.what, tc.sql, tc.present, tc.namespaced)
 		if err != nil {
 			t.Fatalf("absent %s: %v", tc.what, err)
 		}
@@ -211,24 +211,21 @@ func rescans(t *testing.T, ctx context.Context, s *Store, query string, args ...
 		t.Fatal(err)
 	}
 	var out []string
-	var walk func(p planNode)
-	walk = func(p planNode) {
-		if p.NodeType == "Nested Loop" && len(p.Plans) == 2 {
-			p.Plans[1].each(func(inner planNode) {
-				if inner.NodeType == "CTE Scan" || inner.NodeType == "Function Scan" {
-					out = append(out, fmt.Sprintf("%s %s join rescans %s %s%s", p.NodeType, p.JoinType, inner.NodeType, inner.CTEName, inner.FunctionName))
-				}
-			})
+	doc[0].Plan.each(func(p planNode) {
+		if p.NodeType != "Nested Loop" || len(p.Plans) != 2 {
+			return
 		}
-		for _, c := range p.Plans {
-			walk(c)
-		}
-	}
-	walk(doc[0].Plan)
+		p.Plans[1].each(func(inner planNode) {
+			if inner.NodeType == "CTE Scan" || inner.NodeType == "Function Scan" {
+				out = append(out, fmt.Sprintf("%s %s join rescans %s %s%s", p.NodeType, p.JoinType, inner.NodeType, inner.CTEName, inner.FunctionName))
+			}
+		})
+	})
 	return out
 }
 
-// planNode is a node of EXPLAIN (FORMAT JSON).
+// planNode is a node of EXPLAIN (FORMAT JSON); each visits it and every
+// node below it.
 type planNode struct {
 	NodeType     string     `json:"Node Type"`
 	JoinType     string     `json:"Join Type"`
@@ -244,18 +241,21 @@ func (p planNode) each(f func(planNode)) {
 	}
 }
 
-// absentRows runs an apply_absent_* statement and returns its keys in order.
-func absentRows(ctx context.Context, s *Store, sql, member string, param any, namespaced bool) ([]store.ObjectKey, error) {
-	rows, err := s.writes.Query(ctx, sql, member, param)
-	if err != nil {
-		return nil, err
-	}
-	keys, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.ObjectKey, error) {
-		var k store.ObjectKey
+// absent runs an apply_absent_* statement as a relist's last batch does
+// (applier.absentKeys for namespaced kinds, absentNames for the others)
+// and returns its keys in order.
+func absent(ctx context.Context, s *Store, member, what, sql string, present []store.ObjectKey, namespaced bool) ([]store.ObjectKey, error) {
+	var keys []store.ObjectKey
+	err := pgx.BeginFunc(ctx, s.writes, func(tx pgx.Tx) error {
+		a := newApplier(store.Batch{ClusterID: member})
+		a.writer = &writer{ctx: ctx, tx: tx}
+		var err error
 		if namespaced {
-			return k, row.Scan(&k.Namespace, &k.Name)
+			keys, err = a.absentKeys(what, sql, present)
+		} else {
+			keys, err = a.absentNames(what, sql, present)
 		}
-		return k, row.Scan(&k.Name)
+		return err
 	})
 	slices.SortFunc(keys, func(a, b store.ObjectKey) int {
 		return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
