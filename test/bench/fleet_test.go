@@ -154,6 +154,7 @@ type fleetResult struct {
 	syncLocks, steadyLocks lockStats
 	dbBytes                int64
 	tables                 []tableBytes // the largest tables, partitions summed into their parent
+	relations              []relationBytes
 	changeLog              []changeLogShare
 	changedFields          []changedField
 	namespaceReports       namespaceReports
@@ -344,6 +345,8 @@ func (f *fleetEnv) bench(b *testing.B, n int) {
 	must(b, run.pool.QueryRow(ctx, `SELECT pg_database_size(current_database())`).Scan(&res.dbBytes))
 	res.tables, err = largestTables(ctx, run.pool, 8)
 	must(b, err)
+	res.relations, err = relationsOf(ctx, run.pool, "cluster_node", "registry_change", "cluster_namespace")
+	must(b, err)
 	res.changeLog, err = changeLogShares(ctx, run.pool)
 	must(b, err)
 	res.changedFields, err = changedFields(ctx, run.pool)
@@ -379,19 +382,57 @@ func largestTables(ctx context.Context, pool *pgxpool.Pool, n int) ([]tableBytes
 	})
 }
 
+// relationBytes is one relation of a table: its heap's live rows, its heap
+// file, its TOAST or one of its indexes.
+type relationBytes struct {
+	name  string
+	bytes int64
+}
+
+// relationsOf breaks each table down into the bytes of its live rows, its
+// heap file (live rows, dead ones and free space), its TOAST and each index:
+// what a table's bytes per node are made of.
+func relationsOf(ctx context.Context, pool *pgxpool.Pool, tables ...string) ([]relationBytes, error) {
+	var out []relationBytes
+	for _, table := range tables {
+		var live, heap, toast int64
+		err := pool.QueryRow(ctx, fmt.Sprintf(`SELECT coalesce(sum(pg_column_size(t.*)), 0)::bigint, pg_relation_size(%[1]s),
+				pg_total_relation_size(%[1]s) - pg_relation_size(%[1]s) - pg_indexes_size(%[1]s) FROM %[2]s t`,
+			"'"+table+"'::regclass", pgx.Identifier{table}.Sanitize())).Scan(&live, &heap, &toast)
+		if err != nil {
+			return nil, fmt.Errorf("%s: heap and TOAST: %w", table, err)
+		}
+		out = append(out, relationBytes{table + " live", live}, relationBytes{table + " heap", heap}, relationBytes{table + " toast", toast})
+		rows, err := pool.Query(ctx, `SELECT indexrelid::regclass::text, pg_relation_size(indexrelid) FROM pg_index
+			WHERE indrelid = $1::regclass ORDER BY 2 DESC`, table)
+		if err != nil {
+			return nil, fmt.Errorf("%s: indexes: %w", table, err)
+		}
+		indexes, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (relationBytes, error) {
+			var r relationBytes
+			return r, row.Scan(&r.name, &r.bytes)
+		})
+		if err != nil {
+			return nil, fmt.Errorf("%s: indexes: %w", table, err)
+		}
+		out = append(out, indexes...)
+	}
+	return out, nil
+}
+
 // changeLogShare is what one kind and type of change-log entry holds.
 type changeLogShare struct {
 	kind, typ  string
 	entries    int64
-	imageBytes int64 // pg_column_size of the state before each entry: as stored, compressed or not
-	compressed int64 // entries whose state before PostgreSQL stored compressed
+	imageBytes int64 // pg_column_size of what each entry keeps of the state before (delta or image): as stored, compressed or not
+	compressed int64 // entries whose delta or image PostgreSQL stored compressed
 }
 
 // changeLogShares breaks the change log down by kind and type, largest
 // first: which entries the log's bytes per node are made of.
 func changeLogShares(ctx context.Context, pool *pgxpool.Pool) ([]changeLogShare, error) {
-	rows, err := pool.Query(ctx, `SELECT kind, type, count(*), coalesce(sum(pg_column_size(prev_object)), 0)::bigint,
-			count(*) FILTER (WHERE pg_column_compression(prev_object) IS NOT NULL)
+	rows, err := pool.Query(ctx, `SELECT kind, type, count(*), coalesce(sum(pg_column_size(coalesce(prev_delta, prev_object))), 0)::bigint,
+			count(*) FILTER (WHERE pg_column_compression(coalesce(prev_delta, prev_object)) IS NOT NULL)
 		FROM registry_change GROUP BY 1, 2 ORDER BY 4 DESC`)
 	if err != nil {
 		return nil, fmt.Errorf("change log by kind and type: %w", err)
@@ -403,20 +444,30 @@ func changeLogShares(ctx context.Context, pool *pgxpool.Pool) ([]changeLogShare,
 }
 
 // modifiedStates is every MODIFIED entry of the change log with its state
-// before (prev) and after (obj): the next entry's state before, or the live
-// row (docs/registry.md, "Change feed"), both without NULL columns.
+// before (prev) and after (obj), as the reader builds them (docs/registry.md,
+// "Change feed"): the state after is the last state of the row's next
+// deletion or its live row, with the deltas of the row's later entries laid
+// over; the state before is that with the entry's own delta laid over.
 const modifiedStates = `modified AS (
-		SELECT c.kind, c.prev_object AS prev, coalesce(
-			(SELECT n.prev_object FROM registry_change n WHERE n.prev_rv = c.resource_version),
-			CASE c.kind
-				WHEN 'NodeCapacity' THEN (SELECT jsonb_strip_nulls(to_jsonb(l)) FROM cluster_node l
-					WHERE l.cluster_id = c.cluster_id AND l.name = c.name AND l.resource_version = c.resource_version)
-				WHEN 'ClusterNamespace' THEN (SELECT jsonb_strip_nulls(to_jsonb(l)) FROM cluster_namespace l
-					WHERE l.cluster_id = c.cluster_id AND l.name = c.name AND l.resource_version = c.resource_version)
-				WHEN 'ClusterCapacity' THEN (SELECT jsonb_strip_nulls(to_jsonb(l)) FROM cluster_capacity l
-					WHERE l.cluster_id = c.cluster_id AND l.resource_version = c.resource_version)
-			END) AS obj
-		FROM registry_change c WHERE c.type = 'MODIFIED')`
+		SELECT c.kind, a.obj || c.prev_delta AS prev, a.obj
+		FROM registry_change c CROSS JOIN LATERAL (
+			WITH RECURSIVE later AS (
+				SELECT n.resource_version, n.type, n.prev_delta, n.prev_object FROM registry_change n WHERE n.prev_rv = c.resource_version
+				UNION ALL
+				SELECT n.resource_version, n.type, n.prev_delta, n.prev_object FROM later l
+				JOIN registry_change n ON n.prev_rv = l.resource_version WHERE l.type = 'MODIFIED'
+			), last AS (SELECT * FROM later ORDER BY resource_version DESC LIMIT 1), at AS (
+				SELECT coalesce((SELECT resource_version FROM last), c.resource_version) AS rv)
+			SELECT CASE WHEN (SELECT type FROM last) = 'DELETED' THEN (SELECT prev_object FROM last) ELSE CASE c.kind
+				WHEN 'NodeCapacity' THEN (SELECT to_jsonb(l) FROM cluster_node l, at
+					WHERE l.cluster_id = c.cluster_id AND l.name = c.name AND l.resource_version = at.rv)
+				WHEN 'ClusterNamespace' THEN (SELECT to_jsonb(l) FROM cluster_namespace l, at
+					WHERE l.cluster_id = c.cluster_id AND l.name = c.name AND l.resource_version = at.rv)
+				WHEN 'ClusterCapacity' THEN (SELECT to_jsonb(l) FROM cluster_capacity l, at
+					WHERE l.cluster_id = c.cluster_id AND l.resource_version = at.rv)
+				END END || coalesce((SELECT jsonb_object_agg(d.key, d.value) FROM (SELECT DISTINCT ON (e.key) e.key, e.value
+					FROM later, jsonb_each(later.prev_delta) e ORDER BY e.key, later.resource_version) d), '{}') AS obj) a
+		WHERE c.type = 'MODIFIED')`
 
 // changedField counts the MODIFIED entries of one kind whose states before
 // and after differ in one field: what makes a row change.
@@ -940,12 +991,17 @@ func (f *fleetEnv) summarize() {
 			tables = append(tables, fmt.Sprintf("%s %.0f", t.name, float64(t.bytes)/fleetNodes))
 		}
 		line("  database B/node by table (indexes and TOAST included): %s", strings.Join(tables, ", "))
+		var relations []string
+		for _, r := range res.relations {
+			relations = append(relations, fmt.Sprintf("%s %.0f", r.name, float64(r.bytes)/fleetNodes))
+		}
+		line("  B/node by relation of the largest tables (heap: live rows' bytes, then the file): %s", strings.Join(relations, ", "))
 		var shares []string
 		for _, c := range res.changeLog {
 			shares = append(shares, fmt.Sprintf("%s %s %.2f/node × %.0f B (%d%% compressed)", c.kind, c.typ,
 				float64(c.entries)/fleetNodes, float64(c.imageBytes)/float64(max(c.entries, 1)), 100*c.compressed/max(c.entries, 1)))
 		}
-		line("  change log, entries per node × bytes of the state before per entry: %s", strings.Join(shares, ", "))
+		line("  change log, entries per node × bytes kept of the state before per entry (delta or image): %s", strings.Join(shares, ", "))
 		var fields []string
 		for _, c := range res.changedFields {
 			fields = append(fields, fmt.Sprintf("%s.%s %.2f/node", c.kind, c.field, float64(c.entries)/fleetNodes))

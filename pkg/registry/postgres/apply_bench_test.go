@@ -392,12 +392,12 @@ func BenchmarkChangeLogBytes(b *testing.B) {
 	b.ReportMetric(float64(bytes)/float64(members*benchNodes), "change-log-B/node")
 	b.ReportMetric(float64(bytes)/float64(entries), "B/entry")
 	b.ReportMetric(float64(entries)/float64(members*benchNodes), "entries/node")
-	var image float64
-	if err := conn.QueryRow(ctx, `SELECT avg(pg_column_size(prev_object)) FROM registry_change
-		WHERE type = 'MODIFIED' AND kind = 'NodeCapacity'`).Scan(&image); err != nil {
+	var delta float64
+	if err := conn.QueryRow(ctx, `SELECT avg(pg_column_size(prev_delta)) FROM registry_change
+		WHERE type = 'MODIFIED' AND kind = 'NodeCapacity'`).Scan(&delta); err != nil {
 		b.Fatal(err)
 	}
-	b.ReportMetric(image, "modified-image-B")
+	b.ReportMetric(delta, "modified-delta-B")
 	var live int64
 	if err := conn.QueryRow(ctx, `SELECT sum(pg_column_size(c.*)) FROM registry_change c`).Scan(&live); err != nil {
 		b.Fatal(err)

@@ -9,7 +9,8 @@ import (
 )
 
 // TestMigrateChangeImages: the change log's entries (ADDED, MODIFIED,
-// DELETED, of every kind) read the same after migrations 021 (each state
+// DELETED, of every kind; rows modified several times, one of them then
+// deleted) read the same after migrations 022 (deltas), 021 (each state
 // stored once) and 019 (images in one value) are reverted and applied
 // again, which converts them both ways, and the feed goes on after it.
 func TestMigrateChangeImages(t *testing.T) {
@@ -21,7 +22,9 @@ func TestMigrateChangeImages(t *testing.T) {
 		Nodes:      []store.Node{node("n1", 4000, 8<<30), node("n2", 2000, 4<<30)},
 		Namespaces: []store.Namespace{namespace("x")},
 		Pods:       []store.Pod{pod("x", "p1", "n1", 500, 1<<30)}})
-	mustApply(t, s, ctx, store.Batch{ClusterID: "a", Nodes: []store.Node{node("n1", 8000, 8<<30)}})
+	mustApply(t, s, ctx, store.Batch{ClusterID: "a", Nodes: []store.Node{node("n1", 8000, 8<<30), node("n2", 3000, 4<<30)}})
+	mustApply(t, s, ctx, store.Batch{ClusterID: "a", Nodes: []store.Node{node("n1", 8000, 16<<30)}})
+	mustApply(t, s, ctx, store.Batch{ClusterID: "a", Nodes: []store.Node{node("n2", 3000, 8<<30)}})
 	mustApply(t, s, ctx, store.Batch{ClusterID: "a", Deleted: store.Keys{store.ResourceNodes: {{Name: "n2"}}}})
 	read := func(what string) []store.Change {
 		t.Helper()
@@ -46,8 +49,8 @@ func TestMigrateChangeImages(t *testing.T) {
 	if err := s.Migrate(ctx); err != nil {
 		t.Fatalf("Migrate: %v", err)
 	}
-	if after := read("after migrations 021 and 019 were reverted and applied"); !reflect.DeepEqual(after, before) {
-		t.Errorf("changes after migrations 021 and 019 were reverted and applied:\n%+v\nwant\n%+v", after, before)
+	if after := read("after migrations 022, 021 and 019 were reverted and applied"); !reflect.DeepEqual(after, before) {
+		t.Errorf("changes after migrations 022, 021 and 019 were reverted and applied:\n%+v\nwant\n%+v", after, before)
 	}
 	rv := registryRV(t, s, ctx)
 	mustApply(t, s, ctx, store.Batch{ClusterID: "a", Nodes: []store.Node{node("n1", 16000, 8<<30)}})
