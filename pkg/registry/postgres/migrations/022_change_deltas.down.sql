@@ -9,7 +9,7 @@ DECLARE
     e     record;
     after jsonb;
 BEGIN
-    FOR e IN SELECT resource_version, kind, cluster_id, name, prev_delta FROM registry_change
+    FOR e IN SELECT resource_version, kind, cluster_id, name, prev_rv, prev_delta FROM registry_change
             WHERE type = 'MODIFIED' ORDER BY resource_version DESC LOOP
         after := coalesce((SELECT n.prev_object FROM registry_change n WHERE n.prev_rv = e.resource_version),
             CASE e.kind
@@ -20,7 +20,7 @@ BEGIN
                 WHEN 'ClusterCapacity' THEN (SELECT to_jsonb(l) FROM cluster_capacity l
                     WHERE l.cluster_id = e.cluster_id AND l.resource_version = e.resource_version)
             END, '{}');
-        UPDATE registry_change SET prev_object = jsonb_strip_nulls(after || e.prev_delta)
+        UPDATE registry_change SET prev_object = jsonb_strip_nulls(after || e.prev_delta || jsonb_build_object('resource_version', e.prev_rv))
         WHERE resource_version = e.resource_version;
     END LOOP;
 END $$;

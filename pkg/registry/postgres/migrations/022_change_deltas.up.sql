@@ -4,17 +4,19 @@
 -- before (prev_object, which DELETED entries keep). A NodeCapacity's usage
 -- report took a 1.1 KB image (compressed) and a namespace's 0.6 KB; their
 -- deltas are the few columns that moved. The state before an entry is the
--- state after it with its delta laid over (after || prev_delta); the state
+-- state after it with its delta laid over (after || prev_delta) at version
+-- prev_rv; the state
 -- after it is, as since 021, the state before the next entry of the row, or
 -- the live row, or a tombstone's prev_object: a reader lays the deltas of a
 -- row's later entries, up to its live row or its next deletion, over that.
 -- The entries kept are converted, so a watch resumes across the upgrade.
 
--- The keys of before whose values differ in after: both are to_jsonb of a
--- row of the same table, every column a key.
+-- The keys of before whose values differ in after, but resource_version
+-- (the entry's prev_rv): both are to_jsonb of a row of the same table, every
+-- column a key.
 CREATE FUNCTION registry_change_delta(before jsonb, after jsonb) RETURNS jsonb LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
     SELECT coalesce(jsonb_object_agg(b.key, b.value), '{}') FROM jsonb_each(before) b
-    WHERE b.value IS DISTINCT FROM after -> b.key
+    WHERE b.key <> 'resource_version' AND b.value IS DISTINCT FROM after -> b.key
 $$;
 
 -- A stored state (NULL columns left out) with every column of the kind's
@@ -110,7 +112,8 @@ BEGIN
         WHERE g.rv > start_rv AND c.resource_version > start_rv AND c.resource_version = g.rv AND c.type = 'ADDED'
         RETURNING 1
     ), folded AS (
-        UPDATE registry_change c SET type = 'DELETED', prev_object = jsonb_strip_nulls(g.obj || c.prev_delta), prev_delta = NULL
+        UPDATE registry_change c SET type = 'DELETED', prev_object = jsonb_strip_nulls(g.obj || c.prev_delta || jsonb_build_object('resource_version', c.prev_rv)),
+            prev_delta = NULL
         FROM gone g
         WHERE g.rv > start_rv AND c.resource_version > start_rv AND c.resource_version = g.rv AND c.type <> 'ADDED'
         RETURNING 1
