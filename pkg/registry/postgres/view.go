@@ -95,22 +95,29 @@ func declareView[R any](v view[R]) *view[R] {
 	// next deletion, else the live row) with their deltas laid over, the
 	// earliest entry's value of a column winning, at the entry's version.
 	// The state before it: a MODIFIED entry's state after with its delta
-	// laid over, at prev_rv; a tombstone's last state (migration 022). Rows with at most two later entries (a
-	// follower's reads, most of a resume's) are read by joins; longer
-	// chains by a recursive walk. OFFSET 0 keeps the state after from being
-	// computed twice, once for each of the VALUES that use it.
+	// laid over, at prev_rv; a tombstone's last state (migration 022). Rows
+	// with at most two later entries (a follower's reads, most of a
+	// resume's) are read by joins, longer chains by a recursive walk; each
+	// delta meets its version first, so a state is copied once. OFFSET 0
+	// keeps the state after from being computed twice, once for each of the
+	// VALUES that use it.
+	rv := func(delta, version string) string {
+		return "(" + delta + " || jsonb_build_object('resource_version', " + version + "))"
+	}
+	live := func(version string) string {
+		return `(SELECT to_jsonb(l) FROM ` + v.table + ` l
+				WHERE l.cluster_id = c.cluster_id AND l.name = c.name AND l.resource_version = ` + version + `)`
+	}
 	v.changesSQL = `SELECT c.resource_version, c.type, c.cluster_id, v.is_prev, v.obj IS NULL, r.` + strings.Join(names, ", r.") + `
 		FROM registry_change c
 		LEFT JOIN registry_change nx ON nx.prev_rv = c.resource_version
 		LEFT JOIN registry_change nx2 ON nx2.prev_rv = nx.resource_version
 		CROSS JOIN LATERAL (SELECT CASE
-			WHEN c.type = 'DELETED' THEN c.prev_object
-			WHEN nx.type IS NULL THEN (SELECT to_jsonb(l) FROM ` + v.table + ` l
-				WHERE l.cluster_id = c.cluster_id AND l.name = c.name AND l.resource_version = c.resource_version)
+			WHEN c.type = 'DELETED' THEN c.prev_object || jsonb_build_object('resource_version', c.resource_version)
+			WHEN nx.type IS NULL THEN ` + live("c.resource_version") + `
 			WHEN nx.type = 'DELETED' THEN nx.prev_object
-			WHEN nx2.type IS NULL THEN (SELECT to_jsonb(l) FROM ` + v.table + ` l
-				WHERE l.cluster_id = c.cluster_id AND l.name = c.name AND l.resource_version = nx.resource_version) || nx.prev_delta
-			WHEN nx2.type = 'DELETED' THEN nx2.prev_object || nx.prev_delta
+			WHEN nx2.type IS NULL THEN ` + live("nx.resource_version") + ` || ` + rv("nx.prev_delta", "c.resource_version") + `
+			WHEN nx2.type = 'DELETED' THEN nx2.prev_object || ` + rv("nx.prev_delta", "c.resource_version") + `
 			ELSE (WITH RECURSIVE later AS (
 					SELECT nx.resource_version, nx.type, nx.prev_delta, nx.prev_object
 					UNION ALL
@@ -118,13 +125,12 @@ func declareView[R any](v view[R]) *view[R] {
 					JOIN registry_change n ON n.prev_rv = l.resource_version WHERE l.type = 'MODIFIED'
 				), last AS (SELECT * FROM later ORDER BY resource_version DESC LIMIT 1)
 				SELECT CASE WHEN (SELECT type FROM last) = 'DELETED' THEN (SELECT prev_object FROM last)
-					ELSE (SELECT to_jsonb(l) FROM ` + v.table + ` l WHERE l.cluster_id = c.cluster_id AND l.name = c.name
-						AND l.resource_version = (SELECT resource_version FROM last)) END
-				|| coalesce((SELECT jsonb_object_agg(d.key, d.value) FROM (SELECT DISTINCT ON (e.key) e.key, e.value
-					FROM later, jsonb_each(later.prev_delta) e ORDER BY e.key, later.resource_version) d), '{}'))
-			END || jsonb_build_object('resource_version', c.resource_version) AS after OFFSET 0) a
+					ELSE ` + live("(SELECT resource_version FROM last)") + ` END
+				|| ` + rv(`coalesce((SELECT jsonb_object_agg(d.key, d.value) FROM (SELECT DISTINCT ON (e.key) e.key, e.value
+					FROM later, jsonb_each(later.prev_delta) e ORDER BY e.key, later.resource_version) d), '{}')`, "c.resource_version") + `)
+			END AS after OFFSET 0) a
 		CROSS JOIN LATERAL (VALUES (false, a.after), (true, CASE c.type
-			WHEN 'MODIFIED' THEN a.after || c.prev_delta || jsonb_build_object('resource_version', c.prev_rv)
+			WHEN 'MODIFIED' THEN a.after || ` + rv("c.prev_delta", "c.prev_rv") + `
 			ELSE c.prev_object END)) AS v(is_prev, obj)
 		CROSS JOIN LATERAL jsonb_populate_record(NULL::` + v.table + `, v.obj) AS r
 		WHERE c.resource_version > $1 AND c.resource_version <= $2 AND c.kind = $3
