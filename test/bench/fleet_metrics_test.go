@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // promHistogram is a Prometheus histogram's cumulative bucket counts by upper
@@ -80,8 +81,12 @@ func (h promHistogram) quantile(q float64) float64 {
 }
 
 // lockSnapshot is one replica's writer-lock hold and wait and member-lock
-// wait histograms (where the registry has that lock), by op.
-type lockSnapshot [3]map[string]promHistogram
+// wait histograms (where the registry has that lock), by op, and the
+// seconds it has held the writer lock in all.
+type lockSnapshot struct {
+	histograms [3]map[string]promHistogram
+	held       float64
+}
 
 // lockStats are the p99s in seconds (NaN without observations) of the
 // writer lock's hold and wait and the member lock's wait, summed over
@@ -90,29 +95,36 @@ type lockSnapshot [3]map[string]promHistogram
 type lockStats struct {
 	hold, wait, memberWait float64
 	byOp                   string
+	// busy is the share of the window in which some replica held the
+	// writer lock: the replicas' hold seconds summed, over the window (the
+	// lock is one for all, so at most 1).
+	busy float64
 }
 
-func newLockStats(before, after []lockSnapshot) lockStats {
+func newLockStats(before, after []lockSnapshot, window time.Duration) lockStats {
 	sums := [3]promHistogram{{}, {}, {}}
 	holdByOp := map[string]promHistogram{}
+	var held float64
 	for i, a := range after {
 		var b lockSnapshot
 		if before != nil {
 			b = before[i]
 		}
-		for k := range a {
-			for op, h := range a[k] {
-				sums[k].addDiff(h, b[k][op])
+		held += a.held - b.held
+		for k := range a.histograms {
+			for op, h := range a.histograms[k] {
+				sums[k].addDiff(h, b.histograms[k][op])
 				if k == 0 {
 					if holdByOp[op] == nil {
 						holdByOp[op] = promHistogram{}
 					}
-					holdByOp[op].addDiff(h, b[k][op])
+					holdByOp[op].addDiff(h, b.histograms[k][op])
 				}
 			}
 		}
 	}
-	s := lockStats{hold: sums[0].quantile(0.99), wait: sums[1].quantile(0.99), memberWait: sums[2].quantile(0.99), byOp: "none observed"}
+	s := lockStats{hold: sums[0].quantile(0.99), wait: sums[1].quantile(0.99), memberWait: sums[2].quantile(0.99), byOp: "none observed",
+		busy: held / window.Seconds()}
 	var parts []string
 	for _, op := range slices.Sorted(maps.Keys(holdByOp)) {
 		if h := holdByOp[op]; h.count() > 0 {

@@ -280,7 +280,7 @@ func (f *fleetEnv) bench(b *testing.B, n int) {
 	fmt.Fprintf(os.Stderr, "fleet: %d replica(s) mirrored %d members in %s\n", n, f.scale.members, res.sync.Round(100*time.Millisecond))
 	syncLocks, err := run.lockSnapshots(ctx)
 	must(b, err)
-	res.syncLocks = newLockStats(nil, syncLocks)
+	res.syncLocks = newLockStats(nil, syncLocks, res.sync)
 	syncLeases, err := run.leaseCounts(ctx)
 	must(b, err)
 	must(b, run.checkObjects(ctx))
@@ -323,7 +323,7 @@ func (f *fleetEnv) bench(b *testing.B, n int) {
 	stopChurn()
 	<-churnDone
 	steadyRSS := stopSampling()
-	res.steadyLocks = newLockStats(before, after)
+	res.steadyLocks = newLockStats(before, after, steadyWindow)
 	res.fresh = fresh.summary()
 
 	// Who mirrors what, memory, database.
@@ -714,11 +714,15 @@ func (r *fleetRun) lockSnapshots(ctx context.Context) ([]lockSnapshot, error) {
 		if err != nil {
 			return nil, err
 		}
-		out[i] = lockSnapshot{
+		held, err := framework.MetricSum(body, "platform_registry_writer_lock_hold_seconds_sum")
+		if err != nil {
+			return nil, err
+		}
+		out[i] = lockSnapshot{histograms: [3]map[string]promHistogram{
 			histogramsByOp(body, "platform_registry_writer_lock_hold_seconds"),
 			histogramsByOp(body, "platform_registry_writer_lock_wait_seconds"),
 			histogramsByOp(body, "platform_registry_member_lock_wait_seconds"),
-		}
+		}, held: held}
 	}
 	return out, nil
 }
@@ -915,6 +919,8 @@ func (res fleetResult) report(b *testing.B) {
 			b.ReportMetric(m.v, m.unit)
 		}
 	}
+	b.ReportMetric(res.syncLocks.busy, "sync-lock-busy")
+	b.ReportMetric(res.steadyLocks.busy, "lock-busy")
 	b.ReportMetric(float64(t.maxHWM)/mib, "peak-MiB")
 	b.ReportMetric(float64(t.steady)/mib, "steady-MiB")
 	b.ReportMetric(float64(t.hwm)/1024/fleetNodes, "fleet-peak-KiB/node")
@@ -974,6 +980,8 @@ func (f *fleetEnv) summarize() {
 			line("%s", l)
 		}
 		line("  writer lock hold p99 by op, sync: %s; steady: %s", res.syncLocks.byOp, res.steadyLocks.byOp)
+		line("  writer lock held (the replicas' hold seconds over the window): %.0f%% of the sync, %.0f%% of the steady window",
+			100*res.syncLocks.busy, 100*res.steadyLocks.busy)
 		line("  cores used, sync / steady: PostgreSQL %.2f / %.2f, replicas %.2f / %.2f, machine %.2f / %.2f of %d",
 			res.syncCores.postgres, res.steadyCores.postgres, res.syncCores.platform, res.steadyCores.platform,
 			res.syncCores.machine, res.steadyCores.machine, goruntime.NumCPU())
