@@ -101,8 +101,8 @@ func declareView[R any](v view[R]) *view[R] {
 	// delta meets its version first, so a state is copied once. OFFSET 0
 	// keeps the state after from being computed twice, once for each of the
 	// VALUES that use it.
-	rv := func(delta, version string) string {
-		return "(" + delta + " || jsonb_build_object('resource_version', " + version + "))"
+	rv := func(state, version string) string {
+		return "(" + state + " || jsonb_build_object('resource_version', " + version + "))"
 	}
 	live := func(version string) string {
 		return `(SELECT to_jsonb(l) FROM ` + v.table + ` l
@@ -113,7 +113,7 @@ func declareView[R any](v view[R]) *view[R] {
 		LEFT JOIN registry_change nx ON nx.prev_rv = c.resource_version
 		LEFT JOIN registry_change nx2 ON nx2.prev_rv = nx.resource_version
 		CROSS JOIN LATERAL (SELECT CASE
-			WHEN c.type = 'DELETED' THEN c.prev_object || jsonb_build_object('resource_version', c.resource_version)
+			WHEN c.type = 'DELETED' THEN ` + rv("c.prev_object", "c.resource_version") + `
 			WHEN nx.type IS NULL THEN ` + live("c.resource_version") + `
 			WHEN nx.type = 'DELETED' THEN nx.prev_object
 			WHEN nx2.type IS NULL THEN ` + live("nx.resource_version") + ` || ` + rv("nx.prev_delta", "c.resource_version") + `
