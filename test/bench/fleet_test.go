@@ -153,8 +153,8 @@ type fleetResult struct {
 	freshMissed            int // member rows that did not show a change within fleetChangeTimeout
 	syncLocks, steadyLocks lockStats
 	dbBytes                int64
-	tables                 []tableBytes // the largest tables, partitions summed into their parent
-	relations              []relationBytes
+	tables                 []namedBytes // the largest tables, partitions summed into their parent
+	relations              []namedBytes // the largest tables' live rows, heap, TOAST and indexes
 	changeLog              []changeLogShare
 	changedFields          []changedField
 	namespaceReports       namespaceReports
@@ -360,15 +360,33 @@ func (f *fleetEnv) bench(b *testing.B, n int) {
 	}
 }
 
-// tableBytes is one table's size with its indexes and TOAST.
-type tableBytes struct {
+// namedBytes is the size of a table (with its indexes and TOAST) or of one
+// of its relations.
+type namedBytes struct {
 	name  string
 	bytes int64
 }
 
+// collectNamedBytes reads rows of (name, bytes).
+func collectNamedBytes(rows pgx.Rows) ([]namedBytes, error) {
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (namedBytes, error) {
+		var t namedBytes
+		return t, row.Scan(&t.name, &t.bytes)
+	})
+}
+
+// perNode lists sizes as bytes per node of a fleet of nodes.
+func perNode(sizes []namedBytes, nodes float64) string {
+	parts := make([]string, 0, len(sizes))
+	for _, t := range sizes {
+		parts = append(parts, fmt.Sprintf("%s %.0f", t.name, float64(t.bytes)/nodes))
+	}
+	return strings.Join(parts, ", ")
+}
+
 // largestTables returns the n largest tables of the database, a partitioned
 // table's partitions summed into it.
-func largestTables(ctx context.Context, pool *pgxpool.Pool, n int) ([]tableBytes, error) {
+func largestTables(ctx context.Context, pool *pgxpool.Pool, n int) ([]namedBytes, error) {
 	rows, err := pool.Query(ctx, `SELECT coalesce(pg_partition_root(c.oid), c.oid)::regclass::text, sum(pg_total_relation_size(c.oid))::bigint
 		FROM pg_class c JOIN pg_namespace ns ON ns.oid = c.relnamespace
 		WHERE ns.nspname = current_schema() AND c.relkind = 'r'
@@ -376,24 +394,14 @@ func largestTables(ctx context.Context, pool *pgxpool.Pool, n int) ([]tableBytes
 	if err != nil {
 		return nil, fmt.Errorf("table sizes: %w", err)
 	}
-	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (tableBytes, error) {
-		var t tableBytes
-		return t, row.Scan(&t.name, &t.bytes)
-	})
-}
-
-// relationBytes is one relation of a table: its heap's live rows, its heap
-// file, its TOAST or one of its indexes.
-type relationBytes struct {
-	name  string
-	bytes int64
+	return collectNamedBytes(rows)
 }
 
 // relationsOf breaks each table down into the bytes of its live rows, its
 // heap file (live rows, dead ones and free space), its TOAST and each index:
 // what a table's bytes per node are made of.
-func relationsOf(ctx context.Context, pool *pgxpool.Pool, tables ...string) ([]relationBytes, error) {
-	var out []relationBytes
+func relationsOf(ctx context.Context, pool *pgxpool.Pool, tables ...string) ([]namedBytes, error) {
+	var out []namedBytes
 	for _, table := range tables {
 		var live, heap, toast int64
 		err := pool.QueryRow(ctx, fmt.Sprintf(`SELECT coalesce(sum(pg_column_size(t.*)), 0)::bigint, pg_relation_size(%[1]s),
@@ -402,16 +410,13 @@ func relationsOf(ctx context.Context, pool *pgxpool.Pool, tables ...string) ([]r
 		if err != nil {
 			return nil, fmt.Errorf("%s: heap and TOAST: %w", table, err)
 		}
-		out = append(out, relationBytes{table + " live", live}, relationBytes{table + " heap", heap}, relationBytes{table + " toast", toast})
+		out = append(out, namedBytes{table + " live", live}, namedBytes{table + " heap", heap}, namedBytes{table + " toast", toast})
 		rows, err := pool.Query(ctx, `SELECT indexrelid::regclass::text, pg_relation_size(indexrelid) FROM pg_index
 			WHERE indrelid = $1::regclass ORDER BY 2 DESC`, table)
 		if err != nil {
 			return nil, fmt.Errorf("%s: indexes: %w", table, err)
 		}
-		indexes, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (relationBytes, error) {
-			var r relationBytes
-			return r, row.Scan(&r.name, &r.bytes)
-		})
+		indexes, err := collectNamedBytes(rows)
 		if err != nil {
 			return nil, fmt.Errorf("%s: indexes: %w", table, err)
 		}
@@ -443,31 +448,27 @@ func changeLogShares(ctx context.Context, pool *pgxpool.Pool) ([]changeLogShare,
 	})
 }
 
-// modifiedStates is every MODIFIED entry of the change log with its state
-// before (prev) and after (obj), as the reader builds them (docs/registry.md,
-// "Change feed"): the state after is the last state of the row's next
-// deletion or its live row, with the deltas of the row's later entries laid
-// over; the state before is that with the entry's own delta laid over.
-const modifiedStates = `modified AS (
-		SELECT c.kind, a.obj || c.prev_delta AS prev, a.obj
+// modifiedNamespaces is every MODIFIED ClusterNamespace entry of the change
+// log with its state before (prev) and after (obj), as the reader builds
+// them (docs/registry.md, "Change feed"): the state after is the last state
+// of the row's next deletion or its live row, with the deltas of the row's
+// later entries laid over; the state before is that with the entry's own
+// delta laid over.
+const modifiedNamespaces = `modified AS (
+		SELECT a.obj || c.prev_delta AS prev, a.obj
 		FROM registry_change c CROSS JOIN LATERAL (
 			WITH RECURSIVE later AS (
 				SELECT n.resource_version, n.type, n.prev_delta, n.prev_object FROM registry_change n WHERE n.prev_rv = c.resource_version
 				UNION ALL
 				SELECT n.resource_version, n.type, n.prev_delta, n.prev_object FROM later l
 				JOIN registry_change n ON n.prev_rv = l.resource_version WHERE l.type = 'MODIFIED'
-			), last AS (SELECT * FROM later ORDER BY resource_version DESC LIMIT 1), at AS (
-				SELECT coalesce((SELECT resource_version FROM last), c.resource_version) AS rv)
-			SELECT CASE WHEN (SELECT type FROM last) = 'DELETED' THEN (SELECT prev_object FROM last) ELSE CASE c.kind
-				WHEN 'NodeCapacity' THEN (SELECT to_jsonb(l) FROM cluster_node l, at
-					WHERE l.cluster_id = c.cluster_id AND l.name = c.name AND l.resource_version = at.rv)
-				WHEN 'ClusterNamespace' THEN (SELECT to_jsonb(l) FROM cluster_namespace l, at
-					WHERE l.cluster_id = c.cluster_id AND l.name = c.name AND l.resource_version = at.rv)
-				WHEN 'ClusterCapacity' THEN (SELECT to_jsonb(l) FROM cluster_capacity l, at
-					WHERE l.cluster_id = c.cluster_id AND l.resource_version = at.rv)
-				END END || coalesce((SELECT jsonb_object_agg(d.key, d.value) FROM (SELECT DISTINCT ON (e.key) e.key, e.value
+			), last AS (SELECT * FROM later ORDER BY resource_version DESC LIMIT 1)
+			SELECT CASE WHEN (SELECT type FROM last) = 'DELETED' THEN (SELECT prev_object FROM last)
+				ELSE (SELECT to_jsonb(l) FROM cluster_namespace l WHERE l.cluster_id = c.cluster_id AND l.name = c.name
+					AND l.resource_version = coalesce((SELECT resource_version FROM last), c.resource_version)) END
+				|| coalesce((SELECT jsonb_object_agg(d.key, d.value) FROM (SELECT DISTINCT ON (e.key) e.key, e.value
 					FROM later, jsonb_each(later.prev_delta) e ORDER BY e.key, later.resource_version) d), '{}') AS obj) a
-		WHERE c.type = 'MODIFIED')`
+		WHERE c.type = 'MODIFIED' AND c.kind = 'ClusterNamespace')`
 
 // changedField counts the MODIFIED entries of one kind whose states before
 // and after differ in one field: what makes a row change.
@@ -477,12 +478,12 @@ type changedField struct {
 }
 
 // changedFields says which fields the log's MODIFIED entries changed, most
-// often first (resource_version, which every entry changes, left out).
+// often first: the keys of their deltas, which hold exactly the columns
+// that differ but resource_version (migration 022).
 func changedFields(ctx context.Context, pool *pgxpool.Pool) ([]changedField, error) {
-	rows, err := pool.Query(ctx, `WITH `+modifiedStates+`
-		SELECT m.kind, k.key, count(*)
-		FROM modified m, LATERAL (SELECT jsonb_object_keys(m.obj) UNION SELECT jsonb_object_keys(m.prev)) k(key)
-		WHERE k.key <> 'resource_version' AND m.obj->k.key IS DISTINCT FROM m.prev->k.key
+	rows, err := pool.Query(ctx, `SELECT c.kind, k.key, count(*)
+		FROM registry_change c, jsonb_object_keys(c.prev_delta) k(key)
+		WHERE c.type = 'MODIFIED'
 		GROUP BY 1, 2 ORDER BY 3 DESC LIMIT 16`)
 	if err != nil {
 		return nil, fmt.Errorf("changed fields of the change log: %w", err)
@@ -503,10 +504,10 @@ type namespaceReports struct {
 
 func namespaceReportShares(ctx context.Context, pool *pgxpool.Pool) (namespaceReports, error) {
 	var r namespaceReports
-	err := pool.QueryRow(ctx, `WITH `+modifiedStates+`, c AS (
+	err := pool.QueryRow(ctx, `WITH `+modifiedNamespaces+`, c AS (
 			SELECT (obj->>'usage_pods')::float8 AS pods, (prev->>'usage_pods')::float8 AS prev_pods
 			FROM modified
-			WHERE kind = 'ClusterNamespace' AND obj->'usage_observed_at' IS DISTINCT FROM prev->'usage_observed_at')
+			WHERE obj->'usage_observed_at' IS DISTINCT FROM prev->'usage_observed_at')
 		SELECT count(*) FILTER (WHERE prev_pods IS NULL AND pods IS NOT NULL),
 			count(*) FILTER (WHERE pods <> prev_pods),
 			count(*) FILTER (WHERE pods = prev_pods),
@@ -994,16 +995,8 @@ func (f *fleetEnv) summarize() {
 				line("    %9.1f s %8d× %s", st.total.Seconds(), st.calls, st.query)
 			}
 		}
-		var tables []string
-		for _, t := range res.tables {
-			tables = append(tables, fmt.Sprintf("%s %.0f", t.name, float64(t.bytes)/fleetNodes))
-		}
-		line("  database B/node by table (indexes and TOAST included): %s", strings.Join(tables, ", "))
-		var relations []string
-		for _, r := range res.relations {
-			relations = append(relations, fmt.Sprintf("%s %.0f", r.name, float64(r.bytes)/fleetNodes))
-		}
-		line("  B/node by relation of the largest tables (heap: live rows' bytes, then the file): %s", strings.Join(relations, ", "))
+		line("  database B/node by table (indexes and TOAST included): %s", perNode(res.tables, fleetNodes))
+		line("  B/node by relation of the largest tables (heap: live rows' bytes, then the file): %s", perNode(res.relations, fleetNodes))
 		var shares []string
 		for _, c := range res.changeLog {
 			shares = append(shares, fmt.Sprintf("%s %s %.2f/node × %.0f B (%d%% compressed)", c.kind, c.typ,
