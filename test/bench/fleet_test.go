@@ -168,6 +168,66 @@ type fleetResult struct {
 	// syncStatements and steadyStatements are the statements PostgreSQL
 	// spent the most time in, in the sync and in the steady window.
 	syncStatements, steadyStatements []statementTime
+	// syncWork is what the replicas did until synced; timeline samples
+	// the sync every fleetTimelineStep.
+	syncWork syncWork
+	timeline []timelinePoint
+}
+
+// syncWork sums counters of the replicas' discovery and registry metrics
+// from their start until synced: the same fleet should take the same work
+// whatever the number of replicas, so a difference is work redone.
+type syncWork struct {
+	relists, events, batches, writeFailures, errors, usageReports float64
+}
+
+func (r *fleetRun) syncWork(ctx context.Context) (syncWork, error) {
+	var w syncWork
+	for _, rep := range r.replicas {
+		body, err := rep.Metrics(ctx)
+		if err != nil {
+			return w, err
+		}
+		for _, c := range []struct {
+			into *float64
+			name string
+		}{
+			{&w.relists, "platform_discovery_relists_total"}, {&w.events, "platform_discovery_events_applied_total"},
+			{&w.batches, "platform_discovery_apply_duration_seconds_count"}, {&w.writeFailures, "platform_registry_write_failures_total"},
+			{&w.errors, "platform_discovery_errors_total"}, {&w.usageReports, "platform_discovery_usage_reports_total"},
+		} {
+			v, err := framework.MetricSum(body, c.name)
+			if err != nil {
+				return w, err
+			}
+			*c.into += v
+		}
+	}
+	return w, nil
+}
+
+func (w syncWork) String() string {
+	return fmt.Sprintf("%.0f relists, %.0f events or relisted objects applied in %.0f batches, %.0f usage reports, %.0f failed writes, %.0f discovery errors",
+		w.relists, w.events, w.batches, w.usageReports, w.writeFailures, w.errors)
+}
+
+// fleetTimelineStep is the sync timeline's sampling period.
+const fleetTimelineStep = 10 * time.Second
+
+// timelinePoint is the registry's progress at one moment of the sync, and
+// the cores used since the previous point.
+type timelinePoint struct {
+	at                    time.Duration
+	nodes, pods, complete int64
+	cores                 cpuShares
+}
+
+func timelineString(points []timelinePoint) string {
+	parts := make([]string, len(points))
+	for i, p := range points {
+		parts[i] = fmt.Sprintf("%.0fs %dk/%dk/%d %.2f/%.2f", p.at.Seconds(), p.nodes/1000, p.pods/1000, p.complete, p.cores.machine, p.cores.postgres)
+	}
+	return strings.Join(parts, ", ")
 }
 
 // statementTime is a statement's share of PostgreSQL's time in a phase
@@ -219,7 +279,15 @@ type cpuSnapshot struct {
 }
 
 func (r *fleetRun) cpuSnapshot() cpuSnapshot {
-	s := cpuSnapshot{at: time.Now(), postgres: serverCPUTime(r.f.pg.Pids()), replicas: r.cpuTimes()}
+	s := r.machineSnapshot()
+	s.replicas = r.cpuTimes()
+	return s
+}
+
+// machineSnapshot is a cpuSnapshot without the replicas, which may be
+// starting.
+func (r *fleetRun) machineSnapshot() cpuSnapshot {
+	s := cpuSnapshot{at: time.Now(), postgres: serverCPUTime(r.f.pg.Pids())}
 	s.machine, _ = machineBusyTime()
 	return s
 }
@@ -272,7 +340,9 @@ func (f *fleetEnv) bench(b *testing.B, n int) {
 	}()
 	syncBegin := run.cpuSnapshot() // no replica yet
 	must(b, run.resetStatements(ctx))
-	res.sync, err = run.startAndSync(ctx, n)
+	res.sync, res.timeline, err = run.startAndSync(ctx, n)
+	must(b, err)
+	res.syncWork, err = run.syncWork(ctx)
 	must(b, err)
 	res.syncCores = syncBegin.coresUntil(run.cpuSnapshot())
 	res.syncStatements, err = run.topStatements(ctx, fleetTopStatements)
@@ -583,7 +653,7 @@ func (r *fleetRun) close() error {
 // member's rows are complete, returning the time since the first start;
 // then it waits until every replica is ready. Started replicas are in
 // r.replicas, sorted by name.
-func (r *fleetRun) startAndSync(ctx context.Context, n int) (time.Duration, error) {
+func (r *fleetRun) startAndSync(ctx context.Context, n int) (time.Duration, []timelinePoint, error) {
 	startCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var mu sync.Mutex
@@ -595,6 +665,8 @@ func (r *fleetRun) startAndSync(ctx context.Context, n int) (time.Duration, erro
 		slices.SortFunc(r.replicas, func(a, b *framework.FleetReplica) int { return strings.Compare(a.Name(), b.Name()) })
 	}()
 	begin := time.Now()
+	var timeline []timelinePoint
+	last := r.machineSnapshot()
 	for i := range n {
 		starts.Go(func() {
 			rep, err := r.f.cp.StartFleetReplica(startCtx, fmt.Sprintf("platform-fleet-r%d-%d", n, i), []string{"--postgres-dsn=" + r.dsn}, r.f.scale.syncTimeout())
@@ -629,18 +701,22 @@ func (r *fleetRun) startAndSync(ctx context.Context, n int) (time.Duration, erro
 			total = registryCounts{total.namespaces + c.namespaces, total.nodes + c.nodes, total.pods + c.pods}
 		}
 		complete := r.complete(counts)
+		if now := r.machineSnapshot(); now.at.Sub(last.at) >= fleetTimelineStep {
+			timeline = append(timeline, timelinePoint{at: time.Since(begin), nodes: total.nodes, pods: total.pods, complete: int64(complete), cores: last.coresUntil(now)})
+			last = now
+		}
 		return complete == len(r.ids), fmt.Sprintf("%s in the registry, %d of %d members complete", total, complete, len(r.ids)), err
 	})
 	if err != nil {
-		return 0, fmt.Errorf("members not mirrored: %w", err)
+		return 0, timeline, fmt.Errorf("members not mirrored: %w", err)
 	}
 	synced := time.Since(begin)
 	starts.Wait()
 	select {
 	case err := <-startErrs:
-		return synced, err
+		return synced, timeline, err
 	default:
-		return synced, nil
+		return synced, timeline, nil
 	}
 }
 
@@ -980,6 +1056,8 @@ func (f *fleetEnv) summarize() {
 			}
 			line("%s", l)
 		}
+		line("  until synced: %s", res.syncWork)
+		line("  sync every %s (elapsed nodes/pods in the registry/members complete, machine/PostgreSQL cores): %s", fleetTimelineStep, timelineString(res.timeline))
 		line("  writer lock hold p99 by op, sync: %s; steady: %s", res.syncLocks.byOp, res.steadyLocks.byOp)
 		line("  writer lock held (the replicas' hold seconds over the window): %.0f%% of the sync, %.0f%% of the steady window",
 			100*res.syncLocks.busy, 100*res.steadyLocks.busy)
