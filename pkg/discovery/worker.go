@@ -9,6 +9,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
@@ -35,12 +36,28 @@ type worker struct {
 	stop context.CancelCauseFunc
 }
 
+// preferProtobuf asks a member for protobuf, as kube-controller-manager and
+// kube-scheduler do for built-in types: the lists and watch streams that
+// fill the registry cost both the member's API server and this replica
+// several times less CPU to encode and decode than JSON. A server that does
+// not serve protobuf for a type (a CRD, an aggregated API without it)
+// answers JSON, which the client decodes by the answer's Content-Type.
+func preferProtobuf(rc *rest.Config) {
+	if rc.AcceptContentTypes == "" {
+		rc.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
+	}
+	if rc.ContentType == "" {
+		rc.ContentType = runtime.ContentTypeProtobuf
+	}
+}
+
 func newWorker(mem Member, cfg *Config, owner string, relists *relistSlots) (*worker, error) {
 	rc := rest.CopyConfig(mem.Config)
 	rc.UserAgent = "platform-apiserver-discovery"
 	if rc.QPS == 0 {
 		rc.QPS, rc.Burst = 20, 40
 	}
+	preferProtobuf(rc)
 	client, err := kubernetes.NewForConfig(rc)
 	if err != nil {
 		return nil, fmt.Errorf("member cluster %s: client: %w", mem.ID, err)

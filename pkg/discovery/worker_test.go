@@ -1,8 +1,13 @@
 package discovery
 
 import (
+	"net/http"
+	"net/http/httptest"
 	"testing"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 
 	"github.com/example/platform-apiserver/pkg/registry/store"
@@ -28,5 +33,38 @@ func TestWorkerState(t *testing.T) {
 				t.Errorf("state = %s, want %s", got, tt.want)
 			}
 		})
+	}
+}
+
+// TestPreferProtobuf: member clients ask for protobuf first and still read
+// a server that answers JSON.
+func TestPreferProtobuf(t *testing.T) {
+	var accept string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		accept = r.Header.Get("Accept")
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"kind":"NodeList","apiVersion":"v1","metadata":{"resourceVersion":"7"},"items":[{"metadata":{"name":"n1"}}]}`))
+	}))
+	defer srv.Close()
+	rc := &rest.Config{Host: srv.URL}
+	preferProtobuf(rc)
+	client, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes, err := client.CoreV1().Nodes().List(t.Context(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatalf("list from a JSON-only server: %v", err)
+	}
+	if len(nodes.Items) != 1 || nodes.Items[0].Name != "n1" || nodes.ResourceVersion != "7" {
+		t.Errorf("listed %+v, want node n1 at resourceVersion 7", nodes)
+	}
+	if want := "application/vnd.kubernetes.protobuf,application/json"; accept != want {
+		t.Errorf("Accept = %q, want %q", accept, want)
+	}
+	kept := &rest.Config{ContentConfig: rest.ContentConfig{AcceptContentTypes: "application/json", ContentType: "application/json"}}
+	preferProtobuf(kept)
+	if kept.AcceptContentTypes != "application/json" || kept.ContentType != "application/json" {
+		t.Errorf("content types the config already had were replaced: %q, %q", kept.AcceptContentTypes, kept.ContentType)
 	}
 }
