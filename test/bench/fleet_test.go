@@ -214,11 +214,19 @@ func (w syncWork) String() string {
 // fleetTimelineStep is the sync timeline's sampling period.
 const fleetTimelineStep = 10 * time.Second
 
+// sqlRowsInserted reads the NodeCapacities and pods inserted so far from
+// PostgreSQL's statistics: a relist's chunks show there as they commit,
+// while ClusterCapacity counts them only at its last batch, and counting the
+// rows themselves is what the sync poll stopped doing (run R).
+const sqlRowsInserted = `SELECT coalesce(sum(n_tup_ins) FILTER (WHERE relname = 'cluster_node'), 0)::bigint,
+	coalesce(sum(n_tup_ins) FILTER (WHERE relname = 'cluster_pod'), 0)::bigint
+	FROM pg_stat_user_tables WHERE relname IN ('cluster_node', 'cluster_pod')`
+
 // timelinePoint is the registry's progress at one moment of the sync, and
 // the cores used since the previous point.
 type timelinePoint struct {
 	at                    time.Duration
-	nodes, pods, complete int64
+	nodes, pods, complete int64 // nodes and pods inserted, members complete
 	cores                 cpuShares
 }
 
@@ -702,7 +710,11 @@ func (r *fleetRun) startAndSync(ctx context.Context, n int) (time.Duration, []ti
 		}
 		complete := r.complete(counts)
 		if now := r.machineSnapshot(); now.at.Sub(last.at) >= fleetTimelineStep {
-			timeline = append(timeline, timelinePoint{at: time.Since(begin), nodes: total.nodes, pods: total.pods, complete: int64(complete), cores: last.coresUntil(now)})
+			p := timelinePoint{at: time.Since(begin), complete: int64(complete), cores: last.coresUntil(now)}
+			if err := r.pool.QueryRow(ctx, sqlRowsInserted).Scan(&p.nodes, &p.pods); err != nil {
+				return false, "", fmt.Errorf("read rows inserted: %w", err)
+			}
+			timeline = append(timeline, p)
 			last = now
 		}
 		return complete == len(r.ids), fmt.Sprintf("%s in the registry, %d of %d members complete", total, complete, len(r.ids)), err
@@ -1057,7 +1069,7 @@ func (f *fleetEnv) summarize() {
 			line("%s", l)
 		}
 		line("  until synced: %s", res.syncWork)
-		line("  sync every %s (elapsed nodes/pods in the registry/members complete, machine/PostgreSQL cores): %s", fleetTimelineStep, timelineString(res.timeline))
+		line("  sync every %s (elapsed nodes/pods inserted/members complete, machine/PostgreSQL cores): %s", fleetTimelineStep, timelineString(res.timeline))
 		line("  writer lock hold p99 by op, sync: %s; steady: %s", res.syncLocks.byOp, res.steadyLocks.byOp)
 		line("  writer lock held (the replicas' hold seconds over the window): %.0f%% of the sync, %.0f%% of the steady window",
 			100*res.syncLocks.busy, 100*res.steadyLocks.busy)
