@@ -39,7 +39,7 @@ func TestSyncerRelistOfAHungMember(t *testing.T) {
 	waitFor(t, "the hung member marked unreachable", func() bool { return s.status().unreachable })
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	release, ok := s.Relists.acquire(ctx)
+	release, ok := s.Relists.acquire(ctx, false)
 	if !ok {
 		t.Fatal("another member's relist got no slot while the hung member was being relisted")
 	}

@@ -301,7 +301,7 @@ func (s *syncer) relist(ctx context.Context, reason string) (string, error) {
 	}
 	// After the wait above: a relist holding a slot never waits for
 	// another one, so the slots cannot deadlock.
-	release, ok := s.Relists.acquire(ctx)
+	release, ok := s.Relists.acquire(ctx, len(s.Awaits) > 0)
 	if !ok {
 		return "", ctx.Err()
 	}

@@ -586,7 +586,7 @@ func TestSyncerRelistWaitsForTheRowsItAggregates(t *testing.T) {
 func TestSyncerRelistTakesASlot(t *testing.T) {
 	m, st := newFakeMember(), &recordingStore{}
 	slots := newRelistSlots(1, clock.RealClock{})
-	release, ok := slots.acquire(t.Context()) // another member's relist
+	release, ok := slots.acquire(t.Context(), false) // another member's relist
 	if !ok {
 		t.Fatal("no slot")
 	}
@@ -605,7 +605,7 @@ func TestSyncerRelistTakesASlot(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	if _, ok := slots.acquire(ctx); !ok {
+	if _, ok := slots.acquire(ctx, false); !ok {
 		t.Error("the relist kept its slot after it ended")
 	}
 }

@@ -86,6 +86,8 @@ var (
 		"BenchmarkFleet: MEMBERSxNODES, one kwok cluster of NODES nodes (4 pods each) registered under MEMBERS cluster ids")
 	fleetReplicasFlag = flag.String("fleet-replicas", "1,3",
 		"BenchmarkFleet: the replica counts to run, comma-separated, each on a database of its own")
+	fleetMaxRelists = flag.Int("fleet-max-relists", 0,
+		"BenchmarkFleet: each replica's --discovery-max-concurrent-relists (0: the server's default)")
 )
 
 // fleetScale is the simulated fleet's size (-fleet-scale).
@@ -677,7 +679,11 @@ func (r *fleetRun) startAndSync(ctx context.Context, n int) (time.Duration, []ti
 	last := r.machineSnapshot()
 	for i := range n {
 		starts.Go(func() {
-			rep, err := r.f.cp.StartFleetReplica(startCtx, fmt.Sprintf("platform-fleet-r%d-%d", n, i), []string{"--postgres-dsn=" + r.dsn}, r.f.scale.syncTimeout())
+			args := []string{"--postgres-dsn=" + r.dsn}
+			if *fleetMaxRelists > 0 {
+				args = append(args, fmt.Sprintf("--discovery-max-concurrent-relists=%d", *fleetMaxRelists))
+			}
+			rep, err := r.f.cp.StartFleetReplica(startCtx, fmt.Sprintf("platform-fleet-r%d-%d", n, i), args, r.f.scale.syncTimeout())
 			mu.Lock()
 			defer mu.Unlock()
 			if rep != nil {
