@@ -76,7 +76,8 @@ func (o *DiscoveryOptions) AddFlags(fs *pflag.FlagSet) {
 		"How long a member event may wait for more to share its transaction; bounds the freshness cost of batching.")
 	fs.IntVar(&o.Config.Sync.MaxRelists, "discovery-max-concurrent-relists", o.Config.Sync.MaxRelists, ""+
 		"How many member resources this replica lists at once (a member's first sync, a 410 Gone, members taken over from "+
-		"a stopped replica); the others wait their turn, with no request or commit timeout running, and "+
+		"a stopped replica); the others wait their turn (a member's nodes and namespaces, which wait for its pods, before "+
+		"other relists), with no request or commit timeout running, and "+
 		"platform_discovery_relists_waiting counts them. 0 means no limit.")
 	fs.DurationVar(&o.Config.Sync.UnservedRecheck, "discovery-unserved-recheck-interval", o.Config.Sync.UnservedRecheck, ""+
 		"How often a member that does not serve an optional resource (the DRA resource.k8s.io/v1 resourceslices and "+
