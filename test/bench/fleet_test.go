@@ -715,7 +715,8 @@ func (r *fleetRun) startAndSync(ctx context.Context, n int) (time.Duration, []ti
 			total = registryCounts{total.namespaces + c.namespaces, total.nodes + c.nodes, total.pods + c.pods}
 		}
 		complete := r.complete(counts)
-		if now := r.machineSnapshot(); now.at.Sub(last.at) >= fleetTimelineStep {
+		if time.Since(last.at) >= fleetTimelineStep {
+			now := r.machineSnapshot()
 			p := timelinePoint{at: time.Since(begin), complete: int64(complete), cores: last.coresUntil(now)}
 			if err := r.pool.QueryRow(ctx, sqlRowsInserted).Scan(&p.nodes, &p.pods); err != nil {
 				return false, "", fmt.Errorf("read rows inserted: %w", err)
