@@ -10,8 +10,8 @@ import (
 	"github.com/example/platform-apiserver/pkg/registry/store"
 )
 
-// TestGroupCommit: batches of different members that queue while the
-// writer lock is held commit together, in one transaction; a batch of the
+// TestGroupCommit: batches of different members that queue while an
+// earlier ticket is open commit together, in one transaction; a batch of the
 // group that is fenced fails alone; a member's next batch waits for the
 // group that holds its last one; a relist commits alone, at once.
 func TestGroupCommit(t *testing.T) {
@@ -27,7 +27,7 @@ func TestGroupCommit(t *testing.T) {
 			Nodes: []store.Node{node("n0", 4000, 16*gib)},
 			Pods:  []store.Pod{{Namespace: "team-a", Name: "p", UID: "p", NodeName: "n0", Phase: "Running", CPURequestMillis: 100}}}
 	}
-	release := holdWriterLock(t, b)
+	release := holdEarlierTicket(t, b)
 	type result struct {
 		cluster string
 		err     error
@@ -37,7 +37,7 @@ func TestGroupCommit(t *testing.T) {
 		go func() { results <- result{cluster, s.Apply(ctx, batch(cluster))} }()
 	}
 	apply("m00")
-	poll(t, "m00's batch to wait for the writer lock", func() bool {
+	poll(t, "m00's batch to wait for the earlier ticket", func() bool {
 		return countRows(t, b, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`) == 1
 	})
 	// The member's next batch waits for that group, though committers are free.
@@ -53,7 +53,7 @@ func TestGroupCommit(t *testing.T) {
 	for i := 1; i < members; i++ {
 		apply(fmt.Sprintf("m%02d", i))
 	}
-	// One batch per committer waits for the writer lock; the rest queue.
+	// One batch per committer waits for the earlier ticket; the rest queue.
 	poll(t, "the batches beyond the committers to queue", func() bool { return s.PendingApplies() == members+1-committers })
 	apply("m-fenced") // epoch 0, the member is claimed
 	poll(t, "the fenced batch to queue", func() bool { return s.PendingApplies() == members+2-committers })

@@ -12,7 +12,7 @@ import (
 )
 
 // TestUnchangedRowsTakeNoWriterLock: the batch's namespaces and nodes are
-// compared with the member's rows before the writer lock, so a relist that
+// compared with the member's rows before its commit ticket, so a relist that
 // changes no view row commits while another transaction holds that lock,
 // and one that changes a node writes that node alone under it.
 func TestUnchangedRowsTakeNoWriterLock(t *testing.T) {
@@ -32,16 +32,16 @@ func TestUnchangedRowsTakeNoWriterLock(t *testing.T) {
 	mustApply(t, s, ctx, relist(4000))
 	rv, changes := registryRV(t, s, ctx), countRows(t, b, `SELECT count(*) FROM registry_change`)
 
-	release := holdWriterLock(t, b)
+	release := holdEarlierTicket(t, b)
 	unchanged, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
 	if err := s.Apply(unchanged, relist(4000)); err != nil {
-		t.Fatalf("a relist that changes nothing, while the writer lock is held: %v; want it committed without the lock", err)
+		t.Fatalf("a relist that changes nothing, while an earlier ticket is open: %v; want it committed without waiting", err)
 	}
 	changed, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	if err := s.Apply(changed, relist(3000)); !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, store.ErrUnavailable) {
-		t.Fatalf("a relist that changes a node, while the writer lock is held: %v; want it to wait for the lock", err)
+		t.Fatalf("a relist that changes a node, while an earlier ticket is open: %v; want it to wait for that ticket", err)
 	}
 	release()
 	mustApply(t, s, ctx, relist(3000))
@@ -56,11 +56,12 @@ func TestUnchangedRowsTakeNoWriterLock(t *testing.T) {
 	}
 }
 
-// holdWriterLock takes the writer lock from a connection of its own, as
-// a long write of another member would, until release is called.
-func holdWriterLock(t *testing.T, b testBundle) (release func()) {
+// holdEarlierTicket takes a commit ticket from a connection of its own, as
+// a long views section of another member would, until release is called:
+// every later writer that stamps a version waits for it before publishing.
+func holdEarlierTicket(t *testing.T, b testBundle) (release func()) {
 	t.Helper()
-	tx := holdLock(t, b, `SELECT resource_version FROM registry_state FOR UPDATE`)
+	tx := holdLock(t, b, `SELECT registry_take_ticket()`)
 	return func() {
 		if err := tx.Rollback(b.ctx); err != nil {
 			t.Fatal(err)
@@ -104,7 +105,7 @@ func TestRelistAfterAnInterruptedOneStampsItsChunks(t *testing.T) {
 // TestChunkedRelistStampsAggregatesOnce: a relist committed in chunks leaves
 // the aggregates its pods change to its last batch, which stamps each node
 // and namespace once however many chunks moved it; the same relist again,
-// changing nothing, takes no writer lock in any of its batches.
+// changing nothing, takes no commit ticket in any of its batches.
 func TestChunkedRelistStampsAggregatesOnce(t *testing.T) {
 	t.Parallel()
 	s, b := setup(t, postgres.Options{})
@@ -156,7 +157,7 @@ func TestChunkedRelistStampsAggregatesOnce(t *testing.T) {
 		}
 	}
 
-	release := holdWriterLock(t, b)
+	release := holdEarlierTicket(t, b)
 	defer release()
 	unchanged, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()

@@ -11,11 +11,16 @@ import (
 	"k8s.io/klog/v2"
 )
 
-// failoverMargin is how far past the registry's surviving present a failover
-// moves the resourceVersion sequence: further than any number of commits an
-// old primary can have made that never reached its standby, so no version
-// a client saw is handed out again.
-const failoverMargin = 1 << 30
+// failoverTickets is how many commit tickets past the registry's surviving
+// present a failover moves the ticket sequence (migration 023): more than
+// the commits an old primary can have made that never reached its standby,
+// so no version a client saw is handed out again. Each ticket holds 2^22
+// versions, so this is 2^42 versions, and an int64 lasts 2^21 failovers.
+const failoverTickets = 1 << 20
+
+// ticketBits is how many low bits of a resourceVersion count within a
+// ticket (migration 023).
+const ticketBits = 22
 
 // epoch is the registry's record of failovers (migration 007).
 type epoch struct {
@@ -81,6 +86,11 @@ func checkTimeline(ctx context.Context, conn *pgx.Conn) error {
 		return nil
 	}
 	return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		// Alone against every commit ticket: those in flight end first,
+		// and new ones wait until the floor is set.
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1, -1)`, TicketClass); err != nil {
+			return err
+		}
 		if err := tx.QueryRow(ctx, `SELECT timeline FROM registry_epoch FOR UPDATE`).Scan(&recorded); err != nil {
 			return err
 		}
@@ -93,13 +103,9 @@ func checkTimeline(ctx context.Context, conn *pgx.Conn) error {
 			_, err := tx.Exec(ctx, `UPDATE registry_epoch SET timeline = $1, changed_at = now()`, timeline)
 			return err
 		}
-		var lostAfter, floor int64
-		err := tx.QueryRow(ctx, `
-			WITH s AS (SELECT resource_version AS present FROM registry_state FOR UPDATE),
-			     f AS (SELECT s.present, greatest(s.present, (SELECT last_value FROM registry_resource_version)) + $1 AS floor FROM s)
-			SELECT f.present, setval('registry_resource_version', f.floor) FROM f`, int64(failoverMargin)).Scan(&lostAfter, &floor)
+		lostAfter, floor, err := moveVersionsPastFailover(ctx, tx)
 		if err != nil {
-			return fmt.Errorf("move the resourceVersion sequence past the failover: %w", err)
+			return fmt.Errorf("move the resourceVersions past the failover: %w", err)
 		}
 		if _, err := tx.Exec(ctx, `UPDATE registry_state SET resource_version = $1`, floor); err != nil {
 			return err
@@ -110,8 +116,32 @@ func checkTimeline(ctx context.Context, conn *pgx.Conn) error {
 			return err
 		}
 		klog.FromContext(ctx).Info("The registry database failed over to a new primary: resourceVersions after the last one it holds may have been lost; watches and continue tokens from there get 410",
-			"timeline", timeline, "previousTimeline", recorded, "lostAfter", lostAfter, "nextResourceVersion", floor+1)
+			"timeline", timeline, "previousTimeline", recorded, "lostAfter", lostAfter, "floor", floor)
 		failoversTotal.Inc()
 		return nil
 	})
+}
+
+// moveVersionsPastFailover moves the versions writers take far past the
+// registry's surviving present and returns both. With commit tickets
+// (migration 023) the ticket sequence moves failoverTickets past the
+// present's ticket and the last ticket taken; before that migration, the
+// old resourceVersion sequence moves 2^42 past the present.
+func moveVersionsPastFailover(ctx context.Context, tx pgx.Tx) (present, floor int64, err error) {
+	var tickets bool
+	if err := tx.QueryRow(ctx, `SELECT to_regclass('registry_ticket') IS NOT NULL`).Scan(&tickets); err != nil {
+		return 0, 0, err
+	}
+	if !tickets {
+		err = tx.QueryRow(ctx, `
+			WITH s AS (SELECT resource_version AS present FROM registry_state FOR UPDATE),
+			     f AS (SELECT s.present, greatest(s.present, (SELECT last_value FROM registry_resource_version)) + $1 AS floor FROM s)
+			SELECT f.present, setval('registry_resource_version', f.floor) FROM f`, int64(failoverTickets)<<ticketBits).Scan(&present, &floor)
+		return present, floor, err
+	}
+	err = tx.QueryRow(ctx, `
+		WITH s AS (SELECT resource_version AS present FROM registry_state FOR UPDATE),
+		     f AS (SELECT s.present, greatest(s.present >> $2, (SELECT last_value FROM registry_ticket)) + 1 + $1 AS ticket FROM s)
+		SELECT f.present, setval('registry_ticket', f.ticket) << $2 FROM f`, int64(failoverTickets), ticketBits).Scan(&present, &floor)
+	return present, floor, err
 }

@@ -10,7 +10,7 @@ import (
 )
 
 // TestWriteMetrics: a committed Apply counts its changed objects by kind and
-// observes the writer lock's wait and hold; the pool reports its connections.
+// observes its wait for its turn to commit and its hold; the pool reports its connections.
 // Not parallel: the counters are process-wide.
 func TestWriteMetrics(t *testing.T) {
 	s, b := setup(t, postgres.Options{})

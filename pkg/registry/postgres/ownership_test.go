@@ -110,7 +110,7 @@ func TestClaimWaitsForWriteInFlight(t *testing.T) {
 // TestWritersOfDifferentMembersRunConcurrently: while one member's write is
 // stuck in its per-member section (here: waiting for a pod row another
 // transaction holds), a write of another member, view rows included,
-// commits; the writer lock is only taken for the views section.
+// commits; a commit ticket is only taken for the views section.
 func TestWritersOfDifferentMembersRunConcurrently(t *testing.T) {
 	t.Parallel()
 	s, b := setup(t, postgres.Options{})

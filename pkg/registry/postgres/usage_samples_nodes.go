@@ -30,6 +30,7 @@ var (
 	sqlPartitionLockTimeout = statement("metrics_partition_lock_timeout")
 	sqlStaleUsageExists     = statement("metrics_stale_usage_exists")
 	sqlExpireUsage          = statement("metrics_expire_usage")
+	sqlExpireLockMembers    = statement("metrics_expire_lock_members")
 )
 
 // maxSampleSpan bounds the time one batch of samples may span, so a bad
@@ -205,9 +206,12 @@ func (s *Store) dropMetricsPartitions(ctx context.Context, before time.Time) (in
 }
 
 // expireUsage makes the usage of nodes and namespaces whose reported sample
-// was observed before `before` unknown; it takes the writers' lock only
-// when there are any, and for at most expireSlice nodes and as many
-// namespaces a transaction.
+// was observed before `before` unknown; it takes a commit ticket only when
+// there are any, and for at most expireSlice nodes and as many namespaces
+// a transaction. It stamps only the rows of members whose lock was free:
+// a views section must not wait for a member's writer, which may be
+// waiting for its ticket (docs/registry.md, "Commits in ticket order"); a
+// busy member's usage is left to the next maintenance.
 func (s *Store) expireUsage(ctx context.Context, before time.Time) (int64, error) {
 	var total int64
 	for {
@@ -219,10 +223,20 @@ func (s *Store) expireUsage(ctx context.Context, before time.Time) (int64, error
 			return total, nil
 		}
 		var expired int64
-		err := s.write(ctx, opExpireUsage, sections{views: func(w *writer) (err error) {
-			expired, err = w.stampCounted("expire stale usage", sqlExpireUsage, before, w.startRV, expireSlice)
-			return err
-		}})
+		var members []string
+		err := s.write(ctx, opExpireUsage, sections{
+			member: func(w *writer) error {
+				if err := w.tx.QueryRow(ctx, sqlExpireLockMembers, before, MemberLockClass).Scan(&members); err != nil {
+					return fmt.Errorf("lock the members of stale usage: %w", err)
+				}
+				return nil
+			},
+			skipViews: func() bool { return len(members) == 0 },
+			views: func(w *writer) (err error) {
+				expired, err = w.stampCounted("expire stale usage", sqlExpireUsage, before, w.startRV, expireSlice, members)
+				return err
+			},
+		})
 		total += expired
 		if err != nil || expired == 0 { // expired == 0: nothing left a slice can take
 			return total, err

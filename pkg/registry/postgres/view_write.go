@@ -36,7 +36,7 @@ func (v *view[R]) inputs() []column[R] {
 // array of batchRows' objects, and returns the highest resourceVersion it
 // stamped (0 if none). Rows whose input columns do not change are left
 // alone: the input is filtered against the current row first, so no
-// sequence value is spent on a no-op, and the ON CONFLICT update is
+// version is spent on a no-op, and the ON CONFLICT update is
 // guarded the same way. The rows' key is (cluster_id, name). A view with
 // aggregates takes their values for every row of $2 from $3, a JSON array
 // of rows of the table's type (computeAggregates), so a new row is written
@@ -56,7 +56,7 @@ func (v *view[R]) upsertStatement() string {
 	}
 	return fmt.Sprintf(`WITH %[2]s, changed AS (
 	INSERT INTO %[1]s AS c (cluster_id, %[3]s, resource_version)
-	SELECT $1::text, %[4]s, nextval('registry_resource_version')
+	SELECT $1::text, %[4]s, registry_next_rv()
 	%[5]s
 	ON CONFLICT (cluster_id, name) DO UPDATE SET %[6]s, resource_version = EXCLUDED.resource_version
 	WHERE (%[7]s) IS DISTINCT FROM (%[8]s)
@@ -81,7 +81,7 @@ func (v *view[R]) stampStatement() string {
 	SELECT * FROM jsonb_populate_recordset(NULL::%[1]s, $1::jsonb)
 ), changed AS (
 	UPDATE %[1]s r SET %[2]s,
-		resource_version = CASE WHEN r.resource_version > $2 THEN r.resource_version ELSE nextval('registry_resource_version') END
+		resource_version = CASE WHEN r.resource_version > $2 THEN r.resource_version ELSE registry_next_rv() END
 	FROM v
 	WHERE r.cluster_id = v.cluster_id AND r.name = v.name AND (%[3]s) IS DISTINCT FROM (%[4]s)
 	RETURNING r.resource_version

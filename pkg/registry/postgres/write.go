@@ -13,23 +13,24 @@ import (
 // writer is one write transaction. It runs in two sections (see
 // docs/registry.md, "Writers and ownership"): row work of one member under
 // that member's lock, which writers of other members do not wait for, then
-// the view rows under the registry-wide writer lock on the single
-// registry_state row, so the sequence values writers stamp view rows with
-// are handed out in commit order.
+// the view rows under a commit ticket (migration 023): views sections of
+// different members run side by side, stamping versions from their
+// tickets, and commit in ticket order, so versions are committed in order.
 type writer struct {
 	// ctx is the transaction's: a writer lives inside one call of write.
 	ctx context.Context //nolint:containedctx // a handle on one transaction, made and dropped by write(ctx)
 	tx  pgx.Tx
-	// startRV is the registry resourceVersion when the writer lock was
-	// taken; rows with a higher resource_version were stamped by this
-	// transaction. Zero before the views section.
+	// startRV is the base of the writer's ticket (ticket × 2^22): every
+	// version this transaction stamps is above it, every version an
+	// earlier ticket stamped below it. Zero before the views section.
 	startRV int64
 	// maxRV is the highest sequence value this transaction took.
 	maxRV int64
 }
 
 var (
-	sqlLockState    = statement("write_lock_state")
+	sqlTakeTicket   = statement("write_take_ticket")
+	sqlWaitTickets  = statement("write_wait_tickets")
 	sqlPublishState = statement("write_publish_state")
 	sqlLockMember   = statement("write_lock_member")
 	sqlMemberEpoch  = statement("write_member_epoch")
@@ -43,19 +44,24 @@ type sections struct {
 	// that carry no resourceVersion (pods, quotas, cursors), and the
 	// member lock and fence check that serialize one member's writers.
 	member func(w *writer) error
-	// views runs under the writer lock: every change to a view row.
+	// views runs under a commit ticket: every change to a view row.
 	views func(w *writer) error
 	// skipViews, if set, says after the member section that views has
-	// nothing to do: the write then takes no writer lock.
+	// nothing to do: the write then takes no ticket.
 	skipViews func() bool
 }
 
-// write runs a write transaction: the member section, then the writer lock
-// and the views section, then it records the highest resourceVersion taken
-// in registry_state. It measures the wait for and the hold of the writer
-// lock, and counts the objects changed.
+// write runs a write transaction: the member section, then a commit ticket
+// and the views section, then it waits for the earlier tickets' transactions
+// to end and records the highest resourceVersion taken in registry_state
+// (at least the ticket's base, so the next writers' waits start past it);
+// a writer that stamped nothing usually does neither.
+// It measures the wait for the writer's turn (taking the ticket, waiting
+// for the earlier ones) and the rest of the time it held its ticket, and
+// counts the objects changed.
 func (s *Store) write(ctx context.Context, o op, sec sections) error {
-	var locked time.Time
+	var ticketed time.Time
+	var taking, waiting time.Duration
 	changed := map[string]int64{}
 	err := pgx.BeginFunc(ctx, s.writes, func(tx pgx.Tx) error {
 		w := &writer{ctx: ctx, tx: tx}
@@ -68,26 +74,41 @@ func (s *Store) write(ctx context.Context, o op, sec sections) error {
 			return nil
 		}
 		begin := time.Now()
-		if err := tx.QueryRow(ctx, sqlLockState).Scan(&w.startRV); err != nil {
-			return fmt.Errorf("lock registry_state: %w", err)
+		if err := tx.QueryRow(ctx, sqlTakeTicket).Scan(&w.startRV); err != nil {
+			return fmt.Errorf("take a commit ticket: %w", err)
 		}
-		locked = time.Now()
-		writerLockWait.WithLabelValues(string(o)).Observe(locked.Sub(begin).Seconds())
+		ticketed = time.Now()
+		taking = ticketed.Sub(begin)
 		w.maxRV = w.startRV
 		if err := sec.views(w); err != nil {
 			return err
 		}
+		if w.maxRV > w.startRV {
+			if err := w.countChanges(changed); err != nil {
+				return err
+			}
+		}
+		// A writer that stamped nothing neither waits nor publishes,
+		// unless the tickets nobody published pile up past unpublishedTickets.
+		lag := 0
 		if w.maxRV == w.startRV {
+			lag = unpublishedTickets
+		}
+		waitBegin := time.Now()
+		var waited bool
+		if err := tx.QueryRow(ctx, sqlWaitTickets, lag).Scan(&waited); err != nil {
+			return fmt.Errorf("wait for earlier commit tickets: %w", err)
+		}
+		waiting = time.Since(waitBegin)
+		if !waited {
 			return nil
 		}
-		if err := w.countChanges(changed); err != nil {
-			return err
-		}
-		_, err := tx.Exec(ctx, sqlPublishState, w.maxRV)
+		_, err := tx.Exec(ctx, sqlPublishState, w.maxRV, w.startRV)
 		return err
 	})
-	if !locked.IsZero() {
-		writerLockHold.WithLabelValues(string(o)).Observe(time.Since(locked).Seconds())
+	if !ticketed.IsZero() {
+		writerLockWait.WithLabelValues(string(o)).Observe((taking + waiting).Seconds())
+		writerLockHold.WithLabelValues(string(o)).Observe((time.Since(ticketed) - waiting).Seconds())
 	}
 	if err != nil {
 		writeFailures.WithLabelValues(string(o)).Inc()
@@ -103,6 +124,19 @@ func (s *Store) write(ctx context.Context, o op, sec sections) error {
 // writers of one member: (MemberLockClass, hashtext(cluster_id)). Members
 // whose ids hash alike share a lock, which only costs concurrency.
 const MemberLockClass = 0x706c6174 // "plat"
+
+// unpublishedTickets is how many tickets past the published one a writer
+// that stamped nothing may end without waiting and publishing: every
+// waiter takes a lock on each ticket since the published one, so they are
+// kept few, and a write that changed nothing rarely waits or moves the
+// registry's resourceVersion.
+const unpublishedTickets = 32
+
+// TicketClass is the first key of the commit tickets' advisory locks
+// (migration 023): (TicketClass, ticket mod 2^31) for each ticket, and
+// (TicketClass, -1), the barrier every ticket holder shares and a failover
+// takes alone.
+const TicketClass = 0x7469636b // "tick"
 
 // lockMember takes the member's lock for the rest of the transaction and
 // returns its current fence: epoch (0 for a member nobody claimed) and the

@@ -20,7 +20,7 @@ WITH dev AS (
 	FROM per
 ), changed AS (
 	INSERT INTO cluster_capacity AS c (cluster_id, devices_total, devices_allocated, devices_nodes, member_apis, resource_version)
-	SELECT $1::text, m.total, m.allocated, m.nodes, $2::jsonb, nextval('registry_resource_version') FROM m
+	SELECT $1::text, m.total, m.allocated, m.nodes, $2::jsonb, registry_next_rv() FROM m
 	WHERE NOT EXISTS (SELECT 1 FROM cluster_capacity c WHERE c.cluster_id = $1::text
 		AND (c.devices_total, c.devices_allocated, c.devices_nodes, c.member_apis || $2::jsonb)
 			= (m.total, m.allocated, m.nodes, c.member_apis))

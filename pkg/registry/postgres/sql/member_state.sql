@@ -2,11 +2,11 @@
 -- mirrored and the time $4 of its newest node metrics sample (each NULL:
 -- none to report) on its ClusterCapacity, creating the row of a member that
 -- has none yet; a row already in that state with those times or later ones
--- is left alone (no sequence value is spent). Returns the version stamped
+-- is left alone (no version is spent). Returns the version stamped
 -- (0 if none).
 WITH changed AS (
 	INSERT INTO cluster_capacity AS c (cluster_id, mirroring, mirroring_since, last_change_at, usage_observed_at, resource_version)
-	SELECT $1::text, $2::text, now(), $3::timestamptz, $4::timestamptz, nextval('registry_resource_version')
+	SELECT $1::text, $2::text, now(), $3::timestamptz, $4::timestamptz, registry_next_rv()
 	WHERE NOT EXISTS (SELECT 1 FROM cluster_capacity WHERE cluster_id = $1::text AND mirroring = $2::text
 		AND ($3::timestamptz IS NULL OR last_change_at >= $3::timestamptz)
 		AND ($4::timestamptz IS NULL OR usage_observed_at >= $4::timestamptz))

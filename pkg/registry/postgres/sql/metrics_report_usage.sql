@@ -10,14 +10,14 @@ WITH {{metrics_samples}}, reported AS (
 		usage_memory_bytes   = s.memory_usage_bytes,
 		usage_observed_at    = s.observed_at,
 		usage_window_seconds = s.window_seconds,
-		resource_version     = CASE WHEN n.resource_version > $6 THEN n.resource_version ELSE nextval('registry_resource_version') END
+		resource_version     = CASE WHEN n.resource_version > $6 THEN n.resource_version ELSE registry_next_rv() END
 	FROM newest s
 	WHERE n.cluster_id = s.cluster_id AND n.name = s.node AND {{metrics_usage_due}}
 	RETURNING n.resource_version
 ), unknown AS (
 	UPDATE cluster_node n SET usage_cpu_nanocores = NULL, usage_memory_bytes = NULL,
 		usage_observed_at = NULL, usage_window_seconds = NULL,
-		resource_version = CASE WHEN n.resource_version > $6 THEN n.resource_version ELSE nextval('registry_resource_version') END
+		resource_version = CASE WHEN n.resource_version > $6 THEN n.resource_version ELSE registry_next_rv() END
 	WHERE n.name = ANY($7::text[]) AND {{metrics_usage_absent}}
 	RETURNING n.resource_version
 ), stamped AS (

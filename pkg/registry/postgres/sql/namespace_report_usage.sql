@@ -12,14 +12,14 @@ WITH {{namespace_samples}}, cut AS (SELECT $5::timestamptz AS at), reported AS (
 		usage_memory_bytes  = s.memory_usage_bytes,
 		usage_pods          = s.pods,
 		usage_observed_at   = s.observed_at,
-		resource_version    = CASE WHEN n.resource_version > $6 THEN n.resource_version ELSE nextval('registry_resource_version') END
+		resource_version    = CASE WHEN n.resource_version > $6 THEN n.resource_version ELSE registry_next_rv() END
 	FROM input s
 	WHERE n.cluster_id = $1 AND n.name = s.namespace AND {{namespace_usage_due}}
 	RETURNING n.resource_version
 ), unknown AS (
 	UPDATE cluster_namespace n SET usage_cpu_nanocores = NULL, usage_memory_bytes = NULL,
 		usage_pods = NULL, usage_observed_at = NULL,
-		resource_version = CASE WHEN n.resource_version > $6 THEN n.resource_version ELSE nextval('registry_resource_version') END
+		resource_version = CASE WHEN n.resource_version > $6 THEN n.resource_version ELSE registry_next_rv() END
 	WHERE n.name = ANY($7::text[]) AND {{namespace_usage_absent}}
 	RETURNING n.resource_version
 ), stamped AS (
