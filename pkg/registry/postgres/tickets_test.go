@@ -39,7 +39,9 @@ func TestViewsSectionsRunSideBySideAndCommitInTicketOrder(t *testing.T) {
 
 	early := holdLock(t, b, `SELECT registry_take_ticket()`)
 	done := make(chan error, 1)
-	go func() { done <- s.Apply(ctx, store.Batch{ClusterID: "late", Nodes: []store.Node{node("l0", 2000, gib), node("l1", 1000, gib)}}) }()
+	go func() {
+		done <- s.Apply(ctx, store.Batch{ClusterID: "late", Nodes: []store.Node{node("l0", 2000, gib), node("l1", 1000, gib)}})
+	}()
 	poll(t, "the later write to wait for the earlier ticket", func() bool {
 		return count(`SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid::bigint = $1 AND mode = 'ShareLock' AND NOT granted`,
 			int64(postgres.TicketClass)) == 1
