@@ -42,7 +42,7 @@ func newRelistSlots(n int, c clock.PassiveClock) *relistSlots {
 // which waited for that member's pods to sync) is handed a slot before
 // every relist of another kind still waiting: a member then finishes its
 // sync while others list their pods, so the nodes' views sections, which
-// the writer lock serializes, overlap the pods' lists, which it does not
+// commit in turn, overlap the pods' lists, which do not
 // (docs/discovery.md, "Relists take turns").
 func (r *relistSlots) acquire(ctx context.Context, first bool) (release func(), ok bool) {
 	if r == nil {

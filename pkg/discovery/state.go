@@ -60,7 +60,7 @@ func (w *worker) reportStates(ctx context.Context) {
 			// A report that is due anyway carries both times as they are
 			// now: a busy, scraped member's ClusterCapacity then takes one
 			// version a minute for the two, not one for each (at 200
-			// members, each a writer-lock turn and a change-log entry).
+			// members, each a views section and a change-log entry).
 			if change.After(st.LastChange) {
 				st.LastChange = change
 			}

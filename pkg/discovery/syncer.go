@@ -690,8 +690,8 @@ func (f *firstSync) settle() {
 // namespaces) first synced or failed, at most firstSyncWait; it reports
 // false if ctx ended first. A node written before its pods gets aggregates
 // of none, and the pods' relist then stamps it again: on a member's first
-// sync, every node and namespace twice (a change-log entry and a writer-lock
-// section each) instead of once. Later relists find the rows synced and do
+// sync, every node and namespace twice (a change-log entry and a views section
+// each) instead of once. Later relists find the rows synced and do
 // not wait.
 func (s *syncer) awaitFirstSyncs(ctx context.Context) bool {
 	var timeout <-chan time.Time

@@ -70,7 +70,7 @@ func (w *writer) memberRows(cluster string, nodes, namespaces pairs) error {
 	return nil
 }
 
-// stampAggregates writes computed aggregates under the writer lock and
+// stampAggregates writes computed aggregates under a commit ticket and
 // stamps the rows whose values change.
 func (w *writer) stampAggregates(a aggregates) error {
 	if a.n == 0 {

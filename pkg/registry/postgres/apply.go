@@ -17,8 +17,8 @@ import (
 // Under the member's lock: the rows of a relist that are gone, which of the
 // batch's namespaces and nodes change (dropUnchanged), the member rows (pods
 // and quotas: deletes, then upserts that skip unchanged rows), the
-// aggregates that change (computeAggregates) and the cursors. Under the
-// writer lock, only if any view row changes: the view rows (namespaces and
+// aggregates that change (computeAggregates) and the cursors. Under a
+// commit ticket, only if any view row changes: the view rows (namespaces and
 // nodes), then the aggregates computed before (see memberTables). Each
 // object should appear at most once in a batch; one listed both as present
 // and as deleted ends up present. Concurrent calls are committed together
@@ -272,8 +272,8 @@ func nodeRecords(b *store.Batch) ([]store.NodeCapacity, error) {
 
 // dropUnchanged keeps of the batch's namespaces and nodes those the views
 // section writes: new ones, changed ones and those the batch also deletes.
-// It compares them with the member's rows under the member's lock, so the
-// writer lock is held only for what changes, and not at all for a batch
+// It compares them with the member's rows under the member's lock, so a
+// commit ticket is held only for what changes, and not at all for a batch
 // (a relist after a restart, say) that changes no view row.
 func (a *applier) dropUnchanged() error {
 	nss, err := namespaceRecords(&a.b)

@@ -13,8 +13,8 @@ import (
 )
 
 // Group commit: concurrent Apply calls of different members are committed
-// together, several batches (one per member) to a transaction, so the
-// writer lock is taken, registry_state raised and the transaction
+// together, several batches (one per member) to a transaction, so a
+// commit ticket is taken, registry_state raised and the transaction
 // committed once for all of them instead of once each. Each
 // batch's member section runs in a savepoint: one that fails (fenced, say)
 // is rolled back alone and its caller gets its error. A failure after that
@@ -29,11 +29,11 @@ import (
 const (
 	// maxCommitters bounds the groups of small batches of one Store in
 	// flight: their member sections run concurrently, their views sections
-	// queue for the writer lock. Batches queue, and so group, only when
+	// commit in ticket order. Batches queue, and so group, only when
 	// all are busy.
 	maxCommitters = 4
 	// maxGroup bounds the batches of one group, and so the member locks it
-	// holds while it waits for the writer lock.
+	// holds while it waits for earlier tickets.
 	maxGroup = 16
 )
 
@@ -134,8 +134,8 @@ func (a *applyQueue) takeLocked() (group []*queuedApply, slot bool) {
 // groupedObjects is the most objects a batch grouped with others holds.
 // Grouping saves a transaction's fixed cost, which matters for the small
 // batches of a steady fleet; a relist's chunks and last batches are work
-// in proportion to their rows, and grouped they only make one long hold of
-// the writer lock out of several (the fleet benchmark's sync took 27 %
+// in proportion to their rows, and grouped they only make one long views
+// section out of several (the fleet benchmark's sync took 27 %
 // longer with them grouped, and 48 % with them waiting for the 4
 // committers).
 const groupedObjects = 100

@@ -10,8 +10,8 @@ import (
 // its slot in store.Batch and its steps.
 type memberTable struct {
 	resource store.Resource
-	// view: its rows are view rows (namespaces, nodes), written under the
-	// writer lock; else member rows (pods, quotas), under the member's lock.
+	// view: its rows are view rows (namespaces, nodes), written under a
+	// commit ticket; else member rows (pods, quotas), under the member's lock.
 	view bool
 	// keys returns the keys of the batch's records of the resource.
 	keys func(b *store.Batch) []store.ObjectKey

@@ -110,8 +110,8 @@ func (s *Store) ReconcileMembers(ctx context.Context, v store.MembersView) (stor
 // removeMember removes a member absent for the grace period, unless
 // another transaction did: under the member's lock (a claim waits, then is
 // refused) it records the removal and renews the epoch (the owner's writes
-// are fenced), deletes its pods, quotas and cursors, and then, under the
-// writer lock, its view rows, each with a tombstone version. It reports
+// are fenced), deletes its pods, quotas and cursors, and then, under a
+// commit ticket, its view rows, each with a tombstone version. It reports
 // whether it removed the member.
 func (s *Store) removeMember(ctx context.Context, clusterID string, grace time.Duration) (bool, error) {
 	var removed bool
@@ -170,7 +170,7 @@ func (s *Store) Clusters(ctx context.Context) ([]string, error) {
 
 // CheckMemberIdentity records a member's identity and drops its cursors when
 // it differs from the recorded one, fenced like a write. Cursors are not
-// views: no writer lock.
+// views: no commit ticket.
 func (s *Store) CheckMemberIdentity(ctx context.Context, f store.Fence, identity string) (bool, error) {
 	var changed bool
 	err := pgx.BeginFunc(ctx, s.writes, func(tx pgx.Tx) error {

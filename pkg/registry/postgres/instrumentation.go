@@ -9,21 +9,22 @@ import (
 
 const metricsSubsystem = "platform_registry"
 
-// Writes are serialized on registry_state (docs/registry.md): how long a
-// writer waits for that lock and how long it holds it are what a fleet's
-// write throughput depends on, so they are measured per operation.
+// Writes commit in ticket order (docs/registry.md): how long a writer waits
+// for its turn and how long it holds its ticket are what a fleet's write
+// throughput depends on, so they are measured per operation. The metrics
+// keep their names from when a single writer lock gave the order.
 var (
 	writerLockWait = metrics.NewHistogramVec(&metrics.HistogramOpts{
 		Subsystem:      metricsSubsystem,
 		Name:           "writer_lock_wait_seconds",
-		Help:           "Time a write transaction waited for the registry's writer lock (registry_state), by operation.",
+		Help:           "Time a write transaction waited for its turn to commit (taking a commit ticket, then waiting for every earlier ticket's transaction to end), by operation.",
 		Buckets:        metrics.ExponentialBuckets(0.0005, 2, 16),
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"op"})
 	writerLockHold = metrics.NewHistogramVec(&metrics.HistogramOpts{
 		Subsystem:      metricsSubsystem,
 		Name:           "writer_lock_hold_seconds",
-		Help:           "Time a write transaction held the registry's writer lock, until its commit finished, by operation.",
+		Help:           "Time a write transaction held its commit ticket, from taking it until its commit finished, less its wait for earlier tickets, by operation.",
 		Buckets:        metrics.ExponentialBuckets(0.0005, 2, 16),
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"op"})

@@ -24,7 +24,7 @@ import (
 //     Options.AcquireTimeout, then the request is answered 429 (store.ErrBusy).
 //   - writes: discovery's writes and reads, maintenance, migrations
 //     (writesPoolSize). Writers wait for a connection as long as their
-//     context allows: they queue behind the writer lock anyway.
+//     context allows: they commit in ticket order anyway.
 //   - feed: the change feed's follower and the history reads of watches
 //     resuming below its window (feedPoolSize).
 //   - health: readiness checks (healthPoolSize).
@@ -36,8 +36,8 @@ const (
 	// pool_max_conns. pgxpool's default is max(4, CPUs): on a small machine
 	// a fleet's lists, gets and watches queued for four connections.
 	defaultMaxConns = 20
-	// writesPoolSize: discovery's writers serialize on the writer lock,
-	// so a few connections keep it busy; the rest carry member sections,
+	// writesPoolSize: discovery's writers commit in ticket order, and
+	// views sections share the database's cores, so a few connections keep it busy; the rest carry member sections,
 	// cursors and maintenance.
 	writesPoolSize = 8
 	// feedPoolSize: the follower's read and the history reads

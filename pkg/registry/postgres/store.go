@@ -26,8 +26,8 @@ var (
 const DefaultContinueTTL = 15 * time.Minute
 
 // A replica that stalls in the middle of a transaction (a VM pause, SIGSTOP)
-// would hold what it locked — a member's lock, or the writer lock that every
-// member's views section needs — until it wakes. Every transaction of the
+// would hold what it locked — a member's lock, or a commit ticket that every
+// later writer waits for before it publishes — until it wakes. Every transaction of the
 // store sends its statements back to back, so PostgreSQL may end one that
 // sits idle this long; the stalled replica then finds its transaction gone.
 // A DSN that sets the parameter keeps its value.

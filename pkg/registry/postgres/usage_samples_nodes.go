@@ -122,7 +122,8 @@ func reportInSlices[T any](ctx context.Context, s *Store, o op, f store.Fence, d
 // reportSlice bounds the due nodes one transaction of a usage report
 // stamps, as discovery's batch size bounds a batch: a member's first scrape
 // after its nodes synced finds all of them due, and one transaction for
-// 5,000 would hold the writer lock every member's writes need for seconds.
+// 5,000 would hold a commit ticket, which every later write waits for
+// before it publishes, for seconds.
 const reportSlice = 1000
 
 // MaintainNodeMetrics prepares the partitions of the next hours, drops those
@@ -246,8 +247,8 @@ func (s *Store) expireUsage(ctx context.Context, before time.Time) (int64, error
 
 // expireSlice bounds the nodes (and the namespaces) one transaction of the
 // usage expiry stamps: a member whose scrapes stopped has all its nodes
-// expired at once, and one transaction for them held the writer lock for
-// 16 s at p99 in the 200-member fleet (docs/benchmarks.md, run V).
+// expired at once, and one transaction for them held the writer lock (as
+// the commit order was then) for 16 s at p99 in the 200-member fleet (docs/benchmarks.md, run V).
 const expireSlice = 1000
 
 // sampleRow is one row of the jsonb parameter of metrics_record and

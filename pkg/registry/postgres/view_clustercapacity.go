@@ -201,7 +201,7 @@ func (s *saturated) ScanNumeric(n pgtype.Numeric) error {
 
 var sqlMemberState = statement("member_state")
 
-// opMemberState labels the writer-lock metrics of RecordMemberState.
+// opMemberState labels the commit-order metrics of RecordMemberState.
 const opMemberState op = "member_state"
 
 // RecordMemberState records a member's mirroring state, the time of the

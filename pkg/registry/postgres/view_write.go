@@ -94,7 +94,7 @@ SELECT coalesce(max(resource_version), 0) FROM changed`,
 // reads them) that it would write for member $1: new ones, and those whose
 // input columns differ from the current row's. Apply runs it under the
 // member's lock, which every writer of the member's rows holds, so the
-// answer holds until its commit and the writer lock is taken only for
+// answer holds until its commit and a commit ticket is taken only for
 // the rows that change.
 func (v *view[R]) changedStatement() string {
 	in := v.inputColumns()

@@ -8,7 +8,7 @@
 -- too), then, as a JSON array for the view's stamp statement, and their
 -- count, those of the others whose row's values differ. It reads only rows
 -- that one member's writers write, under its lock, so Apply runs it there,
--- before the writer lock. Usage is not an aggregate: RecordNodeMetrics
+-- before its commit ticket. Usage is not an aggregate: RecordNodeMetrics
 -- reports it.
 WITH written AS (
 	-- $2 as a set: looked up by a hashed subplan, where = ANY($2) in a
