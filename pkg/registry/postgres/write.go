@@ -24,7 +24,7 @@ type writer struct {
 	// version this transaction stamps is above it, every version an
 	// earlier ticket stamped below it. Zero before the views section.
 	startRV int64
-	// maxRV is the highest sequence value this transaction took.
+	// maxRV is the highest version this transaction stamped.
 	maxRV int64
 }
 
@@ -40,7 +40,7 @@ var (
 
 // sections are the two parts of a write transaction; either may be nil.
 type sections struct {
-	// member runs first, without the writer lock: per-member work on rows
+	// member runs first, without a ticket: per-member work on rows
 	// that carry no resourceVersion (pods, quotas, cursors), and the
 	// member lock and fence check that serialize one member's writers.
 	member func(w *writer) error
