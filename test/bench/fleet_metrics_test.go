@@ -80,24 +80,25 @@ func (h promHistogram) quantile(q float64) float64 {
 	return prevBound
 }
 
-// lockSnapshot is one replica's writer-lock hold and wait and member-lock
-// wait histograms (where the registry has that lock), by op, and the
-// seconds it has held the writer lock in all.
+// lockSnapshot is one replica's commit-ticket hold and wait (the metrics
+// named writer_lock_* from when one lock ordered the commits) and member-lock
+// wait histograms, by op, and the seconds it has held tickets in all.
 type lockSnapshot struct {
 	histograms [3]map[string]promHistogram
 	held       float64
 }
 
 // lockStats are the p99s in seconds (NaN without observations) of the
-// writer lock's hold and wait and the member lock's wait, summed over
+// commit tickets' hold and wait and the member lock's wait, summed over
 // replicas and ops between two snapshots of each replica (before nil: since
 // the process started), and each op's hold p99 and count, for the log.
 type lockStats struct {
 	hold, wait, memberWait float64
 	byOp                   string
-	// busy is the share of the window in which some replica held the
-	// writer lock: the replicas' hold seconds summed, over the window (the
-	// lock is one for all, so at most 1).
+	// busy is the replicas' ticket hold seconds summed, over the window:
+	// the views sections in flight on average (above 1 when they overlap;
+	// under the one writer lock of before, the share of the time it was
+	// held).
 	busy float64
 }
 

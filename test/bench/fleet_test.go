@@ -1077,8 +1077,8 @@ func (f *fleetEnv) summarize() {
 		}
 		line("  until synced: %s", res.syncWork)
 		line("  sync every %s (elapsed nodes/pods inserted/members complete, machine/PostgreSQL cores): %s", fleetTimelineStep, timelineString(res.timeline))
-		line("  writer lock hold p99 by op, sync: %s; steady: %s", res.syncLocks.byOp, res.steadyLocks.byOp)
-		line("  writer lock held (the replicas' hold seconds over the window): %.0f%% of the sync, %.0f%% of the steady window",
+		line("  commit ticket hold p99 by op, sync: %s; steady: %s", res.syncLocks.byOp, res.steadyLocks.byOp)
+		line("  commit tickets held (the replicas' hold seconds over the window: views sections in flight on average): %.0f%% of the sync, %.0f%% of the steady window",
 			100*res.syncLocks.busy, 100*res.steadyLocks.busy)
 		line("  cores used, sync / steady: PostgreSQL %.2f / %.2f, replicas %.2f / %.2f, machine %.2f / %.2f of %d",
 			res.syncCores.postgres, res.steadyCores.postgres, res.syncCores.platform, res.steadyCores.platform,
