@@ -37,7 +37,8 @@ const (
 	// a fleet's lists, gets and watches queued for four connections.
 	defaultMaxConns = 20
 	// writesPoolSize: discovery's writers commit in ticket order, and
-	// views sections share the database's cores, so a few connections keep it busy; the rest carry member sections,
+	// views sections share the database's cores, so a few connections
+	// keep it busy; the rest carry member sections,
 	// cursors and maintenance.
 	writesPoolSize = 8
 	// feedPoolSize: the follower's read and the history reads

@@ -28,7 +28,6 @@ var (
 	sqlEnsurePartitions     = statement("metrics_ensure_partitions")
 	sqlExpiredPartitions    = statement("metrics_expired_partitions")
 	sqlPartitionLockTimeout = statement("metrics_partition_lock_timeout")
-	sqlStaleUsageExists     = statement("metrics_stale_usage_exists")
 	sqlExpireUsage          = statement("metrics_expire_usage")
 	sqlExpireLockMembers    = statement("metrics_expire_lock_members")
 )
@@ -208,21 +207,15 @@ func (s *Store) dropMetricsPartitions(ctx context.Context, before time.Time) (in
 
 // expireUsage makes the usage of nodes and namespaces whose reported sample
 // was observed before `before` unknown; it takes a commit ticket only when
-// there are any, and for at most expireSlice nodes and as many namespaces
-// a transaction. It stamps only the rows of members whose lock was free:
+// it locked a member with any (the member section finds them), and stamps
+// at most expireSlice nodes and as many namespaces a transaction. It
+// stamps only the rows of members whose lock was free:
 // a views section must not wait for a member's writer, which may be
 // waiting for its ticket (docs/registry.md, "Commits in ticket order"); a
 // busy member's usage is left to the next maintenance.
 func (s *Store) expireUsage(ctx context.Context, before time.Time) (int64, error) {
 	var total int64
 	for {
-		var stale bool
-		if err := s.writes.QueryRow(ctx, sqlStaleUsageExists, before).Scan(&stale); err != nil {
-			return total, fmt.Errorf("find stale usage: %w", interpretError(err))
-		}
-		if !stale {
-			return total, nil
-		}
 		var expired int64
 		var members []string
 		err := s.write(ctx, opExpireUsage, sections{

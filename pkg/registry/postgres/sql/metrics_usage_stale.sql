@@ -1,4 +1,4 @@
--- Fragment (CTEs) of metrics_expire_usage and metrics_stale_usage_exists:
+-- Fragment (CTEs) of metrics_expire_usage and metrics_expire_lock_members:
 -- the rows whose reported usage nothing has confirmed since $1. A node's is
 -- confirmed by its member's usage heartbeat (cluster_capacity's
 -- usage_observed_at, which a scrape moves without touching quiet nodes), so
