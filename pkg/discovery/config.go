@@ -121,7 +121,7 @@ func DefaultConfig() Config {
 			RemovalGrace: 5 * time.Minute,
 		},
 		Sync: SyncConfig{
-			BatchSize:        1000,
+			BatchSize:        500, // one list page (listPageSize): a relist commits page by page
 			BatchDelay:       100 * time.Millisecond,
 			Backoff:          backoff.New(500 * time.Millisecond),
 			ApplyTimeout:     time.Minute,

@@ -88,6 +88,8 @@ var (
 		"BenchmarkFleet: the replica counts to run, comma-separated, each on a database of its own")
 	fleetMaxRelists = flag.Int("fleet-max-relists", 0,
 		"BenchmarkFleet: each replica's --discovery-max-concurrent-relists (0: the server's default)")
+	fleetExtraArgs = flag.String("fleet-args", "",
+		"BenchmarkFleet: more flags for each replica, space-separated (e.g. \"--discovery-batch-size=250\")")
 )
 
 // fleetScale is the simulated fleet's size (-fleet-scale).
@@ -1122,7 +1124,7 @@ func fleetMemberID(i int) string { return fmt.Sprintf("fleet-%02d", i) }
 // fleetArgs are every replica's flags besides the member directory:
 // discovery of the hosting cluster (the framework's kube-apiserver, whose
 // kubeconfig is in the process's working directory) and leader election
-// with the timings of -fleet-lease.
+// with the timings of -fleet-lease, then those of -fleet-args.
 func fleetArgs() ([]string, error) {
 	parts := strings.Split(*fleetLease, ",")
 	names := []string{"lease-duration", "renew-deadline", "retry-period"}
@@ -1137,7 +1139,7 @@ func fleetArgs() ([]string, error) {
 		}
 		args = append(args, "--leader-elect-"+names[i]+"="+d.String())
 	}
-	return args, nil
+	return append(args, strings.Fields(*fleetExtraArgs)...), nil
 }
 
 // fleetEnv is kube-apiserver with kwok simulating scale.nodes nodes and

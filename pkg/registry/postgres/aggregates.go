@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
@@ -33,11 +34,16 @@ type aggregates struct {
 // rows the batch writes (written: names, never nil: the statement reads a
 // SQL array) and those that differ from their row's.
 func (w *writer) aggregate(what, sql, stampSQL string, keys pairs, written []string) (aggregates, error) {
+	return w.aggregateRows(what, sql, stampSQL, keys.rows(), written)
+}
+
+// aggregateRows is aggregate of keys given as rows.
+func (w *writer) aggregateRows(what, sql, stampSQL string, keys []pairRow, written []string) (aggregates, error) {
 	out := aggregates{what: what, stampSQL: stampSQL, written: []byte("[]")}
 	if len(keys) == 0 {
 		return out, nil
 	}
-	param, err := jsonRows(keys.rows())
+	param, err := jsonRows(keys)
 	if err != nil {
 		return out, fmt.Errorf("compute %s: %w", what, err)
 	}
@@ -47,10 +53,15 @@ func (w *writer) aggregate(what, sql, stampSQL string, keys pairs, written []str
 	return out, nil
 }
 
+// querier runs a query: a pool, or a transaction.
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
 // memberRows adds the names of the member's nodes and namespaces to nodes
 // and namespaces.
-func (w *writer) memberRows(cluster string, nodes, namespaces pairs) error {
-	rows, err := w.tx.Query(w.ctx, sqlAggregateMemberRows, cluster)
+func memberRows(ctx context.Context, q querier, cluster string, nodes, namespaces pairs) error {
+	rows, err := q.Query(ctx, sqlAggregateMemberRows, cluster)
 	if err != nil {
 		return fmt.Errorf("list the rows of member %s: %w", cluster, err)
 	}

@@ -323,23 +323,13 @@ func changedOnly[R any](a *applier, v *view[R], records []R, r store.Resource, n
 // aggregates of the nodes and namespaces the batch changed or writes, and
 // keeps those that change. A relist's chunk (Batch.Chunk) leaves those its
 // member rows change to the relist's last batch, which computes them for
-// every node and namespace of the member: a relist of 20,000 pods in 20
-// chunks then stamps each node once, not once per chunk that moved it.
-// Every relist's last batch does, even one that came in one batch: the
-// chunks of an earlier relist that never reached its last batch (a commit
-// timed out, the member changed hands) left theirs to it too, and wrote
-// pods this relist finds unchanged.
+// every node and namespace of the member after its rows commit
+// (apply_relist.go): a relist of 20,000 pods in 20 chunks then stamps each
+// node once, not once per chunk that moved it.
 func (a *applier) computeAggregates() error {
 	nodes, namespaces := a.nodes, a.namespaces
 	if a.b.Chunk {
 		nodes, namespaces = pairs{}, pairs{}
-	} else if slices.ContainsFunc(a.b.Replace, isMemberRows) {
-		// Keyed like any other: with the member's rows as a subquery the
-		// planner hashed every pod of the registry (4.5 s against 73 ms
-		// for a 1,000-node batch of the fleet benchmark).
-		if err := a.memberRows(a.cluster, nodes, namespaces); err != nil {
-			return err
-		}
 	}
 	nodeNames := make([]string, len(a.nodeRows))
 	for i, n := range a.nodeRows {

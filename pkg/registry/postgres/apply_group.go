@@ -210,8 +210,13 @@ func (s *Store) commitGroup(group []*queuedApply) {
 	}
 }
 
-// applyAlone commits one batch in a transaction of its own.
+// applyAlone commits one batch in a transaction of its own, or a relist's
+// last batch of member rows in its steps (apply_relist.go).
 func (s *Store) applyAlone(q *queuedApply) {
+	if relistsMemberRows(&q.b) {
+		q.err = s.applyRelist(q.ctx, q.b)
+		return
+	}
 	q.err = s.write(q.ctx, opApply, newApplier(q.b).sections())
 }
 

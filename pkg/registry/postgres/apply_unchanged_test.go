@@ -164,3 +164,58 @@ func TestChunkedRelistStampsAggregatesOnce(t *testing.T) {
 	ctx = unchanged
 	relist(func(bool) {})
 }
+
+// TestRelistStampsAggregatesInSlices: a relist's last batch of pods commits
+// its rows, then restamps the aggregates of the member's namespaces in
+// transactions of at most ViewSlice, each namespace once, then its cursor;
+// a relist that changes nothing takes no commit ticket and still saves its
+// cursor.
+func TestRelistStampsAggregatesInSlices(t *testing.T) {
+	t.Parallel()
+	s, b := setup(t, postgres.Options{})
+	ctx := b.ctx
+	const namespaces = 2*postgres.ViewSlice + 100
+	batch := store.Batch{ClusterID: "c", Nodes: []store.Node{node(nodeNameN(0), 4000, 16*gib)}}
+	var pods []store.Pod
+	for i := range namespaces {
+		ns := fmt.Sprintf("ns-%04d", i)
+		batch.Namespaces = append(batch.Namespaces, namespace(ns))
+		pods = append(pods, store.Pod{Namespace: ns, Name: "p", UID: ns, NodeName: nodeNameN(0), Phase: "Running", CPURequestMillis: 1})
+	}
+	mustApply(t, s, ctx, batch)
+	relist := func(cursor string) {
+		t.Helper()
+		half := len(pods) / 2
+		mustApply(t, s, ctx, store.Batch{ClusterID: "c", Pods: pods[:half], Chunk: true})
+		var present []store.ObjectKey
+		for _, p := range pods[:half] {
+			present = append(present, store.ObjectKey{Namespace: p.Namespace, Name: p.Name})
+		}
+		mustApply(t, s, ctx, store.Batch{ClusterID: "c", Pods: pods[half:], Replace: []store.Resource{store.ResourcePods},
+			Present: present, Cursors: map[store.Resource]string{store.ResourcePods: cursor}})
+		if got, err := s.Cursor(ctx, "c", store.ResourcePods); err != nil || got != cursor {
+			t.Errorf("pods cursor after the relist: %q, %v; want %q", got, err, cursor)
+		}
+	}
+	rv0 := registryRV(t, s, ctx)
+	relist("100")
+	if n := countRows(t, b, `SELECT count(*) FROM registry_change WHERE resource_version > $1 AND kind = 'ClusterNamespace'`, rv0); n != namespaces {
+		t.Errorf("%d namespace changes after the relist, want one for each of the %d", n, namespaces)
+	}
+	if n := countRows(t, b, `SELECT count(DISTINCT committed_at) FROM registry_change WHERE resource_version > $1 AND kind = 'ClusterNamespace'`, rv0); n != viewSlices(namespaces) {
+		t.Errorf("the relist stamped its %d namespaces in %d transactions, want %d of at most %d", namespaces, n, viewSlices(namespaces), postgres.ViewSlice)
+	}
+	for _, i := range []int{0, postgres.ViewSlice, namespaces - 1} {
+		if ns := getNamespace(t, s, ctx, "c", batch.Namespaces[i].Name); ns.PodCount != 1 {
+			t.Errorf("%s counts %d pods, want 1", batch.Namespaces[i].Name, ns.PodCount)
+		}
+	}
+	if n := getNode(t, s, ctx, "c", nodeNameN(0)); n.Requested.Pods != namespaces {
+		t.Errorf("the node counts %d pods, want %d", n.Requested.Pods, namespaces)
+	}
+	rv := registryRV(t, s, ctx)
+	relist("200")
+	if now := registryRV(t, s, ctx); now != rv {
+		t.Errorf("a relist that changed nothing moved the registry from %d to %d", rv, now)
+	}
+}

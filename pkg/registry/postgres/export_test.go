@@ -6,3 +6,6 @@ func (s *Store) PendingApplies() int {
 	defer s.applies.mu.Unlock()
 	return len(s.applies.pending)
 }
+
+// ViewSlice is the most view rows one transaction of a write in slices stamps.
+const ViewSlice = viewSlice

@@ -54,6 +54,7 @@ type op string
 
 const (
 	opApply                op = "apply"
+	opRelistAggregates     op = "relist_aggregates"      // a relist's aggregates, restamped in slices (apply_relist.go)
 	opReportUsage          op = "report_usage"           // a node scrape's usage report
 	opReportNamespaceUsage op = "report_namespace_usage" // a namespace scrape's history and report
 	opExpireUsage          op = "expire_usage"

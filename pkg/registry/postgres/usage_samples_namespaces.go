@@ -11,7 +11,7 @@ import (
 var (
 	// sqlNamespaceUsageDue names the due samples and the usage to end
 	// without the writers' lock; sqlReportNamespaceUsage reports those
-	// alone under it, re-checked, at most reportSlice a transaction.
+	// alone under it, re-checked, at most viewSlice a transaction.
 	sqlNamespaceUsageDue    = statement("namespace_usage_due_names")
 	sqlReportNamespaceUsage = statement("namespace_report_usage")
 	// sqlNamespaceRollup adds the samples of known namespaces to their
@@ -38,7 +38,7 @@ type namespaceSampleRow struct {
 // usage history (once, however often it is scraped). A scrape with none
 // due takes two short statements and no writers' lock; otherwise the
 // writers' lock is held for the due namespaces alone, in slices of
-// reportSlice, as for nodes.
+// viewSlice, as for nodes.
 func (s *Store) RecordNamespaceMetrics(ctx context.Context, f store.Fence, samples []store.NamespaceMetricsSample, policy store.UsageReporting) (int64, error) {
 	rows := make([]namespaceSampleRow, 0, len(samples))
 	for _, m := range samples {

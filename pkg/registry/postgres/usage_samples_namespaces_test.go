@@ -107,7 +107,7 @@ func TestNamespaceUsageReporting(t *testing.T) {
 }
 
 // TestNamespaceReportSlices: a member's first namespace scrape reports its
-// 2,100 namespaces in three transactions of at most 1,000 (reportSlice);
+// 2,100 namespaces in transactions of at most ViewSlice;
 // later, one namespace that moved and one unconfirmed for UnknownAfter are
 // the only ones a scrape of all the others stamps.
 func TestNamespaceReportSlices(t *testing.T) {
@@ -141,8 +141,8 @@ func TestNamespaceReportSlices(t *testing.T) {
 	if got := scrape(t0, namespaces, -1); got != namespaces {
 		t.Fatalf("first scrape reported %d namespaces, want %d", got, namespaces)
 	}
-	if n := countRows(t, b, `SELECT count(DISTINCT committed_at) FROM registry_change WHERE resource_version > $1 AND kind = 'ClusterNamespace'`, rv0); n != 3 {
-		t.Errorf("the first scrape reported its %d namespaces in %d transactions, want 3 of at most 1,000", namespaces, n)
+	if n := countRows(t, b, `SELECT count(DISTINCT committed_at) FROM registry_change WHERE resource_version > $1 AND kind = 'ClusterNamespace'`, rv0); n != viewSlices(namespaces) {
+		t.Errorf("the first scrape reported its %d namespaces in %d transactions, want %d of at most %d", namespaces, n, viewSlices(namespaces), postgres.ViewSlice)
 	}
 	// The last namespace runs no pod after t0; 6 minutes on, namespace 7 moved.
 	rv := registryRV(t, s, ctx)

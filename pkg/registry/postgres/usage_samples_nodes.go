@@ -41,7 +41,7 @@ const maxSampleSpan = 7 * 24 * time.Hour
 // the member's nodes the scrape lacks and no sample confirmed for
 // policy.UnknownAfter. A scrape with no node due takes two short statements
 // and never the writers' lock; otherwise serialized writes of at most
-// reportSlice nodes each restamp the due nodes, given only their samples, so
+// viewSlice nodes each restamp the due nodes, given only their samples, so
 // the lock is held for work in proportion to them, not to the scrape.
 func (s *Store) RecordNodeMetrics(ctx context.Context, f store.Fence, samples []store.NodeMetricsSample, policy store.UsageReporting) (store.MetricsRecorded, error) {
 	var out store.MetricsRecorded
@@ -90,14 +90,14 @@ func (s *Store) RecordNodeMetrics(ctx context.Context, f store.Fence, samples []
 }
 
 // reportInSlices writes a usage report of the due samples, fenced by f, at
-// most reportSlice a transaction: report stamps one slice (encoded) and
+// most viewSlice a transaction: report stamps one slice (encoded) and
 // the names of the rows whose usage becomes unknown, which go with the
 // first slice. It returns how many rows the slices stamped.
 func reportInSlices[T any](ctx context.Context, s *Store, o op, f store.Fence, due []T, absent []string,
 	encode func([]T) ([]byte, error), report func(w *writer, param []byte, absent []string) (int64, error)) (int64, error) {
 	var reported int64
-	for start := 0; start == 0 || start < len(due); start += reportSlice {
-		param, err := encode(due[start:min(start+reportSlice, len(due))])
+	for start := 0; start == 0 || start < len(due); start += viewSlice {
+		param, err := encode(due[start:min(start+viewSlice, len(due))])
 		if err != nil {
 			return reported, err
 		}
@@ -117,13 +117,6 @@ func reportInSlices[T any](ctx context.Context, s *Store, o op, f store.Fence, d
 	}
 	return reported, nil
 }
-
-// reportSlice bounds the due nodes one transaction of a usage report
-// stamps, as discovery's batch size bounds a batch: a member's first scrape
-// after its nodes synced finds all of them due, and one transaction for
-// 5,000 would hold a commit ticket, which every later write waits for
-// before it publishes, for seconds.
-const reportSlice = 1000
 
 // MaintainNodeMetrics prepares the partitions of the next hours, drops those
 // entirely before m.RetainAfter, and makes stale reported usage unknown.
@@ -208,7 +201,7 @@ func (s *Store) dropMetricsPartitions(ctx context.Context, before time.Time) (in
 // expireUsage makes the usage of nodes and namespaces whose reported sample
 // was observed before `before` unknown; it takes a commit ticket only when
 // it locked a member with any (the member section finds them), and stamps
-// at most expireSlice nodes and as many namespaces a transaction. It
+// at most viewSlice nodes and as many namespaces a transaction. It
 // stamps only the rows of members whose lock was free:
 // a views section must not wait for a member's writer, which may be
 // waiting for its ticket (docs/registry.md, "Commits in ticket order"); a
@@ -227,7 +220,7 @@ func (s *Store) expireUsage(ctx context.Context, before time.Time) (int64, error
 			},
 			skipViews: func() bool { return len(members) == 0 },
 			views: func(w *writer) (err error) {
-				expired, err = w.stampCounted("expire stale usage", sqlExpireUsage, before, w.startRV, expireSlice, members)
+				expired, err = w.stampCounted("expire stale usage", sqlExpireUsage, before, w.startRV, viewSlice, members)
 				return err
 			},
 		})
@@ -237,12 +230,6 @@ func (s *Store) expireUsage(ctx context.Context, before time.Time) (int64, error
 		}
 	}
 }
-
-// expireSlice bounds the nodes (and the namespaces) one transaction of the
-// usage expiry stamps: a member whose scrapes stopped has all its nodes
-// expired at once, and one transaction for them held the writer lock (as
-// the commit order was then) for 16 s at p99 in the 200-member fleet (docs/benchmarks.md, run V).
-const expireSlice = 1000
 
 // sampleRow is one row of the jsonb parameter of metrics_record and
 // metrics_report_usage (metrics_samples.sql).

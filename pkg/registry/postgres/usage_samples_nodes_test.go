@@ -135,7 +135,7 @@ func TestRecordNodeMetricsQuietFleet(t *testing.T) {
 	t.Parallel()
 	s, b := setup(t, postgres.Options{})
 	ctx := b.ctx
-	const nodes = 2100 // the first report in three transactions (reportSlice)
+	const nodes = 2100 // the first report in several transactions (ViewSlice)
 	applyMetricsNodes(t, s, ctx, nodes)
 	rv0 := registryRV(t, s, ctx)
 	t0 := time.Now().UTC().Truncate(time.Second)
@@ -154,8 +154,8 @@ func TestRecordNodeMetricsQuietFleet(t *testing.T) {
 	if got := scrape(0, 300); got.Reported != nodes {
 		t.Fatalf("first scrape reported %d nodes, want %d", got.Reported, nodes)
 	}
-	if n := countRows(t, b, `SELECT count(DISTINCT committed_at) FROM registry_change WHERE resource_version > $1 AND kind = 'NodeCapacity'`, rv0); n != 3 {
-		t.Errorf("the first scrape reported its %d nodes in %d transactions, want 3 of at most 1,000", nodes, n)
+	if n := countRows(t, b, `SELECT count(DISTINCT committed_at) FROM registry_change WHERE resource_version > $1 AND kind = 'NodeCapacity'`, rv0); n != viewSlices(nodes) {
+		t.Errorf("the first scrape reported its %d nodes in %d transactions, want %d of at most %d", nodes, n, viewSlices(nodes), postgres.ViewSlice)
 	}
 	rv := registryRV(t, s, ctx)
 	changes := countRows(t, b, `SELECT count(*) FROM registry_change`)
@@ -172,7 +172,7 @@ func TestRecordNodeMetricsQuietFleet(t *testing.T) {
 	}
 
 	// The scrapes stop: the expiry makes every node's usage unknown, in
-	// transactions of at most 1,000 (expireSlice).
+	// transactions of at most ViewSlice.
 	after := t0.Add(10 * time.Minute)
 	got, err := s.MaintainNodeMetrics(ctx, store.MetricsMaintenance{Now: after, RetainAfter: t0.Add(-time.Hour), UnknownBefore: after})
 	if err != nil {
@@ -181,8 +181,8 @@ func TestRecordNodeMetricsQuietFleet(t *testing.T) {
 	if got.Unknown != nodes {
 		t.Errorf("the expiry made %d nodes' usage unknown, want %d", got.Unknown, nodes)
 	}
-	if n := countRows(t, b, `SELECT count(DISTINCT committed_at) FROM registry_change WHERE resource_version > $1 AND kind = 'NodeCapacity'`, rv); n != 3 {
-		t.Errorf("the expiry stamped its %d nodes in %d transactions, want 3 of at most 1,000", nodes, n)
+	if n := countRows(t, b, `SELECT count(DISTINCT committed_at) FROM registry_change WHERE resource_version > $1 AND kind = 'NodeCapacity'`, rv); n != viewSlices(nodes) {
+		t.Errorf("the expiry stamped its %d nodes in %d transactions, want %d of at most %d", nodes, n, viewSlices(nodes), postgres.ViewSlice)
 	}
 	if u := getNode(t, s, ctx, "c", nodeNameN(nodes-1)).Usage; u != nil {
 		t.Errorf("a node whose scrapes stopped shows usage %+v, want unknown", u)
@@ -400,3 +400,7 @@ func TestMetricsPartitionsCreatedConcurrently(t *testing.T) {
 		t.Errorf("%d partitions, want the 3 hours from now on", n)
 	}
 }
+
+// viewSlices is how many transactions a write in slices (ViewSlice rows
+// each) of n rows takes.
+func viewSlices(n int) int64 { return int64((n + postgres.ViewSlice - 1) / postgres.ViewSlice) }

@@ -132,6 +132,16 @@ const MemberLockClass = 0x706c6174 // "plat"
 // registry's resourceVersion.
 const unpublishedTickets = 32
 
+// viewSlice bounds the view rows one transaction of a write in slices
+// stamps: a usage report's due rows (a member's first scrape after its
+// nodes synced finds all of them due), the usage expiry's (a member whose
+// scrapes stopped has all its nodes expired at once) and a relist's
+// aggregates (apply_relist.go). Every later writer waits for a views
+// section before it publishes, so its length is what they wait: 1,000
+// rows a slice held tickets for 1.3–2.4 s at p99 in the fleet benchmark's
+// sync, 250 for 0.8–1.5 s (docs/benchmarks.md, runs AM to AO).
+const viewSlice = 250
+
 // TicketClass is the first key of the commit tickets' advisory locks
 // (migration 023): (TicketClass, ticket mod 2^31) for each ticket, and
 // (TicketClass, -1), the barrier every ticket holder shares and a failover
