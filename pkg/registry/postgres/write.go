@@ -137,9 +137,10 @@ const unpublishedTickets = 32
 // nodes synced finds all of them due), the usage expiry's (a member whose
 // scrapes stopped has all its nodes expired at once) and a relist's
 // aggregates (apply_relist.go). Every later writer waits for a views
-// section before it publishes, so its length is what they wait: 1,000
-// rows a slice held tickets for 1.3–2.4 s at p99 in the fleet benchmark's
-// sync, 250 for 0.8–1.5 s (docs/benchmarks.md, runs AM to AO).
+// section before it publishes, so its length is what they wait: usage
+// reports of 1,000 rows a slice held tickets for 2.4–4.0 s at p99 in the
+// fleet benchmark's sync, of 250 for 1.1 s (docs/benchmarks.md, runs AN
+// and AP).
 const viewSlice = 250
 
 // TicketClass is the first key of the commit tickets' advisory locks
