@@ -57,6 +57,9 @@ func (s *Store) applyRelist(ctx context.Context, b store.Batch) error {
 // rows a transaction, each fenced by f under the member's lock. A node or
 // namespace created meanwhile got its aggregates with its row.
 func (s *Store) restampAggregates(ctx context.Context, f store.Fence) error {
+	// Listed, then keyed like any batch's rows: with the member's rows as
+	// a subquery the planner hashed every pod of the registry (4.5 s
+	// against 73 ms for a 1,000-node batch of the fleet benchmark).
 	nodes, namespaces := pairs{}, pairs{}
 	if err := memberRows(ctx, s.writes, f.ClusterID, nodes, namespaces); err != nil {
 		return err
