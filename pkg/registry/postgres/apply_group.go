@@ -210,14 +210,15 @@ func (s *Store) commitGroup(group []*queuedApply) {
 	}
 }
 
-// applyAlone commits one batch in a transaction of its own, or a relist's
-// last batch of member rows in its steps (apply_relist.go).
+// applyAlone commits one batch in a transaction of its own, after its view
+// rows beyond viewSlice (apply_peel.go), or a relist's last batch of
+// member rows in its steps (apply_relist.go).
 func (s *Store) applyAlone(q *queuedApply) {
 	if relistsMemberRows(&q.b) {
 		q.err = s.applyRelist(q.ctx, q.b)
 		return
 	}
-	q.err = s.write(q.ctx, opApply, newApplier(q.b).sections())
+	q.err = s.applyPeeled(q.ctx, q.b)
 }
 
 // inSavepoint runs a member section in a savepoint and rolls it back if it

@@ -38,7 +38,7 @@ func relistsMemberRows(b *store.Batch) bool {
 func (s *Store) applyRelist(ctx context.Context, b store.Batch) error {
 	rows := b
 	rows.Chunk, rows.Cursors = true, nil
-	if err := s.write(ctx, opApply, newApplier(rows).sections()); err != nil {
+	if err := s.applyPeeled(ctx, rows); err != nil {
 		return err
 	}
 	f := store.Fence{ClusterID: b.ClusterID, Epoch: b.Epoch, Failovers: b.Failovers}

@@ -1,0 +1,72 @@
+package postgres_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/example/platform-apiserver/pkg/registry/postgres"
+	"github.com/example/platform-apiserver/pkg/registry/store"
+)
+
+// TestLargeBatchStampsItsViewRowsInSlices: a relist's last batch of more
+// nodes than ViewSlice over a member's rows commits them in transactions
+// of at most ViewSlice changes, deletes the nodes it does not list, and
+// saves its cursor; the same relist again takes no commit ticket.
+func TestLargeBatchStampsItsViewRowsInSlices(t *testing.T) {
+	t.Parallel()
+	s, b := setup(t, postgres.Options{})
+	ctx := b.ctx
+	const kept, gone, added = postgres.ViewSlice + 50, 100, postgres.ViewSlice + 30
+	var before []store.Node
+	for i := range kept + gone {
+		before = append(before, node(nodeNameN(i), 4000, 16*gib))
+	}
+	mustApply(t, s, ctx, store.Batch{ClusterID: "c", Nodes: before})
+
+	relist := func(cursor string) {
+		t.Helper()
+		var nodes []store.Node
+		for i := range kept {
+			nodes = append(nodes, node(nodeNameN(i), 8000, 16*gib)) // every kept node changes
+		}
+		for i := range added {
+			nodes = append(nodes, node(nodeNameN(kept+gone+i), 4000, 16*gib))
+		}
+		mustApply(t, s, ctx, store.Batch{ClusterID: "c", Nodes: nodes, Replace: []store.Resource{store.ResourceNodes},
+			Cursors: map[store.Resource]string{store.ResourceNodes: cursor}})
+		if got, err := s.Cursor(ctx, "c", store.ResourceNodes); err != nil || got != cursor {
+			t.Errorf("nodes cursor after the relist: %q, %v; want %q", got, err, cursor)
+		}
+	}
+	rv := registryRV(t, s, ctx)
+	relist("100")
+	if n := countRows(t, b, `SELECT count(*) FROM cluster_node WHERE cluster_id = 'c'`); n != kept+added {
+		t.Errorf("%d nodes after the relist, want %d", n, kept+added)
+	}
+	if n := countRows(t, b, `SELECT count(*) FROM cluster_node WHERE cluster_id = 'c' AND capacity_cpu_millis = 8000`); n != kept {
+		t.Errorf("%d nodes updated by the relist, want %d", n, kept)
+	}
+	changes := `SELECT count(*) FROM registry_change WHERE resource_version > $1 AND kind = 'NodeCapacity'`
+	if n := countRows(t, b, changes, rv); n != kept+gone+added {
+		t.Errorf("the relist logged %d node changes, want %d", n, kept+gone+added)
+	}
+	if n := countRows(t, b, `SELECT max(n) FROM (SELECT count(*) n FROM registry_change
+		WHERE resource_version > $1 AND kind = 'NodeCapacity' GROUP BY committed_at) t`, rv); n > postgres.ViewSlice+gone {
+		t.Errorf("one transaction of the relist stamped %d nodes, want at most %d and the deletions (%d)", n, postgres.ViewSlice, gone)
+	}
+	if n := countRows(t, b, `SELECT count(DISTINCT committed_at) FROM registry_change WHERE resource_version > $1 AND kind = 'NodeCapacity'`, rv); n < viewSlices(kept+added) {
+		t.Errorf("the relist's %d nodes were stamped in %d transactions, want at least %d", kept+added, n, viewSlices(kept+added))
+	}
+
+	release := holdEarlierTicket(t, b)
+	defer release()
+	unchanged, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	ctx = unchanged
+	rv = registryRV(t, s, ctx)
+	relist("200")
+	if n := countRows(t, b, changes, rv); n != 0 {
+		t.Errorf("a relist that changed nothing logged %d node changes", n)
+	}
+}
