@@ -51,8 +51,9 @@ var gadgetView = declareView(view[gadget]{
 })
 
 // gadgetMigration is the kind's one migration: its table, the change log's
-// triggers every view table has (migration 002) and the kind in the log's
-// list of kinds (migration 009).
+// triggers every view table has (migration 002; the update trigger
+// generated from the table's columns, migration 024) and the kind in the
+// log's list of kinds (migration 009).
 const gadgetMigration = `
 ALTER TABLE registry_change DROP CONSTRAINT registry_change_kind_check,
 	ADD CONSTRAINT registry_change_kind_check CHECK (kind IN ('NodeCapacity', 'ClusterNamespace', 'ClusterCapacity', 'Gadget'));
@@ -62,8 +63,7 @@ CREATE TABLE test_gadget (
 	PRIMARY KEY (cluster_id, name));
 CREATE TRIGGER test_gadget_log_insert AFTER INSERT ON test_gadget
 	REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION registry_log_insert('Gadget');
-CREATE TRIGGER test_gadget_log_update AFTER UPDATE ON test_gadget
-	REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION registry_log_update('Gadget');
+SELECT registry_define_log_update('test_gadget', 'Gadget');
 CREATE TRIGGER test_gadget_log_delete AFTER DELETE ON test_gadget
 	REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION registry_log_delete('Gadget');`
 
