@@ -70,3 +70,41 @@ func TestLargeBatchStampsItsViewRowsInSlices(t *testing.T) {
 		t.Errorf("a relist that changed nothing logged %d node changes", n)
 	}
 }
+
+// TestLargeBatchInterruptedBetweenSlices: a large batch whose last part
+// fails (a pod PostgreSQL cannot store) leaves the slices committed before
+// it, saves no cursor, and when written again commits the rest: the rows
+// committed already take no new version.
+func TestLargeBatchInterruptedBetweenSlices(t *testing.T) {
+	t.Parallel()
+	s, b := setup(t, postgres.Options{})
+	ctx := b.ctx
+	const nodes = 2*postgres.ViewSlice + 20
+	batch := store.Batch{ClusterID: "c", Cursors: map[store.Resource]string{store.ResourceNodes: "7"}}
+	for i := range nodes {
+		batch.Nodes = append(batch.Nodes, node(nodeNameN(i), 4000, 16*gib))
+	}
+	bad := batch
+	bad.Pods = []store.Pod{{Namespace: "x", Name: "bad\x00name", UID: "u"}}
+	if err := s.Apply(ctx, bad); err == nil {
+		t.Fatal("a batch with a pod named with a NUL byte was applied")
+	}
+	committed := countRows(t, b, `SELECT count(*) FROM cluster_node WHERE cluster_id = 'c'`)
+	if committed == 0 || committed >= nodes {
+		t.Errorf("%d of %d nodes committed before the batch failed, want the slices before its last", committed, nodes)
+	}
+	if got, err := s.Cursor(ctx, "c", store.ResourceNodes); err != nil || got != "" {
+		t.Errorf("nodes cursor after the failed batch: %q, %v; want none", got, err)
+	}
+	rv := registryRV(t, s, ctx)
+	mustApply(t, s, ctx, batch)
+	if n := countRows(t, b, `SELECT count(*) FROM cluster_node WHERE cluster_id = 'c'`); n != nodes {
+		t.Errorf("%d nodes after the batch was written again, want %d", n, nodes)
+	}
+	if n := countRows(t, b, `SELECT count(*) FROM registry_change WHERE resource_version > $1 AND kind = 'NodeCapacity'`, rv); n != nodes-committed {
+		t.Errorf("writing the batch again logged %d node changes, want %d: only the rows not committed before", n, nodes-committed)
+	}
+	if got, err := s.Cursor(ctx, "c", store.ResourceNodes); err != nil || got != "7" {
+		t.Errorf("nodes cursor after the batch was written again: %q, %v; want 7", got, err)
+	}
+}
