@@ -135,13 +135,14 @@ const unpublishedTickets = 32
 // viewSlice bounds the view rows one transaction of a write in slices
 // stamps: a usage report's due rows (a member's first scrape after its
 // nodes synced finds all of them due), the usage expiry's (a member whose
-// scrapes stopped has all its nodes expired at once) and a relist's
-// aggregates (apply_relist.go). Every later writer waits for a views
-// section before it publishes, so its length is what they wait: usage
-// reports of 1,000 rows a slice held tickets for 2.4–4.0 s at p99 in the
-// fleet benchmark's sync, of 250 for 1.1 s (docs/benchmarks.md, runs AN
-// and AP).
-const viewSlice = 250
+// scrapes stopped has all its nodes expired at once), a relist's
+// aggregates (apply_relist.go) and a large batch's namespaces and nodes
+// (apply_peel.go). Every later writer waits for a views section before it
+// publishes, so its length is what they wait: in the fleet benchmark's
+// sync with three replicas, slices of 1,000 rows left a wait p99 of
+// 3.9 s, of 250 of 1.3 s and of 125 of 0.99 s (docs/benchmarks.md, runs
+// AN, AS and AT).
+const viewSlice = 125
 
 // TicketClass is the first key of the commit tickets' advisory locks
 // (migration 023): (TicketClass, ticket mod 2^31) for each ticket, and
