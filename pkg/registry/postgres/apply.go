@@ -13,7 +13,9 @@ import (
 	"github.com/example/platform-apiserver/pkg/registry/store"
 )
 
-// Apply commits a batch in one transaction, fenced by the batch's epoch.
+// Apply commits a batch in one transaction, fenced by the batch's epoch
+// (a large one, or a relist's last batch of member rows, in steps:
+// apply_peel.go, apply_relist.go).
 // Under the member's lock: the rows of a relist that are gone, which of the
 // batch's namespaces and nodes change (dropUnchanged), the member rows (pods
 // and quotas: deletes, then upserts that skip unchanged rows), the
