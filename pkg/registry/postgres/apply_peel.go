@@ -62,14 +62,11 @@ func peel(b store.Batch) (first []store.Batch, rest store.Batch) {
 	rest.Namespaces = slices.Concat(nss[len(peelNss):], pinnedNss)
 	rest.Nodes = slices.Concat(nodes[len(peelNodes):], pinnedNodes)
 	rest.Present = slices.Clone(b.Present)
-	if slices.Contains(b.Replace, store.ResourceNamespaces) {
-		for _, ns := range peelNss {
-			rest.Present = append(rest.Present, store.ObjectKey{Name: ns.Name})
-		}
-	}
-	if slices.Contains(b.Replace, store.ResourceNodes) {
-		for _, nd := range peelNodes {
-			rest.Present = append(rest.Present, store.ObjectKey{Name: nd.Name})
+	for _, r := range b.Replace {
+		if t, ok := memberTableOf(r); ok {
+			for i := range first {
+				rest.Present = append(rest.Present, t.keys(&first[i])...)
+			}
 		}
 	}
 	return first, rest

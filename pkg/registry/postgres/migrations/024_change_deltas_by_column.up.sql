@@ -13,7 +13,8 @@
 -- TestLogTriggersCompareEveryColumn fails if one did not.
 CREATE FUNCTION registry_define_log_update(tbl regclass, kind text) RETURNS void LANGUAGE plpgsql AS $define$
 DECLARE
-    fn    text := 'registry_log_update_' || (SELECT relname FROM pg_class WHERE oid = tbl);
+    rel   text := (SELECT relname FROM pg_class WHERE oid = tbl);
+    fn    text := 'registry_log_update_' || rel;
     delta text;
 BEGIN
     -- The old value of each column that differs, a NULL as JSON null
@@ -66,7 +67,7 @@ BEGIN
 END $body$
 $fn$, fn, kind, delta, tbl);
     EXECUTE format('CREATE OR REPLACE TRIGGER %1$I AFTER UPDATE ON %2$s REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
-        FOR EACH STATEMENT EXECUTE FUNCTION %3$I()', (SELECT relname FROM pg_class WHERE oid = tbl) || '_log_update', tbl, fn);
+        FOR EACH STATEMENT EXECUTE FUNCTION %3$I()', rel || '_log_update', tbl, fn);
 END $define$;
 
 SELECT registry_define_log_update('cluster_node', 'NodeCapacity');
