@@ -90,6 +90,8 @@ var (
 		"BenchmarkFleet: each replica's --discovery-max-concurrent-relists (0: the server's default)")
 	fleetExtraArgs = flag.String("fleet-args", "",
 		"BenchmarkFleet: more flags for each replica, space-separated (e.g. \"--discovery-batch-size=250\")")
+	fleetPGSettings = flag.String("fleet-pg-settings", "",
+		"BenchmarkFleet: more PostgreSQL settings, space-separated, after the benchmark's own (e.g. \"log_lock_waits=on deadlock_timeout=100ms\")")
 )
 
 // fleetScale is the simulated fleet's size (-fleet-scale).
@@ -1160,7 +1162,7 @@ func startFleetEnv(b *testing.B) *fleetEnv {
 	must(b, err)
 	f := &fleetEnv{scale: scale}
 	f.env = benchEnv(b, envOptions{name: "fleet", platformArgs: args, memberDir: true, simulator: true, stopPlatform: true,
-		pgSettings: []string{"shared_preload_libraries=pg_stat_statements", "pg_stat_statements.track=all"},
+		pgSettings: append([]string{"shared_preload_libraries=pg_stat_statements", "pg_stat_statements.track=all"}, strings.Fields(*fleetPGSettings)...),
 		prepare: func(ctx context.Context, e *env) error {
 			f.env = e
 			return f.prepare(ctx)

@@ -2,6 +2,7 @@ package postgres_test
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -109,6 +110,32 @@ func TestUpdateDeltasAreTheChangedColumns(t *testing.T) {
 					t.Errorf("%d deltas keep usage_observed_at's NULL, want %d", nulls, want)
 				}
 			})
+		}
+	}
+}
+
+// TestCapacitySumsKeepTheirPlans: the ClusterCapacity sum functions, which
+// every statement writing node or namespace rows runs, are PL/pgSQL with a
+// generic plan (migration 025), so a connection plans them once; a
+// migration that defines one again as a SQL function would have every
+// such statement plan it anew.
+func TestCapacitySumsKeepTheirPlans(t *testing.T) {
+	t.Parallel()
+	_, b := setup(t, postgres.Options{})
+	conn, err := pgx.Connect(b.ctx, b.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(b.ctx)
+	for _, fn := range []string{"cluster_capacity_add_nodes", "cluster_capacity_add_namespaces"} {
+		var lang string
+		var config []string
+		if err := conn.QueryRow(b.ctx, `SELECT l.lanname, coalesce(p.proconfig, '{}') FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang
+			WHERE p.oid = $1::regproc`, fn).Scan(&lang, &config); err != nil {
+			t.Fatalf("%s: %v", fn, err)
+		}
+		if lang != "plpgsql" || !slices.Contains(config, "plan_cache_mode=force_generic_plan") {
+			t.Errorf("%s is %s with settings %v, want plpgsql with plan_cache_mode=force_generic_plan (migration 025)", fn, lang, config)
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"k8s.io/klog/v2"
 
 	"github.com/example/platform-apiserver/pkg/registry/store"
 )
@@ -61,7 +62,8 @@ type sections struct {
 // counts the objects changed.
 func (s *Store) write(ctx context.Context, o op, sec sections) error {
 	var ticketed time.Time
-	var taking, waiting time.Duration
+	var taking, waiting, viewsTook time.Duration
+	var stamped int64
 	changed := map[string]int64{}
 	err := pgx.BeginFunc(ctx, s.writes, func(tx pgx.Tx) error {
 		w := &writer{ctx: ctx, tx: tx}
@@ -83,6 +85,7 @@ func (s *Store) write(ctx context.Context, o op, sec sections) error {
 		if err := sec.views(w); err != nil {
 			return err
 		}
+		viewsTook, stamped = time.Since(ticketed), w.maxRV-w.startRV
 		if w.maxRV > w.startRV {
 			if err := w.countChanges(changed); err != nil {
 				return err
@@ -107,8 +110,13 @@ func (s *Store) write(ctx context.Context, o op, sec sections) error {
 		return err
 	})
 	if !ticketed.IsZero() {
+		held := time.Since(ticketed) - waiting
 		writerLockWait.WithLabelValues(string(o)).Observe((taking + waiting).Seconds())
-		writerLockHold.WithLabelValues(string(o)).Observe((time.Since(ticketed) - waiting).Seconds())
+		writerLockHold.WithLabelValues(string(o)).Observe(held.Seconds())
+		if held >= longHold {
+			klog.FromContext(ctx).V(2).Info("A write held its commit ticket long; every later writer waited for it",
+				"op", o, "held", held, "views", viewsTook, "stamped", stamped, "failed", err != nil)
+		}
 	}
 	if err != nil {
 		writeFailures.WithLabelValues(string(o)).Inc()
@@ -119,6 +127,10 @@ func (s *Store) write(ctx context.Context, o op, sec sections) error {
 	}
 	return nil
 }
+
+// longHold is how long a write holds its commit ticket before it is logged
+// (at verbosity 2): later writers wait for it.
+const longHold = 500 * time.Millisecond
 
 // MemberLockClass is the first key of the advisory locks that serialize the
 // writers of one member: (MemberLockClass, hashtext(cluster_id)). Members
