@@ -1,13 +1,13 @@
 -- The ClusterCapacity sums keep their plans (issue 25): every statement
 -- that writes node or namespace rows runs cluster_capacity_add_nodes or
 -- cluster_capacity_add_namespaces once, from its sum trigger. As SQL
--- functions they were planned again at every call: about 4 ms of a usage
--- report's UPDATE of one node row (6.4 of 2.7 ms with the plan kept) and
--- of one of 125 rows (about 21 of 17.5 ms), on an idle database of 100,000
--- nodes. As PL/pgSQL functions they keep the plan of their one statement
--- for the connection; it is generic from the first call (the planner
--- priced a generic plan far above a custom one, so PL/pgSQL would have
--- planned every call anew). Same statements, same results.
+-- functions they were planned again at every call: on an idle database of
+-- 100,000 nodes, an UPDATE of one node row's usage took 6.4-8.5 ms and
+-- 2.7 ms with the plan kept, one of 125 rows about 21 and 17.5 ms. As
+-- PL/pgSQL functions they keep the plan of their one statement for the
+-- connection, generic from the first call: the planner prices the
+-- generic plan far above a custom one, so without plan_cache_mode
+-- PL/pgSQL would plan every call anew too. Same statements, same results.
 DO $$
 DECLARE
     f regprocedure;
