@@ -1,11 +1,13 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -185,14 +187,31 @@ type fleetResult struct {
 // whatever the number of replicas, so a difference is work redone.
 type syncWork struct {
 	relists, events, batches, writeFailures, errors, usageReports float64
+	// errorsBy and failuresBy break errors down by reason and
+	// writeFailures by operation.
+	errorsBy, failuresBy map[string]float64
 }
 
 func (r *fleetRun) syncWork(ctx context.Context) (syncWork, error) {
-	var w syncWork
+	w := syncWork{errorsBy: map[string]float64{}, failuresBy: map[string]float64{}}
 	for _, rep := range r.replicas {
 		body, err := rep.Metrics(ctx)
 		if err != nil {
 			return w, err
+		}
+		for _, by := range []struct {
+			into        map[string]float64
+			name, label string
+		}{
+			{w.errorsBy, "platform_discovery_errors_total", "reason"}, {w.failuresBy, "platform_registry_write_failures_total", "op"},
+		} {
+			sums, err := framework.MetricSumBy(body, by.name, by.label)
+			if err != nil {
+				return w, err
+			}
+			for k, v := range sums {
+				by.into[k] += v
+			}
 		}
 		for _, c := range []struct {
 			into *float64
@@ -213,8 +232,23 @@ func (r *fleetRun) syncWork(ctx context.Context) (syncWork, error) {
 }
 
 func (w syncWork) String() string {
-	return fmt.Sprintf("%.0f relists, %.0f events or relisted objects applied in %.0f batches, %.0f usage reports, %.0f failed writes, %.0f discovery errors",
-		w.relists, w.events, w.batches, w.usageReports, w.writeFailures, w.errors)
+	return fmt.Sprintf("%.0f relists, %.0f events or relisted objects applied in %.0f batches, %.0f usage reports, %.0f failed writes%s, %.0f discovery errors%s",
+		w.relists, w.events, w.batches, w.usageReports, w.writeFailures, countsBy(w.failuresBy), w.errors, countsBy(w.errorsBy))
+}
+
+// countsBy lists the nonzero counts, largest first, as " (key n, ...)".
+func countsBy(m map[string]float64) string {
+	keys := slices.Collect(maps.Keys(m))
+	keys = slices.DeleteFunc(keys, func(k string) bool { return m[k] == 0 })
+	if len(keys) == 0 {
+		return ""
+	}
+	slices.SortFunc(keys, func(a, b string) int { return cmp.Or(cmp.Compare(m[b], m[a]), cmp.Compare(a, b)) })
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s %.0f", k, m[k])
+	}
+	return " (" + strings.Join(parts, ", ") + ")"
 }
 
 // fleetTimelineStep is the sync timeline's sampling period.

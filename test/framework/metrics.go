@@ -67,3 +67,27 @@ func containsAll(s string, parts []string) bool {
 	}
 	return true
 }
+
+// MetricSumBy sums the samples of metric name in a Prometheus text body by
+// the value of one label ("" for samples without it).
+func MetricSumBy(body, name, label string) (map[string]float64, error) {
+	out := map[string]float64{}
+	key := label + `="`
+	for line := range strings.Lines(body) {
+		rest, ok := strings.CutPrefix(line, name)
+		if !ok || (!strings.HasPrefix(rest, "{") && !strings.HasPrefix(rest, " ")) {
+			continue
+		}
+		fields := strings.Fields(rest)
+		v, err := strconv.ParseFloat(fields[len(fields)-1], 64)
+		if err != nil {
+			return nil, fmt.Errorf("parse metric line %q: %w", strings.TrimSpace(line), err)
+		}
+		value := ""
+		if _, after, found := strings.Cut(rest, key); found {
+			value, _, _ = strings.Cut(after, `"`)
+		}
+		out[value] += v
+	}
+	return out, nil
+}

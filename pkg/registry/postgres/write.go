@@ -152,8 +152,9 @@ const unpublishedTickets = 32
 // (apply_peel.go). Every later writer waits for a views section before it
 // publishes, so its length is what they wait: in the fleet benchmark's
 // sync with three replicas, slices of 1,000 rows left a wait p99 of
-// 3.9 s, of 250 of 1.3 s and of 125 of 0.99 s (docs/benchmarks.md, runs
-// AN, AS and AT).
+// 3.9 s, of 250 of 1.3 s and of 125 of 0.95–1.0 s (docs/benchmarks.md,
+// runs AN, AS, AT and AZ). Slices of 64 left 0.60–0.90 s but wrote nodes
+// a third slower (runs BA and BB).
 const viewSlice = 125
 
 // TicketClass is the first key of the commit tickets' advisory locks
