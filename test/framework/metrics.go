@@ -41,22 +41,45 @@ func (cp *ControlPlane) PlatformMetrics(ctx context.Context) (string, error) {
 // format) whose labels contain every one of labels (as `key="value"`).
 func MetricSum(body, name string, labels ...string) (float64, error) {
 	total := 0.0
+	err := eachSample(body, name, func(rest string, v float64) {
+		if containsAll(rest, labels) {
+			total += v
+		}
+	})
+	return total, err
+}
+
+// MetricSumBy sums the samples of metric name in a Prometheus text body by
+// the value of one label ("" for samples without it).
+func MetricSumBy(body, name, label string) (map[string]float64, error) {
+	out := map[string]float64{}
+	key := label + `="`
+	err := eachSample(body, name, func(rest string, v float64) {
+		value := ""
+		if _, after, found := strings.Cut(rest, key); found {
+			value, _, _ = strings.Cut(after, `"`)
+		}
+		out[value] += v
+	})
+	return out, err
+}
+
+// eachSample calls f with each sample of metric name in body: the line
+// after the name (its labels and value) and the value.
+func eachSample(body, name string, f func(rest string, v float64)) error {
 	for line := range strings.Lines(body) {
 		rest, ok := strings.CutPrefix(line, name)
 		if !ok || (!strings.HasPrefix(rest, "{") && !strings.HasPrefix(rest, " ")) {
 			continue
 		}
-		if !containsAll(rest, labels) {
-			continue
-		}
 		fields := strings.Fields(rest)
 		v, err := strconv.ParseFloat(fields[len(fields)-1], 64)
 		if err != nil {
-			return 0, fmt.Errorf("parse metric line %q: %w", strings.TrimSpace(line), err)
+			return fmt.Errorf("parse metric line %q: %w", strings.TrimSpace(line), err)
 		}
-		total += v
+		f(rest, v)
 	}
-	return total, nil
+	return nil
 }
 
 func containsAll(s string, parts []string) bool {
@@ -66,28 +89,4 @@ func containsAll(s string, parts []string) bool {
 		}
 	}
 	return true
-}
-
-// MetricSumBy sums the samples of metric name in a Prometheus text body by
-// the value of one label ("" for samples without it).
-func MetricSumBy(body, name, label string) (map[string]float64, error) {
-	out := map[string]float64{}
-	key := label + `="`
-	for line := range strings.Lines(body) {
-		rest, ok := strings.CutPrefix(line, name)
-		if !ok || (!strings.HasPrefix(rest, "{") && !strings.HasPrefix(rest, " ")) {
-			continue
-		}
-		fields := strings.Fields(rest)
-		v, err := strconv.ParseFloat(fields[len(fields)-1], 64)
-		if err != nil {
-			return nil, fmt.Errorf("parse metric line %q: %w", strings.TrimSpace(line), err)
-		}
-		value := ""
-		if _, after, found := strings.Cut(rest, key); found {
-			value, _, _ = strings.Cut(after, `"`)
-		}
-		out[value] += v
-	}
-	return out, nil
 }
