@@ -22,11 +22,7 @@ var logTables = []string{"cluster_node", "cluster_namespace", "cluster_capacity"
 func TestLogTriggersCompareEveryColumn(t *testing.T) {
 	t.Parallel()
 	_, b := setup(t, postgres.Options{})
-	conn, err := pgx.Connect(b.ctx, b.dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(b.ctx)
+	conn := b.connect(t)
 	for _, table := range logTables {
 		var src string
 		if err := conn.QueryRow(b.ctx, `SELECT p.prosrc FROM pg_trigger g JOIN pg_proc p ON p.oid = g.tgfoid
@@ -122,11 +118,7 @@ func TestUpdateDeltasAreTheChangedColumns(t *testing.T) {
 func TestCapacitySumsKeepTheirPlans(t *testing.T) {
 	t.Parallel()
 	_, b := setup(t, postgres.Options{})
-	conn, err := pgx.Connect(b.ctx, b.dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(b.ctx)
+	conn := b.connect(t)
 	for _, fn := range []string{"cluster_capacity_add_nodes", "cluster_capacity_add_namespaces"} {
 		var lang string
 		var config []string

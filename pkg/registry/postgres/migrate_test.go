@@ -6,8 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/example/platform-apiserver/pkg/registry/postgres"
 	"github.com/example/platform-apiserver/pkg/registry/store"
 )
@@ -15,11 +13,7 @@ import (
 func TestMigrateUpDownUp(t *testing.T) {
 	t.Parallel()
 	s, b := setupUnmigrated(t, postgres.Options{})
-	conn, err := pgx.Connect(b.ctx, b.dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(b.ctx)
+	conn := b.connect(t)
 	tables := func() int {
 		var n int
 		if err := conn.QueryRow(b.ctx, `SELECT count(*) FROM pg_tables WHERE schemaname = 'public' AND tablename <> 'schema_migrations'`).Scan(&n); err != nil {

@@ -185,12 +185,7 @@ func holdMemberLock(t *testing.T, b testBundle, id string) pgx.Tx {
 // lock with sql, until the test commits or ends it.
 func holdLock(t *testing.T, b testBundle, sql string, args ...any) pgx.Tx {
 	t.Helper()
-	conn, err := pgx.Connect(b.ctx, b.dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close(context.Background()) })
-	tx, err := conn.Begin(b.ctx)
+	tx, err := b.connect(t).Begin(b.ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/example/platform-apiserver/pkg/registry/postgres"
 	"github.com/example/platform-apiserver/pkg/registry/store"
 	pgtest "github.com/example/platform-apiserver/test/framework/postgres"
@@ -40,6 +42,18 @@ func setupUnmigrated(t *testing.T, opts postgres.Options) (*postgres.Store, test
 	}
 	t.Cleanup(s.Close)
 	return s, testBundle{ctx: ctx, dsn: dsn}
+}
+
+// connect opens a connection of the test's own to its database, closed
+// when the test ends.
+func (b testBundle) connect(t *testing.T) *pgx.Conn {
+	t.Helper()
+	conn, err := pgx.Connect(b.ctx, b.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close(context.Background()) })
+	return conn
 }
 
 func mustApply(t *testing.T, s *postgres.Store, ctx context.Context, b store.Batch) {

@@ -340,12 +340,7 @@ func countRows(t *testing.T, b testBundle, sql string, args ...any) int64 {
 
 func queryRow(t *testing.T, b testBundle, sql string, args ...any) pgx.Row {
 	t.Helper()
-	conn, err := pgx.Connect(b.ctx, b.dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close(b.ctx) })
-	return conn.QueryRow(b.ctx, sql, args...)
+	return b.connect(t).QueryRow(b.ctx, sql, args...)
 }
 
 func queryExec(t *testing.T, b testBundle, sql string, args ...any) (int64, error) {

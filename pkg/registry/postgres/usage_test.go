@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/example/platform-apiserver/pkg/registry/postgres"
@@ -209,11 +208,7 @@ func checkUsageStats(t *testing.T, what string, got store.UsageStats, samples []
 func TestUsageHistogramAdd(t *testing.T) {
 	t.Parallel()
 	_, b := setup(t, postgres.Options{})
-	conn, err := pgx.Connect(b.ctx, b.dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = conn.Close(b.ctx) }()
+	conn := b.connect(t)
 	rnd := rand.New(rand.NewPCG(1, 2))
 	histogram := func(max int) ([]int16, []int64) {
 		set := map[int16]int64{}
