@@ -186,9 +186,9 @@ type fleetResult struct {
 // from their start until synced: the same fleet should take the same work
 // whatever the number of replicas, so a difference is work redone.
 type syncWork struct {
-	relists, events, batches, writeFailures, errors, usageReports float64
-	// errorsBy and failuresBy break errors down by reason and
-	// writeFailures by operation.
+	relists, events, batches, usageReports float64
+	// errorsBy are discovery's errors by reason, failuresBy the registry's
+	// failed writes by operation.
 	errorsBy, failuresBy map[string]float64
 }
 
@@ -218,8 +218,7 @@ func (r *fleetRun) syncWork(ctx context.Context) (syncWork, error) {
 			name string
 		}{
 			{&w.relists, "platform_discovery_relists_total"}, {&w.events, "platform_discovery_events_applied_total"},
-			{&w.batches, "platform_discovery_apply_duration_seconds_count"}, {&w.writeFailures, "platform_registry_write_failures_total"},
-			{&w.errors, "platform_discovery_errors_total"}, {&w.usageReports, "platform_discovery_usage_reports_total"},
+			{&w.batches, "platform_discovery_apply_duration_seconds_count"}, {&w.usageReports, "platform_discovery_usage_reports_total"},
 		} {
 			v, err := framework.MetricSum(body, c.name)
 			if err != nil {
@@ -233,7 +232,16 @@ func (r *fleetRun) syncWork(ctx context.Context) (syncWork, error) {
 
 func (w syncWork) String() string {
 	return fmt.Sprintf("%.0f relists, %.0f events or relisted objects applied in %.0f batches, %.0f usage reports, %.0f failed writes%s, %.0f discovery errors%s",
-		w.relists, w.events, w.batches, w.usageReports, w.writeFailures, countsBy(w.failuresBy), w.errors, countsBy(w.errorsBy))
+		w.relists, w.events, w.batches, w.usageReports, total(w.failuresBy), countsBy(w.failuresBy), total(w.errorsBy), countsBy(w.errorsBy))
+}
+
+// total sums the counts.
+func total(m map[string]float64) float64 {
+	t := 0.0
+	for _, v := range m {
+		t += v
+	}
+	return t
 }
 
 // countsBy lists the nonzero counts, largest first, as " (key n, ...)".

@@ -53,11 +53,13 @@ func MetricSum(body, name string, labels ...string) (float64, error) {
 // the value of one label ("" for samples without it).
 func MetricSumBy(body, name, label string) (map[string]float64, error) {
 	out := map[string]float64{}
-	key := label + `="`
 	err := eachSample(body, name, func(rest string, v float64) {
 		value := ""
-		if _, after, found := strings.Cut(rest, key); found {
-			value, _, _ = strings.Cut(after, `"`)
+		for _, start := range []string{"{", ","} { // the label itself, not one whose name ends in it
+			if _, after, found := strings.Cut(rest, start+label+`="`); found {
+				value, _, _ = strings.Cut(after, `"`)
+				break
+			}
 		}
 		out[value] += v
 	})

@@ -4,7 +4,7 @@ import "testing"
 
 func TestMetricSums(t *testing.T) {
 	body := "# HELP foo_total Foos.\n# TYPE foo_total counter\n" +
-		"foo_total{op=\"a\",reason=\"x\"} 2\nfoo_total{op=\"b\"} 3\nfoo_total{op=\"a\"} 1\nfoo_total_other 9\nfoo_total 4\n"
+		"foo_total{op=\"a\",reason=\"x\"} 2\nfoo_total{op=\"b\"} 3\nfoo_total{loop=\"c\",op=\"a\"} 1\nfoo_total_other 9\nfoo_total 4\n"
 	by, err := MetricSumBy(body, "foo_total", "op")
 	if err != nil || len(by) != 3 || by["a"] != 3 || by["b"] != 3 || by[""] != 4 {
 		t.Errorf("MetricSumBy by op = %v, %v; want a 3, b 3, (none) 4", by, err)
