@@ -72,6 +72,10 @@ type FeedConfig struct {
 	// readiness check registry-feed fails.
 	FeedReadTimeout  time.Duration
 	FeedMaxStaleness time.Duration
+	// MemberStaleAfter is how old a member's mirror heartbeat may be
+	// before readers show the member Stale (registry.MemberStaleness); zero
+	// never does.
+	MemberStaleAfter time.Duration
 }
 
 // DefaultFeedConfig returns the change feed defaults.
@@ -86,6 +90,7 @@ func DefaultFeedConfig() FeedConfig {
 		WindowBytes:        64 << 20,
 		FeedReadTimeout:    feed.DefaultReadTimeout,
 		FeedMaxStaleness:   15 * time.Second,
+		MemberStaleAfter:   registry.DefaultMemberStaleAfter,
 	}
 }
 
@@ -210,8 +215,9 @@ func (c CompletedConfig) newServer(reg *postgres.Store) (*Server, error) {
 	watches := registry.WatchConfig{Follower: follower, BookmarkInterval: c.watch.BookmarkInterval, Draining: &atomic.Bool{}, Limits: c.limits}
 	group := genericapiserver.NewDefaultAPIGroupInfo(platform.GroupName, Scheme, metav1ParameterCodec, Codecs)
 	storages := map[string]rest.Storage{}
+	staleness := registry.MemberStaleness{StaleAfter: c.watch.MemberStaleAfter}
 	for _, k := range served {
-		storages[k.Resource] = k.storage(reg, watches)
+		storages[k.Resource] = k.storage(reg, kindConfig{watch: watches, staleness: staleness})
 	}
 	// Each report is authorized by what it asks, with the server's own
 	// (delegated) authorizer: one implementation, two front doors.
@@ -220,7 +226,7 @@ func (c CompletedConfig) newServer(reg *postgres.Store) (*Server, error) {
 	}
 	reports := usagereport.NewREST(reg, c.generic.Authorization.Authorizer, c.registry.UsageRetention).WithLimits(c.limits)
 	storages["usagereports"], storages["localusagereports"] = reports, reports.Local()
-	storages["placementreports"] = placementreport.NewREST(reg, c.generic.Authorization.Authorizer, c.limits)
+	storages["placementreports"] = placementreport.NewREST(reg, c.generic.Authorization.Authorizer, c.limits, staleness)
 	group.VersionedResourcesStorageMap[v1alpha1.SchemeGroupVersion.Version] = storages
 	if err := generic.InstallAPIGroup(&group); err != nil {
 		return nil, err

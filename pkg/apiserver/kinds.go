@@ -14,7 +14,14 @@ import (
 // over the registry.
 type servedKind struct {
 	registry.Declaration
-	storage func(sources, registry.WatchConfig) rest.Storage
+	storage func(sources, kindConfig) rest.Storage
+}
+
+// kindConfig is what every kind's storage shares.
+type kindConfig struct {
+	watch registry.WatchConfig
+	// staleness judges a member's mirroring when it is read.
+	staleness registry.MemberStaleness
 }
 
 // sources are the registry's records of every served kind.
@@ -28,13 +35,13 @@ type sources interface {
 // package (registry.Kind); a new kind is one entry here and its records'
 // source in sources.
 var served = []servedKind{
-	{nodecapacity.Kind.Declaration(), func(r sources, w registry.WatchConfig) rest.Storage {
-		return nodecapacity.NewREST(r.NodeCapacities(), w)
+	{nodecapacity.Kind.Declaration(), func(r sources, c kindConfig) rest.Storage {
+		return nodecapacity.NewREST(r.NodeCapacities(), c.watch)
 	}},
-	{clusternamespace.Kind.Declaration(), func(r sources, w registry.WatchConfig) rest.Storage {
-		return clusternamespace.NewREST(r.ClusterNamespaces(), w)
+	{clusternamespace.Kind.Declaration(), func(r sources, c kindConfig) rest.Storage {
+		return clusternamespace.NewREST(r.ClusterNamespaces(), c.watch)
 	}},
-	{clustercapacity.Kind.Declaration(), func(r sources, w registry.WatchConfig) rest.Storage {
-		return clustercapacity.NewREST(r.ClusterCapacities(), w)
+	{clustercapacity.Kind.Declaration(), func(r sources, c kindConfig) rest.Storage {
+		return clustercapacity.NewREST(r.ClusterCapacities(), c.watch, c.staleness)
 	}},
 }

@@ -28,6 +28,11 @@ type pending struct {
 	received []time.Time
 	// cursor is the member resourceVersion the batch reaches.
 	cursor string
+	// asOf is the member time up to which the batch, once committed with
+	// its cursor, makes the mirror complete: the arrival of its newest
+	// watch event or bookmark, or when its list began (zero: it does not
+	// say, as a relist's chunk).
+	asOf time.Time
 	// replace marks a relist: rows absent from the batch (and from
 	// present) are deleted.
 	replace bool

@@ -117,6 +117,14 @@ var (
 			"status.mirroring.lastUsageTime, unrounded). time() minus its max over replicas is how old the member's usage is.",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"cluster"})
+	completeAsOf = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Subsystem: metricsSubsystem,
+		Name:      "member_complete_as_of_timestamp_seconds",
+		Help: "The member's mirror heartbeat as this replica last committed it to the registry (ClusterCapacity " +
+			"status.mirroring.completeAsOf, unrounded): Unix time up to which the registry holds every change of every resource mirrored. " +
+			"time() minus its max over replicas is the member's data age; readers show the member Stale past --member-stale-after.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"cluster"})
 	usageReports = metrics.NewCounterVec(&metrics.CounterOpts{
 		Subsystem:      metricsSubsystem,
 		Name:           "usage_reports_total",
@@ -222,7 +230,7 @@ func RegisterMetrics() {
 	registerOnce.Do(func() {
 		legacyregistry.MustRegister(eventsApplied, batchSize, commitLag, applyDuration, relistsWaiting,
 			relists, resumes, expired, errorsTotal, synced, unserved,
-			scrapeDuration, samplesStored, scrapeErrors, usageReports, usageHeartbeat,
+			scrapeDuration, samplesStored, scrapeErrors, usageReports, usageHeartbeat, completeAsOf,
 			maintenanceDuration, maintenanceErrors, partitionsDropped, usageExpired,
 			quarantined, stuck, identityChanges, fencedWrites, rewinds, claims, kubeconfigsRefused,
 			memberRemovals, membersAbsent, membersUnknown, shard.LeaseWrites)
@@ -232,6 +240,7 @@ func RegisterMetrics() {
 // forgetCluster drops the series of a member that was removed.
 func forgetCluster(cluster string) {
 	usageHeartbeat.DeleteLabelValues(cluster)
+	completeAsOf.DeleteLabelValues(cluster)
 	for _, r := range memberResources {
 		synced.DeleteLabelValues(cluster, string(r.name))
 		stuck.DeleteLabelValues(cluster, string(r.name))

@@ -25,6 +25,30 @@ const lastChangeResolution = time.Minute
 // nodes none.
 const lastUsageResolution = time.Minute
 
+// completeResolution is the same for the mirror's heartbeat, how far the
+// registry holds every change of the member: a member's ClusterCapacity
+// takes one version this often for it (merged with the usage heartbeat's),
+// and readers judge staleness from its age.
+const completeResolution = time.Minute
+
+// completeAsOf is the member time up to which the registry holds every
+// change of every resource the member serves: the minimum over them, zero
+// while one has not committed a batch that says.
+func (w *worker) completeAsOf() time.Time {
+	var asOf time.Time
+	for _, s := range w.syncers {
+		st := s.status()
+		switch {
+		case st.notServed:
+		case st.completeAsOf.IsZero():
+			return time.Time{}
+		case asOf.IsZero() || st.completeAsOf.Before(asOf):
+			asOf = st.completeAsOf
+		}
+	}
+	return asOf
+}
+
 // lastChange is when the worker last committed a change of the member.
 func (w *worker) lastChange() time.Time {
 	var last time.Time
@@ -39,27 +63,32 @@ func (w *worker) lastChange() time.Time {
 // reportStates records the worker's mirroring state in the registry while
 // it holds the member, at once and whenever the state changes, the time
 // of its last committed change when it is lastChangeResolution past the one
-// reported and the usage heartbeat when it is lastUsageResolution past,
-// each report carrying both times as they are (a failed report is
-// retried), so the member's ClusterCapacity shows them; it returns when ctx
-// ends.
+// reported, the usage heartbeat when it is lastUsageResolution past and the
+// mirror's heartbeat (completeAsOf) when it is completeResolution past,
+// each report carrying every time as it is (a failed report is retried), so
+// the member's ClusterCapacity shows them; it returns when ctx ends. The
+// mirror's heartbeat is written through the same registry writes it
+// vouches for: when they fail, it stops, and readers see it age.
 func (w *worker) reportStates(ctx context.Context) {
 	logger := klog.FromContext(ctx)
 	var reported store.MemberStatus
 	failing := false
 	for {
-		st := store.MemberStatus{State: w.state(), LastChange: reported.LastChange, LastUsage: reported.LastUsage}
-		change, usage := w.lastChange(), w.scraper.lastUsage()
+		st := store.MemberStatus{State: w.state(), LastChange: reported.LastChange, LastUsage: reported.LastUsage, CompleteAsOf: reported.CompleteAsOf}
+		change, usage, complete := w.lastChange(), w.scraper.lastUsage(), w.completeAsOf()
 		if change.Sub(reported.LastChange) >= lastChangeResolution {
 			st.LastChange = change
 		}
 		if usage.Sub(reported.LastUsage) >= lastUsageResolution {
 			st.LastUsage = usage
 		}
+		if complete.Sub(reported.CompleteAsOf) >= completeResolution {
+			st.CompleteAsOf = complete
+		}
 		if st != reported {
-			// A report that is due anyway carries both times as they are
+			// A report that is due anyway carries every time as it is
 			// now: a busy, scraped member's ClusterCapacity then takes one
-			// version a minute for the two, not one for each (at 200
+			// version a minute for the three, not one for each (at 200
 			// members, each a views section and a change-log entry).
 			if change.After(st.LastChange) {
 				st.LastChange = change
@@ -67,12 +96,18 @@ func (w *worker) reportStates(ctx context.Context) {
 			if usage.After(st.LastUsage) {
 				st.LastUsage = usage
 			}
+			if complete.After(st.CompleteAsOf) {
+				st.CompleteAsOf = complete
+			}
 			rctx, cancel := context.WithTimeout(ctx, w.cfg.Sync.ApplyTimeout)
 			err := w.store.RecordMemberState(rctx, st)
 			cancel()
 			switch {
 			case err == nil:
 				reported, failing = st, false
+				if !st.CompleteAsOf.IsZero() {
+					completeAsOf.WithLabelValues(w.clusterID).Set(float64(st.CompleteAsOf.UnixNano()) / 1e9)
+				}
 			case ctx.Err() != nil:
 				return
 			case !failing:

@@ -108,6 +108,13 @@ func (r *reporter) setLastChange(at time.Time) {
 	a.mu.Unlock()
 }
 
+func (r *reporter) setCompleteAsOf(at time.Time) {
+	a := r.w.syncers[0]
+	a.mu.Lock()
+	a.completeAsOf = at
+	a.mu.Unlock()
+}
+
 func (r *reporter) setLastUsage(at time.Time) { r.w.scraper.newest.Store(at.UnixNano()) }
 
 // step lets a report interval pass once the reporter waits for it, and
@@ -128,9 +135,10 @@ func (r *reporter) step(want int) {
 	}
 }
 
-// TestReportLastChangeAndUsage: the time of the last committed change, and
-// the usage heartbeat (the newest node metrics sample recorded), are each
-// reported when a minute past the one reported, not at every change.
+// TestReportLastChangeAndUsage: the time of the last committed change, the
+// usage heartbeat (the newest node metrics sample recorded) and the mirror
+// heartbeat (how far every change is committed) are each reported when a
+// minute past the one reported, not at every change.
 func TestReportLastChangeAndUsage(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -139,6 +147,7 @@ func TestReportLastChangeAndUsage(t *testing.T) {
 	}{
 		{"last change", (*reporter).setLastChange, func(st store.MemberStatus) time.Time { return st.LastChange }},
 		{"usage heartbeat", (*reporter).setLastUsage, func(st store.MemberStatus) time.Time { return st.LastUsage }},
+		{"mirror heartbeat", (*reporter).setCompleteAsOf, func(st store.MemberStatus) time.Time { return st.CompleteAsOf }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := startReporter(t)

@@ -71,7 +71,14 @@ type syncer struct {
 	lastBeat time.Time // last sign of life: an event received or a commit attempt finished
 	// lastChange is when a batch that changed something last committed.
 	lastChange time.Time
-	committed  string // the cursor of the last commit
+	// completeAsOf is the member time up to which the registry holds
+	// every change of the resource: the asOf of the newest batch
+	// committed with its cursor (or found to have nothing to commit).
+	completeAsOf time.Time
+	// notServed: the member does not serve the (optional) resource, so
+	// it holds back no member's completeness.
+	notServed bool
+	committed string // the cursor of the last commit
 	// unreachable: the last member request failed (unreachable, refused)
 	// and nothing has been received since.
 	unreachable bool
@@ -210,7 +217,7 @@ func (s *syncer) unserved(ctx context.Context, st store.APIState, op string, err
 		s.logger.V(4).Info("Member still does not serve this optional resource", "state", st, "op", op, "err", err.Error())
 	} else {
 		p := newPending(s.Resource, "")
-		p.unserved = st
+		p.unserved, p.asOf = st, s.Clock.Now()
 		if cerr := s.commit(ctx, p); cerr != nil {
 			// ctx ended, or the member is no longer this replica's (and
 			// ctx ends with it).
@@ -309,7 +316,7 @@ func (s *syncer) relist(ctx context.Context, reason string) (string, error) {
 	logger.Info("Listing member resource", "reason", reason)
 	start := s.Clock.Now()
 	p := newPending(s.Resource, "")
-	p.replace = true
+	p.replace, p.asOf = true, start
 	var listed int
 	opts := metav1.ListOptions{Limit: listPageSize}
 	listRV := ""
@@ -320,7 +327,7 @@ func (s *syncer) relist(ctx context.Context, reason string) (string, error) {
 			if opts.Continue != "" && isExpired(err) {
 				s.logger.Info("List continue token expired; listing again from the start, fetching every page before committing")
 				p = newPending(s.Resource, "")
-				p.replace, opts.Continue, listRV, listed, fetchFirst = true, "", "", 0, true
+				p.replace, p.asOf, opts.Continue, listRV, listed, fetchFirst = true, s.Clock.Now(), "", "", 0, true
 				continue
 			}
 			return "", fmt.Errorf("list: %w", err)
@@ -436,7 +443,9 @@ func (s *syncer) watch(ctx context.Context, cursor string) (string, bool, time.T
 				received = true
 				s.reached()
 			}
-			s.absorb(p, ev.Type, ev.Object, s.Clock.Now())
+			now := s.Clock.Now()
+			s.absorb(p, ev.Type, ev.Object, now)
+			p.asOf = now // events arrive in order: everything up to now is in p
 			s.setPending(p.events)
 			switch {
 			case p.events >= s.Sync.BatchSize:
@@ -489,6 +498,7 @@ func (s *syncer) absorb(p *pending, t watch.EventType, obj runtime.Object, now t
 // and the rest commits.
 func (s *syncer) commit(ctx context.Context, p *pending) error {
 	if !p.dirty(s.committedCursor()) {
+		s.completed(p) // a bookmark at the committed cursor: nothing is missing
 		return nil
 	}
 	b := p.batch(s.Cluster)
@@ -590,7 +600,22 @@ func (s *syncer) committedBatch(p *pending, start time.Time) {
 		s.lastChange = now
 	}
 	s.mu.Unlock()
+	s.completed(p)
 	s.logger.V(4).Info("Committed batch", "events", p.events, "objects", len(p.changes), "resourceVersion", p.cursor)
+}
+
+// completed records that the registry holds every change of the resource
+// up to p.asOf; a chunk or a batch without a cursor says nothing.
+func (s *syncer) completed(p *pending) {
+	if p.chunk || p.asOf.IsZero() || p.cursor == "" && p.unserved == "" {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.notServed = p.unserved != ""
+	if p.asOf.After(s.completeAsOf) {
+		s.completeAsOf = p.asOf
+	}
 }
 
 // failed logs and counts an error; a member refusing access gets a hint.
@@ -734,12 +759,16 @@ type status struct {
 	pending     int
 	lastBeat    time.Time
 	lastChange  time.Time
-	unreachable bool
-	stuck       bool
+	// completeAsOf is the syncer's; zero if notServed.
+	completeAsOf time.Time
+	notServed    bool
+	unreachable  bool
+	stuck        bool
 }
 
 func (s *syncer) status() status {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return status{synced: s.synced, pending: s.pending, lastBeat: s.lastBeat, lastChange: s.lastChange, unreachable: s.unreachable, stuck: s.stuck}
+	return status{synced: s.synced, pending: s.pending, lastBeat: s.lastBeat, lastChange: s.lastChange,
+		completeAsOf: s.completeAsOf, notServed: s.notServed, unreachable: s.unreachable, stuck: s.stuck}
 }

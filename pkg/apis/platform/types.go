@@ -218,6 +218,8 @@ type MemberMirroring struct {
 	Since          *metav1.Time
 	LastChangeTime *metav1.Time
 	LastUsageTime  *metav1.Time
+	CompleteAsOf   *metav1.Time
+	DataAge        *metav1.Duration
 }
 
 // MirroringState is the state of a member's mirroring.
@@ -228,6 +230,7 @@ const (
 	MirroringSynced      MirroringState = "Synced"
 	MirroringLagging     MirroringState = "Lagging"
 	MirroringUnreachable MirroringState = "Unreachable"
+	MirroringStale       MirroringState = "Stale"
 )
 
 // NodeCounts counts a member's nodes.

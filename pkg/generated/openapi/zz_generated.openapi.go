@@ -903,10 +903,10 @@ func schema_pkg_apis_platform_v1alpha1_MemberMirroring(ref common.ReferenceCallb
 				Properties: map[string]spec.Schema{
 					"state": {
 						SchemaProps: spec.SchemaProps{
-							Description: "State of the mirroring; empty before discovery reported one.\n\nPossible enum values:\n - `\"Lagging\"` : changes arrive from the member but a commit keeps failing.\n - `\"Synced\"` : every resource is listed and watched, and changes commit.\n - `\"Syncing\"` : a first list (or a relist) of the member is running.\n - `\"Unreachable\"` : the member does not answer or refuses access.",
+							Description: "State of the mirroring; empty before discovery reported one.\n\nPossible enum values:\n - `\"Lagging\"` : changes arrive from the member but a commit keeps failing.\n - `\"Stale\"` : judged by the reader, whatever discovery last recorded: the mirror's heartbeat (CompleteAsOf) is older than the server's --member-stale-after, so nothing vouches for the data (the member's writer may be unable to write).\n - `\"Synced\"` : every resource is listed and watched, and changes commit.\n - `\"Syncing\"` : a first list (or a relist) of the member is running.\n - `\"Unreachable\"` : the member does not answer or refuses access.",
 							Type:        []string{"string"},
 							Format:      "",
-							Enum:        []interface{}{"Lagging", "Synced", "Syncing", "Unreachable"},
+							Enum:        []interface{}{"Lagging", "Stale", "Synced", "Syncing", "Unreachable"},
 						},
 					},
 					"since": {
@@ -927,11 +927,23 @@ func schema_pkg_apis_platform_v1alpha1_MemberMirroring(ref common.ReferenceCallb
 							Ref:         ref(v1.Time{}.OpenAPIModelName()),
 						},
 					},
+					"completeAsOf": {
+						SchemaProps: spec.SchemaProps{
+							Description: "CompleteAsOf is the member time up to which the registry holds every change of every resource mirrored from the member (to a minute): the arrival of the newest watch event or bookmark whose batch and cursor committed, the minimum over the member's resources. The member's owner heartbeats it once a minute through the registry writes it vouches for; readers judge staleness from its age. Unset before the first heartbeat.",
+							Ref:         ref(v1.Time{}.OpenAPIModelName()),
+						},
+					},
+					"dataAge": {
+						SchemaProps: spec.SchemaProps{
+							Description: "DataAge is how old the mirror was when the object was read (now minus CompleteAsOf), set when it is past the server's --member-stale-after and State says Stale.",
+							Ref:         ref(v1.Duration{}.OpenAPIModelName()),
+						},
+					},
 				},
 			},
 		},
 		Dependencies: []string{
-			v1.Time{}.OpenAPIModelName()},
+			v1.Duration{}.OpenAPIModelName(), v1.Time{}.OpenAPIModelName()},
 	}
 }
 
@@ -1604,10 +1616,10 @@ func schema_pkg_apis_platform_v1alpha1_PlacementClusterFit(ref common.ReferenceC
 					},
 					"mirroring": {
 						SchemaProps: spec.SchemaProps{
-							Description: "Mirroring is the state of the registry's mirror of the member, as on its ClusterCapacity; empty before discovery reported one.\n\nPossible enum values:\n - `\"Lagging\"` : changes arrive from the member but a commit keeps failing.\n - `\"Synced\"` : every resource is listed and watched, and changes commit.\n - `\"Syncing\"` : a first list (or a relist) of the member is running.\n - `\"Unreachable\"` : the member does not answer or refuses access.",
+							Description: "Mirroring is the state of the registry's mirror of the member, as on its ClusterCapacity; empty before discovery reported one.\n\nPossible enum values:\n - `\"Lagging\"` : changes arrive from the member but a commit keeps failing.\n - `\"Stale\"` : judged by the reader, whatever discovery last recorded: the mirror's heartbeat (CompleteAsOf) is older than the server's --member-stale-after, so nothing vouches for the data (the member's writer may be unable to write).\n - `\"Synced\"` : every resource is listed and watched, and changes commit.\n - `\"Syncing\"` : a first list (or a relist) of the member is running.\n - `\"Unreachable\"` : the member does not answer or refuses access.",
 							Type:        []string{"string"},
 							Format:      "",
-							Enum:        []interface{}{"Lagging", "Synced", "Syncing", "Unreachable"},
+							Enum:        []interface{}{"Lagging", "Stale", "Synced", "Syncing", "Unreachable"},
 						},
 					},
 					"stale": {

@@ -1,6 +1,9 @@
 package clustercapacity
 
 import (
+	"fmt"
+	"time"
+
 	"github.com/google/uuid"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -49,9 +52,47 @@ func ToObject(cc *store.ClusterCapacity) platform.ClusterCapacity {
 	if !cc.LastUsage.IsZero() {
 		obj.Status.Mirroring.LastUsageTime = new(metav1.NewTime(cc.LastUsage))
 	}
+	if !cc.CompleteAsOf.IsZero() {
+		obj.Status.Mirroring.CompleteAsOf = new(metav1.NewTime(cc.CompleteAsOf))
+	}
 	meta.SetStatusCondition(&obj.Status.Conditions, syncedCondition(cc))
 	meta.SetStatusCondition(&obj.Status.Conditions, roomCondition(cc))
 	return obj
+}
+
+// Judged returns the conversion a reader makes: ToObject, then the
+// member's mirroring judged by f at read time. A member whose mirror
+// heartbeat is older than f.StaleAfter shows state Stale since the
+// heartbeat went past the bound, with its data age, and condition
+// Synced=False (reason Stale) naming the state discovery last recorded:
+// a writer that cannot write cannot record that it is failing.
+func Judged(f registry.MemberStaleness) func(cc *store.ClusterCapacity) platform.ClusterCapacity {
+	return func(cc *store.ClusterCapacity) platform.ClusterCapacity {
+		obj := ToObject(cc)
+		age, stale := f.Age(cc.CompleteAsOf)
+		if !stale {
+			return obj
+		}
+		m := &obj.Status.Mirroring
+		recorded := m.State
+		since := metav1.NewTime(cc.CompleteAsOf.Add(f.StaleAfter))
+		m.State, m.Since, m.DataAge = platform.MirroringStale, &since, &metav1.Duration{Duration: age}
+		meta.SetStatusCondition(&obj.Status.Conditions, metav1.Condition{
+			Type: platform.ClusterCapacitySynced, Status: metav1.ConditionFalse, Reason: string(platform.MirroringStale),
+			LastTransitionTime: since,
+			Message: fmt.Sprintf("Nothing has vouched for the member's data for %s (complete as of %s), past the server's --member-stale-after %s; "+
+				"discovery last recorded the member %s", age, cc.CompleteAsOf.UTC().Format(time.RFC3339), f.StaleAfter, recordedState(recorded)),
+		})
+		return obj
+	}
+}
+
+// recordedState names a recorded mirroring state for a message.
+func recordedState(s platform.MirroringState) string {
+	if s == "" {
+		return "in no state"
+	}
+	return string(s)
 }
 
 // syncedCondition is Synced: the member's mirroring state, since it began.

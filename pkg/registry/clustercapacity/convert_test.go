@@ -4,6 +4,7 @@ import (
 	"context"
 	"reflect"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -109,7 +110,7 @@ func TestTable(t *testing.T) {
 	if err := Kind.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	rest := NewREST(store.Source[store.ClusterCapacity]{}, registry.WatchConfig{})
+	rest := NewREST(store.Source[store.ClusterCapacity]{}, registry.WatchConfig{}, registry.MemberStaleness{})
 	r := record()
 	none := record()
 	none.ClusterID, none.MaxFree, none.Schedulable = "empty", nil, store.CapacitySums{}
@@ -139,5 +140,66 @@ func TestTable(t *testing.T) {
 	}
 	if wide == 0 {
 		t.Error("no -o wide columns")
+	}
+}
+
+// TestJudgedByHeartbeatAge: a member is shown as its heartbeat's age says
+// when it is read, whatever its recorded state: within the bound as
+// recorded, past it Stale since the heartbeat crossed the bound, with its
+// data age and the recorded state in the Synced condition; a member
+// without a heartbeat, or a server that never judges, as recorded.
+func TestJudgedByHeartbeatAge(t *testing.T) {
+	now := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
+	bound := registry.MemberStaleness{StaleAfter: 3 * time.Minute, Now: func() time.Time { return now }}
+	tests := []struct {
+		name      string
+		staleness registry.MemberStaleness
+		state     store.MemberState
+		heartbeat time.Time
+		want      platform.MirroringState
+		wantAge   time.Duration
+		wantCond  metav1.ConditionStatus
+	}{
+		{name: "fresh", staleness: bound, state: store.MemberSynced, heartbeat: now.Add(-2 * time.Minute),
+			want: platform.MirroringSynced, wantCond: metav1.ConditionTrue},
+		{name: "synced but its heartbeat is past the bound", staleness: bound, state: store.MemberSynced, heartbeat: now.Add(-250 * time.Second),
+			want: platform.MirroringStale, wantAge: 250 * time.Second, wantCond: metav1.ConditionFalse},
+		{name: "lagging and stale", staleness: bound, state: store.MemberLagging, heartbeat: now.Add(-time.Hour),
+			want: platform.MirroringStale, wantAge: time.Hour, wantCond: metav1.ConditionFalse},
+		{name: "no heartbeat yet", staleness: bound, state: store.MemberSyncing,
+			want: platform.MirroringSyncing, wantCond: metav1.ConditionFalse},
+		{name: "never judged", staleness: registry.MemberStaleness{Now: bound.Now}, state: store.MemberSynced, heartbeat: now.Add(-time.Hour),
+			want: platform.MirroringSynced, wantCond: metav1.ConditionTrue},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := record()
+			r.Mirroring, r.MirroringSince, r.CompleteAsOf = tc.state, now.Add(-time.Hour), tc.heartbeat
+			got := Judged(tc.staleness)(&r)
+			m := got.Status.Mirroring
+			if m.State != tc.want {
+				t.Errorf("state %q, want %q", m.State, tc.want)
+			}
+			var age time.Duration
+			if m.DataAge != nil {
+				age = m.DataAge.Duration
+			}
+			if age != tc.wantAge {
+				t.Errorf("data age %s, want %s", age, tc.wantAge)
+			}
+			if !tc.heartbeat.IsZero() && (m.CompleteAsOf == nil || !m.CompleteAsOf.Time.Equal(tc.heartbeat)) {
+				t.Errorf("completeAsOf %v, want %s", m.CompleteAsOf, tc.heartbeat)
+			}
+			c := meta.FindStatusCondition(got.Status.Conditions, platform.ClusterCapacitySynced)
+			if c == nil || c.Status != tc.wantCond {
+				t.Fatalf("Synced condition %+v, want status %s", c, tc.wantCond)
+			}
+			if tc.want == platform.MirroringStale {
+				if !m.Since.Time.Equal(tc.heartbeat.Add(3*time.Minute)) || c.Reason != "Stale" ||
+					!strings.Contains(c.Message, "last recorded the member "+string(tc.state)) {
+					t.Errorf("since %s, condition %s: %q; want since the heartbeat plus the bound, reason Stale naming the recorded state", m.Since, c.Reason, c.Message)
+				}
+			}
+		})
 	}
 }

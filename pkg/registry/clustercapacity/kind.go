@@ -37,7 +37,13 @@ var Kind = &registry.Kind[store.ClusterCapacity, platform.ClusterCapacity]{
 // REST is the ClusterCapacity storage.
 type REST = registry.REST[store.ClusterCapacity, platform.ClusterCapacity, *platform.ClusterCapacity]
 
-// NewREST returns the ClusterCapacity storage over the registry's ClusterCapacity records.
-func NewREST(src store.Source[store.ClusterCapacity], w registry.WatchConfig) *REST {
-	return registry.NewREST[store.ClusterCapacity, platform.ClusterCapacity, *platform.ClusterCapacity](Kind, src, w)
+// NewREST returns the ClusterCapacity storage over the registry's
+// ClusterCapacity records, each member's mirroring judged by f when it is
+// read (Judged): gets, lists and a watch's initial objects show a member
+// Stale once its heartbeat is past f.StaleAfter; a watch's later events
+// are judged when their change is read from the feed.
+func NewREST(src store.Source[store.ClusterCapacity], w registry.WatchConfig, f registry.MemberStaleness) *REST {
+	k := *Kind
+	k.ToObject = Judged(f)
+	return registry.NewREST[store.ClusterCapacity, platform.ClusterCapacity, *platform.ClusterCapacity](&k, src, w)
 }

@@ -41,7 +41,7 @@ var columns = []registry.Column[platform.ClusterCapacity]{
 			s := o.Status.Schedulable
 			return ratio(s.Requested.Pods, s.Allocatable.Pods)
 		}},
-	{Name: "Mirroring", Type: "string", Description: "The member's mirroring state (Syncing, Synced, Lagging, Unreachable) and for how long",
+	{Name: "Mirroring", Type: "string", Description: "The member's mirroring state (Syncing, Synced, Lagging, Unreachable, or Stale: its heartbeat is past --member-stale-after) and for how long",
 		Cell: func(o *platform.ClusterCapacity) any {
 			m := o.Status.Mirroring
 			if m.State == "" || m.Since == nil {
@@ -104,6 +104,13 @@ var columns = []registry.Column[platform.ClusterCapacity]{
 	{Name: "Last Change", Type: "string", Priority: 1, Description: "How long ago the registry last mirrored a change of the member (to a minute)",
 		Cell: func(o *platform.ClusterCapacity) any {
 			if t := o.Status.Mirroring.LastChangeTime; t != nil {
+				return registry.Age(*t, time.Now())
+			}
+			return registry.Unknown
+		}},
+	{Name: "Data Age", Type: "string", Priority: 1, Description: "How old the member's mirror is: the time since the registry last held every change of the member (its heartbeat, to a minute)",
+		Cell: func(o *platform.ClusterCapacity) any {
+			if t := o.Status.Mirroring.CompleteAsOf; t != nil {
 				return registry.Age(*t, time.Now())
 			}
 			return registry.Unknown

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
-	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -34,7 +33,8 @@ type REST struct {
 	registry Registry
 	authz    authorizer.UnconditionalAuthorizer
 	limits   registry.Limits // of the node and member selectors; zero fields are the defaults
-	now      func() time.Time
+	// staleness judges each member's data age when the report is answered.
+	staleness registry.MemberStaleness
 }
 
 var (
@@ -45,9 +45,10 @@ var (
 
 // NewREST answers reports from reg to the users authz allows to read the
 // members asked about (the generic server's authorizer), with selectors
-// bounded by limits (the server's --max-selector-* flags, as for lists).
-func NewREST(reg Registry, authz authorizer.UnconditionalAuthorizer, limits registry.Limits) *REST {
-	return &REST{registry: reg, authz: authz, limits: limits, now: time.Now}
+// bounded by limits (the server's --max-selector-* flags, as for lists),
+// each member's data judged stale by s (--member-stale-after).
+func NewREST(reg Registry, authz authorizer.UnconditionalAuthorizer, limits registry.Limits, s registry.MemberStaleness) *REST {
+	return &REST{registry: reg, authz: authz, limits: limits, staleness: s}
 }
 
 func (r *REST) New() runtime.Object     { return &platform.PlacementReport{} }
@@ -88,7 +89,7 @@ func (r *REST) Create(ctx context.Context, obj runtime.Object, createValidation 
 		}
 	}
 	out := report.DeepCopy()
-	out.Status = status(fits, report.Spec.Replicas, r.now())
+	out.Status = status(fits, report.Spec.Replicas, r.staleness)
 	return out, nil
 }
 
@@ -112,8 +113,11 @@ func (r *REST) authorize(ctx context.Context, report *platform.PlacementReport) 
 }
 
 // status is the answer: the members best first (most replicas, then
-// current before stale, then by name) and their sum.
-func status(fits []store.MemberFit, replicas int64, now time.Time) platform.PlacementReportStatus {
+// current before stale, then by name) and their sum. Every member's data
+// age is its mirror heartbeat's age now; it is stale unless Synced and
+// that age within the bound (then its mirroring says Stale). A member
+// without a heartbeat yet is aged from when it left Synced.
+func status(fits []store.MemberFit, replicas int64, staleness registry.MemberStaleness) platform.PlacementReportStatus {
 	var s platform.PlacementReportStatus
 	for _, f := range fits {
 		c := platform.PlacementClusterFit{Cluster: f.ClusterID, Fits: f.Fits, Nodes: f.Nodes,
@@ -121,8 +125,15 @@ func status(fits []store.MemberFit, replicas int64, now time.Time) platform.Plac
 		if replicas > 0 {
 			c.FitsAll = new(f.Fits >= replicas)
 		}
-		if c.Stale && !f.MirroringSince.IsZero() {
-			c.DataAge = &metav1.Duration{Duration: max(now.Sub(f.MirroringSince), 0).Truncate(time.Second)}
+		age, stale := staleness.Age(f.CompleteAsOf)
+		switch {
+		case !f.CompleteAsOf.IsZero():
+			c.DataAge = &metav1.Duration{Duration: age}
+		case c.Stale && !f.MirroringSince.IsZero():
+			c.DataAge = &metav1.Duration{Duration: staleness.Since(f.MirroringSince)}
+		}
+		if stale {
+			c.Stale, c.Mirroring = true, platform.MirroringStale
 		}
 		s.Fits += f.Fits
 		s.Clusters = append(s.Clusters, c)

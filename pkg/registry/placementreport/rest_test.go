@@ -80,7 +80,7 @@ func TestBadRequests(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := &fakeRegistry{}
-			r := NewREST(m, allow{"list clustercapacities/": true, "get clustercapacities/a": true}, registry.Limits{})
+			r := NewREST(m, allow{"list clustercapacities/": true, "get clustercapacities/a": true}, registry.Limits{}, registry.MemberStaleness{})
 			_, err := r.Create(ctxAs("admin"), &platform.PlacementReport{Spec: tc.spec}, nil, nil)
 			if !apierrors.IsBadRequest(err) || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("got %v, want a 400 with %q", err, tc.want)
@@ -107,7 +107,7 @@ func TestAuthorization(t *testing.T) {
 		{platform.PlacementReportSpec{ClusterSelector: "env=prod"}, `cannot list resource "clustercapacities"`},
 	} {
 		m := &fakeRegistry{fits: []store.MemberFit{{ClusterID: "a"}}}
-		_, err := NewREST(m, perms, registry.Limits{}).Create(ctxAs("tenant"), &platform.PlacementReport{Spec: tc.spec}, nil, nil)
+		_, err := NewREST(m, perms, registry.Limits{}, registry.MemberStaleness{}).Create(ctxAs("tenant"), &platform.PlacementReport{Spec: tc.spec}, nil, nil)
 		switch {
 		case tc.want == "" && err != nil:
 			t.Errorf("%+v: %v, want an answer", tc.spec, err)
@@ -119,19 +119,21 @@ func TestAuthorization(t *testing.T) {
 	}
 }
 
-// TestAnswer: the query the registry gets, fakeRegistry best first, fitsAll,
-// stale fakeRegistry with their data age, and a 404 for a named member the
+// TestAnswer: the query the registry gets, members best first, fitsAll,
+// every member's data age from its heartbeat (a Synced member whose
+// heartbeat is past the bound stale, as Stale), a member without a
+// heartbeat aged from when it left Synced, and a 404 for a named member the
 // registry does not hold.
 func TestAnswer(t *testing.T) {
 	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
 	m := &fakeRegistry{fits: []store.MemberFit{
-		{ClusterID: "a", Fits: 3, Nodes: 2, Mirroring: store.MemberSynced},
+		{ClusterID: "a", Fits: 3, Nodes: 2, Mirroring: store.MemberSynced, CompleteAsOf: now.Add(-4 * time.Minute)},
 		{ClusterID: "b", Fits: 7, Nodes: 4, Mirroring: store.MemberUnreachable, MirroringSince: now.Add(-90 * time.Second)},
-		{ClusterID: "c", Fits: 7, Nodes: 3, Mirroring: store.MemberSynced},
+		{ClusterID: "c", Fits: 7, Nodes: 3, Mirroring: store.MemberSynced, CompleteAsOf: now.Add(-70500 * time.Millisecond)},
 		{ClusterID: "d", Fits: 0, Mirroring: ""},
 	}}
-	r := NewREST(m, allow{"list clustercapacities/": true, "get clustercapacities/x": true}, registry.Limits{})
-	r.now = func() time.Time { return now }
+	r := NewREST(m, allow{"list clustercapacities/": true, "get clustercapacities/x": true}, registry.Limits{},
+		registry.MemberStaleness{StaleAfter: 3 * time.Minute, Now: func() time.Time { return now }})
 	spec := platform.PlacementReportSpec{Replicas: 5,
 		Requests:       map[string]resource.Quantity{"cpu": q("1500m"), "memory": q("1Gi"), "nvidia.com/gpu": q("1"), "ephemeral-storage": q("0")},
 		NodeSelector:   map[string]string{"pool": "gpu"},
@@ -170,6 +172,14 @@ func TestAnswer(t *testing.T) {
 		case "d":
 			if !c.Stale || c.DataAge != nil {
 				t.Errorf("d (no state reported): stale %v, data age %v; want stale, age unknown", c.Stale, c.DataAge)
+			}
+		case "a":
+			if !c.Stale || c.Mirroring != platform.MirroringStale || c.DataAge == nil || c.DataAge.Duration != 4*time.Minute {
+				t.Errorf("a (Synced, heartbeat 4m old, bound 3m): stale %v as %s, data age %v; want stale as Stale for 4m0s", c.Stale, c.Mirroring, c.DataAge)
+			}
+		case "c":
+			if c.Stale || c.Mirroring != platform.MirroringSynced || c.DataAge == nil || c.DataAge.Duration != 70*time.Second {
+				t.Errorf("c (Synced, heartbeat 70.5s old): stale %v as %s, data age %v; want current, Synced, 1m10s", c.Stale, c.Mirroring, c.DataAge)
 			}
 		default:
 			if c.Stale || c.DataAge != nil {

@@ -76,7 +76,7 @@ func FuzzHTTPBoundary(f *testing.F) {
 	}{
 		{"nodecapacities", nodecapacity.NewREST(s.NodeCapacities(), w), false},
 		{"clusternamespaces", clusternamespace.NewREST(s.ClusterNamespaces(), w), true},
-		{"clustercapacities", clustercapacity.NewREST(s.ClusterCapacities(), w), false},
+		{"clustercapacities", clustercapacity.NewREST(s.ClusterCapacities(), w, registry.MemberStaleness{}), false},
 	}
 	reports := usagereport.NewREST(s, allowAll{}, 24*time.Hour)
 	decoder := apiserver.Codecs.UniversalDecoder(platform.SchemeGroupVersion)

@@ -379,6 +379,21 @@ func TestRecordMemberState(t *testing.T) {
 	if c := mustCapacity(t, s, ctx, "m"); !c.LastChange.Equal(changed.Add(time.Minute)) {
 		t.Errorf("last change %s, want %s", c.LastChange, changed.Add(time.Minute))
 	}
+	// The mirror heartbeat alike: a later one restamps, an earlier one
+	// does not move it back, and the change feed carries it.
+	rv = registryRV(t, s, ctx)
+	for _, at := range []time.Time{changed, changed.Add(-time.Minute)} {
+		if err := s.RecordMemberState(ctx, f, store.MemberStatus{State: store.MemberSynced, CompleteAsOf: at}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if c := mustCapacity(t, s, ctx, "m"); !c.CompleteAsOf.Equal(changed) || !c.LastChange.Equal(changed.Add(time.Minute)) {
+		t.Errorf("complete as of %s, last change %s; want %s and the last change kept", c.CompleteAsOf, c.LastChange, changed)
+	}
+	changes, _, err = s.Changes(ctx, store.ChangeFilter{}, rv, 10)
+	if err != nil || len(changes) != 1 || !asCapacity(changes[0].Object).CompleteAsOf.Equal(changed) {
+		t.Errorf("changes %+v, %v; want one MODIFIED with the heartbeat", changes, err)
+	}
 	// The sums start from the reported row.
 	mustApply(t, s, ctx, store.Batch{ClusterID: "m", Epoch: f.Epoch, Failovers: f.Failovers, Nodes: []store.Node{node("n1", 1000, 1<<30)}})
 	if c2 := mustCapacity(t, s, ctx, "m"); c2.Nodes != 1 || c2.Mirroring != store.MemberSynced {

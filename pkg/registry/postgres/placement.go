@@ -86,9 +86,9 @@ func (s *Store) Placement(ctx context.Context, q store.PlacementQuery) ([]store.
 			FROM nodes GROUP BY cluster_id, domain
 		)
 		SELECT m.cluster_id, coalesce(sum(least(d.fit, d.least_domain + ` + skew + `)), 0)::bigint,
-			coalesce(sum(d.nodes), 0)::bigint, coalesce(m.mirroring, ''), m.mirroring_since
+			coalesce(sum(d.nodes), 0)::bigint, coalesce(m.mirroring, ''), m.mirroring_since, m.complete_as_of
 		FROM members m LEFT JOIN domains d USING (cluster_id)
-		GROUP BY m.cluster_id, m.mirroring, m.mirroring_since
+		GROUP BY m.cluster_id, m.mirroring, m.mirroring_since, m.complete_as_of
 		ORDER BY m.cluster_id`
 	var fits []store.MemberFit
 	err = s.readTx(ctx, store.Freshness{}, func(tx pgx.Tx) error {
@@ -103,11 +103,14 @@ func (s *Store) Placement(ctx context.Context, q store.PlacementQuery) ([]store.
 		}
 		fits = fits[:0]
 		var f store.MemberFit
-		var since *time.Time
-		_, err = pgx.ForEachRow(rows, []any{&f.ClusterID, &f.Fits, &f.Nodes, &f.Mirroring, &since}, func() error {
-			f.MirroringSince = time.Time{}
+		var since, complete *time.Time
+		_, err = pgx.ForEachRow(rows, []any{&f.ClusterID, &f.Fits, &f.Nodes, &f.Mirroring, &since, &complete}, func() error {
+			f.MirroringSince, f.CompleteAsOf = time.Time{}, time.Time{}
 			if since != nil {
 				f.MirroringSince = since.UTC()
+			}
+			if complete != nil {
+				f.CompleteAsOf = complete.UTC()
 			}
 			fits = append(fits, f)
 			return nil
@@ -122,7 +125,7 @@ func (s *Store) Placement(ctx context.Context, q store.PlacementQuery) ([]store.
 
 // placementMembers selects the members q considers from cluster_capacity.
 func placementMembers(a *sqlArgs, q store.PlacementQuery) (string, error) {
-	sql := "SELECT cluster_id, mirroring, mirroring_since FROM cluster_capacity"
+	sql := "SELECT cluster_id, mirroring, mirroring_since, complete_as_of FROM cluster_capacity"
 	switch {
 	case len(q.Clusters) > 0:
 		return sql + " WHERE cluster_id = ANY(" + a.add(q.Clusters) + "::text[])", nil

@@ -80,6 +80,7 @@ func clusterCapacityColumns() []column[store.ClusterCapacity] {
 		col("resource_version", func(c *store.ClusterCapacity) *int64 { return &c.ResourceVersion }),
 		column[store.ClusterCapacity]{name: "last_change_at", target: func(c *store.ClusterCapacity) any { return nullable(&c.LastChange) }},
 		column[store.ClusterCapacity]{name: "usage_observed_at", target: func(c *store.ClusterCapacity) any { return nullable(&c.LastUsage) }},
+		column[store.ClusterCapacity]{name: "complete_as_of", target: func(c *store.ClusterCapacity) any { return nullable(&c.CompleteAsOf) }},
 		column[store.ClusterCapacity]{name: "member_apis", target: func(c *store.ClusterCapacity) any { return memberAPIs{c} }},
 		otherCol("devices_nodes", func(c *store.ClusterCapacity) *map[string]int64 { return &memberDevices(c).Nodes }),
 	), deviceCols("devices", func(c *store.ClusterCapacity) *map[string]store.DeviceCount { return &memberDevices(c).Drivers })...)
@@ -205,14 +206,14 @@ var sqlMemberState = statement("member_state")
 const opMemberState op = "member_state"
 
 // RecordMemberState records a member's mirroring state, the time of the
-// last change mirrored and its usage heartbeat on its ClusterCapacity when
-// any moved, creating the row of a member that has none yet, fenced like
+// last change mirrored, its usage heartbeat and how far its mirror is
+// complete on its ClusterCapacity when any moved, creating the row of a member that has none yet, fenced like
 // every discovery write.
 func (s *Store) RecordMemberState(ctx context.Context, f store.Fence, st store.MemberStatus) error {
 	err := s.write(ctx, opMemberState, sections{
 		member: func(w *writer) error { return w.fence(f) },
 		views: func(w *writer) error {
-			return w.stamp("record member state", sqlMemberState, f.ClusterID, string(st.State), nonZero(st.LastChange), nonZero(st.LastUsage))
+			return w.stamp("record member state", sqlMemberState, f.ClusterID, string(st.State), nonZero(st.LastChange), nonZero(st.LastUsage), nonZero(st.CompleteAsOf))
 		},
 	})
 	if err != nil {

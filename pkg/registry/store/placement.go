@@ -78,4 +78,6 @@ type MemberFit struct {
 	// Mirroring and MirroringSince are the member's mirroring state.
 	Mirroring      MemberState
 	MirroringSince time.Time
+	// CompleteAsOf is the member's mirror heartbeat (ClusterCapacity's).
+	CompleteAsOf time.Time
 }

@@ -290,6 +290,10 @@ type ClusterCapacity struct {
 	// LastUsage is when the newest node metrics sample recorded of the
 	// member was taken (to a minute): its usage heartbeat; zero before one.
 	LastUsage time.Time
+	// CompleteAsOf is the member time up to which the registry holds every
+	// change of every resource mirrored (to a minute): the mirror's
+	// heartbeat, whose age readers judge staleness by; zero before one.
+	CompleteAsOf time.Time
 	// Devices are the member's DRA devices; nil before discovery looked
 	// at its resource.k8s.io API.
 	Devices         *MemberDevices
@@ -298,12 +302,14 @@ type ClusterCapacity struct {
 }
 
 // MemberStatus is what a member's writer reports of its mirroring: the
-// state, when it last mirrored a change and when the newest node metrics
-// sample it recorded was taken (zero: none to report).
+// state, when it last mirrored a change, when the newest node metrics
+// sample it recorded was taken, and the member time up to which every
+// change is committed (zero: none to report).
 type MemberStatus struct {
-	State      MemberState
-	LastChange time.Time
-	LastUsage  time.Time
+	State        MemberState
+	LastChange   time.Time
+	LastUsage    time.Time
+	CompleteAsOf time.Time
 }
 
 // MemberState is how the mirroring of a member stands, as its writer sees it.

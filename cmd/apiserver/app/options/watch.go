@@ -43,6 +43,12 @@ func (o *WatchOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.FeedMaxStaleness, "watch-feed-max-staleness", o.FeedMaxStaleness, ""+
 		"How long the change feed may go without a completed read of the registry before the readiness check registry-feed "+
 		"fails (watches would be silently stale).")
+	fs.DurationVar(&o.MemberStaleAfter, "member-stale-after", o.MemberStaleAfter, ""+
+		"How old a member's mirror heartbeat (ClusterCapacity status.mirroring.completeAsOf: up to when the registry holds every change "+
+		"of the member, recorded about once a minute by its discovery owner) may be when it is read before the member is shown Stale "+
+		"with its data age, whatever its recorded state: on its ClusterCapacity, in PlacementReports (stale: true) and in the data age "+
+		"of its NodeCapacities and ClusterNamespaces. At least 1m (the heartbeat's resolution; a healthy member's data age stays under "+
+		"about 2m), or 0 to never judge a member stale.")
 	fs.IntVar(&o.WindowBytes, "watch-window-bytes", o.WindowBytes,
 		"Upper bound of the memory (estimated bytes) the recent changes of --watch-window-changes may hold.")
 }
@@ -63,6 +69,10 @@ func (o *WatchOptions) Validate() []error {
 	}
 	if o.FeedMaxStaleness <= o.PollInterval {
 		errs = append(errs, fmt.Errorf("--watch-feed-max-staleness must be longer than --watch-poll-interval (%s), got %s", o.PollInterval, o.FeedMaxStaleness))
+	}
+	if o.MemberStaleAfter != 0 && o.MemberStaleAfter < time.Minute {
+		errs = append(errs, fmt.Errorf("--member-stale-after must be 0 (never stale) or at least 1m: a member's heartbeat is recorded about once a minute, "+
+			"so a shorter bound shows healthy members Stale; got %s", o.MemberStaleAfter))
 	}
 	if o.WatcherBuffer < 1 {
 		errs = append(errs, fmt.Errorf("--watch-buffer must be at least 1, got %d", o.WatcherBuffer))

@@ -431,6 +431,20 @@ type MemberMirroring struct {
 	// timestamp (the sample it last changed to). Unset before a sample.
 	// +optional
 	LastUsageTime *metav1.Time `json:"lastUsageTime,omitempty"`
+	// CompleteAsOf is the member time up to which the registry holds every
+	// change of every resource mirrored from the member (to a minute): the
+	// arrival of the newest watch event or bookmark whose batch and cursor
+	// committed, the minimum over the member's resources. The member's
+	// owner heartbeats it once a minute through the registry writes it
+	// vouches for; readers judge staleness from its age. Unset before the
+	// first heartbeat.
+	// +optional
+	CompleteAsOf *metav1.Time `json:"completeAsOf,omitempty"`
+	// DataAge is how old the mirror was when the object was read (now
+	// minus CompleteAsOf), set when it is past the server's
+	// --member-stale-after and State says Stale.
+	// +optional
+	DataAge *metav1.Duration `json:"dataAge,omitempty"`
 }
 
 // MirroringState is the state of a member's mirroring.
@@ -446,6 +460,11 @@ const (
 	MirroringLagging MirroringState = "Lagging"
 	// MirroringUnreachable: the member does not answer or refuses access.
 	MirroringUnreachable MirroringState = "Unreachable"
+	// MirroringStale: judged by the reader, whatever discovery last
+	// recorded: the mirror's heartbeat (CompleteAsOf) is older than the
+	// server's --member-stale-after, so nothing vouches for the data (the
+	// member's writer may be unable to write).
+	MirroringStale MirroringState = "Stale"
 )
 
 // NodeCounts counts a member's nodes. Cordoned and Tainted count every

@@ -402,6 +402,15 @@ func (in *MemberMirroring) DeepCopyInto(out *MemberMirroring) {
 		in, out := &in.LastUsageTime, &out.LastUsageTime
 		*out = (*in).DeepCopy()
 	}
+	if in.CompleteAsOf != nil {
+		in, out := &in.CompleteAsOf, &out.CompleteAsOf
+		*out = (*in).DeepCopy()
+	}
+	if in.DataAge != nil {
+		in, out := &in.DataAge, &out.DataAge
+		*out = new(v1.Duration)
+		**out = **in
+	}
 	return
 }
 
