@@ -755,10 +755,10 @@ func (s *syncer) committedCursor() string {
 
 // status is a syncer's health at a glance.
 type status struct {
-	synced      bool
-	pending     int
-	lastBeat    time.Time
-	lastChange  time.Time
+	synced     bool
+	pending    int
+	lastBeat   time.Time
+	lastChange time.Time
 	// completeAsOf is the syncer's; zero if notServed.
 	completeAsOf time.Time
 	notServed    bool
