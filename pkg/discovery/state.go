@@ -25,11 +25,17 @@ const lastChangeResolution = time.Minute
 // nodes none.
 const lastUsageResolution = time.Minute
 
-// completeResolution is the same for the mirror's heartbeat, how far the
-// registry holds every change of the member: a member's ClusterCapacity
-// takes one version this often for it (merged with the usage heartbeat's),
-// and readers judge staleness from its age.
-const completeResolution = time.Minute
+// completeInterval is how often the mirror's heartbeat, how far the
+// registry holds every change of the member, is recorded while it moves:
+// once this long after the last report (of any kind), so a member's
+// ClusterCapacity takes at most one version this often for it, merged
+// with the others. Timed by the report, not by how far the heartbeat
+// moved: a quiet member's heartbeat moves with bookmarks about a minute
+// apart, and a rule of "a minute past the one reported" would skip every
+// other one that came a little early, doubling its data age. Readers judge
+// staleness from its age; a healthy member's stays under about two
+// minutes.
+const completeInterval = time.Minute
 
 // completeAsOf is the member time up to which the registry holds every
 // change of every resource the member serves: the minimum over them, zero
@@ -64,7 +70,8 @@ func (w *worker) lastChange() time.Time {
 // it holds the member, at once and whenever the state changes, the time
 // of its last committed change when it is lastChangeResolution past the one
 // reported, the usage heartbeat when it is lastUsageResolution past and the
-// mirror's heartbeat (completeAsOf) when it is completeResolution past,
+// mirror's heartbeat (completeAsOf) when it moved and the last report is
+// completeInterval old,
 // each report carrying every time as it is (a failed report is retried), so
 // the member's ClusterCapacity shows them; it returns when ctx ends. The
 // mirror's heartbeat is written through the same registry writes it
@@ -72,6 +79,7 @@ func (w *worker) lastChange() time.Time {
 func (w *worker) reportStates(ctx context.Context) {
 	logger := klog.FromContext(ctx)
 	var reported store.MemberStatus
+	var reportedAt time.Time // of the last report recorded
 	failing := false
 	for {
 		st := store.MemberStatus{State: w.state(), LastChange: reported.LastChange, LastUsage: reported.LastUsage, CompleteAsOf: reported.CompleteAsOf}
@@ -82,7 +90,7 @@ func (w *worker) reportStates(ctx context.Context) {
 		if usage.Sub(reported.LastUsage) >= lastUsageResolution {
 			st.LastUsage = usage
 		}
-		if complete.Sub(reported.CompleteAsOf) >= completeResolution {
+		if complete.After(reported.CompleteAsOf) && (reported.CompleteAsOf.IsZero() || w.cfg.Clock.Since(reportedAt) >= completeInterval) {
 			st.CompleteAsOf = complete
 		}
 		if st != reported {
@@ -104,7 +112,7 @@ func (w *worker) reportStates(ctx context.Context) {
 			cancel()
 			switch {
 			case err == nil:
-				reported, failing = st, false
+				reported, reportedAt, failing = st, w.cfg.Clock.Now(), false
 				if !st.CompleteAsOf.IsZero() {
 					completeAsOf.WithLabelValues(w.clusterID).Set(float64(st.CompleteAsOf.UnixNano()) / 1e9)
 				}

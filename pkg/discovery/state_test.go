@@ -135,10 +135,9 @@ func (r *reporter) step(want int) {
 	}
 }
 
-// TestReportLastChangeAndUsage: the time of the last committed change, the
-// usage heartbeat (the newest node metrics sample recorded) and the mirror
-// heartbeat (how far every change is committed) are each reported when a
-// minute past the one reported, not at every change.
+// TestReportLastChangeAndUsage: the time of the last committed change, and
+// the usage heartbeat (the newest node metrics sample recorded), are each
+// reported when a minute past the one reported, not at every change.
 func TestReportLastChangeAndUsage(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -147,7 +146,6 @@ func TestReportLastChangeAndUsage(t *testing.T) {
 	}{
 		{"last change", (*reporter).setLastChange, func(st store.MemberStatus) time.Time { return st.LastChange }},
 		{"usage heartbeat", (*reporter).setLastUsage, func(st store.MemberStatus) time.Time { return st.LastUsage }},
-		{"mirror heartbeat", (*reporter).setCompleteAsOf, func(st store.MemberStatus) time.Time { return st.CompleteAsOf }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := startReporter(t)
@@ -164,6 +162,28 @@ func TestReportLastChangeAndUsage(t *testing.T) {
 				t.Errorf("reports %+v; want %s at %s and %s", got, tc.name, t0, t0.Add(61*time.Second))
 			}
 		})
+	}
+}
+
+// TestReportMirrorHeartbeat: the mirror's heartbeat (how far every change
+// is committed) is reported at once the first time, then when it moved and
+// a minute has passed since the last report, however little it moved: a
+// quiet member's bookmarks come about a minute apart, and one a little
+// early must not wait for the next.
+func TestReportMirrorHeartbeat(t *testing.T) {
+	r := startReporter(t)
+	t0 := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	r.setCompleteAsOf(t0)
+	r.step(2)
+	r.setCompleteAsOf(t0.Add(59 * time.Second))
+	r.clk.Step(50 * time.Second)
+	r.step(2) // moved, but the last report is 51 s old
+	r.clk.Step(10 * time.Second)
+	r.step(3)
+	r.step(3) // not moved since
+	got := r.reports()
+	if !got[1].CompleteAsOf.Equal(t0) || !got[2].CompleteAsOf.Equal(t0.Add(59*time.Second)) {
+		t.Errorf("reports %+v; want the mirror heartbeat at %s and %s", got, t0, t0.Add(59*time.Second))
 	}
 }
 

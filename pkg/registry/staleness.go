@@ -5,9 +5,13 @@ import "time"
 // DefaultMemberStaleAfter is --member-stale-after's default: three of the
 // mirror heartbeat's minutes. A quiet member's heartbeat moves with the
 // bookmarks its API server sends each watch once a minute, and its owner
-// records it at most once a minute, so a healthy member's data age stays
-// under about two minutes and a third is margin for a slow commit.
+// records it once a minute while it moves, so a healthy member's data age
+// stays under about two minutes, and a third is margin for a slow commit.
 const DefaultMemberStaleAfter = 3 * time.Minute
+
+// MinMemberStaleAfter is the least --member-stale-after accepted (other
+// than 0): a healthy member's data age reaches about two minutes.
+const MinMemberStaleAfter = 2 * time.Minute
 
 // MemberStaleness judges a member's data by its mirror heartbeat's age when it is
 // read, as node Lease consumers judge a kubelet: whatever the member's

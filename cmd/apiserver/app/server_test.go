@@ -35,6 +35,7 @@ func TestBadFlags(t *testing.T) {
 			[]string{"--postgres-dsn has sslmode=require", "sslmode=verify-full", "--postgres-allow-insecure"}},
 		{"migrate with a dsn without sslmode", []string{"migrate", "--postgres-dsn=host=db.example.com dbname=platform"},
 			[]string{"--postgres-dsn sets no sslmode", "--postgres-allow-insecure"}},
+		{"member stale after too short", []string{"--member-stale-after=30s"}, []string{"--member-stale-after must be 0 (never stale) or at least 2m0s", "got 30s"}},
 		{"zero standby max lag", []string{"--postgres-standby-max-lag=0s"}, []string{"--postgres-standby-max-lag must be positive", "got 0s"}},
 	}
 	for _, tt := range tests {

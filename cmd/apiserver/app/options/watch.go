@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/example/platform-apiserver/pkg/apiserver"
+	"github.com/example/platform-apiserver/pkg/registry"
 )
 
 // WatchOptions tune how watches follow the registry's change feed; the
@@ -47,8 +48,8 @@ func (o *WatchOptions) AddFlags(fs *pflag.FlagSet) {
 		"How old a member's mirror heartbeat (ClusterCapacity status.mirroring.completeAsOf: up to when the registry holds every change "+
 		"of the member, recorded about once a minute by its discovery owner) may be when it is read before the member is shown Stale "+
 		"with its data age, whatever its recorded state: on its ClusterCapacity, in PlacementReports (stale: true) and in the data age "+
-		"of its NodeCapacities and ClusterNamespaces. At least 1m (the heartbeat's resolution; a healthy member's data age stays under "+
-		"about 2m), or 0 to never judge a member stale.")
+		"of its NodeCapacities and ClusterNamespaces. At least 2m (a healthy member's data age reaches about 2m: its watches' bookmarks "+
+		"come once a minute, and the heartbeat is recorded once a minute), or 0 to never judge a member stale.")
 	fs.IntVar(&o.WindowBytes, "watch-window-bytes", o.WindowBytes,
 		"Upper bound of the memory (estimated bytes) the recent changes of --watch-window-changes may hold.")
 }
@@ -70,9 +71,9 @@ func (o *WatchOptions) Validate() []error {
 	if o.FeedMaxStaleness <= o.PollInterval {
 		errs = append(errs, fmt.Errorf("--watch-feed-max-staleness must be longer than --watch-poll-interval (%s), got %s", o.PollInterval, o.FeedMaxStaleness))
 	}
-	if o.MemberStaleAfter != 0 && o.MemberStaleAfter < time.Minute {
-		errs = append(errs, fmt.Errorf("--member-stale-after must be 0 (never stale) or at least 1m: a member's heartbeat is recorded about once a minute, "+
-			"so a shorter bound shows healthy members Stale; got %s", o.MemberStaleAfter))
+	if o.MemberStaleAfter != 0 && o.MemberStaleAfter < registry.MinMemberStaleAfter {
+		errs = append(errs, fmt.Errorf("--member-stale-after must be 0 (never stale) or at least %s: a healthy member's data age reaches about 2m "+
+			"(bookmarks and the heartbeat once a minute each), so a shorter bound shows healthy members Stale; got %s", registry.MinMemberStaleAfter, o.MemberStaleAfter))
 	}
 	if o.WatcherBuffer < 1 {
 		errs = append(errs, fmt.Errorf("--watch-buffer must be at least 1, got %d", o.WatcherBuffer))
