@@ -25,17 +25,17 @@ const lastChangeResolution = time.Minute
 // nodes none.
 const lastUsageResolution = time.Minute
 
-// completeInterval is how often the mirror's heartbeat, how far the
-// registry holds every change of the member, is recorded while it moves:
-// once this long after the last report (of any kind), so a member's
-// ClusterCapacity takes at most one version this often for it, merged
-// with the others. Timed by the report, not by how far the heartbeat
-// moved: a quiet member's heartbeat moves with bookmarks about a minute
-// apart, and a rule of "a minute past the one reported" would skip every
-// other one that came a little early, doubling its data age. Readers judge
-// staleness from its age; a healthy member's stays under about two
-// minutes.
-const completeInterval = time.Minute
+// timesInterval is how long after the last report the times (the last
+// change, the usage heartbeat, the mirror's heartbeat) may be reported
+// again: a member's ClusterCapacity takes at most one version this often
+// for them, together; only a change of state is reported sooner. The
+// mirror's heartbeat, how far the registry holds every change of the
+// member, is then reported whenever it moved, however little: a quiet
+// member's moves with bookmarks about a minute apart, and a rule of "a
+// minute past the one reported" would skip every one that came a little
+// early, doubling its data age. Readers judge staleness from that age; a
+// healthy member's stays under about two minutes.
+const timesInterval = time.Minute
 
 // completeAsOf is the member time up to which the registry holds every
 // change of every resource the member serves: the minimum over them, zero
@@ -67,12 +67,12 @@ func (w *worker) lastChange() time.Time {
 }
 
 // reportStates records the worker's mirroring state in the registry while
-// it holds the member, at once and whenever the state changes, the time
-// of its last committed change when it is lastChangeResolution past the one
-// reported, the usage heartbeat when it is lastUsageResolution past and the
-// mirror's heartbeat (completeAsOf) when it moved and the last report is
-// completeInterval old,
-// each report carrying every time as it is (a failed report is retried), so
+// it holds the member, at once and whenever the state changes, and, once
+// the last report is timesInterval old, the time of its last committed
+// change when it is lastChangeResolution past the one reported, the usage
+// heartbeat when it is lastUsageResolution past and the mirror's heartbeat
+// (completeAsOf) when it moved, each report carrying every time as it is
+// (a failed report is retried), so
 // the member's ClusterCapacity shows them; it returns when ctx ends. The
 // mirror's heartbeat is written through the same registry writes it
 // vouches for: when they fail, it stops, and readers see it age.
@@ -84,14 +84,16 @@ func (w *worker) reportStates(ctx context.Context) {
 	for {
 		st := store.MemberStatus{State: w.state(), LastChange: reported.LastChange, LastUsage: reported.LastUsage, CompleteAsOf: reported.CompleteAsOf}
 		change, usage, complete := w.lastChange(), w.scraper.lastUsage(), w.completeAsOf()
-		if change.Sub(reported.LastChange) >= lastChangeResolution {
-			st.LastChange = change
-		}
-		if usage.Sub(reported.LastUsage) >= lastUsageResolution {
-			st.LastUsage = usage
-		}
-		if complete.After(reported.CompleteAsOf) && (reported.CompleteAsOf.IsZero() || w.cfg.Clock.Since(reportedAt) >= completeInterval) {
-			st.CompleteAsOf = complete
+		if reportedAt.IsZero() || w.cfg.Clock.Since(reportedAt) >= timesInterval {
+			if change.Sub(reported.LastChange) >= lastChangeResolution {
+				st.LastChange = change
+			}
+			if usage.Sub(reported.LastUsage) >= lastUsageResolution {
+				st.LastUsage = usage
+			}
+			if complete.After(reported.CompleteAsOf) {
+				st.CompleteAsOf = complete
+			}
 		}
 		if st != reported {
 			// A report that is due anyway carries every time as it is

@@ -155,7 +155,9 @@ func TestReportLastChangeAndUsage(t *testing.T) {
 				r.step(want)
 			}
 			t0 := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
-			step(t0, 2)                     // the first one
+			r.clk.Step(timesInterval)
+			step(t0, 2) // the first one
+			r.clk.Step(timesInterval)
 			step(t0.Add(30*time.Second), 2) // within a minute of the reported one: not reported
 			step(t0.Add(61*time.Second), 3) // a minute later: reported
 			if got := r.reports(); !tc.get(got[1]).Equal(t0) || !tc.get(got[2]).Equal(t0.Add(61*time.Second)) {
@@ -166,20 +168,23 @@ func TestReportLastChangeAndUsage(t *testing.T) {
 }
 
 // TestReportMirrorHeartbeat: the mirror's heartbeat (how far every change
-// is committed) is reported at once the first time, then when it moved and
-// a minute has passed since the last report, however little it moved: a
+// is committed) is reported when it moved and a minute has passed since
+// the last report, however little it moved: a
 // quiet member's bookmarks come about a minute apart, and one a little
 // early must not wait for the next.
 func TestReportMirrorHeartbeat(t *testing.T) {
 	r := startReporter(t)
 	t0 := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 	r.setCompleteAsOf(t0)
+	r.step(1) // the first report (of the state) is a second old
+	r.clk.Step(timesInterval)
 	r.step(2)
 	r.setCompleteAsOf(t0.Add(59 * time.Second))
 	r.clk.Step(50 * time.Second)
 	r.step(2) // moved, but the last report is 51 s old
 	r.clk.Step(10 * time.Second)
 	r.step(3)
+	r.clk.Step(timesInterval)
 	r.step(3) // not moved since
 	got := r.reports()
 	if !got[1].CompleteAsOf.Equal(t0) || !got[2].CompleteAsOf.Equal(t0.Add(59*time.Second)) {
@@ -199,8 +204,11 @@ func TestReportTimesTogether(t *testing.T) {
 		r.step(want)
 	}
 	t0 := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	r.clk.Step(timesInterval)
 	step(t0, t0, 2)
-	step(t0.Add(61*time.Second), t0.Add(45*time.Second), 3)  // the change is due; the usage rides along
+	r.clk.Step(timesInterval)
+	step(t0.Add(61*time.Second), t0.Add(45*time.Second), 3) // the change is due; the usage rides along
+	r.clk.Step(timesInterval)
 	step(t0.Add(90*time.Second), t0.Add(100*time.Second), 3) // neither is a minute past its report
 	step(t0.Add(122*time.Second), t0.Add(122*time.Second), 4)
 	got := r.reports()
