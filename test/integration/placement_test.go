@@ -22,6 +22,7 @@ import (
 
 	"github.com/example/platform-apiserver/pkg/apis/platform/v1alpha1"
 	"github.com/example/platform-apiserver/pkg/generated/clientset/versioned"
+	"github.com/example/platform-apiserver/pkg/registry"
 	"github.com/example/platform-apiserver/test/framework"
 )
 
@@ -222,7 +223,8 @@ func TestPlacementReport(t *testing.T) {
 	}
 
 	// The second member goes away: its answer is what was last mirrored,
-	// flagged stale with its age, after the current one.
+	// flagged stale with its age, after the current one, whose data age
+	// (its mirror heartbeat's) is within the bound.
 	fwd.stop()
 	eventually(t, "east unreachable", mirrorTimeout, func(ctx context.Context) (bool, string) {
 		out := e.jsonpath(ctx, `{.status.mirroring.state}`, "get", "clustercapacity", "east")
@@ -233,7 +235,7 @@ func TestPlacementReport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c := r.Status.Clusters; len(c) != 2 || c[0].Cluster != "local" || c[0].Stale || c[0].DataAge != nil ||
+	if c := r.Status.Clusters; len(c) != 2 || c[0].Cluster != "local" || c[0].Stale || c[0].DataAge == nil || c[0].DataAge.Duration > registry.DefaultMemberStaleAfter ||
 		c[1].Cluster != "east" || !c[1].Stale || c[1].Mirroring != "Unreachable" || c[1].DataAge == nil || c[1].DataAge.Duration < time.Second || c[1].Fits != want {
 		t.Errorf("with east unreachable: %+v; want local current first, east stale with a data age and its last answer %d", c, want)
 	}
