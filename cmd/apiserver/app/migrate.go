@@ -26,7 +26,8 @@ or an init container of the new image) to keep start-up short, or to check that 
 database is reachable. Replicas that migrate at once take turns (an advisory lock).
 
 "migrate status" lists every migration, applied (with when) or pending, and changes
-nothing.`,
+nothing. "migrate down --to N" reverts every applied migration newer than N (a rollback
+to the release whose newest migration is N; docs/upgrades.md).`,
 		Args:         cobra.NoArgs,
 		SilenceUsage: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -44,7 +45,7 @@ nothing.`,
 	}
 	cmd.SetContext(ctx)
 	o.AddFlags(cmd.PersistentFlags())
-	cmd.AddCommand(newMigrateStatusCommand(ctx, o))
+	cmd.AddCommand(newMigrateStatusCommand(ctx, o), newMigrateDownCommand(ctx, o))
 	// Only the registry flags apply here, not the server's sections.
 	help := func(c *cobra.Command) {
 		out := c.OutOrStdout()
@@ -59,7 +60,7 @@ nothing.`,
 		}
 		fmt.Fprintf(out, "\nFlags:\n%s", c.Flags().FlagUsages())
 	}
-	for _, c := range []*cobra.Command{cmd, cmd.Commands()[0]} {
+	for _, c := range append([]*cobra.Command{cmd}, cmd.Commands()...) {
 		c.SetHelpFunc(func(c *cobra.Command, _ []string) { help(c) })
 		c.SetUsageFunc(func(c *cobra.Command) error { help(c); return nil })
 	}
@@ -89,6 +90,39 @@ the database answered.`,
 			return printMigrationStatus(cmd.OutOrStdout(), states)
 		},
 	}
+	cmd.SetContext(ctx)
+	return cmd
+}
+
+func newMigrateDownCommand(ctx context.Context, o *options.PostgresOptions) *cobra.Command {
+	to := -1
+	cmd := &cobra.Command{
+		Use:   "down --to VERSION",
+		Short: "Revert the registry migrations newer than a version",
+		Long: `Revert, newest first, every registry migration applied to the database that is newer
+than --to, with the down migrations embedded in this binary: a rollback to the release
+whose newest migration is VERSION ("migrate status" lists them). Run it with the newer
+release's binary, before the older release's replicas start (docs/upgrades.md). A
+migration applied by a binary newer than this one cannot be reverted by it.`,
+		Args:         cobra.NoArgs,
+		SilenceUsage: true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if to < 0 {
+				return fmt.Errorf("--to is required: the version to go back to (0 reverts every migration); \"migrate status\" lists them")
+			}
+			reg, err := openRegistry(cmd.Context(), o)
+			if err != nil {
+				return err
+			}
+			defer reg.Close()
+			if err := reg.MigrateDownTo(cmd.Context(), to); err != nil {
+				return fmt.Errorf("reverting the registry's migrations newer than %d: %w", to, err)
+			}
+			klog.FromContext(cmd.Context()).Info("Registry migrations reverted", "to", to)
+			return nil
+		},
+	}
+	cmd.Flags().IntVar(&to, "to", to, "The migration version to go back to: every applied migration newer than it is reverted.")
 	cmd.SetContext(ctx)
 	return cmd
 }

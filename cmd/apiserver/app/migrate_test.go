@@ -88,6 +88,31 @@ func TestMigrateStatus(t *testing.T) {
 	}
 }
 
+// TestMigrateDown: `migrate down --to N` reverts the migrations newer than
+// N (status lists them pending again), and refuses to run without --to.
+func TestMigrateDown(t *testing.T) {
+	dsn := pgtest.NewTestDatabase(t)
+	if out, err := runCommand(t, "migrate", "--postgres-dsn="+dsn, testDBInsecure); err != nil {
+		t.Fatalf("migrate: %v\n%s", err, out)
+	}
+	if out, err := runCommand(t, "migrate", "down", "--postgres-dsn="+dsn, testDBInsecure); err == nil || !strings.Contains(err.Error(), "--to is required") {
+		t.Errorf("down without --to: %v, want refused naming --to\n%s", err, out)
+	}
+	if out, err := runCommand(t, "migrate", "down", "--to=25", "--postgres-dsn="+dsn, testDBInsecure); err != nil {
+		t.Fatalf("migrate down --to=25: %v\n%s", err, out)
+	}
+	out, err := runCommand(t, "migrate", "status", "--postgres-dsn="+dsn, testDBInsecure)
+	if err != nil {
+		t.Fatalf("migrate status: %v\n%s", err, out)
+	}
+	if !regexp.MustCompile(`(?m)^25\s+025_\w+\s+applied`).MatchString(out) || !regexp.MustCompile(`(?m)^26\s+026_\w+\s+pending`).MatchString(out) {
+		t.Errorf("after down --to=25: want 025 applied and 026 pending:\n%s", out)
+	}
+	if out, err := runCommand(t, "migrate", "--postgres-dsn="+dsn, testDBInsecure); err != nil {
+		t.Fatalf("migrate again: %v\n%s", err, out)
+	}
+}
+
 func TestMigrateStatusBadFlags(t *testing.T) {
 	for name, args := range map[string][]string{
 		"dsn and dsn file": {"migrate", "status", "--postgres-dsn=postgres://h/db", "--postgres-dsn-file=/nonexistent"},

@@ -15,6 +15,10 @@ import (
 
 // interpretError maps pgx errors to the store's errors; every method passes
 // its database errors through it. Unknown errors are returned unchanged.
+// writeProtocolRefused is the SQLSTATE of a publish from a replica whose
+// write protocol the registry no longer accepts (migration 028).
+const writeProtocolRefused = "PR001"
+
 func interpretError(err error) error {
 	if err == nil {
 		return nil
@@ -35,6 +39,7 @@ func interpretError(err error) error {
 			code == pgerrcode.AdminShutdown,
 			code == pgerrcode.CrashShutdown,
 			code == pgerrcode.CannotConnectNow,
+			code == writeProtocolRefused, // this release may not write beside a newer one
 			inClass(code, pgerrcode.ConnectionException):
 			return fmt.Errorf("%w: %w", store.ErrUnavailable, err)
 		case code == pgerrcode.QueryCanceled: // statement_timeout or a cancel request

@@ -231,8 +231,26 @@ func (s *Store) Ready(ctx context.Context) error {
 		return fmt.Errorf("%w: %d %s pending (%s); run `platform-apiserver migrate`",
 			store.ErrUnavailable, n, noun, strings.Join(pending, ", "))
 	}
+	return s.checkWriteProtocol(ctx)
+}
+
+// checkWriteProtocol fails when the registry requires a write protocol
+// above WriteProtocol (a newer release's migration raised it): this
+// replica's publishes would all fail, so it cannot write its members, and
+// leaves readiness saying so.
+func (s *Store) checkWriteProtocol(ctx context.Context) error {
+	var required int
+	if err := s.health.QueryRow(ctx, sqlWriteProtocol).Scan(&required); err != nil {
+		return fmt.Errorf("%w: read the registry's write protocol: %w", store.ErrUnavailable, interpretError(err))
+	}
+	if required > WriteProtocol {
+		return fmt.Errorf("%w: the registry requires write protocol %d or later and this replica writes %d: it cannot write its members; "+
+			"upgrade it to the release of the registry's newest migration (docs/upgrades.md)", store.ErrUnavailable, required, WriteProtocol)
+	}
 	return nil
 }
+
+var sqlWriteProtocol = statement("migrate_write_protocol")
 
 func (s *Store) withMigrationLock(ctx context.Context, fn func(*pgxpool.Conn) error) error {
 	conn, err := s.writes.Acquire(ctx)

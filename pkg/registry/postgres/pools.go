@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -85,6 +86,8 @@ func newConnPool(ctx context.Context, name string, cfg *pgxpool.Config, size int
 		cp.conns.add(conn.PgConn())
 		return nil
 	}
+	// Every publish checks it (migration 028).
+	cfg.ConnConfig.RuntimeParams[writeProtocolParam] = strconv.Itoa(WriteProtocol)
 	if _, set := cfg.ConnConfig.RuntimeParams["application_name"]; !set {
 		// pg_stat_activity tells the pools' sessions apart.
 		cfg.ConnConfig.RuntimeParams["application_name"] = "platform-apiserver-" + strings.Fields(name)[0]
