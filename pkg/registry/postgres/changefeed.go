@@ -38,6 +38,9 @@ func (s *Store) Changes(ctx context.Context, filter store.ChangeFilter, after in
 		changes []store.Change
 		readAt  int64
 	)
+	// Read before the transaction: every version seen was published before
+	// its snapshot, so a present below it is the registry gone back.
+	seenBefore := s.standbys.seen.Load()
 	// On a standby, only once it holds everything this process has seen
 	// exist: the follower (and each watch it serves) then never reads an
 	// older state than one it already passed on.
@@ -90,6 +93,14 @@ func (s *Store) Changes(ctx context.Context, filter store.ChangeFilter, after in
 			s.abandonConnections()
 		}
 		return nil, 0, fmt.Errorf("read changes after %d: %w", after, interpretError(err))
+	}
+	if readAt < seenBefore {
+		// Gone back: reading on would hand the versions out again.
+		if err := s.recordRewind(ctx, seenBefore); err != nil {
+			return nil, 0, fmt.Errorf("record that the registry went back from %d to %d: %w", seenBefore, readAt, interpretError(err))
+		}
+		return nil, 0, fmt.Errorf("%w: the registry's resourceVersion went back from %d, read before, to %d (restored from a backup, or lost commits); recorded as a failover",
+			store.ErrCompacted, seenBefore, readAt)
 	}
 	s.saw(readAt)
 	return changes, readAt, nil

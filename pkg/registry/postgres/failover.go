@@ -122,12 +122,59 @@ func checkTimeline(ctx context.Context, conn *pgx.Conn) error {
 	})
 }
 
+// recordRewind records that the registry's present went back below seen, a
+// version this process read from it (a registry restored from a backup or
+// a volume snapshot, a crash that lost acknowledged commits: the same
+// timeline, so checkTimeline sees nothing), as a failover: once for all
+// replicas, alone against every commit ticket, it moves the versions
+// writers take far past both the present and seen, so none a client saw
+// is handed out again, and records the lost range, so watches and continue
+// tokens from inside it get 410 and discovery's writers, fenced by the
+// failover count, claim their members again and mirror what was lost.
+func (s *Store) recordRewind(ctx context.Context, seen int64) error {
+	return pgx.BeginFunc(ctx, s.writes, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1, -1)`, TicketClass); err != nil {
+			return err
+		}
+		var present int64
+		if err := tx.QueryRow(ctx, `SELECT s.resource_version FROM registry_state s, registry_epoch e FOR UPDATE OF e`).Scan(&present); err != nil {
+			return err
+		}
+		if present >= seen {
+			return nil // another replica recorded it first
+		}
+		lostAfter, floor, err := moveVersionsPast(ctx, tx, seen)
+		if err != nil {
+			return fmt.Errorf("move the resourceVersions past the rewind: %w", err)
+		}
+		if _, err := tx.Exec(ctx, `UPDATE registry_state SET resource_version = $1`, floor); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `UPDATE registry_epoch SET lost_after = $1, floor = $2, failovers = failovers + 1, changed_at = now()`,
+			lostAfter, floor); err != nil {
+			return err
+		}
+		klog.FromContext(ctx).Error(nil, "The registry's resourceVersion went back below one this replica already read: restored from a backup or a snapshot, or it lost acknowledged commits. "+
+			"Recorded as a failover: watches and continue tokens from the lost versions get 410, and discovery mirrors its members again",
+			"present", lostAfter, "read", seen, "floor", floor)
+		failoversTotal.Inc()
+		rewindsTotal.Inc()
+		return nil
+	})
+}
+
 // moveVersionsPastFailover moves the versions writers take far past the
 // registry's surviving present and returns both. With commit tickets
 // (migration 023) the ticket sequence moves failoverTickets past the
 // present's ticket and the last ticket taken; before that migration, the
 // old resourceVersion sequence moves 2^42 past the present.
 func moveVersionsPastFailover(ctx context.Context, tx pgx.Tx) (present, floor int64, err error) {
+	return moveVersionsPast(ctx, tx, 0)
+}
+
+// moveVersionsPast is moveVersionsPastFailover past seen too, a version
+// the registry no longer holds but a client may have seen.
+func moveVersionsPast(ctx context.Context, tx pgx.Tx, seen int64) (present, floor int64, err error) {
 	var tickets bool
 	if err := tx.QueryRow(ctx, `SELECT to_regclass('registry_ticket') IS NOT NULL`).Scan(&tickets); err != nil {
 		return 0, 0, err
@@ -135,13 +182,13 @@ func moveVersionsPastFailover(ctx context.Context, tx pgx.Tx) (present, floor in
 	if !tickets {
 		err = tx.QueryRow(ctx, `
 			WITH s AS (SELECT resource_version AS present FROM registry_state FOR UPDATE),
-			     f AS (SELECT s.present, greatest(s.present, (SELECT last_value FROM registry_resource_version)) + $1 AS floor FROM s)
-			SELECT f.present, setval('registry_resource_version', f.floor) FROM f`, int64(failoverTickets)<<ticketBits).Scan(&present, &floor)
+			     f AS (SELECT s.present, greatest(s.present, $2::bigint, (SELECT last_value FROM registry_resource_version)) + $1 AS floor FROM s)
+			SELECT f.present, setval('registry_resource_version', f.floor) FROM f`, int64(failoverTickets)<<ticketBits, seen).Scan(&present, &floor)
 		return present, floor, err
 	}
 	err = tx.QueryRow(ctx, `
 		WITH s AS (SELECT resource_version AS present FROM registry_state FOR UPDATE),
-		     f AS (SELECT s.present, greatest(s.present >> $2, (SELECT last_value FROM registry_ticket)) + 1 + $1 AS ticket FROM s)
-		SELECT f.present, setval('registry_ticket', f.ticket) << $2 FROM f`, int64(failoverTickets), ticketBits).Scan(&present, &floor)
+		     f AS (SELECT s.present, greatest(s.present >> $2, $3::bigint >> $2, (SELECT last_value FROM registry_ticket)) + 1 + $1 AS ticket FROM s)
+		SELECT f.present, setval('registry_ticket', f.ticket) << $2 FROM f`, int64(failoverTickets), ticketBits, seen).Scan(&present, &floor)
 	return present, floor, err
 }

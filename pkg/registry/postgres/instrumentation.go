@@ -68,7 +68,7 @@ var registerOnce sync.Once
 // Call it once per process, for the store the server uses.
 func (s *Store) RegisterMetrics() {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(writerLockWait, writerLockHold, memberLockWait, writeFailures, objectsChanged, readsByServer, standbyLag, standbyReplayLag, failoversTotal)
+		legacyregistry.MustRegister(writerLockWait, writerLockHold, memberLockWait, writeFailures, objectsChanged, readsByServer, standbyLag, standbyReplayLag, failoversTotal, rewindsTotal)
 		legacyregistry.CustomMustRegister(&poolCollector{store: s})
 	})
 }

@@ -92,7 +92,13 @@ var (
 	failoversTotal = metrics.NewCounter(&metrics.CounterOpts{
 		Subsystem:      metricsSubsystem,
 		Name:           "failovers_total",
-		Help:           "Failovers of the registry database this replica recorded (a new primary timeline); see registry_epoch for the lost resourceVersions.",
+		Help:           "Failovers of the registry database this replica recorded (a new primary timeline, or the registry gone back: see rewinds_total); see registry_epoch for the lost resourceVersions.",
+		StabilityLevel: metrics.ALPHA,
+	})
+	rewindsTotal = metrics.NewCounter(&metrics.CounterOpts{
+		Subsystem:      metricsSubsystem,
+		Name:           "rewinds_total",
+		Help:           "Times this replica found the registry's resourceVersion below one it had read (restored from a backup or snapshot, or acknowledged commits lost on the same timeline) and recorded it as a failover.",
 		StabilityLevel: metrics.ALPHA,
 	})
 )
