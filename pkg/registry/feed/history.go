@@ -119,16 +119,22 @@ func (h *historyReader) serve(key historyKey) {
 	}
 }
 
-// query reads one batch from `from`, in its turn among the history reads.
+// query reads one batch from `from`, in its turn among the history reads:
+// waiting for the turn and the read itself each get historyReadTimeout, so
+// time spent queueing behind other callers' reads never counts against the
+// query's deadline (which, expired, makes the store suspect the database
+// of hanging).
 func (h *historyReader) query(key historyKey, from int64) ([]store.Change, int64, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), historyReadTimeout)
-	defer cancel()
+	wait, cancelWait := context.WithTimeout(context.Background(), historyReadTimeout)
+	defer cancelWait()
 	select {
 	case h.turns <- struct{}{}:
 		defer func() { <-h.turns }()
-	case <-ctx.Done():
-		return nil, 0, fmt.Errorf("waiting for a turn among %d history reads: %w", cap(h.turns), ctx.Err())
+	case <-wait.Done():
+		return nil, 0, fmt.Errorf("waiting for a turn among %d history reads: %w", cap(h.turns), wait.Err())
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), historyReadTimeout)
+	defer cancel()
 	historyReads.WithLabelValues("database").Inc()
 	return h.feed.Changes(ctx, key.filter(), from, HistoryBatch)
 }

@@ -90,7 +90,7 @@ func (s *Store) Changes(ctx context.Context, filter store.ChangeFilter, after in
 			// A read of a few changes that ran out of time: the server
 			// is not answering (hung, or failed over from with its
 			// sockets left open).
-			s.abandonConnections()
+			s.abandonConnections(ctx)
 		}
 		return nil, 0, fmt.Errorf("read changes after %d: %w", after, interpretError(err))
 	}

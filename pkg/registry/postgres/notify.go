@@ -163,13 +163,18 @@ func (s *Store) waitForNotification(ctx context.Context, conn *pgx.Conn) (*pgcon
 // whichever server the DSN reaches now. Connections in use are cut too: a
 // list or a discovery commit waiting on the hung server fails now (a read
 // runs once more on a new connection) instead of at its deadline.
-func (s *Store) abandonConnections() {
+func (s *Store) abandonConnections(ctx context.Context) {
 	// Once per abandonInterval: the reads that time out next are most
 	// likely still connecting (to the first host of a multi-host DSN,
 	// hung too); a reset then would close the good connections being made.
 	now := time.Now().UnixNano()
 	last := s.listener.abandonedAt.Load()
 	if now-last < int64(abandonInterval) || !s.listener.abandonedAt.CompareAndSwap(last, now) {
+		return
+	}
+	if s.primaryAnswers(context.WithoutCancel(ctx)) {
+		// Slow, not hung: what waits on it waits for a reason (a lock, a
+		// long query); cutting would fail discovery's commits in flight.
 		return
 	}
 	for _, p := range s.primaryPools() {
@@ -179,6 +184,38 @@ func (s *Store) abandonConnections() {
 	if cancel := s.listener.cancelWait.Load(); cancel != nil {
 		(*cancel)()
 	}
+}
+
+// probeTimeout bounds primaryAnswers' connection and query.
+const probeTimeout = 2 * time.Second
+
+// primaryAnswers reports whether the server the primary's pools are
+// connected to answers a new connection's query within probeTimeout. A
+// new connection that reaches another server (a multi-host DSN after a
+// failover) does not count: the pools' connections are on the old one.
+func (s *Store) primaryAnswers(ctx context.Context) bool {
+	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	cfg := s.feed.Config().ConnConfig.Copy()
+	cfg.ConnectTimeout = probeTimeout
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return false
+	}
+	defer func() { _ = conn.Close(context.Background()) }()
+	if _, err := conn.Exec(ctx, "SELECT 1"); err != nil {
+		return false
+	}
+	probed := conn.PgConn().Conn().RemoteAddr().String()
+	for _, p := range s.primaryPools() {
+		for addr := range p.conns.servers() {
+			if addr != probed {
+				return false
+			}
+		}
+	}
+	klog.FromContext(ctx).V(2).Info("A registry read ran out of time, but the primary answers: not cutting its connections", "server", probed)
+	return true
 }
 
 // resetPools closes the idle connections of the primary's pools, and

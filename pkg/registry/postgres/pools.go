@@ -134,6 +134,20 @@ func (c *connSet) spare(conn *pgconn.PgConn) (done func()) {
 	}
 }
 
+// servers returns the addresses of the servers the set's open connections
+// are on.
+func (c *connSet) servers() map[string]bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	addrs := map[string]bool{}
+	for k := range c.conns {
+		if !k.IsClosed() {
+			addrs[k.Conn().RemoteAddr().String()] = true
+		}
+	}
+	return addrs
+}
+
 func (c *connSet) add(conn *pgconn.PgConn) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

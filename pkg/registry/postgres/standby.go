@@ -37,6 +37,12 @@ type standby struct {
 // standbyRetry is how long reads skip a standby whose query failed.
 const standbyRetry = 5 * time.Second
 
+// standbyReadTimeout bounds a read on a standby before the primary serves
+// it instead. Reads are pages and point lookups (tens of milliseconds on
+// a fleet of 250,000 nodes); one slower than this runs again on the
+// primary.
+const standbyReadTimeout = time.Second
+
 // standbys spread reads over the standbys of Options.ReadDSNs.
 type standbys struct {
 	list []*standby
@@ -215,12 +221,23 @@ func (s *Store) readTxOn(ctx context.Context, primary *connPool, f store.Freshne
 		return err
 	}
 	opts := pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}
-	err = pool.beginTx(ctx, opts, fn)
-	if err == nil || pool == primary || ctx.Err() != nil {
+	if pool == primary {
+		return pool.beginTx(ctx, opts, fn)
+	}
+	// A standby gets standbyReadTimeout: one that does not answer in
+	// time (hung: SIGSTOPped, its host paused) is skipped for this read
+	// and the next ones, which the primary serves, and its silence is
+	// never taken for the primary's (the feed's deadline cuts the
+	// primary's connections).
+	sctx, cancel := context.WithTimeout(ctx, standbyReadTimeout)
+	err = pool.beginTx(sctx, opts, fn)
+	timedOut := errors.Is(sctx.Err(), context.DeadlineExceeded)
+	cancel()
+	if err == nil || ctx.Err() != nil {
 		return err
 	}
 	busy := errors.Is(err, store.ErrBusy)
-	if !busy && !errors.Is(interpretError(err), store.ErrUnavailable) {
+	if !busy && !timedOut && !errors.Is(interpretError(err), store.ErrUnavailable) {
 		return err
 	}
 	if !busy {

@@ -1,0 +1,35 @@
+package postgres
+
+import (
+	"testing"
+
+	pgtest "github.com/example/platform-apiserver/test/framework/postgres"
+)
+
+// TestSlowPrimaryIsNotCut: a read that ran out of time on a primary that
+// still answers (a lock wait, a long query: slow, not hung) does not cut
+// the primary's connections, so a discovery commit in flight goes on; the
+// probe's new connection reaches the same server the pools are on.
+func TestSlowPrimaryIsNotCut(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s := openStore(t, pgtest.NewTestDatabase(t), Options{})
+	inFlight, err := s.writes.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = inFlight.Rollback(ctx) }()
+	if _, err := inFlight.Exec(ctx, `SELECT 1`); err != nil {
+		t.Fatal(err)
+	}
+	if !s.primaryAnswers(ctx) {
+		t.Fatal("the probe says a primary that answers does not")
+	}
+	s.abandonConnections(ctx)
+	if _, err := inFlight.Exec(ctx, `SELECT 1`); err != nil {
+		t.Errorf("a transaction in flight after a read timed out on a primary that answers: %v; want it not cut", err)
+	}
+	if err := inFlight.Commit(ctx); err != nil {
+		t.Errorf("commit: %v", err)
+	}
+}
