@@ -1,6 +1,9 @@
 package apiserver
 
 import (
+	"context"
+	"time"
+
 	"k8s.io/apiserver/pkg/registry/rest"
 
 	"github.com/example/platform-apiserver/pkg/registry"
@@ -22,6 +25,8 @@ type kindConfig struct {
 	watch registry.WatchConfig
 	// staleness judges a member's mirroring when it is read.
 	staleness registry.MemberStaleness
+	// heartbeats show a member's data age in its objects' tables.
+	heartbeats *registry.MemberHeartbeats
 }
 
 // sources are the registry's records of every served kind.
@@ -29,6 +34,7 @@ type sources interface {
 	NodeCapacities() store.Source[store.NodeCapacity]
 	ClusterNamespaces() store.Source[store.ClusterNamespace]
 	ClusterCapacities() store.Source[store.ClusterCapacity]
+	MemberHeartbeats(ctx context.Context) (map[string]time.Time, error)
 }
 
 // served lists the kinds the server serves, each declared in its own
@@ -36,10 +42,10 @@ type sources interface {
 // source in sources.
 var served = []servedKind{
 	{nodecapacity.Kind.Declaration(), func(r sources, c kindConfig) rest.Storage {
-		return nodecapacity.NewREST(r.NodeCapacities(), c.watch)
+		return nodecapacity.NewREST(r.NodeCapacities(), c.watch, c.heartbeats)
 	}},
 	{clusternamespace.Kind.Declaration(), func(r sources, c kindConfig) rest.Storage {
-		return clusternamespace.NewREST(r.ClusterNamespaces(), c.watch)
+		return clusternamespace.NewREST(r.ClusterNamespaces(), c.watch, c.heartbeats)
 	}},
 	{clustercapacity.Kind.Declaration(), func(r sources, c kindConfig) rest.Storage {
 		return clustercapacity.NewREST(r.ClusterCapacities(), c.watch, c.staleness)

@@ -151,7 +151,7 @@ func TestKeyedFieldWatch(t *testing.T) {
 		asked = append(asked, opts)
 		return list(ctx, opts)
 	}
-	r := nodecapacity.NewREST(src, registry.WatchConfig{Follower: follow(t, mem)})
+	r := nodecapacity.NewREST(src, registry.WatchConfig{Follower: follow(t, mem)}, nil)
 
 	for _, sel := range []string{"status.allocatable.other.hugepages-2Mi=1Gi", "status.allocatable.other.hugepages-2Mi=1073741824"} {
 		if _, err := r.List(t.Context(), listOptions(t, sel)); err != nil {

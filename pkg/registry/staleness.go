@@ -1,6 +1,10 @@
 package registry
 
-import "time"
+import (
+	"context"
+	"sync"
+	"time"
+)
 
 // DefaultMemberStaleAfter is --member-stale-after's default: three of the
 // mirror heartbeat's minutes. A quiet member's heartbeat moves with the
@@ -42,4 +46,55 @@ func (f MemberStaleness) Since(t time.Time) time.Duration {
 		now = f.Now
 	}
 	return max(now().Sub(t), 0).Truncate(time.Second)
+}
+
+// heartbeatsTTL is how long MemberHeartbeats serves what it read.
+const heartbeatsTTL = 10 * time.Second
+
+// MemberHeartbeats holds every member's mirror heartbeat for the tables of
+// the kinds that show a member's data age beside its objects
+// (DataAgeColumn), read at most once per heartbeatsTTL.
+type MemberHeartbeats struct {
+	// Load reads every member's heartbeat (ClusterCapacity completeAsOf).
+	Load      func(ctx context.Context) (map[string]time.Time, error)
+	Staleness MemberStaleness
+
+	mu     sync.Mutex
+	readAt time.Time
+	beats  map[string]time.Time
+}
+
+// staleAge is the member's data age if it is past the bound, else 0: also
+// when its heartbeat cannot be read, which the member's ClusterCapacity
+// says.
+func (h *MemberHeartbeats) staleAge(cluster string) time.Duration {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if time.Since(h.readAt) > heartbeatsTTL {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		beats, err := h.Load(ctx)
+		cancel()
+		if err == nil {
+			h.beats = beats
+		}
+		h.readAt = time.Now() // a failed read is not retried at every row
+	}
+	age, stale := h.Staleness.Age(h.beats[cluster])
+	if !stale {
+		return 0
+	}
+	return age
+}
+
+// DataAgeColumn is a -o wide column that shows the data age of the member
+// of each object (cluster names it) where it is past --member-stale-after.
+func DataAgeColumn[O any](h *MemberHeartbeats, cluster func(*O) string) Column[O] {
+	return Column[O]{Name: "Member Data Age", Type: "string", Priority: 1,
+		Description: "How old the mirror of the object's member is, where that is past the server's --member-stale-after (its ClusterCapacity shows Stale)",
+		Cell: func(o *O) any {
+			if age := h.staleAge(cluster(o)); age > 0 {
+				return age.String()
+			}
+			return None
+		}}
 }

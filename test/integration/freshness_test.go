@@ -28,7 +28,8 @@ const staleAfter = 2 * time.Minute
 // reaches its NodeCapacity within 10 s. Then every registry write fails
 // (a trigger the test installs raises on each publish): within
 // --member-stale-after plus a minute, kubectl shows the member Stale with
-// its data age and a PlacementReport answers it stale with the age, though
+// its data age (and its NodeCapacities and ClusterNamespaces with -o wide)
+// and a PlacementReport answers it stale with the age, though
 // the member's recorded state never changed (nothing could record it).
 // When writes work again, the member is Synced again and every change made
 // meanwhile arrives.
@@ -124,6 +125,13 @@ func TestMemberFreshness(t *testing.T) {
 		if fits := report.Status.Clusters; len(fits) != 1 || !fits[0].Stale || fits[0].Mirroring != v1alpha1.MirroringStale ||
 			fits[0].DataAge == nil || fits[0].DataAge.Duration <= staleAfter {
 			t.Errorf("placement report %+v; want local stale, as Stale, with a data age past %s", fits, staleAfter)
+		}
+		for _, args := range [][]string{{"nodecapacity", "local.probe"}, {"clusternamespace", "local", "-n", "default"}} {
+			out := e.kubectl(t, append([]string{"get", "-o", "wide"}, args...)...)
+			if lines := strings.Split(strings.TrimSpace(out), "\n"); len(lines) != 2 || !strings.HasSuffix(lines[0], "MEMBER DATA AGE") ||
+				!strings.HasSuffix(lines[1], "m") || strings.HasSuffix(lines[1], "<none>") {
+				t.Errorf("kubectl get %s -o wide while the member is stale:\n%s\nwant its MEMBER DATA AGE", args[0], out)
+			}
 		}
 		if got := e.jsonpath(ctx, "{.metadata.labels.wave}", "get", "nodecapacity", "local.probe"); got != "1" {
 			t.Fatalf("the NodeCapacity shows wave=%q while every write fails; the test's trigger did not refuse them", got)

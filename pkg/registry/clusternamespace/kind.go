@@ -6,6 +6,7 @@ package clusternamespace
 
 import (
 	"k8s.io/apimachinery/pkg/runtime"
+	"slices"
 
 	"github.com/example/platform-apiserver/pkg/apis/platform"
 	"github.com/example/platform-apiserver/pkg/registry"
@@ -38,7 +39,13 @@ var Kind = &registry.Kind[store.ClusterNamespace, platform.ClusterNamespace]{
 // REST is the ClusterNamespace storage.
 type REST = registry.REST[store.ClusterNamespace, platform.ClusterNamespace, *platform.ClusterNamespace]
 
-// NewREST returns the ClusterNamespace storage over the registry's ClusterNamespace records.
-func NewREST(src store.Source[store.ClusterNamespace], w registry.WatchConfig) *REST {
-	return registry.NewREST[store.ClusterNamespace, platform.ClusterNamespace, *platform.ClusterNamespace](Kind, src, w)
+// NewREST returns the ClusterNamespace storage over the registry's ClusterNamespace records;
+// with heartbeats, its -o wide table shows each object's member data age
+// where that is past --member-stale-after.
+func NewREST(src store.Source[store.ClusterNamespace], w registry.WatchConfig, heartbeats *registry.MemberHeartbeats) *REST {
+	k := *Kind
+	if heartbeats != nil {
+		k.Columns = append(slices.Clip(k.Columns), registry.DataAgeColumn(heartbeats, func(o *platform.ClusterNamespace) string { return o.Status.Cluster }))
+	}
+	return registry.NewREST[store.ClusterNamespace, platform.ClusterNamespace, *platform.ClusterNamespace](&k, src, w)
 }

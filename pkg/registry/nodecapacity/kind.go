@@ -3,6 +3,7 @@
 package nodecapacity
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 
@@ -53,9 +54,15 @@ var Kind = &registry.Kind[store.NodeCapacity, platform.NodeCapacity]{
 // REST is the NodeCapacity storage.
 type REST = registry.REST[store.NodeCapacity, platform.NodeCapacity, *platform.NodeCapacity]
 
-// NewREST returns the NodeCapacity storage over the registry's NodeCapacity records.
-func NewREST(src store.Source[store.NodeCapacity], w registry.WatchConfig) *REST {
-	return registry.NewREST[store.NodeCapacity, platform.NodeCapacity, *platform.NodeCapacity](Kind, src, w)
+// NewREST returns the NodeCapacity storage over the registry's NodeCapacity records;
+// with heartbeats, its -o wide table shows each object's member data age
+// where that is past --member-stale-after.
+func NewREST(src store.Source[store.NodeCapacity], w registry.WatchConfig, heartbeats *registry.MemberHeartbeats) *REST {
+	k := *Kind
+	if heartbeats != nil {
+		k.Columns = append(slices.Clip(k.Columns), registry.DataAgeColumn(heartbeats, func(o *platform.NodeCapacity) string { return o.Status.Cluster }))
+	}
+	return registry.NewREST[store.NodeCapacity, platform.NodeCapacity, *platform.NodeCapacity](&k, src, w)
 }
 
 // Name is the object name of a member node: <cluster id>.<node name>.

@@ -40,7 +40,7 @@ func newStack(t *testing.T, opts feed.Options, bookmarks time.Duration) *stack {
 	if err := f.WaitSynced(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	return &stack{mem: mem, f: f, rest: nodecapacity.NewREST(mem.NodeCapacities(), registry.WatchConfig{Follower: f, BookmarkInterval: bookmarks})}
+	return &stack{mem: mem, f: f, rest: nodecapacity.NewREST(mem.NodeCapacities(), registry.WatchConfig{Follower: f, BookmarkInterval: bookmarks}, nil)}
 }
 
 func nc(cluster, name string, lbls map[string]string) store.NodeCapacity {

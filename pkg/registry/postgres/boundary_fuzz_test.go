@@ -74,8 +74,8 @@ func FuzzHTTPBoundary(f *testing.F) {
 		storage    storage
 		namespaced bool
 	}{
-		{"nodecapacities", nodecapacity.NewREST(s.NodeCapacities(), w), false},
-		{"clusternamespaces", clusternamespace.NewREST(s.ClusterNamespaces(), w), true},
+		{"nodecapacities", nodecapacity.NewREST(s.NodeCapacities(), w, nil), false},
+		{"clusternamespaces", clusternamespace.NewREST(s.ClusterNamespaces(), w, nil), true},
 		{"clustercapacities", clustercapacity.NewREST(s.ClusterCapacities(), w, registry.MemberStaleness{}), false},
 	}
 	reports := usagereport.NewREST(s, allowAll{}, 24*time.Hour)

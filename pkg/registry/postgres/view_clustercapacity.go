@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/jackc/pgx/v5"
 	"math"
 	"time"
 
@@ -201,6 +202,31 @@ func (s *saturated) ScanNumeric(n pgtype.Numeric) error {
 }
 
 var sqlMemberState = statement("member_state")
+
+var sqlMemberHeartbeats = statement("member_heartbeats")
+
+// MemberHeartbeats returns every member's mirror heartbeat
+// (ClusterCapacity status.mirroring.completeAsOf) by cluster id.
+func (s *Store) MemberHeartbeats(ctx context.Context) (map[string]time.Time, error) {
+	beats := map[string]time.Time{}
+	err := s.readTx(ctx, store.Freshness{}, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, sqlMemberHeartbeats)
+		if err != nil {
+			return err
+		}
+		var id string
+		var at time.Time
+		_, err = pgx.ForEachRow(rows, []any{&id, &at}, func() error {
+			beats[id] = at
+			return nil
+		})
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read the members' heartbeats: %w", interpretError(err))
+	}
+	return beats, nil
+}
 
 // opMemberState labels the commit-order metrics of RecordMemberState.
 const opMemberState op = "member_state"

@@ -70,7 +70,7 @@ func testInitialPagesUnderChurn(t *testing.T, sel labels.Selector) {
 	if err := f.WaitSynced(ctx); err != nil {
 		t.Fatal(err)
 	}
-	rest := nodecapacity.NewREST(s.NodeCapacities(), registry.WatchConfig{Follower: f, BookmarkInterval: 50 * time.Millisecond})
+	rest := nodecapacity.NewREST(s.NodeCapacities(), registry.WatchConfig{Follower: f, BookmarkInterval: 50 * time.Millisecond}, nil)
 	w, err := rest.Watch(ctx, &metainternalversion.ListOptions{
 		LabelSelector: sel, SendInitialEvents: new(true), AllowWatchBookmarks: true,
 		ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan,
