@@ -90,6 +90,9 @@ type UsageReportStatus struct {
 	// Series is the window bucket by bucket when Spec.Step is set: the
 	// buckets with samples, oldest first.
 	Series []UsageBucket
+	// SamplesCompleteAsOf is the member's usage heartbeat: samples after
+	// it are not recorded (yet).
+	SamplesCompleteAsOf *metav1.Time
 }
 
 // UsageBucket summarizes the samples of one step of a window.

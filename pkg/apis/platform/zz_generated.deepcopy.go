@@ -1018,6 +1018,10 @@ func (in *UsageReportStatus) DeepCopyInto(out *UsageReportStatus) {
 			(*in)[i].DeepCopyInto(&(*out)[i])
 		}
 	}
+	if in.SamplesCompleteAsOf != nil {
+		in, out := &in.SamplesCompleteAsOf, &out.SamplesCompleteAsOf
+		*out = (*in).DeepCopy()
+	}
 	return
 }
 

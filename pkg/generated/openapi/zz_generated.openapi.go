@@ -2293,6 +2293,12 @@ func schema_pkg_apis_platform_v1alpha1_UsageReportStatus(ref common.ReferenceCal
 							},
 						},
 					},
+					"samplesCompleteAsOf": {
+						SchemaProps: spec.SchemaProps{
+							Description: "SamplesCompleteAsOf is up to when the member's samples are complete: when the newest node metrics sample recorded of it was taken (its usage heartbeat, ClusterCapacity status.mirroring.lastUsageTime). Samples after it are not in the registry yet, or were never taken (the member's metrics-server does not answer). Unset before a sample.",
+							Ref:         ref(v1.Time{}.OpenAPIModelName()),
+						},
+					},
 				},
 				Required: []string{"nodes", "samples"},
 			},

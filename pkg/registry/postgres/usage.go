@@ -46,8 +46,15 @@ func (s *Store) UsageHistory(ctx context.Context, q store.UsageQuery) (*store.Us
 	filter := strings.Join(where, " AND ")
 	h := &store.UsageHistory{}
 	err := s.readTx(ctx, store.Freshness{}, func(tx pgx.Tx) error {
-		var from, to *time.Time
-		err := tx.QueryRow(ctx, `
+		var from, to, asOf *time.Time
+		err := tx.QueryRow(ctx, `SELECT (SELECT usage_observed_at FROM cluster_capacity WHERE cluster_id = $1)`, q.ClusterID).Scan(&asOf)
+		if err != nil {
+			return err
+		}
+		if asOf != nil {
+			h.SamplesAsOf = asOf.UTC()
+		}
+		err = tx.QueryRow(ctx, `
 			SELECT coalesce(sum(samples), 0)::bigint,
 				coalesce(round(sum(cpu_sum) / nullif(sum(samples), 0)), 0)::bigint, coalesce(max(cpu_max), 0),
 				coalesce(round(sum(memory_sum) / nullif(sum(samples), 0)), 0)::bigint, coalesce(max(memory_max), 0),

@@ -64,6 +64,15 @@ func TestUsageHistory(t *testing.T) {
 		}
 	}
 
+	// The member's usage heartbeat says up to when its samples are complete.
+	heartbeat := now.Truncate(time.Second)
+	if err := s.RecordMemberState(ctx, store.Fence{ClusterID: "c"}, store.MemberStatus{State: store.MemberSynced, LastUsage: heartbeat}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.UsageHistory(ctx, store.UsageQuery{ClusterID: "c", Since: now.Add(-time.Hour)}); err != nil || !got.SamplesAsOf.Equal(heartbeat) {
+		t.Errorf("samples as of %v, %v; want the usage heartbeat %s", got.SamplesAsOf, err, heartbeat)
+	}
+
 	poolA, err := labels.Parse("pool=a")
 	if err != nil {
 		t.Fatal(err)

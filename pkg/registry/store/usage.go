@@ -38,6 +38,9 @@ type UsageHistory struct {
 	// Series holds the buckets with samples, oldest first, when the query
 	// has a Step.
 	Series []UsageBucket
+	// SamplesAsOf is the member's usage heartbeat: when the newest node
+	// metrics sample recorded of it was taken; zero before one.
+	SamplesAsOf time.Time
 }
 
 // UsageBucket summarizes the samples of one step.

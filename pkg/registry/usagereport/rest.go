@@ -280,6 +280,9 @@ func validateLocal(spec *platform.UsageReportSpec, namespace string) field.Error
 
 func status(h *store.UsageHistory) platform.UsageReportStatus {
 	s := platform.UsageReportStatus{Nodes: h.Nodes, Samples: h.Samples}
+	if !h.SamplesAsOf.IsZero() {
+		s.SamplesCompleteAsOf = new(metav1.NewTime(h.SamplesAsOf))
+	}
 	if h.Samples == 0 {
 		return s
 	}

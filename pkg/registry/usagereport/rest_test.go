@@ -266,3 +266,17 @@ func TestStep(t *testing.T) {
 		}
 	}
 }
+
+// TestStatusSaysUpToWhenSamplesAreComplete: a report carries the member's
+// usage heartbeat, with or without samples in its window.
+func TestStatusSaysUpToWhenSamplesAreComplete(t *testing.T) {
+	at := time.Date(2026, 12, 7, 10, 0, 0, 0, time.UTC)
+	for _, h := range []store.UsageHistory{{SamplesAsOf: at}, {SamplesAsOf: at, Samples: 3, From: at.Add(-time.Hour), To: at}} {
+		if s := status(&h); s.SamplesCompleteAsOf == nil || !s.SamplesCompleteAsOf.Time.Equal(at) {
+			t.Errorf("%d samples: complete as of %v, want %s", h.Samples, s.SamplesCompleteAsOf, at)
+		}
+	}
+	if s := status(&store.UsageHistory{}); s.SamplesCompleteAsOf != nil {
+		t.Errorf("no heartbeat: complete as of %v, want unset", s.SamplesCompleteAsOf)
+	}
+}

@@ -113,6 +113,14 @@ type UsageReportStatus struct {
 	// +optional
 	// +listType=atomic
 	Series []UsageBucket `json:"series,omitempty"`
+	// SamplesCompleteAsOf is up to when the member's samples are
+	// complete: when the newest node metrics sample recorded of it was
+	// taken (its usage heartbeat, ClusterCapacity
+	// status.mirroring.lastUsageTime). Samples after it are not in the
+	// registry yet, or were never taken (the member's metrics-server does
+	// not answer). Unset before a sample.
+	// +optional
+	SamplesCompleteAsOf *metav1.Time `json:"samplesCompleteAsOf,omitempty"`
 }
 
 // UsageBucket summarizes the samples of one step of a UsageReport's
