@@ -37,9 +37,8 @@ const (
 	fleetSyncTimeoutNodes = 100_000
 	fleetSyncPoll         = time.Second
 	// fleetWarmup (one metrics interval) follows the sync; the steady
-	// window lasts at least fleetSteadyMin, two scrapes of every member.
-	fleetWarmup    = 30 * time.Second
-	fleetSteadyMin = 60 * time.Second
+	// window lasts at least -fleet-steady.
+	fleetWarmup = 30 * time.Second
 	// An op is fleetChangesPerOp node label changes, one after the other,
 	// each awaited under every member's id, polled every fleetFreshnessPoll.
 	fleetChangesPerOp  = 10
@@ -92,6 +91,8 @@ var (
 		"BenchmarkFleet: each replica's --discovery-max-concurrent-relists (0: the server's default)")
 	fleetExtraArgs = flag.String("fleet-args", "",
 		"BenchmarkFleet: more flags for each replica, space-separated (e.g. \"--discovery-batch-size=250\")")
+	fleetSteadyMin = flag.Duration("fleet-steady", time.Minute,
+		"BenchmarkFleet: the least length of the steady window (two scrapes of every member at the default; several minutes to see members' data age, whose heartbeat is recorded once a minute)")
 	fleetPGSettings = flag.String("fleet-pg-settings", "",
 		"BenchmarkFleet: more PostgreSQL settings, space-separated, after the benchmark's own (e.g. \"log_lock_waits=on deadlock_timeout=100ms\")")
 )
@@ -159,6 +160,11 @@ type fleetResult struct {
 	sync                   time.Duration // from the start until every member was mirrored
 	fresh                  percentiles
 	freshMissed            int // member rows that did not show a change within fleetChangeTimeout
+	// dataAge is every member's data age (now minus its mirror
+	// heartbeat), sampled every fleetDataAgeStep in the steady window;
+	// noHeartbeat counts samples of members without one.
+	dataAge     percentiles
+	noHeartbeat int
 	syncLocks, steadyLocks lockStats
 	dbBytes                int64
 	tables                 []namedBytes // the largest tables, partitions summed into their parent
@@ -419,6 +425,7 @@ func (f *fleetEnv) bench(b *testing.B, n int) {
 	must(b, sleepCtx(ctx, fleetWarmup))
 	steadyBegin := time.Now()
 	stopSampling := run.sampleRSS(ctx)
+	stopAges := run.sampleDataAges(ctx)
 	before, err := run.lockSnapshots(ctx)
 	must(b, err)
 	cpuBefore := run.cpuSnapshot()
@@ -430,7 +437,7 @@ func (f *fleetEnv) bench(b *testing.B, n int) {
 		res.freshMissed += missed
 		return got, err
 	})
-	must(b, sleepCtx(ctx, fleetSteadyMin-time.Since(steadyBegin)))
+	must(b, sleepCtx(ctx, *fleetSteadyMin-time.Since(steadyBegin)))
 	after, err := run.lockSnapshots(ctx)
 	must(b, err)
 	cpuAfter := run.cpuSnapshot()
@@ -449,6 +456,8 @@ func (f *fleetEnv) bench(b *testing.B, n int) {
 	stopChurn()
 	<-churnDone
 	steadyRSS := stopSampling()
+	ages, noHeartbeat := stopAges()
+	res.dataAge, res.noHeartbeat = ages.summary(), noHeartbeat
 	res.steadyLocks = newLockStats(before, after, steadyWindow)
 	res.fresh = fresh.summary()
 
@@ -483,6 +492,50 @@ func (f *fleetEnv) bench(b *testing.B, n int) {
 	f.results = append(f.results, res)
 	if res.freshMissed > 0 {
 		b.Errorf("%d member rows did not show their change within %s", res.freshMissed, fleetChangeTimeout)
+	}
+}
+
+// fleetDataAgeStep is how often the steady window samples every member's
+// data age.
+const fleetDataAgeStep = 10 * time.Second
+
+// sampleDataAges samples every member's data age (now minus its mirror
+// heartbeat, ClusterCapacity status.mirroring.completeAsOf, as readers
+// judge it) every fleetDataAgeStep until stop, which returns them and how
+// many samples found a member without a heartbeat.
+func (r *fleetRun) sampleDataAges(ctx context.Context) (stop func() (*latencies, int)) {
+	ctx, cancel := context.WithCancel(ctx)
+	var ages latencies
+	missing := 0
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			rows, err := r.pool.Query(ctx, `SELECT (extract(epoch FROM now() - c.complete_as_of) * 1e9)::bigint
+				FROM unnest($1::text[]) m(id) LEFT JOIN cluster_capacity c ON c.cluster_id = m.id`, r.ids)
+			if err == nil {
+				ns, err := pgx.CollectRows(rows, pgx.RowTo[*int64])
+				if err == nil {
+					for _, n := range ns {
+						if n == nil {
+							missing++
+							continue
+						}
+						ages.add(time.Duration(*n))
+					}
+				}
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(fleetDataAgeStep):
+			}
+		}
+	}()
+	return func() (*latencies, int) {
+		cancel()
+		<-done
+		return &ages, missing
 	}
 }
 
@@ -1043,6 +1096,8 @@ func (res fleetResult) report(b *testing.B) {
 	b.ReportMetric(res.sync.Seconds(), "sync-s")
 	b.ReportMetric(res.sync.Seconds()/(fleetNodes/1000), "sync-s/1k-nodes")
 	res.fresh.report(b, "fresh-", true)
+	res.dataAge.report(b, "data-age-", true)
+	b.ReportMetric(float64(res.noHeartbeat), "data-age-missing")
 	b.ReportMetric(float64(res.fresh.samples)/float64(b.N), "rows/op")
 	b.ReportMetric(float64(res.freshMissed), "fresh-missed")
 	for _, m := range []struct {
@@ -1111,6 +1166,8 @@ func (f *fleetEnv) summarize() {
 		if res.freshMissed > 0 {
 			line("  %d member rows did not show their change within %s (not in the percentiles)", res.freshMissed, fleetChangeTimeout)
 		}
+		line("  members' data age (now minus the mirror heartbeat, every member every %s in the steady window): p50 %.1f s, p99 %.1f s, max %.1f s over %d samples; %d samples without a heartbeat",
+			fleetDataAgeStep, res.dataAge.p50.Seconds(), res.dataAge.p99.Seconds(), res.dataAge.max.Seconds(), res.dataAge.samples, res.noHeartbeat)
 		for _, r := range res.perReplica {
 			l := fmt.Sprintf("  %-22s %2d members  VmHWM %8s  VmRSS steady %8s", r.name, r.members, mibString(r.hwm), mibString(r.rssSteady))
 			if nodes := r.mirroredNodes(f.scale); nodes > 0 {

@@ -171,7 +171,7 @@ func (cp *ControlPlane) resolveBinaries(ctx context.Context) error {
 	cp.platformBinary = cp.opts.PlatformAPIServerBinary
 	if cp.platformBinary == "" {
 		cp.platformBinary = filepath.Join(cp.workDir, "bin", "platform-apiserver")
-		return buildPlatformAPIServer(ctx, cp.platformBinary)
+		return BuildPlatformAPIServer(ctx, cp.platformBinary)
 	}
 	if _, err := os.Stat(cp.platformBinary); err != nil {
 		return fmt.Errorf("platform-apiserver binary (Options.PlatformAPIServerBinary): %w", err)

@@ -130,11 +130,17 @@ func (r *Replica) Kill() error { return r.proc.kill() }
 // while the other restarts. The first start needs --permit-port-sharing in
 // Options.ExtraPlatformArgs too.
 func (cp *ControlPlane) StartPlatformReplica(ctx context.Context, name string) (*Replica, error) {
+	return cp.StartPlatformReplicaOf(ctx, name, cp.platformBinary)
+}
+
+// StartPlatformReplicaOf is StartPlatformReplica with another binary (an
+// earlier or later release, side by side with this one).
+func (cp *ControlPlane) StartPlatformReplicaOf(ctx context.Context, name, binary string) (*Replica, error) {
 	tlsConfig, err := tlsTo(cp.pki.platformCA.certPEM, cp.pki.admin)
 	if err != nil {
 		return nil, err
 	}
-	proc, err := cp.startComponent(ctx, name, cp.platformBinary, cp.platformArgs, platformStartTimeout,
+	proc, err := cp.startComponent(ctx, name, binary, cp.platformArgs, platformStartTimeout,
 		httpCheck(cp.PlatformServerURL()+"/readyz", tlsConfig))
 	if err != nil {
 		return nil, fmt.Errorf("start platform-apiserver replica %s: %w", name, err)

@@ -73,8 +73,8 @@ func resolveBinDir(ctx context.Context, binDir string, log io.Writer) (string, e
 	return binDir, nil
 }
 
-// buildPlatformAPIServer builds ./cmd/apiserver of this module to out.
-func buildPlatformAPIServer(ctx context.Context, out string) error {
+// BuildPlatformAPIServer builds ./cmd/apiserver of this module to out.
+func BuildPlatformAPIServer(ctx context.Context, out string) error {
 	return buildCommand(ctx, "./cmd/apiserver", out)
 }
 

@@ -10,10 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/example/platform-apiserver/pkg/apis/platform/v1alpha1"
 	"github.com/example/platform-apiserver/test/framework"
 	pgtest "github.com/example/platform-apiserver/test/framework/postgres"
 )
@@ -157,12 +157,20 @@ func (e *env) watchersHoldTheList(t *testing.T, when string, w *relistingWatcher
 	}
 }
 
-// informerVersions maps each NodeCapacity the informer holds to its resourceVersion.
+// informerVersions maps each object the informer holds (by name, or
+// namespace/name) to its resourceVersion.
 func informerVersions(informer cache.SharedIndexInformer) map[string]string {
 	got := map[string]string{}
 	for _, obj := range informer.GetStore().List() {
-		nc := obj.(*v1alpha1.NodeCapacity)
-		got[nc.Name] = nc.ResourceVersion
+		m, err := meta.Accessor(obj)
+		if err != nil {
+			continue
+		}
+		key := m.GetName()
+		if ns := m.GetNamespace(); ns != "" {
+			key = ns + "/" + key
+		}
+		got[key] = m.GetResourceVersion()
 	}
 	return got
 }
