@@ -155,16 +155,16 @@ func BenchmarkFleet(b *testing.B) {
 
 // fleetResult is what one sub-benchmark measured.
 type fleetResult struct {
-	replicas               int
-	scale                  fleetScale
-	sync                   time.Duration // from the start until every member was mirrored
-	fresh                  percentiles
-	freshMissed            int // member rows that did not show a change within fleetChangeTimeout
+	replicas    int
+	scale       fleetScale
+	sync        time.Duration // from the start until every member was mirrored
+	fresh       percentiles
+	freshMissed int // member rows that did not show a change within fleetChangeTimeout
 	// dataAge is every member's data age (now minus its mirror
 	// heartbeat), sampled every fleetDataAgeStep in the steady window;
 	// noHeartbeat counts samples of members without one.
-	dataAge     percentiles
-	noHeartbeat int
+	dataAge                percentiles
+	noHeartbeat            int
 	syncLocks, steadyLocks lockStats
 	dbBytes                int64
 	tables                 []namedBytes // the largest tables, partitions summed into their parent
