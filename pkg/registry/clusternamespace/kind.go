@@ -5,8 +5,9 @@
 package clusternamespace
 
 import (
-	"k8s.io/apimachinery/pkg/runtime"
 	"slices"
+
+	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/example/platform-apiserver/pkg/apis/platform"
 	"github.com/example/platform-apiserver/pkg/registry"
