@@ -9,7 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/example/platform-apiserver/pkg/generated/informers/externalversions"
@@ -113,36 +115,32 @@ func TestRollingUpgradeSideBySide(t *testing.T) {
 // informerVsList compares an informer's objects (name and resourceVersion)
 // with a fresh list of the kind; "" when equal.
 func informerVsList(ctx context.Context, e *env, kind string, inf cache.SharedIndexInformer) string {
-	listed := map[string]string{}
-	opts := metav1.ListOptions{}
+	var list runtime.Object
 	var err error
 	switch kind {
 	case "nodecapacities":
-		l, lerr := e.platform.PlatformV1alpha1().NodeCapacities().List(ctx, opts)
-		err = lerr
-		if lerr == nil {
-			for _, o := range l.Items {
-				listed[o.Name] = o.ResourceVersion
-			}
-		}
+		list, err = e.platform.PlatformV1alpha1().NodeCapacities().List(ctx, metav1.ListOptions{})
 	case "clusternamespaces":
-		l, lerr := e.platform.PlatformV1alpha1().ClusterNamespaces("").List(ctx, opts)
-		err = lerr
-		if lerr == nil {
-			for _, o := range l.Items {
-				listed[o.Namespace+"/"+o.Name] = o.ResourceVersion
-			}
-		}
+		list, err = e.platform.PlatformV1alpha1().ClusterNamespaces("").List(ctx, metav1.ListOptions{})
 	case "clustercapacities":
-		l, lerr := e.platform.PlatformV1alpha1().ClusterCapacities().List(ctx, opts)
-		err = lerr
-		if lerr == nil {
-			for _, o := range l.Items {
-				listed[o.Name] = o.ResourceVersion
-			}
-		}
+		list, err = e.platform.PlatformV1alpha1().ClusterCapacities().List(ctx, metav1.ListOptions{})
 	}
 	if err != nil {
+		return err.Error()
+	}
+	listed := map[string]string{}
+	if err := meta.EachListItem(list, func(obj runtime.Object) error {
+		m, err := meta.Accessor(obj)
+		if err != nil {
+			return err
+		}
+		key := m.GetName()
+		if ns := m.GetNamespace(); ns != "" {
+			key = ns + "/" + key
+		}
+		listed[key] = m.GetResourceVersion()
+		return nil
+	}); err != nil {
 		return err.Error()
 	}
 	held := informerVersions(inf)
