@@ -20,6 +20,7 @@ import (
 	metricsclient "k8s.io/metrics/pkg/client/clientset/versioned"
 
 	platformv1alpha1 "github.com/example/platform-apiserver/pkg/apis/platform/v1alpha1"
+	"github.com/example/platform-apiserver/pkg/registry"
 	"github.com/example/platform-apiserver/test/framework"
 )
 
@@ -185,6 +186,15 @@ func TestDiscoveryMetrics(t *testing.T) {
 		}
 		if at, ok := heartbeat(ctx); !ok || time.Since(at) > 2*time.Minute+metricsScrapeInterval+framework.MetricResolution {
 			t.Errorf("the usage heartbeat is %s old after the window (%v), want at most a minute past metrics-server's newest sample", time.Since(at), ok)
+		}
+		// The mirror's heartbeat kept moving (bookmarks, within the same
+		// one version a minute): the quiet member is Synced, not Stale.
+		cc, err := e.platform.PlatformV1alpha1().ClusterCapacities().Get(ctx, "local", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m := cc.Status.Mirroring; m.State != "Synced" || m.CompleteAsOf == nil || time.Since(m.CompleteAsOf.Time) > registry.DefaultMemberStaleAfter {
+			t.Errorf("after %s of quiet: mirroring %+v; want Synced, complete as of less than %s ago", quietWindow, m, registry.DefaultMemberStaleAfter)
 		}
 		// The scraper did record new samples meanwhile: quiet, not idle.
 		if now, err := e.platformMetric(ctx, "platform_discovery_metrics_samples_stored_total", `cluster="local"`); err != nil || now < stored+2 {
