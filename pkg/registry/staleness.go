@@ -6,12 +6,14 @@ import (
 	"time"
 )
 
-// DefaultMemberStaleAfter is --member-stale-after's default: three of the
-// mirror heartbeat's minutes. A quiet member's heartbeat moves with the
-// bookmarks its API server sends each watch once a minute, and its owner
-// records it once a minute while it moves, so a healthy member's data age
-// stays under about two minutes, and a third is margin for a slow commit.
-const DefaultMemberStaleAfter = 3 * time.Minute
+// DefaultMemberStaleAfter is --member-stale-after's default. A quiet
+// member's heartbeat moves with the bookmarks its API server sends each
+// watch once a minute, and its owner records it once a minute while it
+// moves, so a healthy member's data age is about two minutes at worst: in
+// the fleet benchmark (200 members, docs/benchmarks.md) p99 122 s, max
+// 183 s. Five minutes leaves that tail room, as a node's grace period
+// (40-50 s) leaves a kubelet's 10 s heartbeats.
+const DefaultMemberStaleAfter = 5 * time.Minute
 
 // MinMemberStaleAfter is the least --member-stale-after accepted (other
 // than 0): a healthy member's data age reaches about two minutes.
