@@ -56,7 +56,7 @@ run: deps build
 
 ## test: every test, unit and integration, against real Postgres, etcd and kube-apiserver
 test: deps tools
-	$(GO) test -count=1 -timeout 45m ./...
+	$(GO) test -count=1 -timeout 60m ./...
 
 ## unit: tests that need no control plane (Postgres is still real)
 unit: deps
