@@ -16,6 +16,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/example/platform-apiserver/pkg/registry"
 	"github.com/example/platform-apiserver/test/framework"
 )
 
@@ -33,7 +34,8 @@ const (
 // files/alerts.rules.yaml whose `for:` durations alone are shortened
 // (every expression byte-identical). A second member ("east", the same
 // cluster through a forwarder) goes away: PlatformMemberUnreachable fires
-// for it, and for it only; it comes back: the alert resolves. Then every
+// for it, and for it only, then, once its mirror heartbeat is 5 minutes
+// old, PlatformMemberStale; it comes back: the alerts resolve. Then every
 // query of files/dashboard.json answers at least one series with a number,
 // and its variables the members and the namespace.
 func TestMonitoring(t *testing.T) {
@@ -118,6 +120,24 @@ func TestMonitoring(t *testing.T) {
 		t.Errorf("PlatformMemberUnreachable is active for local, which answers: %+v", local)
 	}
 
+	// Nothing vouches for east's mirror any more: once its heartbeat is
+	// --member-stale-after (5m) old, readers show it Stale and
+	// PlatformMemberStale fires (its expression's 300 s unchanged).
+	if _, err := prom.WaitForAlert(ctx, "PlatformMemberStale", map[string]string{"cluster": "east"}, "firing", registry.DefaultMemberStaleAfter+monitoringTimeout); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("PlatformMemberStale firing for east %s after its API went away", time.Since(cut).Round(time.Second))
+	eventually(t, "east's ClusterCapacity Stale while the alert fires", mirrorTimeout, func(ctx context.Context) (bool, string) {
+		state := e.jsonpath(ctx, "{.status.mirroring.state}", "get", "clustercapacity", "east")
+		return state == "Stale", state
+	})
+	if all, err = prom.Alerts(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if local := framework.FindAlerts(all, "PlatformMemberStale", map[string]string{"cluster": "local"}); len(local) > 0 {
+		t.Errorf("PlatformMemberStale is active for local, whose mirror is current: %+v", local)
+	}
+
 	// east comes back.
 	restored := time.Now()
 	fwd.restart(t)
@@ -125,6 +145,10 @@ func TestMonitoring(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("PlatformMemberUnreachable resolved %s after east's API came back", time.Since(restored).Round(time.Second))
+	if _, err := prom.WaitForAlert(ctx, "PlatformMemberStale", map[string]string{"cluster": "east"}, "", 2*monitoringTimeout); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("PlatformMemberStale resolved %s after east's API came back", time.Since(restored).Round(time.Second))
 	// The registry records the member's state after the replica knows it.
 	eventually(t, "east's ClusterCapacity Synced again", mirrorTimeout, func(ctx context.Context) (bool, string) {
 		state := e.jsonpath(ctx, "{.status.mirroring.state}", "get", "clustercapacity", "east")
