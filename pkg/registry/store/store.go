@@ -462,7 +462,7 @@ type Freshness struct {
 // Page is one page of a list.
 type Page[T any] struct {
 	Items []T
-	// ResourceVersion is the registry's change sequence value the list reflects.
+	// ResourceVersion is the registry's resourceVersion (its published present) the list reflects.
 	ResourceVersion int64
 	// Continue is set when more items follow.
 	Continue string
