@@ -157,7 +157,7 @@ func TestDiscoveryMetrics(t *testing.T) {
 			return ok, at.String()
 		})
 		out := e.kubectl(t, "get", "cc", "local", "-o", "wide")
-		if r := row(t, out, "local"); !strings.Contains(out, "USAGE AGE") || r[len(r)-1] == "<unknown>" {
+		if cell(t, out, "local", "USAGE AGE") == "<unknown>" {
 			t.Errorf("kubectl get cc local -o wide shows no usage age:\n%s", out)
 		}
 		changes := e.registryChangesByKind(t)

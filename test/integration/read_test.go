@@ -25,6 +25,23 @@ func row(t *testing.T, table, name string) []string {
 	return nil
 }
 
+// cell returns the cell of the named row in the column headed header
+// (kubectl's table: columns two or more spaces apart).
+func cell(t *testing.T, table, name, header string) string {
+	t.Helper()
+	lines := strings.SplitN(strings.TrimSpace(table), "\n", 2)
+	headers := regexp.MustCompile(`\s{2,}`).Split(strings.TrimSpace(lines[0]), -1)
+	i := slices.Index(headers, header)
+	if i < 0 {
+		t.Fatalf("no column %q in:\n%s", header, table)
+	}
+	r := row(t, table, name)
+	if i >= len(r) {
+		t.Fatalf("row %q has no cell %d (%s):\n%s", name, i, header, table)
+	}
+	return r[i]
+}
+
 func rowCount(table string) int {
 	n := 0
 	for line := range strings.SplitSeq(strings.TrimSpace(table), "\n") {

@@ -79,9 +79,8 @@ func TestOtherResources(t *testing.T) {
 	}
 	for name, want := range map[string]string{"local.gpu-a": "nvidia.com/gpu=1/4", "local.gpu-b": "nvidia.com/gpu=0/2",
 		"local.gpu-c": "nvidia.com/gpu=1/1", "local.cpu": "<none>"} {
-		// the next to last column; Devices Free/Total is the last
-		if r := row(t, out, name); r[len(r)-2] != want {
-			t.Errorf("kubectl get nc -o wide: %s shows %q, want %q\n%s", name, r[len(r)-2], want, out)
+		if got := cell(t, out, name, "EXTENDED FREE/ALLOC"); got != want {
+			t.Errorf("kubectl get nc -o wide: %s shows %q, want %q\n%s", name, got, want, out)
 		}
 	}
 	// Quantities select as the whole numbers they are.
@@ -108,8 +107,8 @@ func TestOtherResources(t *testing.T) {
 		}
 	}
 	e.requestsAsDescribed(t, nodes, nil)
-	if r := row(t, e.kubectl(t, "get", "nc", "local.gpu-a", "-o", "wide"), "local.gpu-a"); r[len(r)-2] != "nvidia.com/gpu=0/4" {
-		t.Errorf("local.gpu-a -o wide: %q, want nvidia.com/gpu=0/4", r)
+	if out := e.kubectl(t, "get", "nc", "local.gpu-a", "-o", "wide"); cell(t, out, "local.gpu-a", "EXTENDED FREE/ALLOC") != "nvidia.com/gpu=0/4" {
+		t.Errorf("local.gpu-a -o wide: %q, want nvidia.com/gpu=0/4 in EXTENDED FREE/ALLOC", out)
 	}
 }
 
