@@ -2,6 +2,7 @@ package framework
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -9,6 +10,10 @@ import (
 
 	"k8s.io/klog/v2"
 )
+
+// ErrReleaseNotInHistory is BuildRelease's error when the checkout does not
+// hold the commit (a shallow clone).
+var ErrReleaseNotInHistory = errors.New("the commit is not in this checkout's history (a shallow clone?)")
 
 // BuildRelease returns a platform-apiserver binary built from commit of
 // this repository (an earlier release, to run beside this one), built once
@@ -27,6 +32,9 @@ func BuildRelease(ctx context.Context, commit string) (string, error) {
 	root, err := ModuleRoot()
 	if err != nil {
 		return "", err
+	}
+	if err := exec.CommandContext(ctx, "git", "-C", root, "cat-file", "-e", commit+"^{commit}").Run(); err != nil {
+		return "", fmt.Errorf("build release %s: %w", commit, ErrReleaseNotInHistory)
 	}
 	src, err := os.MkdirTemp("", "platform-release-")
 	if err != nil {
