@@ -86,9 +86,7 @@ func checkTimeline(ctx context.Context, conn *pgx.Conn) error {
 		return nil
 	}
 	return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-		// Alone against every commit ticket: those in flight end first,
-		// and new ones wait until the floor is set.
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1, -1)`, TicketClass); err != nil {
+		if err := takeTicketsAlone(ctx, tx); err != nil {
 			return err
 		}
 		if err := tx.QueryRow(ctx, `SELECT timeline FROM registry_epoch FOR UPDATE`).Scan(&recorded); err != nil {
@@ -103,23 +101,44 @@ func checkTimeline(ctx context.Context, conn *pgx.Conn) error {
 			_, err := tx.Exec(ctx, `UPDATE registry_epoch SET timeline = $1, changed_at = now()`, timeline)
 			return err
 		}
-		lostAfter, floor, err := moveVersionsPastFailover(ctx, tx)
+		lostAfter, floor, err := recordFailover(ctx, tx, 0, timeline)
 		if err != nil {
-			return fmt.Errorf("move the resourceVersions past the failover: %w", err)
-		}
-		if _, err := tx.Exec(ctx, `UPDATE registry_state SET resource_version = $1`, floor); err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, `
-			UPDATE registry_epoch SET timeline = $1, lost_after = $2, floor = $3, failovers = failovers + 1, changed_at = now()`,
-			timeline, lostAfter, floor); err != nil {
 			return err
 		}
 		klog.FromContext(ctx).Info("The registry database failed over to a new primary: resourceVersions after the last one it holds may have been lost; watches and continue tokens from there get 410",
 			"timeline", timeline, "previousTimeline", recorded, "lostAfter", lostAfter, "floor", floor)
-		failoversTotal.Inc()
 		return nil
 	})
+}
+
+// takeTicketsAlone takes the commit tickets' barrier alone for the rest of
+// tx: the tickets in flight end first, and new ones wait until it ends.
+func takeTicketsAlone(ctx context.Context, tx pgx.Tx) error {
+	_, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1, -1)`, TicketClass)
+	return err
+}
+
+// recordFailover records in tx, which holds the tickets' barrier alone
+// (takeTicketsAlone) and the epoch row, that the versions above the
+// registry's present may have been lost: it moves the versions writers take
+// far past the present and seen (moveVersionsPast), sets the present to
+// that floor, and counts one more failover with its lost range (and the
+// new timeline, unless empty). It returns the range's bounds.
+func recordFailover(ctx context.Context, tx pgx.Tx, seen int64, timeline string) (lostAfter, floor int64, err error) {
+	lostAfter, floor, err = moveVersionsPast(ctx, tx, seen)
+	if err != nil {
+		return 0, 0, fmt.Errorf("move the resourceVersions past the lost ones: %w", err)
+	}
+	if _, err := tx.Exec(ctx, `UPDATE registry_state SET resource_version = $1`, floor); err != nil {
+		return 0, 0, err
+	}
+	if _, err := tx.Exec(ctx, `
+		UPDATE registry_epoch SET timeline = coalesce(nullif($1, ''), timeline), lost_after = $2, floor = $3, failovers = failovers + 1, changed_at = now()`,
+		timeline, lostAfter, floor); err != nil {
+		return 0, 0, err
+	}
+	failoversTotal.Inc()
+	return lostAfter, floor, nil
 }
 
 // recordRewind records that the registry's present went back below seen, a
@@ -133,7 +152,7 @@ func checkTimeline(ctx context.Context, conn *pgx.Conn) error {
 // failover count, claim their members again and mirror what was lost.
 func (s *Store) recordRewind(ctx context.Context, seen int64) error {
 	return pgx.BeginFunc(ctx, s.writes, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1, -1)`, TicketClass); err != nil {
+		if err := takeTicketsAlone(ctx, tx); err != nil {
 			return err
 		}
 		var present int64
@@ -143,37 +162,25 @@ func (s *Store) recordRewind(ctx context.Context, seen int64) error {
 		if present >= seen {
 			return nil // another replica recorded it first
 		}
-		lostAfter, floor, err := moveVersionsPast(ctx, tx, seen)
+		lostAfter, floor, err := recordFailover(ctx, tx, seen, "")
 		if err != nil {
-			return fmt.Errorf("move the resourceVersions past the rewind: %w", err)
-		}
-		if _, err := tx.Exec(ctx, `UPDATE registry_state SET resource_version = $1`, floor); err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, `UPDATE registry_epoch SET lost_after = $1, floor = $2, failovers = failovers + 1, changed_at = now()`,
-			lostAfter, floor); err != nil {
 			return err
 		}
 		klog.FromContext(ctx).Error(nil, "The registry's resourceVersion went back below one this replica already read: restored from a backup or a snapshot, or it lost acknowledged commits. "+
 			"Recorded as a failover: watches and continue tokens from the lost versions get 410, and discovery mirrors its members again",
 			"present", lostAfter, "read", seen, "floor", floor)
-		failoversTotal.Inc()
 		rewindsTotal.Inc()
 		return nil
 	})
 }
 
-// moveVersionsPastFailover moves the versions writers take far past the
-// registry's surviving present and returns both. With commit tickets
-// (migration 023) the ticket sequence moves failoverTickets past the
-// present's ticket and the last ticket taken; before that migration, the
-// old resourceVersion sequence moves 2^42 past the present.
-func moveVersionsPastFailover(ctx context.Context, tx pgx.Tx) (present, floor int64, err error) {
-	return moveVersionsPast(ctx, tx, 0)
-}
-
-// moveVersionsPast is moveVersionsPastFailover past seen too, a version
-// the registry no longer holds but a client may have seen.
+// moveVersionsPast moves the versions writers take far past the
+// registry's surviving present and seen (a version it no longer holds but
+// a client may have seen; 0 if none) and returns the present and the new
+// floor. With commit tickets (migration 023) the ticket sequence moves
+// failoverTickets past the present's ticket, seen's and the last ticket
+// taken; before that migration, the old resourceVersion sequence moves
+// 2^42 past the present and seen.
 func moveVersionsPast(ctx context.Context, tx pgx.Tx, seen int64) (present, floor int64, err error) {
 	var tickets bool
 	if err := tx.QueryRow(ctx, `SELECT to_regclass('registry_ticket') IS NOT NULL`).Scan(&tickets); err != nil {
