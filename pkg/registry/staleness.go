@@ -2,6 +2,7 @@ package registry
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 )
@@ -86,6 +87,17 @@ func (h *MemberHeartbeats) staleAge(cluster string) time.Duration {
 		return 0
 	}
 	return age
+}
+
+// WithDataAge returns a copy of k whose table ends with DataAgeColumn, or k
+// itself without heartbeats.
+func WithDataAge[R, O any](k *Kind[R, O], h *MemberHeartbeats, cluster func(*O) string) *Kind[R, O] {
+	if h == nil {
+		return k
+	}
+	c := *k
+	c.Columns = append(slices.Clip(k.Columns), DataAgeColumn(h, cluster))
+	return &c
 }
 
 // DataAgeColumn is a -o wide column that shows the data age of the member

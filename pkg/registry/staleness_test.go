@@ -42,3 +42,17 @@ func TestDataAgeColumn(t *testing.T) {
 		t.Errorf("priority %d, want 1 (-o wide)", col.Priority)
 	}
 }
+
+// TestWithDataAge: with heartbeats, a copy of the kind ends its table with
+// the data age and the kind itself is left as it was; without, the kind.
+func TestWithDataAge(t *testing.T) {
+	type object struct{ cluster string }
+	k := &Kind[struct{}, object]{Columns: []Column[object]{{Name: "Name"}}}
+	if got := WithDataAge(k, nil, func(o *object) string { return o.cluster }); got != k {
+		t.Errorf("without heartbeats: %p, want the kind itself %p", got, k)
+	}
+	got := WithDataAge(k, &MemberHeartbeats{}, func(o *object) string { return o.cluster })
+	if len(got.Columns) != 2 || got.Columns[1].Name != "Member Data Age" || len(k.Columns) != 1 {
+		t.Errorf("columns %v (the kind's own %v), want Name then Member Data Age, the kind's own unchanged", got.Columns, k.Columns)
+	}
+}

@@ -5,8 +5,6 @@
 package clusternamespace
 
 import (
-	"slices"
-
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/example/platform-apiserver/pkg/apis/platform"
@@ -44,9 +42,6 @@ type REST = registry.REST[store.ClusterNamespace, platform.ClusterNamespace, *pl
 // with heartbeats, its -o wide table shows each object's member data age
 // where that is past --member-stale-after.
 func NewREST(src store.Source[store.ClusterNamespace], w registry.WatchConfig, heartbeats *registry.MemberHeartbeats) *REST {
-	k := *Kind
-	if heartbeats != nil {
-		k.Columns = append(slices.Clip(k.Columns), registry.DataAgeColumn(heartbeats, func(o *platform.ClusterNamespace) string { return o.Status.Cluster }))
-	}
-	return registry.NewREST[store.ClusterNamespace, platform.ClusterNamespace, *platform.ClusterNamespace](&k, src, w)
+	k := registry.WithDataAge(Kind, heartbeats, func(o *platform.ClusterNamespace) string { return o.Status.Cluster })
+	return registry.NewREST[store.ClusterNamespace, platform.ClusterNamespace, *platform.ClusterNamespace](k, src, w)
 }

@@ -3,7 +3,6 @@
 package nodecapacity
 
 import (
-	"slices"
 	"strconv"
 	"strings"
 
@@ -58,11 +57,8 @@ type REST = registry.REST[store.NodeCapacity, platform.NodeCapacity, *platform.N
 // with heartbeats, its -o wide table shows each object's member data age
 // where that is past --member-stale-after.
 func NewREST(src store.Source[store.NodeCapacity], w registry.WatchConfig, heartbeats *registry.MemberHeartbeats) *REST {
-	k := *Kind
-	if heartbeats != nil {
-		k.Columns = append(slices.Clip(k.Columns), registry.DataAgeColumn(heartbeats, func(o *platform.NodeCapacity) string { return o.Status.Cluster }))
-	}
-	return registry.NewREST[store.NodeCapacity, platform.NodeCapacity, *platform.NodeCapacity](&k, src, w)
+	k := registry.WithDataAge(Kind, heartbeats, func(o *platform.NodeCapacity) string { return o.Status.Cluster })
+	return registry.NewREST[store.NodeCapacity, platform.NodeCapacity, *platform.NodeCapacity](k, src, w)
 }
 
 // Name is the object name of a member node: <cluster id>.<node name>.
