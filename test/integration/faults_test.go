@@ -12,6 +12,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/example/platform-apiserver/test/framework"
@@ -140,13 +141,9 @@ func (e *env) watchersHoldTheList(t *testing.T, when string, w *relistingWatcher
 		})
 	}
 	eventually(t, "watcher and informer hold what a list returns "+when, 2*mirrorTimeout, func(ctx context.Context) (bool, string) {
-		list, err := e.platform.PlatformV1alpha1().NodeCapacities().List(ctx, metav1.ListOptions{})
+		want, err := e.listVersions(ctx, "nodecapacities")
 		if err != nil {
 			return false, err.Error()
-		}
-		want := map[string]string{}
-		for _, nc := range list.Items {
-			want[nc.Name] = nc.ResourceVersion
 		}
 		got := informerVersions(informer)
 		return maps.Equal(w.snapshot(), want) && maps.Equal(got, want),
@@ -157,20 +154,51 @@ func (e *env) watchersHoldTheList(t *testing.T, when string, w *relistingWatcher
 	}
 }
 
-// informerVersions maps each object the informer holds (by name, or
-// namespace/name) to its resourceVersion.
+// informerVersions maps each object the informer holds (objectKey) to its
+// resourceVersion.
 func informerVersions(informer cache.SharedIndexInformer) map[string]string {
 	got := map[string]string{}
 	for _, obj := range informer.GetStore().List() {
-		m, err := meta.Accessor(obj)
-		if err != nil {
-			continue
+		if m, err := meta.Accessor(obj); err == nil {
+			got[objectKey(m)] = m.GetResourceVersion()
 		}
-		key := m.GetName()
-		if ns := m.GetNamespace(); ns != "" {
-			key = ns + "/" + key
-		}
-		got[key] = m.GetResourceVersion()
 	}
 	return got
+}
+
+// listVersions maps each object of a fresh list of kind (nodecapacities,
+// clusternamespaces, clustercapacities; objectKey) to its resourceVersion.
+func (e *env) listVersions(ctx context.Context, kind string) (map[string]string, error) {
+	var list runtime.Object
+	var err error
+	switch kind {
+	case "nodecapacities":
+		list, err = e.platform.PlatformV1alpha1().NodeCapacities().List(ctx, metav1.ListOptions{})
+	case "clusternamespaces":
+		list, err = e.platform.PlatformV1alpha1().ClusterNamespaces("").List(ctx, metav1.ListOptions{})
+	case "clustercapacities":
+		list, err = e.platform.PlatformV1alpha1().ClusterCapacities().List(ctx, metav1.ListOptions{})
+	default:
+		return nil, fmt.Errorf("no list of %q", kind)
+	}
+	if err != nil {
+		return nil, err
+	}
+	versions := map[string]string{}
+	err = meta.EachListItem(list, func(obj runtime.Object) error {
+		m, err := meta.Accessor(obj)
+		if err == nil {
+			versions[objectKey(m)] = m.GetResourceVersion()
+		}
+		return err
+	})
+	return versions, err
+}
+
+// objectKey is an object's name, or namespace/name.
+func objectKey(m metav1.Object) string {
+	if ns := m.GetNamespace(); ns != "" {
+		return ns + "/" + m.GetName()
+	}
+	return m.GetName()
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/example/platform-apiserver/pkg/apis/platform/v1alpha1"
@@ -112,7 +113,7 @@ func TestMemberFreshness(t *testing.T) {
 		if m.State != v1alpha1.MirroringStale || m.DataAge == nil || m.DataAge.Duration <= staleAfter {
 			t.Errorf("mirroring %+v; want Stale with a data age past %s", m, staleAfter)
 		}
-		if c := findCondition(cc.Status.Conditions, "Synced"); c == nil || c.Status != metav1.ConditionFalse || c.Reason != "Stale" ||
+		if c := meta.FindStatusCondition(cc.Status.Conditions, "Synced"); c == nil || c.Status != metav1.ConditionFalse || c.Reason != "Stale" ||
 			!strings.Contains(c.Message, "last recorded the member Synced") {
 			t.Errorf("condition Synced %+v; want False, reason Stale, naming the recorded state Synced", c)
 		}
@@ -169,16 +170,6 @@ func abortTickets(ctx context.Context, db *pgx.Conn, n int) error {
 		}
 		if err := db.SendBatch(ctx, b).Close(); err != nil {
 			return fmt.Errorf("aborted writers %d-%d: %w", done, done+perBatch, err)
-		}
-	}
-	return nil
-}
-
-// findCondition returns the condition of type typ, or nil.
-func findCondition(conds []metav1.Condition, typ string) *metav1.Condition {
-	for i := range conds {
-		if conds[i].Type == typ {
-			return &conds[i]
 		}
 	}
 	return nil

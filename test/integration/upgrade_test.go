@@ -10,9 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/example/platform-apiserver/pkg/generated/informers/externalversions"
@@ -119,32 +116,8 @@ func TestRollingUpgradeSideBySide(t *testing.T) {
 // informerVsList compares an informer's objects (name and resourceVersion)
 // with a fresh list of the kind; "" when equal.
 func informerVsList(ctx context.Context, e *env, kind string, inf cache.SharedIndexInformer) string {
-	var list runtime.Object
-	var err error
-	switch kind {
-	case "nodecapacities":
-		list, err = e.platform.PlatformV1alpha1().NodeCapacities().List(ctx, metav1.ListOptions{})
-	case "clusternamespaces":
-		list, err = e.platform.PlatformV1alpha1().ClusterNamespaces("").List(ctx, metav1.ListOptions{})
-	case "clustercapacities":
-		list, err = e.platform.PlatformV1alpha1().ClusterCapacities().List(ctx, metav1.ListOptions{})
-	}
+	listed, err := e.listVersions(ctx, kind)
 	if err != nil {
-		return err.Error()
-	}
-	listed := map[string]string{}
-	if err := meta.EachListItem(list, func(obj runtime.Object) error {
-		m, err := meta.Accessor(obj)
-		if err != nil {
-			return err
-		}
-		key := m.GetName()
-		if ns := m.GetNamespace(); ns != "" {
-			key = ns + "/" + key
-		}
-		listed[key] = m.GetResourceVersion()
-		return nil
-	}); err != nil {
 		return err.Error()
 	}
 	held := informerVersions(inf)
