@@ -61,17 +61,7 @@ func TestViewsSectionsRunSideBySideAndCommitInTicketOrder(t *testing.T) {
 		t.Errorf("l0 shows %dm before the earlier ticket ended, want the old 1000m", n.Node.Capacity.CPUMillis)
 	}
 	// The earlier writer stamps a row of its member and commits.
-	if _, err := early.Exec(ctx, `INSERT INTO cluster_node (cluster_id, name, resource_version) VALUES ('early', 'e0', registry_next_rv())`); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-done:
-		t.Fatalf("the later write committed (%v) before the earlier ticket ended", err)
-	case <-time.After(100 * time.Millisecond):
-	}
-	if err := early.Commit(ctx); err != nil {
-		t.Fatal(err)
-	}
+	commitEarlier(t, ctx, early, done)
 	if err := <-done; err != nil {
 		t.Fatalf("the later write: %v", err)
 	}
@@ -346,17 +336,7 @@ func TestCommitBehindAbortedTickets(t *testing.T) {
 		if all > 100 {
 			t.Errorf("the waiting writer holds or waits for %d locks, want a few dozen (its tables, member, ticket)", all)
 		}
-		if _, err := early.Exec(ctx, `INSERT INTO cluster_node (cluster_id, name, resource_version) VALUES ('early', 'e0', registry_next_rv())`); err != nil {
-			t.Fatal(err)
-		}
-		select {
-		case err := <-done:
-			t.Fatalf("the write committed (%v) before the earlier ticket ended", err)
-		case <-time.After(100 * time.Millisecond):
-		}
-		if err := early.Commit(ctx); err != nil {
-			t.Fatal(err)
-		}
+		commitEarlier(t, ctx, early, done)
 		took := waitFinished(t, done, 10*time.Second)
 		t.Logf("the write committed %v after the earlier ticket", took)
 		assertTicketOrder(t, s, ctx, conn, start)
@@ -446,6 +426,24 @@ func TestWaitCoversATakerBetweenItsBarrierAndItsTicket(t *testing.T) {
 	x := newStepTaker(t, b)
 	ticket := x.nextval()
 	writeBehindAnUnlockedTicket(t, s, ctx, conn, x, ticket, start)
+}
+
+// commitEarlier has the earlier writer, early, stamp a row of its member
+// and commit, once the later write (done) has been seen still waiting for
+// it a while.
+func commitEarlier(t *testing.T, ctx context.Context, early pgx.Tx, done <-chan error) {
+	t.Helper()
+	if _, err := early.Exec(ctx, `INSERT INTO cluster_node (cluster_id, name, resource_version) VALUES ('early', 'e0', registry_next_rv())`); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("the later write committed (%v) before the earlier ticket ended", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	if err := early.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // writeBehindAnUnlockedTicket makes the gap to the published ticket wide
