@@ -98,6 +98,9 @@ type MetricsConfig struct {
 	// Interval is how often each member's metrics are scraped, and the
 	// history maintained.
 	Interval time.Duration
+	// Resolution is how often the members' metrics-server takes a sample
+	// (its --metric-resolution).
+	Resolution time.Duration
 	// Retention is how long node metrics samples are kept.
 	Retention time.Duration
 	// ListTimeout and WriteTimeout bound one scrape's list from the member
@@ -137,8 +140,9 @@ func DefaultConfig() Config {
 			ListTimeout: 70 * time.Second,
 		},
 		Metrics: MetricsConfig{
-			Interval:  30 * time.Second,
-			Retention: 24 * time.Hour,
+			Interval:   30 * time.Second,
+			Resolution: time.Minute, // metrics-server's default
+			Retention:  24 * time.Hour,
 			// A scrape of thousands of nodes lists in well under a second.
 			ListTimeout:        20 * time.Second,
 			WriteTimeout:       20 * time.Second,
@@ -189,9 +193,9 @@ func (c *Config) validate() error {
 		s.UnservedRecheck <= 0 || s.MaxRelists < 0 || s.ListTimeout < 0 {
 		errs = append(errs, fmt.Errorf("invalid sync settings %+v", s))
 	}
-	if m := c.Metrics; m.Interval <= 0 || m.ListTimeout <= 0 || m.WriteTimeout <= 0 || m.MaintenanceTimeout <= 0 ||
+	if m := c.Metrics; m.Interval <= 0 || m.Resolution <= 0 || m.ListTimeout <= 0 || m.WriteTimeout <= 0 || m.MaintenanceTimeout <= 0 ||
 		!(m.UsageReporting.Threshold >= 0 && m.UsageReporting.Threshold <= 1) || m.UsageReporting.Period < 0 ||
-		m.UsageReporting.UnknownAfter < MinUsageUnknownAfter(m.Interval) {
+		m.UsageReporting.UnknownAfter < MinUsageUnknownAfter(m) {
 		errs = append(errs, fmt.Errorf("invalid metrics settings %+v", m))
 	}
 	return errors.Join(errs...)

@@ -76,8 +76,8 @@ func usageStaleAfter(m MetricsConfig) time.Duration {
 
 // MinUsageUnknownAfter is the least --usage-unknown-after that does not
 // make a healthy member's usage blink unknown: a sample reaches the
-// registry up to metrics-server's resolution (60s by default) plus a scrape
-// interval after it was taken, and a node missing from one scrape is kept.
-func MinUsageUnknownAfter(interval time.Duration) time.Duration {
-	return 2*interval + time.Minute
+// registry up to metrics-server's resolution plus a scrape interval after
+// it was taken, and a node missing from one scrape is kept.
+func MinUsageUnknownAfter(m MetricsConfig) time.Duration {
+	return 2*m.Interval + m.Resolution
 }

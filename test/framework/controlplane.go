@@ -170,8 +170,9 @@ func (cp *ControlPlane) resolveBinaries(ctx context.Context) error {
 	cp.binDir = binDir
 	cp.platformBinary = cp.opts.PlatformAPIServerBinary
 	if cp.platformBinary == "" {
-		cp.platformBinary = filepath.Join(cp.workDir, "bin", "platform-apiserver")
-		return BuildPlatformAPIServer(ctx, cp.platformBinary)
+		binary, err := sharedPlatformAPIServer(ctx)
+		cp.platformBinary = binary
+		return err
 	}
 	if _, err := os.Stat(cp.platformBinary); err != nil {
 		return fmt.Errorf("platform-apiserver binary (Options.PlatformAPIServerBinary): %w", err)

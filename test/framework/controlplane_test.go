@@ -17,7 +17,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/example/platform-apiserver/test/framework"
-	"github.com/example/platform-apiserver/test/framework/postgres"
 )
 
 // envPlatformBinary names a prebuilt platform-apiserver to test instead of
@@ -25,7 +24,7 @@ import (
 const envPlatformBinary = "PLATFORM_APISERVER_BINARY"
 
 func TestMain(m *testing.M) {
-	os.Exit(postgres.RunTests(m))
+	os.Exit(framework.RunTests(m))
 }
 
 func TestControlPlane(t *testing.T) {

@@ -1,6 +1,7 @@
 package framework
 
 import (
+	"os"
 	"testing"
 
 	"github.com/example/platform-apiserver/test/framework/postgres"
@@ -31,4 +32,15 @@ func ForTest(t testing.TB, opts Options) *ControlPlane {
 		}
 	})
 	return cp
+}
+
+// RunTests runs a test binary's tests, then stops its shared PostgreSQL and
+// removes its shared platform-apiserver build. Call it from TestMain:
+// os.Exit(framework.RunTests(m)).
+func RunTests(m *testing.M) int {
+	code := postgres.RunTests(m)
+	if platformBuild.dir != "" {
+		_ = os.RemoveAll(platformBuild.dir)
+	}
+	return code
 }

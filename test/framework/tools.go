@@ -10,6 +10,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
+	"time"
 
 	"k8s.io/klog/v2"
 )
@@ -91,4 +93,31 @@ func buildCommand(ctx context.Context, pkg, out string) error {
 		return fmt.Errorf("build %s (go build %s in %s): %w\n%s", pkg, pkg, root, err, combined)
 	}
 	return nil
+}
+
+// platformBuild is this process's build of ./cmd/apiserver, shared by every
+// control plane started without Options.PlatformAPIServerBinary: linking it
+// takes about as long as starting the rest of a stack.
+var platformBuild struct {
+	once sync.Once
+	dir  string
+	path string
+	err  error
+}
+
+// sharedPlatformAPIServer builds ./cmd/apiserver once per process (RunTests
+// removes it) and returns its path.
+func sharedPlatformAPIServer(ctx context.Context) (string, error) {
+	platformBuild.once.Do(func() {
+		// Not the first caller's context: a test that ends mid-build must
+		// not leave every later one without a binary.
+		ctx, cancel := context.WithTimeout(klog.NewContext(context.Background(), klog.FromContext(ctx)), 10*time.Minute)
+		defer cancel()
+		if platformBuild.dir, platformBuild.err = os.MkdirTemp("", "platform-apiserver-build-"); platformBuild.err != nil {
+			return
+		}
+		platformBuild.path = filepath.Join(platformBuild.dir, "platform-apiserver")
+		platformBuild.err = BuildPlatformAPIServer(ctx, platformBuild.path)
+	})
+	return platformBuild.path, platformBuild.err
 }

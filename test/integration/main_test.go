@@ -14,11 +14,10 @@ import (
 	"github.com/example/platform-apiserver/pkg/generated/clientset/versioned"
 	"github.com/example/platform-apiserver/pkg/registry/postgres"
 	"github.com/example/platform-apiserver/test/framework"
-	pgtest "github.com/example/platform-apiserver/test/framework/postgres"
 )
 
 func TestMain(m *testing.M) {
-	os.Exit(pgtest.RunTests(m))
+	os.Exit(framework.RunTests(m))
 }
 
 // env is one running stack with the fixture written to its registry.

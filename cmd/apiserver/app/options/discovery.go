@@ -85,6 +85,9 @@ func (o *DiscoveryOptions) AddFlags(fs *pflag.FlagSet) {
 		"asked again. Until then the member counts as synced and its ClusterCapacity shows the API as Absent or Forbidden.")
 	fs.DurationVar(&o.Config.Metrics.Interval, "metrics-interval", o.Config.Metrics.Interval,
 		"How often each member's metrics.k8s.io NodeMetrics are scraped into the registry.")
+	fs.DurationVar(&o.Config.Metrics.Resolution, "metrics-resolution", o.Config.Metrics.Resolution, ""+
+		"How often the members' metrics-server takes a new sample (its --metric-resolution, 60s by default): "+
+		"a sample reaches the registry up to this plus --metrics-interval after it was taken. It sets the least --usage-unknown-after.")
 	fs.DurationVar(&o.Config.Metrics.Retention, "metrics-retention", o.Config.Metrics.Retention,
 		"How long node metrics samples are kept in the history. It is kept in hourly partitions, dropped whole once "+
 			"their hour is older than this, so a sample stays between the retention and the retention plus an hour.")
@@ -105,7 +108,7 @@ func (o *DiscoveryOptions) AddFlags(fs *pflag.FlagSet) {
 		"longer list, or every node of a member whose usage heartbeat stopped (metrics.k8s.io failing, the member unreachable), "+
 		"then shows its usage as unknown (one watch event) rather than a number no longer measured. "+
 		"A member's heartbeat is held to a minute, so its nodes' usage ends up to a minute later than this. "+
-		"At least twice --metrics-interval plus a minute.")
+		"At least twice --metrics-interval plus --metrics-resolution.")
 	configoptions.BindLeaderElectionFlags(&o.Config.LeaderElection, fs)
 	fs.Lookup("leader-elect").Usage = "Share the member clusters among the replicas through Leases in the hosting cluster: " +
 		"each member is mirrored by the replica holding its Lease, and taken over when that replica dies. " +
@@ -162,10 +165,13 @@ func (o *DiscoveryOptions) Validate() []error {
 	if o.Config.Metrics.UsageReporting.Period < 0 {
 		errs = append(errs, fmt.Errorf("--usage-report-period must be 0 (off, the default) or a positive duration (e.g. 5m), got %s", o.Config.Metrics.UsageReporting.Period))
 	}
-	if least := discovery.MinUsageUnknownAfter(o.Config.Metrics.Interval); o.Config.Metrics.Interval > 0 && o.Config.Metrics.UsageReporting.UnknownAfter < least {
-		errs = append(errs, fmt.Errorf("--usage-unknown-after (%s) must be at least %s with --metrics-interval=%s (twice the interval plus a minute, "+
-			"metrics-server's resolution), or a healthy member's usage would blink unknown",
-			o.Config.Metrics.UsageReporting.UnknownAfter, least, o.Config.Metrics.Interval))
+	if o.Config.Metrics.Resolution <= 0 {
+		errs = append(errs, fmt.Errorf("--metrics-resolution must be positive (the members' metrics-server --metric-resolution, e.g. 60s), got %s", o.Config.Metrics.Resolution))
+	}
+	if least := discovery.MinUsageUnknownAfter(o.Config.Metrics); o.Config.Metrics.Interval > 0 && o.Config.Metrics.Resolution > 0 && o.Config.Metrics.UsageReporting.UnknownAfter < least {
+		errs = append(errs, fmt.Errorf("--usage-unknown-after (%s) must be at least %s with --metrics-interval=%s and --metrics-resolution=%s "+
+			"(twice the interval plus the resolution), or a healthy member's usage would blink unknown",
+			o.Config.Metrics.UsageReporting.UnknownAfter, least, o.Config.Metrics.Interval, o.Config.Metrics.Resolution))
 	}
 	if o.Config.Metrics.Retention < o.Config.Metrics.Interval {
 		errs = append(errs, fmt.Errorf("--metrics-retention (%s) must be at least --metrics-interval (%s)", o.Config.Metrics.Retention, o.Config.Metrics.Interval))
