@@ -69,6 +69,7 @@ verify:
 	hack/verify-gomod.sh
 	hack/verify-codegen.sh
 	hack/verify-alerts.sh
+	hack/verify-docs-identifiers.sh
 	@$(MAKE) --no-print-directory lint
 
 ## lint: golangci-lint (.golangci.yml), logcheck (structured, contextual klog) and shellcheck (hack/, .ci/)
