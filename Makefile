@@ -6,7 +6,7 @@ BIN       := _output/bin
 FUZZTIME  ?= 10s
 BENCHTIME ?= 5x
 
-.PHONY: all help build deps tools run test unit integration verify lint generate bench fuzz clean image image-push
+.PHONY: all help build deps tools run test test-slow unit integration verify lint generate bench fuzz clean image image-push
 
 # The linters are Go tools pinned in their own module (hack/lint/go.mod), so
 # their dependencies never enter the server's go.mod.
@@ -54,9 +54,24 @@ image-push:
 run: deps build
 	$(GO) run ./hack/localup --platform-apiserver-binary=$(abspath $(BIN))/platform-apiserver
 
-## test: every test, unit and integration, against real Postgres, etcd and kube-apiserver
+# The slow tier: integration tests that need real wall time (a ten-minute
+# soak, grace periods and staleness bounds, real Prometheus alerts, the image
+# installed in a chroot, hung and failed-over databases, two releases side by
+# side). make test skips them, make test-slow runs only them; CI runs both.
+# hack/verify-test-tiers.sh checks that each names a test of test/integration.
+SLOW_TESTS := TestDiscoveryQuietSoak|TestMonitoring|TestInstall|TestMemberFreshness|TestRegistryHungPrimary|TestRegistryHungStandby|TestRegistryFailover|TestRollingUpgradeSideBySide
+# How many parallel integration tests run at once: most of their time is
+# waiting for a condition, not computing, so more than the cores.
+TEST_PARALLEL ?= 4
+
+## test: the fast tier, every unit and integration test but SLOW_TESTS, against real Postgres, etcd and kube-apiserver
+## (one test: go test -count=1 -run '^TestWatch$' ./test/integration/)
 test: deps tools
-	$(GO) test -count=1 -timeout 60m ./...
+	$(GO) test -count=1 -timeout 30m -parallel $(TEST_PARALLEL) -skip '^($(SLOW_TESTS))$$' ./...
+
+## test-slow: the slow tier, SLOW_TESTS only (about 20 minutes)
+test-slow: deps tools
+	$(GO) test -count=1 -timeout 60m -parallel $(TEST_PARALLEL) -run '^($(SLOW_TESTS))$$' ./test/integration/
 
 ## unit: tests that need no control plane (Postgres is still real)
 unit: deps
@@ -70,6 +85,7 @@ verify:
 	hack/verify-codegen.sh
 	hack/verify-alerts.sh
 	hack/verify-docs-identifiers.sh
+	hack/verify-test-tiers.sh
 	@$(MAKE) --no-print-directory lint
 
 ## lint: golangci-lint (.golangci.yml), logcheck (structured, contextual klog) and shellcheck (hack/, .ci/)

@@ -30,6 +30,7 @@ import (
 // kinds sees, not only once things settle — and its pods and namespaces
 // match the member's ClusterNamespaces.
 func TestClusterCapacity(t *testing.T) {
+	t.Parallel()
 	second := framework.ForTest(t, framework.Options{PlatformAPIServerBinary: os.Getenv("PLATFORM_APISERVER_BINARY")})
 	dir := t.TempDir()
 	e := newMembersEnv(t, dir)

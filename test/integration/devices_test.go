@@ -28,6 +28,7 @@ const draDriver = "gpu.example.com"
 // does not serve resource.k8s.io mirrors everything else and says DRA is
 // absent.
 func TestDevices(t *testing.T) {
+	t.Parallel()
 	second := framework.ForTest(t, framework.Options{
 		PlatformAPIServerBinary: os.Getenv("PLATFORM_APISERVER_BINARY"),
 		ExtraKubeAPIServerArgs:  []string{"--runtime-config=resource.k8s.io/v1=false"},

@@ -30,6 +30,7 @@ const sharedLease = 3 * time.Second
 // lease is replaced; when it wakes up, its batches are fenced out in the
 // registry and the mirror still equals the member.
 func TestDiscoverySharedMembers(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	e := newEnv(t, framework.Options{
 		PlatformAPIServerBinary: os.Getenv("PLATFORM_APISERVER_BINARY"),

@@ -26,6 +26,7 @@ import (
 // member that refuses access (403). TestDiscoveryMemberRemoval has the
 // removal with two replicas, and a members Secret gone missing.
 func TestDiscoveryMembers(t *testing.T) {
+	t.Parallel()
 	const memberGrace = 6 * time.Second
 	binary := os.Getenv("PLATFORM_APISERVER_BINARY")
 	second := framework.ForTest(t, framework.Options{PlatformAPIServerBinary: binary})
@@ -212,6 +213,7 @@ func err2s(err error) string {
 // everything before them; the worker notices the new kube-system uid, drops
 // the cursors and relists, so the rows converge to the new cluster.
 func TestDiscoveryMemberRebuilt(t *testing.T) {
+	t.Parallel()
 	binary := os.Getenv("PLATFORM_APISERVER_BINARY")
 	before := framework.ForTest(t, framework.Options{PlatformAPIServerBinary: binary})
 	dir := t.TempDir()

@@ -255,6 +255,7 @@ func TestDiscoveryQuietSoak(t *testing.T) {
 // a deleted node's samples go with it, and a recreated node starts with no
 // usage.
 func TestDiscoveryUsagePeriodAndRetention(t *testing.T) {
+	t.Parallel()
 	const period = 30 * time.Second
 	e := startMetricsEnv(t, "--usage-report-period="+period.String(), "--metrics-retention=1h")
 	ctx := t.Context()

@@ -16,6 +16,7 @@ import (
 // member changes: readiness reports it, discovery retries with backoff, and
 // once the database is back the mirror equals the member exactly.
 func TestDiscoveryPostgresOutage(t *testing.T) {
+	t.Parallel()
 	db, err := pgtest.Start(t.Context(), pgtest.Options{})
 	if err != nil {
 		t.Fatal(err)

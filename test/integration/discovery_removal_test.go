@@ -40,6 +40,7 @@ const removalGrace = 4 * time.Second
 // for longer than the grace, and comes back: every member stays mirrored
 // meanwhile, and a UsageReport over the earlier hours answers as before.
 func TestDiscoveryMemberRemoval(t *testing.T) {
+	t.Parallel()
 	dirs := []string{t.TempDir(), t.TempDir()}
 	e := newEnv(t, framework.Options{
 		PlatformAPIServerBinary: os.Getenv("PLATFORM_APISERVER_BINARY"),

@@ -24,6 +24,7 @@ const mirrorTimeout = 60 * time.Second
 // the member cluster "local", and checks the mirror through the aggregator.
 // The subtests build on each other and run in order.
 func TestDiscovery(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, framework.Options{
 		PlatformAPIServerBinary: os.Getenv("PLATFORM_APISERVER_BINARY"),
 		StartControllerManager:  true, // namespace deletion

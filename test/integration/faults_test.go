@@ -32,6 +32,7 @@ import (
 // opened before deliver changes made after the promotion, and the informer
 // ends equal to a fresh list.
 func TestRegistryHungPrimary(t *testing.T) {
+	oneFaultTestAtATime(t)
 	primary := pgtest.NewInstance(t, pgtest.Options{})
 	standby := pgtest.NewStandby(t, primary, pgtest.StandbyOptions{})
 	e := newEnv(t, framework.Options{

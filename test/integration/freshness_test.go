@@ -35,6 +35,7 @@ const staleAfter = 2 * time.Minute
 // When writes work again, the member is Synced again and every change made
 // meanwhile arrives.
 func TestMemberFreshness(t *testing.T) {
+	oneFaultTestAtATime(t)
 	e := newEnv(t, framework.Options{
 		PlatformAPIServerBinary: os.Getenv("PLATFORM_APISERVER_BINARY"),
 		ExtraPlatformArgs: []string{"--cluster-id=local", "--kubeconfig=kubeconfig", "--discovery-batch-delay=50ms",

@@ -35,6 +35,7 @@ import (
 // versions a client sees never go backwards across replicas, nor does an
 // informer's; and the standby serves reads.
 func TestRegistryStandbyServesReplicas(t *testing.T) {
+	t.Parallel()
 	primary := pgtest.NewInstance(t, pgtest.Options{})
 	standby := pgtest.NewStandby(t, primary, pgtest.StandbyOptions{})
 	// As the chart passes it: from a file (a mounted Secret).
@@ -144,6 +145,7 @@ func TestRegistryStandbyServesReplicas(t *testing.T) {
 // or gets 410 and relists, and in the end the mirror equals the member and
 // every watcher and informer holds exactly what a list returns.
 func TestRegistryFailover(t *testing.T) {
+	oneFaultTestAtATime(t)
 	primary := pgtest.NewInstance(t, pgtest.Options{})
 	standby := pgtest.NewStandby(t, primary, pgtest.StandbyOptions{})
 	e := newEnv(t, framework.Options{

@@ -22,6 +22,7 @@ import (
 // standby's silence is not taken for the primary's), and no registry
 // write fails; changes keep arriving (docs/faults.md).
 func TestRegistryHungStandby(t *testing.T) {
+	oneFaultTestAtATime(t)
 	primary := pgtest.NewInstance(t, pgtest.Options{})
 	standby := pgtest.NewStandby(t, primary, pgtest.StandbyOptions{})
 	e := newEnv(t, framework.Options{

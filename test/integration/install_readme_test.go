@@ -78,6 +78,7 @@ func readmeMentions(t *testing.T, text string) {
 }
 
 func TestSplitCommands(t *testing.T) {
+	t.Parallel()
 	got := splitCommands("a b \\\n  c\n# comment\n\ncat > f <<EOF\nx: $Y\nEOF\nd\n")
 	want := []string{"a b  c", "cat > f <<EOF\nx: $Y\nEOF", "d"}
 	if strings.Join(got, "|") != strings.Join(want, "|") {

@@ -70,6 +70,7 @@ type installEnv struct {
 //     ClusterRole and refused without it, `migrate status` runs in the pod;
 //     then the README's uninstall commands remove it.
 func TestInstall(t *testing.T) {
+	oneFaultTestAtATime(t)
 	if os.Geteuid() != 0 {
 		t.Fatal("TestInstall runs the image's filesystem with chroot, which needs root (as make test runs on this project's machines)")
 	}

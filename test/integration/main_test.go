@@ -84,6 +84,7 @@ func (e *env) kubectlFails(ctx context.Context, t *testing.T, kubeconfig string,
 // TestReadPath runs every read-path behaviour against one stack; each
 // subtest reads only, so they share the fixture.
 func TestReadPath(t *testing.T) {
+	t.Parallel()
 	e := setup(t)
 	t.Run("kubectl tables", e.testTables)
 	t.Run("kubectl yaml", e.testYAML)

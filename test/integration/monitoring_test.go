@@ -39,6 +39,7 @@ const (
 // query of files/dashboard.json answers at least one series with a number,
 // and its variables the members and the namespace.
 func TestMonitoring(t *testing.T) {
+	t.Parallel()
 	root, err := framework.ModuleRoot()
 	if err != nil {
 		t.Fatal(err)

@@ -88,7 +88,7 @@ func (s placementShape) pod(ns string, i int) *corev1.Pod {
 // answer is flagged stale with its age; and a tenant allowed one member
 // gets 403 for the other.
 func TestPlacementReport(t *testing.T) {
-	t.Parallel() // alongside TestDiscoveryMetrics, which mostly waits
+	t.Parallel()
 	dir := t.TempDir()
 	e := newEnv(t, framework.Options{
 		PlatformAPIServerBinary: os.Getenv("PLATFORM_APISERVER_BINARY"),

@@ -21,6 +21,7 @@ import (
 // server: readiness must say so, reads must answer 503 with a message that
 // names the registry, and liveness must hold (a restart would not help).
 func TestRegistryUnavailable(t *testing.T) {
+	t.Parallel()
 	db, err := pgtest.Start(t.Context(), pgtest.Options{})
 	if err != nil {
 		t.Fatal(err)

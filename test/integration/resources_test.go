@@ -30,6 +30,7 @@ const freeGPUs = "status.available.other.nvidia.com/gpu!=0"
 // watch, which sees a node leave when a pod takes its last GPU; -o wide
 // shows GPUs free over allocatable.
 func TestOtherResources(t *testing.T) {
+	t.Parallel()
 	e := newSimulatorEnv(t)
 	ctx := t.Context()
 	for _, n := range []framework.SimulatedNode{

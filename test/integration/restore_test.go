@@ -23,6 +23,7 @@ import (
 // never go back), discovery mirrors what the restore lost, and watcher,
 // informer and mirror end equal to the member (docs/faults.md).
 func TestRegistryRestoredFromSnapshot(t *testing.T) {
+	t.Parallel()
 	primary := pgtest.NewInstance(t, pgtest.Options{})
 	e := newEnv(t, framework.Options{
 		PlatformAPIServerBinary: os.Getenv("PLATFORM_APISERVER_BINARY"),

@@ -38,6 +38,7 @@ const (
 // within a second, /readyz stays 200, and the registry's database never
 // has more than 2 sessions writing to a client or idle in a transaction.
 func TestSlowWatchClients(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, framework.Options{PlatformAPIServerBinary: os.Getenv("PLATFORM_APISERVER_BINARY")})
 	seeding := time.Now()
 	e.seedNodes(t, "slow", slowNodes, 0)

@@ -29,6 +29,7 @@ const previousRelease = "cb040d9083023b2442a0022232dd9ea64a8e596d"
 // each kind's informer, opened on the old release, equals a fresh list at
 // the end, and the mirror equals the member (docs/upgrades.md).
 func TestRollingUpgradeSideBySide(t *testing.T) {
+	oneFaultTestAtATime(t)
 	ctx := t.Context()
 	old, err := framework.BuildRelease(ctx, previousRelease)
 	if errors.Is(err, framework.ErrReleaseNotInHistory) {

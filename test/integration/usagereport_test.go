@@ -27,6 +27,7 @@ import (
 // kube-controller-manager aggregates the shipped platform-viewer into view
 // for the access checks (usagereport_access_test.go).
 func TestUsageReports(t *testing.T) {
+	t.Parallel()
 	setupWith(t, framework.Options{PlatformAPIServerBinary: os.Getenv("PLATFORM_APISERVER_BINARY"), StartControllerManager: true}).testUsageReports(t)
 }
 

@@ -30,7 +30,7 @@ import (
 // replica without a list, served from its window of recent changes;
 // resumes older than the window share a few kind-filtered history queries.
 func TestWatchAtScale(t *testing.T) {
-	t.Parallel() // alongside TestDiscoveryMetrics, which mostly waits
+	t.Parallel()
 	e := setupWith(t, framework.Options{
 		PlatformAPIServerBinary: os.Getenv("PLATFORM_APISERVER_BINARY"),
 		// As a Deployment runs it: while it shuts down it answers 429, which

@@ -28,6 +28,7 @@ import (
 // TestWatch covers watch semantics through the aggregator on a stack of its
 // own, with short bookmark and poll intervals.
 func TestWatch(t *testing.T) {
+	t.Parallel()
 	e := setupWith(t, framework.Options{
 		PlatformAPIServerBinary: os.Getenv("PLATFORM_APISERVER_BINARY"),
 		ExtraPlatformArgs:       []string{"--watch-bookmark-interval=1s", "--watch-poll-interval=200ms"},
@@ -43,6 +44,7 @@ func TestWatch(t *testing.T) {
 // default bookmark interval (1m) keeps the informer's resourceVersion at its
 // last NodeCapacity event, so compaction can overtake it.
 func TestInformer(t *testing.T) {
+	t.Parallel()
 	e := setupWith(t, framework.Options{
 		PlatformAPIServerBinary: os.Getenv("PLATFORM_APISERVER_BINARY"),
 		// As a Deployment would run it: on SIGTERM keep serving for a moment,
