@@ -6,7 +6,7 @@ BIN       := _output/bin
 FUZZTIME  ?= 10s
 BENCHTIME ?= 5x
 
-.PHONY: all help build deps tools run test test-slow unit integration verify lint generate bench fuzz clean image image-push
+.PHONY: all help build deps tools run test test-slow unit integration verify lint generate update-schema bench fuzz clean image image-push
 
 # The linters are Go tools pinned in their own module (hack/lint/go.mod), so
 # their dependencies never enter the server's go.mod.
@@ -77,12 +77,13 @@ test-slow: deps tools
 unit: deps
 	$(GO) test -count=1 $$($(GO) list ./... | grep -v /test/)
 
-## verify: every check CI runs besides the tests: gofmt, vet, tidy, generated code, the alerts (promtool) and lint
+## verify: every check CI runs besides the tests: gofmt, vet, tidy, generated code, the registry's schema.sql, the alerts (promtool) and lint
 verify:
 	hack/verify-gofmt.sh
 	$(GO) vet ./...
 	hack/verify-gomod.sh
 	hack/verify-codegen.sh
+	hack/verify-schema.sh
 	hack/verify-alerts.sh
 	hack/verify-docs-identifiers.sh
 	hack/verify-test-tiers.sh
@@ -97,6 +98,10 @@ lint:
 ## generate: regenerate deepcopy, conversion, OpenAPI, clientset, listers and informers
 generate:
 	hack/update-codegen.sh
+
+## update-schema: regenerate pkg/registry/postgres/schema/schema.sql from a throwaway PostgreSQL 15, migrated from empty
+update-schema: deps
+	hack/update-schema.sh
 
 ## fuzz: run each fuzz target for FUZZTIME
 fuzz:

@@ -11,7 +11,9 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"k8s.io/klog/v2"
 
@@ -91,36 +93,111 @@ func migrations() ([]migration, error) {
 	return out, nil
 }
 
-// Migrate applies every pending migration, each in its own transaction. An
+// Migrate applies every pending migration, each in its own transaction,
+// and the function sources (migrate_sources.go) that changed, in the
+// transaction of the last migration it applies or in one of their own. An
 // advisory lock makes replicas that start together take turns.
 func (s *Store) Migrate(ctx context.Context) error {
+	return s.migrateUp(ctx, -1, functionFiles)
+}
+
+// migrateUp applies the pending migrations up to version through (all if
+// < 0), then the function sources of fsys unless it is nil. A binary that
+// does not know every applied migration leaves the sources alone: a newer
+// one applied them, and this one's would be older.
+func (s *Store) migrateUp(ctx context.Context, through int, fsys fs.FS) error {
 	all, err := migrations()
 	if err != nil {
 		return err
 	}
+	var sources []functionSource
+	if fsys != nil {
+		if sources, err = functionSources(fsys); err != nil {
+			return err
+		}
+	}
+	logger := klog.FromContext(ctx)
 	return s.withMigrationLock(ctx, func(conn *pgxpool.Conn) error {
 		applied, err := appliedVersions(ctx, conn)
 		if err != nil {
 			return err
 		}
+		known := make(map[int]bool, len(all))
+		var pending []migration
 		for _, m := range all {
-			if applied[m.Version] {
-				continue
+			known[m.Version] = true
+			if !applied[m.Version] && (through < 0 || m.Version <= through) {
+				pending = append(pending, m)
 			}
-			err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		}
+		for v := range applied {
+			if sources != nil && !known[v] {
+				logger.Info("Not applying the registry's function sources: a newer binary applied migrations this one does not know", "migration", v)
+				sources = nil
+			}
+		}
+		logSources := func(names []string) {
+			if len(names) > 0 {
+				logger.Info("Applied registry function sources", "count", len(names), "functions", names)
+			}
+		}
+		for i, m := range pending {
+			withSources := sources != nil && i == len(pending)-1
+			var done []string
+			err := migrationTx(ctx, conn, func(tx pgx.Tx) error {
 				if _, err := tx.Exec(ctx, m.Up); err != nil {
 					return err
 				}
-				_, err := tx.Exec(ctx, sqlMigrateRecord, m.Version, m.Name)
+				if _, err := tx.Exec(ctx, sqlMigrateRecord, m.Version, m.Name); err != nil {
+					return err
+				}
+				if withSources {
+					done, err = applyFunctionSources(ctx, tx, sources)
+				}
 				return err
 			})
 			if err != nil {
-				return fmt.Errorf("apply migration %s: %w", m.Name, interpretError(err))
+				what := "migration " + m.Name
+				if withSources {
+					what += " and the function sources"
+				}
+				return fmt.Errorf("apply %s: %w", what, interpretError(err))
 			}
-			klog.FromContext(ctx).Info("Applied registry migration", "migration", m.Name)
+			logger.Info("Applied registry migration", "migration", m.Name)
+			logSources(done)
 		}
+		if sources == nil || len(pending) > 0 {
+			return nil
+		}
+		var done []string
+		err = migrationTx(ctx, conn, func(tx pgx.Tx) error {
+			done, err = applyFunctionSources(ctx, tx, sources)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("apply the function sources: %w", interpretError(err))
+		}
+		logSources(done)
 		return nil
 	})
+}
+
+// migrationAttempts bounds the runs of a migration's transaction that
+// PostgreSQL ended to break a deadlock: its DDL locks tables that writers
+// of a release running beside it may hold while they wait for a lock it
+// holds (registry_state's, say, taken by a trigger it defines).
+const migrationAttempts = 3
+
+// migrationTx runs fn in a transaction on conn, again after a deadlock.
+func migrationTx(ctx context.Context, conn *pgxpool.Conn, fn func(pgx.Tx) error) error {
+	for attempt := 1; ; attempt++ {
+		err := pgx.BeginFunc(ctx, conn, fn)
+		var pgErr *pgconn.PgError
+		if err == nil || attempt == migrationAttempts || !errors.As(err, &pgErr) || pgErr.Code != pgerrcode.DeadlockDetected {
+			return err
+		}
+		klog.FromContext(ctx).Info("Registry migration ended by a deadlock; running it again", "attempt", attempt, "err", err)
+	}
 }
 
 // MigrateDown reverts the newest steps applied migrations (all if steps < 0).

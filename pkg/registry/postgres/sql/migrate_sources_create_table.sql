@@ -1,0 +1,9 @@
+-- The function sources (schema/functions/<name>.sql) applied to this
+-- database: the sha256 of the file and of its function's definition
+-- (pg_get_functiondef) as applying it left them.
+CREATE TABLE IF NOT EXISTS registry_schema_sources (
+	name              text COLLATE "C" PRIMARY KEY,
+	sha256            text NOT NULL,
+	definition_sha256 text NOT NULL,
+	applied_at        timestamptz NOT NULL DEFAULT now()
+)
