@@ -1,0 +1,202 @@
+package postgres_test
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/example/platform-apiserver/pkg/registry/postgres"
+	"github.com/example/platform-apiserver/pkg/registry/store"
+)
+
+// schemaFile is the checked-in schema (hack/update-schema.sh writes it).
+const schemaFile = "schema/schema.sql"
+
+// lastMigrationBeforeSources is the newest migration of the releases that
+// had no function sources (main before issue 51).
+const lastMigrationBeforeSources = 28
+
+// TestSchemaIsAFreshMigration: schema/schema.sql is the schema of an empty
+// database migrated by Store.Migrate.
+func TestSchemaIsAFreshMigration(t *testing.T) {
+	t.Parallel()
+	s, b := setupUnmigrated(t, postgres.Options{})
+	if err := s.Migrate(b.ctx); err != nil {
+		t.Fatal(err)
+	}
+	checkSchemaFile(t, "a fresh migration", dumpSchema(t, b))
+}
+
+// TestSchemaUpgradeFromReleaseBeforeSources: a registry migrated and written
+// by a release from before the function sources upgrades in place to
+// exactly schema/schema.sql, every row of every table intact, and works on.
+//
+// That release's registry is made by this binary's migrations 001 to 028
+// without the function sources: they are main's as of 0dfaf63 (migrations
+// 023 and 025 now state the bodies they set instead of rewriting others'
+// text, with the same result, which a dump after every up and down step
+// showed when they changed), so the test needs neither git history nor a
+// copy of the old schema.
+func TestSchemaUpgradeFromReleaseBeforeSources(t *testing.T) {
+	t.Parallel()
+	s, b := setupUnmigrated(t, postgres.Options{})
+	ctx := b.ctx
+	if err := s.MigrateThrough(ctx, lastMigrationBeforeSources); err != nil {
+		t.Fatal(err)
+	}
+	conn := b.connect(t)
+	var sourcesTable *string
+	if err := conn.QueryRow(ctx, `SELECT to_regclass('registry_schema_sources')::text`).Scan(&sourcesTable); err != nil || sourcesTable != nil {
+		t.Fatalf("before the upgrade: registry_schema_sources %v, %v; want none", sourcesTable, err)
+	}
+
+	// A member with a row in every table its writes reach.
+	fence, err := s.ClaimMember(ctx, "c", "replica-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.CheckMemberIdentity(ctx, fence, "uid-kube-system"); err != nil {
+		t.Fatal(err)
+	}
+	batch := store.Batch{ClusterID: "c", Epoch: fence.Epoch, Failovers: fence.Failovers,
+		Namespaces: []store.Namespace{namespace("a"), namespace("b")},
+		Nodes:      []store.Node{node("n1", 4000, 8<<30), node("n2", 2000, 4<<30)},
+		Pods:       []store.Pod{pod("a", "p1", "n1", 500, 1<<30), pod("b", "p2", "n2", 250, 1<<29), pod("a", "pending", "", 100, 1<<20)},
+		Quotas:     []store.Quota{{Namespace: "a", Name: "compute", Hard: map[string]string{"requests.cpu": "2"}, Used: map[string]string{"requests.cpu": "600m"}}},
+		Slices:     []store.ResourceSlice{slice("n1-gpus", "n1", 1, 4)},
+		Claims:     []store.ResourceClaim{claim("a", "train", "n1", "gpu-0", "gpu-1")},
+		Cursors:    map[store.Resource]string{store.ResourceNodes: "17", store.ResourcePods: "42"},
+	}
+	mustApply(t, s, ctx, batch)
+	now := time.Now().UTC().Truncate(time.Second)
+	if _, err := s.RecordNodeMetrics(ctx, fence, []store.NodeMetricsSample{
+		{ClusterID: "c", Node: "n1", CPUNanoCores: 1.5e9, MemoryBytes: 3 << 30, ObservedAt: now.Add(-time.Minute)},
+		{ClusterID: "c", Node: "n2", CPUNanoCores: 0.5e9, MemoryBytes: 1 << 30, ObservedAt: now},
+	}, policy); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.RecordNamespaceMetrics(ctx, fence, []store.NamespaceMetricsSample{
+		{ClusterID: "c", Namespace: "a", CPUNanoCores: 0.4e9, MemoryBytes: 1 << 30, Pods: 1, ObservedAt: now},
+	}, policy); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RecordMemberState(ctx, fence, store.MemberStatus{State: store.MemberSynced, LastUsage: now, CompleteAsOf: now}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.MaintainNodeMetrics(ctx, store.MetricsMaintenance{Now: now, RetainAfter: now.Add(-time.Hour),
+		UnknownBefore: now.Add(-5 * time.Minute), Interval: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	// A deletion, for a tombstone in the change log.
+	mustApply(t, s, ctx, store.Batch{ClusterID: "c", Epoch: fence.Epoch, Failovers: fence.Failovers,
+		Deleted: store.Keys{store.ResourceNamespaces: {{Name: "b"}}}})
+
+	before := tableRows(t, b)
+	for _, table := range []string{"cluster_namespace", "cluster_node", "cluster_capacity", "cluster_pod", "cluster_resource_quota",
+		"cluster_resource_slice", "cluster_resource_claim", "cluster_claim_device", "cluster_node_metrics", "cluster_node_usage_hourly",
+		"cluster_namespace_usage_hourly", "discovery_cursor", "discovery_member", "registry_change", "registry_task"} {
+		if before[table] == "[]" {
+			t.Errorf("the test wrote no row to %s", table)
+		}
+	}
+	version := registryRV(t, s, ctx)
+
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatalf("upgrade: %v", err)
+	}
+	after := tableRows(t, b)
+	delete(after, "registry_schema_sources")
+	for table, rows := range before {
+		if after[table] != rows {
+			t.Errorf("%s's rows changed in the upgrade:\nbefore %s\nafter  %s", table, rows, after[table])
+		}
+	}
+	if len(after) != len(before) {
+		t.Errorf("tables after the upgrade: %d, before: %d", len(after), len(before))
+	}
+	checkSchemaFile(t, "an upgrade of a registry before the function sources", dumpSchema(t, b))
+
+	// It works on: a write is logged at a version past the old present.
+	mustApply(t, s, ctx, store.Batch{ClusterID: "c", Epoch: fence.Epoch, Failovers: fence.Failovers,
+		Nodes: []store.Node{node("n3", 8000, 16<<30)}})
+	if n := getNode(t, s, ctx, "c", "n3"); n.ResourceVersion <= version {
+		t.Errorf("a node written after the upgrade has version %d, not above %d", n.ResourceVersion, version)
+	}
+	c, err := s.GetClusterCapacity(ctx, "c")
+	if err != nil || c.Nodes != 3 {
+		t.Errorf("ClusterCapacity after the upgrade: %+v, %v; want 3 nodes", c, err)
+	}
+}
+
+// tableRows reads every row of every table of the test's database, by
+// table, as JSON in a stable order.
+func tableRows(t *testing.T, b testBundle) map[string]string {
+	t.Helper()
+	conn := b.connect(t)
+	rows, err := conn.Query(b.ctx, `SELECT tablename FROM pg_tables WHERE schemaname = current_schema() ORDER BY 1`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tables []string
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			t.Fatal(err)
+		}
+		tables = append(tables, name)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	out := make(map[string]string, len(tables))
+	for _, table := range tables {
+		var j string
+		if err := conn.QueryRow(b.ctx, fmt.Sprintf(`SELECT coalesce(jsonb_agg(to_jsonb(t) ORDER BY to_jsonb(t)::text), '[]')::text FROM %q t`, table)).Scan(&j); err != nil {
+			t.Fatalf("rows of %s: %v", table, err)
+		}
+		out[table] = j
+	}
+	return out
+}
+
+// dumpSchema is postgres.DumpSchema of the test's database. schema.sql is
+// a dump of PostgreSQL 15: on another server (TEST_DATABASE_URL) the test
+// is skipped.
+func dumpSchema(t *testing.T, b testBundle) string {
+	t.Helper()
+	var version int
+	if err := b.connect(t).QueryRow(b.ctx, `SELECT current_setting('server_version_num')::int`).Scan(&version); err != nil {
+		t.Fatal(err)
+	}
+	if version/10000 != 15 {
+		t.Skipf("%s is a dump of PostgreSQL 15; this server is %d", schemaFile, version)
+	}
+	dump, err := postgres.DumpSchema(b.ctx, b.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(dump)
+}
+
+// checkSchemaFile fails unless got is schema/schema.sql, showing where
+// they differ first.
+func checkSchemaFile(t *testing.T, what, got string) {
+	t.Helper()
+	want, err := os.ReadFile(schemaFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got == string(want) {
+		return
+	}
+	g, w := strings.Split(got, "\n"), strings.Split(string(want), "\n")
+	i := 0
+	for i < len(g) && i < len(w) && g[i] == w[i] {
+		i++
+	}
+	from := max(i-3, 0)
+	t.Errorf("the schema of %s is not %s (run make update-schema if the change is meant): from line %d it has\n%s\nwhere the file has\n%s",
+		what, schemaFile, i+1, strings.Join(g[from:min(i+8, len(g))], "\n"), strings.Join(w[from:min(i+8, len(w))], "\n"))
+}

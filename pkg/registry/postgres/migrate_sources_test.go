@@ -1,0 +1,291 @@
+package postgres
+
+import (
+	"maps"
+	"path"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"testing/fstest"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	pgtest "github.com/example/platform-apiserver/test/framework/postgres"
+)
+
+// lastMigrationWithFunctions is the newest migration that may define a
+// function or trigger: later ones leave them to schema/functions.
+const lastMigrationWithFunctions = 28
+
+// TestMigrateAppliesOnlyTheSourcesThatChanged: Migrate applies a function
+// source again when its file changed or its function is no longer what
+// applying it left, and no other; forgets a source this binary does not
+// have; and leaves the sources alone when the database has a migration
+// this binary does not know.
+func TestMigrateAppliesOnlyTheSourcesThatChanged(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	dsn := pgtest.NewTestDatabase(t)
+	s := openStore(t, dsn, Options{})
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	embedded := sourceFiles(t)
+	all := slices.Sorted(maps.Keys(embedded))
+
+	// migrate runs Migrate with files and returns the sources it applied.
+	long := time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+	migrate := func(step string, files map[string]string) []string {
+		t.Helper()
+		if _, err := conn.Exec(ctx, `UPDATE registry_schema_sources SET applied_at = $1`, long); err != nil {
+			t.Fatal(err)
+		}
+		mfs := fstest.MapFS{}
+		for name, sql := range files {
+			mfs[path.Join(functionsDir, name+".sql")] = &fstest.MapFile{Data: []byte(sql)}
+		}
+		if err := s.migrateUp(ctx, -1, mfs); err != nil {
+			t.Fatalf("%s: Migrate: %v", step, err)
+		}
+		rows, err := conn.Query(ctx, `SELECT name FROM registry_schema_sources WHERE applied_at <> $1 ORDER BY name`, long)
+		if err != nil {
+			t.Fatal(err)
+		}
+		applied, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return applied
+	}
+	source := func(fn string) string {
+		t.Helper()
+		var src string
+		if err := conn.QueryRow(ctx, `SELECT prosrc FROM pg_proc WHERE oid = $1::regproc`, fn).Scan(&src); err != nil {
+			t.Fatal(err)
+		}
+		return src
+	}
+	recorded := func() []string {
+		t.Helper()
+		rows, err := conn.Query(ctx, `SELECT name FROM registry_schema_sources ORDER BY name`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return names
+	}
+
+	if got := recorded(); !slices.Equal(got, all) {
+		t.Fatalf("after Migrate the sources recorded are %v, want every file: %v", got, all)
+	}
+	if got := migrate("nothing changed", embedded); len(got) != 0 {
+		t.Errorf("nothing changed: applied %v, want none", got)
+	}
+
+	changed := maps.Clone(embedded)
+	changed["registry_notify"] = strings.Replace(embedded["registry_notify"], "    RETURN NULL;", "    -- a changed body\n    RETURN NULL;", 1)
+	if got := migrate("one file changed", changed); !slices.Equal(got, []string{"registry_notify"}) {
+		t.Errorf("one file changed: applied %v, want registry_notify", got)
+	}
+	if !strings.Contains(source("registry_notify"), "a changed body") {
+		t.Errorf("registry_notify is not its changed file's: %s", source("registry_notify"))
+	}
+	if got := migrate("the same files again", changed); len(got) != 0 {
+		t.Errorf("the same files again: applied %v, want none", got)
+	}
+
+	// A binary older than the database's newest migration leaves them.
+	if _, err := conn.Exec(ctx, `INSERT INTO schema_migrations (version, name) VALUES (999, '999_from_the_future')`); err != nil {
+		t.Fatal(err)
+	}
+	if got := migrate("a newer binary migrated", embedded); len(got) != 0 || !strings.Contains(source("registry_notify"), "a changed body") {
+		t.Errorf("a newer binary migrated: applied %v, registry_notify %s; want none applied", got, source("registry_notify"))
+	}
+	if _, err := conn.Exec(ctx, `DELETE FROM schema_migrations WHERE version = 999`); err != nil {
+		t.Fatal(err)
+	}
+
+	// A function replaced behind the migrator's back, one dropped (a
+	// migration may drop one to change its signature), and registry_notify
+	// back to its embedded file.
+	if _, err := conn.Exec(ctx, `CREATE OR REPLACE FUNCTION cluster_capacity_room(free_cpu numeric, free_memory numeric) RETURNS boolean LANGUAGE sql IMMUTABLE AS 'SELECT true';
+		DROP FUNCTION usage_bucket(bigint)`); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := migrate("functions changed in the database", embedded), []string{"cluster_capacity_room", "registry_notify", "usage_bucket"}; !slices.Equal(got, want) {
+		t.Errorf("functions changed in the database: applied %v, want %v", got, want)
+	}
+	if src := source("cluster_capacity_room"); strings.Contains(src, "true") || strings.Contains(source("registry_notify"), "a changed body") {
+		t.Errorf("not back to their files: cluster_capacity_room %q, registry_notify %q", src, source("registry_notify"))
+	}
+
+	// A file this binary no longer has is forgotten.
+	fewer := maps.Clone(embedded)
+	delete(fewer, "usage_bucket")
+	migrate("a file removed", fewer)
+	if got := recorded(); slices.Contains(got, "usage_bucket") || len(got) != len(all)-1 {
+		t.Errorf("a file removed: recorded %v, want all but usage_bucket", got)
+	}
+	if got := migrate("the file back", embedded); !slices.Equal(got, []string{"usage_bucket"}) {
+		t.Errorf("the file back: applied %v, want usage_bucket", got)
+	}
+
+	// A file must define the function it is named after.
+	misnamed := maps.Clone(embedded)
+	misnamed["no_such_function"] = embedded["cluster_node_tainted"]
+	mfs := fstest.MapFS{}
+	for name, sql := range misnamed {
+		mfs[path.Join(functionsDir, name+".sql")] = &fstest.MapFile{Data: []byte(sql)}
+	}
+	if err := s.migrateUp(ctx, -1, mfs); err == nil || !strings.Contains(err.Error(), "no_such_function.sql defines no function no_such_function") {
+		t.Errorf("a misnamed file: Migrate = %v, want an error naming it", err)
+	}
+}
+
+// TestEveryFunctionHasItsSource: each function of a migrated registry is
+// defined by the file of its name in schema/functions, but the update log
+// functions registry_define_log_update makes, each what its template makes
+// now; each aggregate and trigger is defined in the file of the function
+// it runs.
+func TestEveryFunctionHasItsSource(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s := migratedStore(t)
+	files := sourceFiles(t)
+	conn, err := s.writes.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+
+	// The view tables whose update log function the template makes.
+	generated := map[string]string{}
+	for _, m := range regexp.MustCompile(`(?m)^SELECT registry_define_log_update\('(\w+)', '(\w+)'\);$`).FindAllStringSubmatch(files["registry_define_log_update"], -1) {
+		generated["registry_log_update_"+m[1]] = m[2]
+	}
+	rows, err := conn.Query(ctx, `SELECT p.proname, p.prokind::text, coalesce(a.aggtransfn::regproc::text, '') FROM pg_proc p
+		LEFT JOIN pg_aggregate a ON a.aggfnoid = p.oid WHERE p.pronamespace = current_schema()::regnamespace ORDER BY 1`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		name, kind, step string
+		functions        int
+	)
+	if _, err := pgx.ForEachRow(rows, []any{&name, &kind, &step}, func() error {
+		_, ok := files[name]
+		switch {
+		case kind == "a":
+			if !strings.Contains(files[step], "CREATE OR REPLACE AGGREGATE "+name+"(") {
+				t.Errorf("aggregate %s is not defined in %s.sql, the file of its step function", name, step)
+			}
+		case generated[name] != "":
+			functions++
+		case !ok:
+			t.Errorf("function %s has no file %s/%s.sql", name, functionsDir, name)
+		default:
+			functions++
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if want := len(files) + len(generated); functions != want {
+		t.Errorf("%d functions, want %d: one per file and %d made by registry_define_log_update", functions, want, len(generated))
+	}
+
+	rows, err = conn.Query(ctx, `SELECT g.tgname, g.tgrelid::regclass::text, p.proname FROM pg_trigger g JOIN pg_proc p ON p.oid = g.tgfoid
+		WHERE NOT g.tgisinternal ORDER BY 1`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var trigger, table string
+	if _, err := pgx.ForEachRow(rows, []any{&trigger, &table, &name}, func() error {
+		switch {
+		case generated[name] != "":
+			if trigger != table+"_log_update" || name != "registry_log_update_"+table {
+				t.Errorf("trigger %s on %s runs %s, want %s_log_update running registry_log_update_%s", trigger, table, name, table, table)
+			}
+		case !strings.Contains(files[name], "CREATE OR REPLACE TRIGGER "+trigger+" "):
+			t.Errorf("trigger %s is not defined in %s.sql, the file of the function it runs", trigger, name)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+
+	// Made anew from the template, each update log function is unchanged.
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	for fn, kind := range generated {
+		table := strings.TrimPrefix(fn, "registry_log_update_")
+		var before, after string
+		if err := tx.QueryRow(ctx, `SELECT pg_get_functiondef($1::regproc)`, fn).Scan(&before); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tx.Exec(ctx, `SELECT registry_define_log_update($1::regclass, $2)`, table, kind); err != nil {
+			t.Fatal(err)
+		}
+		if err := tx.QueryRow(ctx, `SELECT pg_get_functiondef($1::regproc)`, fn).Scan(&after); err != nil {
+			t.Fatal(err)
+		}
+		if before != after {
+			t.Errorf("%s is not what registry_define_log_update makes now: a migration changed %s without calling it", fn, table)
+		}
+	}
+}
+
+// TestMigrationsLeaveFunctionsToSources: no migration after
+// lastMigrationWithFunctions defines a function, aggregate or trigger
+// (their down files may restore an older body), and none rewrites a
+// function's text.
+func TestMigrationsLeaveFunctionsToSources(t *testing.T) {
+	t.Parallel()
+	all, err := migrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defines := regexp.MustCompile(`(?i)\bCREATE\s+(OR\s+REPLACE\s+)?(FUNCTION|PROCEDURE|AGGREGATE|(CONSTRAINT\s+)?TRIGGER)\b`)
+	rewrites := regexp.MustCompile(`(?i)\b(pg_get_functiondef|prosrc)\b`)
+	for _, m := range all {
+		if m.Version > lastMigrationWithFunctions && defines.MatchString(m.Up) {
+			t.Errorf("migration %s defines %q: functions and their triggers belong in %s (docs/registry.md, \"Where the schema lives\")",
+				m.Name, defines.FindString(m.Up), functionsDir)
+		}
+		for dir, sql := range map[string]string{"up": m.Up, "down": m.Down} {
+			if rewrites.MatchString(sql) {
+				t.Errorf("migration %s.%s.sql reads a function's text (%s): state the body instead", m.Name, dir, rewrites.FindString(sql))
+			}
+		}
+	}
+}
+
+// sourceFiles reads the embedded function sources, by name.
+func sourceFiles(t *testing.T) map[string]string {
+	t.Helper()
+	sources, err := functionSources(functionFiles)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, src := range sources {
+		out[src.Name] = src.SQL
+	}
+	if len(out) == 0 {
+		t.Fatalf("no files in %s", functionsDir)
+	}
+	return out
+}
