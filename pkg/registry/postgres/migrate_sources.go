@@ -85,7 +85,7 @@ func applyFunctionSources(ctx context.Context, tx pgx.Tx, sources []functionSour
 	if err != nil {
 		return nil, err
 	}
-	var applied []string
+	var applied []functionSource
 	for _, src := range sources {
 		st := states[src.Name]
 		if st.sha256 != nil && *st.sha256 == src.SHA256 && st.definition != nil && *st.recordedDefinition == *st.definition {
@@ -99,23 +99,43 @@ func applyFunctionSources(ctx context.Context, tx pgx.Tx, sources []functionSour
 		if _, err := tx.Exec(ctx, src.SQL); err != nil {
 			return nil, fmt.Errorf("%s/%s.sql: %w", functionsDir, src.Name, err)
 		}
-		now, err := readSourceStates(ctx, tx, []string{src.Name})
-		if err != nil {
+		applied = append(applied, src)
+	}
+	var done []string
+	if len(applied) > 0 {
+		if done, err = recordFunctionSources(ctx, tx, applied); err != nil {
 			return nil, err
 		}
-		def := now[src.Name].definition
-		if def == nil {
-			return nil, fmt.Errorf("%s/%s.sql defines no function %s", functionsDir, src.Name, src.Name)
-		}
-		if _, err := tx.Exec(ctx, sqlMigrateSourcesRecord, src.Name, src.SHA256, *def); err != nil {
-			return nil, fmt.Errorf("record %s/%s.sql: %w", functionsDir, src.Name, err)
-		}
-		applied = append(applied, src.Name)
 	}
 	if _, err := tx.Exec(ctx, sqlMigrateSourcesForget, names); err != nil {
 		return nil, fmt.Errorf("forget function sources: %w", err)
 	}
-	return applied, nil
+	return done, nil
+}
+
+// recordFunctionSources records the sources applied, with the sha256 of
+// the definitions they left, and returns their names.
+func recordFunctionSources(ctx context.Context, tx pgx.Tx, applied []functionSource) ([]string, error) {
+	names := make([]string, len(applied))
+	for i, src := range applied {
+		names[i] = src.Name
+	}
+	states, err := readSourceStates(ctx, tx, names)
+	if err != nil {
+		return nil, err
+	}
+	shas, definitions := make([]string, len(applied)), make([]string, len(applied))
+	for i, src := range applied {
+		def := states[src.Name].definition
+		if def == nil {
+			return nil, fmt.Errorf("%s/%s.sql defines no function %s", functionsDir, src.Name, src.Name)
+		}
+		shas[i], definitions[i] = src.SHA256, *def
+	}
+	if _, err := tx.Exec(ctx, sqlMigrateSourcesRecord, names, shas, definitions); err != nil {
+		return nil, fmt.Errorf("record the function sources: %w", err)
+	}
+	return names, nil
 }
 
 func readSourceStates(ctx context.Context, tx pgx.Tx, names []string) (map[string]sourceState, error) {
