@@ -18,7 +18,8 @@ import (
 // definition (CREATE OR REPLACE) and the triggers that run it; versioned
 // migrations hold tables, indexes and data (docs/registry.md, "Where the
 // schema lives"). Migrate applies a file after the migrations when it
-// changed, or when its function is no longer what applying it left.
+// changed, or when its function or triggers are no longer what applying it
+// left.
 //
 //go:embed schema/functions/*.sql
 var functionFiles embed.FS
@@ -69,10 +70,11 @@ type sourceState struct {
 
 // applyFunctionSources brings the functions to their sources in tx: it
 // applies, in name order, each source never applied, changed since it was
-// (its file's sha256), or whose function's definition is no longer the one
-// applying it left (a migration or a person replaced or dropped it), records
-// each, and forgets sources this binary does not have. It returns the names
-// it applied.
+// (its file's sha256), or whose definition (its function's, with the
+// triggers that run it and the aggregates it steps) is no longer the one
+// applying it left (a migration or a person replaced or dropped it),
+// records each, and forgets sources this binary does not have. It returns
+// the names it applied.
 func applyFunctionSources(ctx context.Context, tx pgx.Tx, sources []functionSource) ([]string, error) {
 	if _, err := tx.Exec(ctx, sqlMigrateSourcesCreateTable); err != nil {
 		return nil, fmt.Errorf("create registry_schema_sources: %w", err)

@@ -20,8 +20,8 @@ import (
 const lastMigrationWithFunctions = 28
 
 // TestMigrateAppliesOnlyTheSourcesThatChanged: Migrate applies a function
-// source again when its file changed or its function is no longer what
-// applying it left, and no other; forgets a source this binary does not
+// source again when its file changed or its function (or a trigger that
+// runs it) is no longer what applying it left, and no other; forgets a source this binary does not
 // have; and leaves the sources alone when the database has a migration
 // this binary does not know.
 func TestMigrateAppliesOnlyTheSourcesThatChanged(t *testing.T) {
@@ -116,17 +116,24 @@ func TestMigrateAppliesOnlyTheSourcesThatChanged(t *testing.T) {
 	}
 
 	// A function replaced behind the migrator's back, one dropped (a
-	// migration may drop one to change its signature), and registry_notify
-	// back to its embedded file.
+	// migration may drop one to change its signature), a trigger dropped
+	// (with its table, say, by a down migration), and registry_notify back
+	// to its embedded file.
 	if _, err := conn.Exec(ctx, `CREATE OR REPLACE FUNCTION cluster_capacity_room(free_cpu numeric, free_memory numeric) RETURNS boolean LANGUAGE sql IMMUTABLE AS 'SELECT true';
-		DROP FUNCTION usage_bucket(bigint)`); err != nil {
+		DROP FUNCTION usage_bucket(bigint);
+		DROP TRIGGER cluster_namespace_sum_delete ON cluster_namespace`); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := migrate("functions changed in the database", embedded), []string{"cluster_capacity_room", "registry_notify", "usage_bucket"}; !slices.Equal(got, want) {
+	want := []string{"cluster_capacity_namespace_delete", "cluster_capacity_room", "registry_notify", "usage_bucket"}
+	if got := migrate("functions changed in the database", embedded); !slices.Equal(got, want) {
 		t.Errorf("functions changed in the database: applied %v, want %v", got, want)
 	}
 	if src := source("cluster_capacity_room"); strings.Contains(src, "true") || strings.Contains(source("registry_notify"), "a changed body") {
 		t.Errorf("not back to their files: cluster_capacity_room %q, registry_notify %q", src, source("registry_notify"))
+	}
+	var triggers int
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_trigger WHERE tgname = 'cluster_namespace_sum_delete'`).Scan(&triggers); err != nil || triggers != 1 {
+		t.Errorf("cluster_namespace_sum_delete: %d triggers, %v; want it defined again", triggers, err)
 	}
 
 	// A file this binary no longer has is forgotten.
