@@ -40,7 +40,7 @@ func normalizeSchemaDump(dump []byte) []byte {
 	var b strings.Builder
 	b.WriteString(schemaHeader)
 	blank := true
-	for _, line := range strings.Split(string(dump), "\n") {
+	for line := range strings.SplitSeq(string(dump), "\n") {
 		switch {
 		case strings.HasPrefix(line, `\restrict `), strings.HasPrefix(line, `\unrestrict `),
 			strings.HasPrefix(line, "-- Dumped from database version"), strings.HasPrefix(line, "-- Dumped by pg_dump version"),
