@@ -151,9 +151,11 @@ func (s *Store) migrateUp(ctx context.Context, through int, fsys fs.FS) error {
 				if _, err := tx.Exec(ctx, sqlMigrateRecord, m.Version, m.Name); err != nil {
 					return err
 				}
-				if withSources {
-					done, err = applyFunctionSources(ctx, tx, sources)
+				if !withSources {
+					return nil
 				}
+				var err error
+				done, err = applyFunctionSources(ctx, tx, sources)
 				return err
 			})
 			if err != nil {
@@ -171,6 +173,7 @@ func (s *Store) migrateUp(ctx context.Context, through int, fsys fs.FS) error {
 		}
 		var done []string
 		err = migrationTx(ctx, conn, func(tx pgx.Tx) error {
+			var err error
 			done, err = applyFunctionSources(ctx, tx, sources)
 			return err
 		})

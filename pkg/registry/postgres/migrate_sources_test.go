@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"context"
 	"maps"
 	"path"
 	"regexp"
@@ -11,6 +12,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/klog/v2"
+	"k8s.io/klog/v2/textlogger"
 
 	pgtest "github.com/example/platform-apiserver/test/framework/postgres"
 )
@@ -156,6 +160,71 @@ func TestMigrateAppliesOnlyTheSourcesThatChanged(t *testing.T) {
 	}
 	if err := s.migrateUp(ctx, -1, mfs); err == nil || !strings.Contains(err.Error(), "no_such_function.sql defines no function no_such_function") {
 		t.Errorf("a misnamed file: Migrate = %v, want an error naming it", err)
+	}
+}
+
+// TestMigrateRunsAgainAfterADeadlock: applying the sources re-creates
+// triggers, which locks their tables; a writer that holds one of them and
+// then waits for one the migrator took (registry_state's, as a publish
+// does) deadlocks with it, PostgreSQL ends the migrator's transaction (it
+// waited first), and Migrate runs it again.
+func TestMigrateRunsAgainAfterADeadlock(t *testing.T) {
+	t.Parallel()
+	var logs syncBuffer
+	ctx := klog.NewContext(t.Context(), textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(&logs))))
+	dsn := pgtest.NewTestDatabase(t)
+	s := openStore(t, dsn, Options{})
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	conns := make([]*pgx.Conn, 2)
+	for i := range conns {
+		c, err := pgx.Connect(ctx, dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close(context.Background())
+		conns[i] = c
+	}
+	writer, watcher := conns[0], conns[1]
+	// Every source to apply again, the triggers of registry_state before
+	// those of cluster_capacity (file name order).
+	if _, err := writer.Exec(ctx, `DELETE FROM registry_schema_sources`); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := writer.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(context.Background()) }()
+	if _, err := tx.Exec(ctx, `UPDATE cluster_capacity SET labels = labels WHERE false`); err != nil {
+		t.Fatal(err)
+	}
+	migrated := make(chan error, 1)
+	go func() { migrated <- s.Migrate(ctx) }()
+	if err := wait.PollUntilContextTimeout(ctx, 5*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		var waiting bool
+		err := watcher.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_locks WHERE relation = 'cluster_capacity'::regclass AND NOT granted)`).Scan(&waiting)
+		return waiting, err
+	}); err != nil {
+		t.Fatalf("the migrator never waited for cluster_capacity: %v", err)
+	}
+	// Granted once PostgreSQL ended the migrator's first attempt.
+	if _, err := tx.Exec(ctx, `UPDATE registry_state SET write_protocol = write_protocol`); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-migrated; err != nil {
+		t.Fatalf("Migrate after a deadlock: %v", err)
+	}
+	if !strings.Contains(logs.String(), "Registry migration ended by a deadlock; running it again") {
+		t.Errorf("Migrate did not run its transaction again after a deadlock; its log:\n%s", logs.String())
+	}
+	var recorded int
+	if err := watcher.QueryRow(ctx, `SELECT count(*) FROM registry_schema_sources`).Scan(&recorded); err != nil || recorded != len(sourceFiles(t)) {
+		t.Errorf("%d sources recorded, %v; want every one", recorded, err)
 	}
 }
 
