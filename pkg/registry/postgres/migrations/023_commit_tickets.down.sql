@@ -4,7 +4,8 @@ CREATE SEQUENCE registry_resource_version AS bigint;
 SELECT setval('registry_resource_version', greatest((SELECT resource_version FROM registry_state),
     (SELECT last_value FROM registry_ticket) << 22) + (1 << 22));
 
--- The functions that take versions from tickets, as migration 022 left them.
+-- The functions that take versions from tickets take them from the sequence
+-- again: their bodies as migration 022 left them.
 CREATE OR REPLACE FUNCTION registry_log_delete() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
     view_kind text := TG_ARGV[0];
