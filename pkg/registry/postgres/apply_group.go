@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/example/platform-apiserver/pkg/registry/postgres/pgdb"
 	"github.com/example/platform-apiserver/pkg/registry/store"
 )
 
@@ -205,7 +206,7 @@ func (s *Store) commitGroup(group []*queuedApply) {
 	for i, q := range group {
 		if failed[i] != nil {
 			writeFailures.WithLabelValues(string(opApply)).Inc()
-			q.err = interpretError(failed[i])
+			q.err = pgdb.InterpretError(failed[i])
 		}
 	}
 }

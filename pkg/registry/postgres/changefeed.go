@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/example/platform-apiserver/pkg/registry/postgres/pgdb"
 	"github.com/example/platform-apiserver/pkg/registry/store"
 )
 
@@ -92,12 +93,12 @@ func (s *Store) Changes(ctx context.Context, filter store.ChangeFilter, after in
 			// sockets left open).
 			s.abandonConnections(ctx)
 		}
-		return nil, 0, fmt.Errorf("read changes after %d: %w", after, interpretError(err))
+		return nil, 0, fmt.Errorf("read changes after %d: %w", after, pgdb.InterpretError(err))
 	}
 	if readAt < seenBefore {
 		// Gone back: reading on would hand the versions out again.
 		if err := s.recordRewind(ctx, seenBefore); err != nil {
-			return nil, 0, fmt.Errorf("record that the registry went back from %d to %d: %w", seenBefore, readAt, interpretError(err))
+			return nil, 0, fmt.Errorf("record that the registry went back from %d to %d: %w", seenBefore, readAt, pgdb.InterpretError(err))
 		}
 		return nil, 0, fmt.Errorf("%w: the registry's resourceVersion went back from %d, read before, to %d (restored from a backup, or lost commits); recorded as a failover",
 			store.ErrCompacted, seenBefore, readAt)

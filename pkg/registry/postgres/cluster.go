@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/example/platform-apiserver/pkg/registry/postgres/pgdb"
 	"github.com/example/platform-apiserver/pkg/registry/store"
 )
 
@@ -34,7 +35,7 @@ func (s *Store) Cursor(ctx context.Context, clusterID string, r store.Resource) 
 		return "", nil
 	}
 	if err != nil {
-		return "", fmt.Errorf("read cursor %s/%s: %w", clusterID, r, interpretError(err))
+		return "", fmt.Errorf("read cursor %s/%s: %w", clusterID, r, pgdb.InterpretError(err))
 	}
 	return rv, nil
 }
@@ -58,7 +59,7 @@ func (s *Store) ClaimMember(ctx context.Context, clusterID, owner string) (store
 		return err
 	})
 	if err != nil {
-		return f, fmt.Errorf("claim member %s: %w", clusterID, interpretError(err))
+		return f, fmt.Errorf("claim member %s: %w", clusterID, pgdb.InterpretError(err))
 	}
 	return f, nil
 }
@@ -71,7 +72,7 @@ func (s *Store) ReconcileMembers(ctx context.Context, v store.MembersView) (stor
 	out := store.MembersReconciled{Absent: map[string]time.Time{}}
 	rows, err := s.writes.Query(ctx, sqlReconcileMembers, v.Configured, v.Listed, v.Unconfigured, v.Grace.Seconds())
 	if err != nil {
-		return out, fmt.Errorf("reconcile members: %w", interpretError(err))
+		return out, fmt.Errorf("reconcile members: %w", pgdb.InterpretError(err))
 	}
 	var due []string
 	for rows.Next() {
@@ -80,7 +81,7 @@ func (s *Store) ReconcileMembers(ctx context.Context, v store.MembersView) (stor
 		var removed, isDue bool
 		if err := rows.Scan(&id, &since, &removed, &isDue); err != nil {
 			rows.Close()
-			return out, fmt.Errorf("reconcile members: %w", interpretError(err))
+			return out, fmt.Errorf("reconcile members: %w", pgdb.InterpretError(err))
 		}
 		switch {
 		case removed:
@@ -92,7 +93,7 @@ func (s *Store) ReconcileMembers(ctx context.Context, v store.MembersView) (stor
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return out, fmt.Errorf("reconcile members: %w", interpretError(err))
+		return out, fmt.Errorf("reconcile members: %w", pgdb.InterpretError(err))
 	}
 	for _, id := range due {
 		removed, err := s.removeMember(ctx, id, v.Grace)
@@ -159,11 +160,11 @@ func (s *Store) removeMember(ctx context.Context, clusterID string, grace time.D
 func (s *Store) Clusters(ctx context.Context) ([]string, error) {
 	rows, err := s.writes.Query(ctx, sqlClusters)
 	if err != nil {
-		return nil, fmt.Errorf("list clusters: %w", interpretError(err))
+		return nil, fmt.Errorf("list clusters: %w", pgdb.InterpretError(err))
 	}
 	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
-		return nil, fmt.Errorf("list clusters: %w", interpretError(err))
+		return nil, fmt.Errorf("list clusters: %w", pgdb.InterpretError(err))
 	}
 	return ids, nil
 }
@@ -198,7 +199,7 @@ func (s *Store) CheckMemberIdentity(ctx context.Context, f store.Fence, identity
 		return err
 	})
 	if err != nil {
-		return false, fmt.Errorf("check identity of member %s: %w", f.ClusterID, interpretError(err))
+		return false, fmt.Errorf("check identity of member %s: %w", f.ClusterID, pgdb.InterpretError(err))
 	}
 	return changed, nil
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/example/platform-apiserver/pkg/registry/postgres/pgdb"
 	"github.com/jackc/pgx/v5"
 	"k8s.io/klog/v2"
 )
@@ -33,13 +34,13 @@ func (s *Store) Compact(ctx context.Context, olderThan time.Time) (int64, error)
 	var stop int64 // exclusive bound
 	err := s.writes.QueryRow(ctx, sqlCompactStop, olderThan).Scan(&stop)
 	if err != nil {
-		return 0, fmt.Errorf("compact change log: %w", interpretError(err))
+		return 0, fmt.Errorf("compact change log: %w", pgdb.InterpretError(err))
 	}
 	var total int64
 	for {
 		n, err := s.compactBatch(ctx, stop)
 		if err != nil {
-			return 0, fmt.Errorf("compact change log: %w", interpretError(err))
+			return 0, fmt.Errorf("compact change log: %w", pgdb.InterpretError(err))
 		}
 		total += n
 		if n < compactBatch {
@@ -48,7 +49,7 @@ func (s *Store) Compact(ctx context.Context, olderThan time.Time) (int64, error)
 	}
 	var horizon int64
 	if err := s.writes.QueryRow(ctx, sqlCompactHorizon).Scan(&horizon); err != nil {
-		return 0, fmt.Errorf("compact change log: %w", interpretError(err))
+		return 0, fmt.Errorf("compact change log: %w", pgdb.InterpretError(err))
 	}
 	if total > 0 {
 		klog.FromContext(ctx).V(2).Info("Compacted registry change log", "deleted", total, "horizon", horizon)

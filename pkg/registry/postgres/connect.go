@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/example/platform-apiserver/pkg/registry/postgres/pgdb"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -138,7 +139,7 @@ func (s *Store) connConfig(ctx context.Context) (*pgx.ConnConfig, error) {
 // back before the connection returns to the pool.
 func liftStatementTimeout(ctx context.Context, conn *pgxpool.Conn) error {
 	if _, err := conn.Exec(ctx, "SET statement_timeout = 0"); err != nil {
-		return fmt.Errorf("lift the statement timeout: %w", interpretError(err))
+		return fmt.Errorf("lift the statement timeout: %w", pgdb.InterpretError(err))
 	}
 	return nil
 }

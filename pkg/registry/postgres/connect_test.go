@@ -22,6 +22,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/textlogger"
 
+	"github.com/example/platform-apiserver/pkg/registry/postgres/pgdb"
 	"github.com/example/platform-apiserver/pkg/registry/store"
 	pgtest "github.com/example/platform-apiserver/test/framework/postgres"
 )
@@ -74,7 +75,7 @@ func TestStatementTimeout(t *testing.T) {
 
 	s := openStore(t, withParam(dsn, statementTimeoutParam, "200ms"), Options{})
 	_, err := s.reads.Exec(t.Context(), `SELECT pg_sleep(2)`)
-	if err = interpretError(err); !errors.Is(err, store.ErrTimeout) {
+	if err = pgdb.InterpretError(err); !errors.Is(err, store.ErrTimeout) {
 		t.Fatalf("a statement past the timeout: %v, want ErrTimeout", err)
 	}
 

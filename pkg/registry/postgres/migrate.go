@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"k8s.io/klog/v2"
 
+	"github.com/example/platform-apiserver/pkg/registry/postgres/pgdb"
 	"github.com/example/platform-apiserver/pkg/registry/store"
 )
 
@@ -163,7 +164,7 @@ func (s *Store) migrateUp(ctx context.Context, through int, fsys fs.FS) error {
 				if withSources {
 					what += " and the function sources"
 				}
-				return fmt.Errorf("apply %s: %w", what, interpretError(err))
+				return fmt.Errorf("apply %s: %w", what, pgdb.InterpretError(err))
 			}
 			logger.Info("Applied registry migration", "migration", m.Name)
 			logSources(done)
@@ -178,7 +179,7 @@ func (s *Store) migrateUp(ctx context.Context, through int, fsys fs.FS) error {
 			return err
 		})
 		if err != nil {
-			return fmt.Errorf("apply the function sources: %w", interpretError(err))
+			return fmt.Errorf("apply the function sources: %w", pgdb.InterpretError(err))
 		}
 		logSources(done)
 		return nil
@@ -238,7 +239,7 @@ func (s *Store) migrateDown(ctx context.Context, steps, floor int) error {
 				return err
 			})
 			if err != nil {
-				return fmt.Errorf("revert migration %s: %w", m.Name, interpretError(err))
+				return fmt.Errorf("revert migration %s: %w", m.Name, pgdb.InterpretError(err))
 			}
 			klog.FromContext(ctx).Info("Reverted registry migration", "migration", m.Name)
 			steps--
@@ -263,7 +264,7 @@ func pendingMigrations(ctx context.Context, pool *pgxpool.Pool) ([]string, error
 	}
 	conn, err := pool.Acquire(ctx)
 	if err != nil {
-		return nil, interpretError(err)
+		return nil, pgdb.InterpretError(err)
 	}
 	defer conn.Release()
 	applied, err := appliedVersionsIfAny(ctx, conn)
@@ -321,7 +322,7 @@ func (s *Store) Ready(ctx context.Context) error {
 func (s *Store) checkWriteProtocol(ctx context.Context) error {
 	var required int
 	if err := s.health.QueryRow(ctx, sqlWriteProtocol).Scan(&required); err != nil {
-		return fmt.Errorf("%w: read the registry's write protocol: %w", store.ErrUnavailable, interpretError(err))
+		return fmt.Errorf("%w: read the registry's write protocol: %w", store.ErrUnavailable, pgdb.InterpretError(err))
 	}
 	if required > WriteProtocol {
 		return fmt.Errorf("%w: the registry requires write protocol %d or later and this replica writes %d: it cannot write its members; "+
@@ -335,7 +336,7 @@ var sqlWriteProtocol = statement("migrate_write_protocol")
 func (s *Store) withMigrationLock(ctx context.Context, fn func(*pgxpool.Conn) error) error {
 	conn, err := s.writes.Acquire(ctx)
 	if err != nil {
-		return fmt.Errorf("migrate: %w", interpretError(err))
+		return fmt.Errorf("migrate: %w", pgdb.InterpretError(err))
 	}
 	defer conn.Release()
 	// A migration's locks may keep the change feed's reads waiting past
@@ -346,7 +347,7 @@ func (s *Store) withMigrationLock(ctx context.Context, fn func(*pgxpool.Conn) er
 	}
 	defer restoreStatementTimeout(ctx, conn)
 	if _, err := conn.Exec(ctx, sqlMigrateLock, migrationLockKey); err != nil {
-		return fmt.Errorf("migrate: take advisory lock: %w", interpretError(err))
+		return fmt.Errorf("migrate: take advisory lock: %w", pgdb.InterpretError(err))
 	}
 	defer func() {
 		// Unlock on the same session; if that fails the session ends and
@@ -356,7 +357,7 @@ func (s *Store) withMigrationLock(ctx context.Context, fn func(*pgxpool.Conn) er
 		}
 	}()
 	if _, err := conn.Exec(ctx, sqlMigrateCreateTable); err != nil {
-		return fmt.Errorf("migrate: create schema_migrations: %w", interpretError(err))
+		return fmt.Errorf("migrate: create schema_migrations: %w", pgdb.InterpretError(err))
 	}
 	return fn(conn)
 }
@@ -364,11 +365,11 @@ func (s *Store) withMigrationLock(ctx context.Context, fn func(*pgxpool.Conn) er
 func appliedVersions(ctx context.Context, conn *pgxpool.Conn) (map[int]bool, error) {
 	rows, err := conn.Query(ctx, sqlMigrateApplied)
 	if err != nil {
-		return nil, fmt.Errorf("read schema_migrations: %w", interpretError(err))
+		return nil, fmt.Errorf("read schema_migrations: %w", pgdb.InterpretError(err))
 	}
 	versions, err := pgx.CollectRows(rows, pgx.RowTo[int32])
 	if err != nil {
-		return nil, fmt.Errorf("read schema_migrations: %w", interpretError(err))
+		return nil, fmt.Errorf("read schema_migrations: %w", pgdb.InterpretError(err))
 	}
 	applied := make(map[int]bool, len(versions))
 	for _, v := range versions {
@@ -381,7 +382,7 @@ func appliedVersions(ctx context.Context, conn *pgxpool.Conn) (map[int]bool, err
 func appliedVersionsIfAny(ctx context.Context, conn *pgxpool.Conn) (map[int]bool, error) {
 	var exists bool
 	if err := conn.QueryRow(ctx, sqlMigrateTableExists).Scan(&exists); err != nil {
-		return nil, fmt.Errorf("check schema_migrations: %w", interpretError(err))
+		return nil, fmt.Errorf("check schema_migrations: %w", pgdb.InterpretError(err))
 	}
 	if !exists {
 		return map[int]bool{}, nil

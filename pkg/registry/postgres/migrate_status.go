@@ -6,6 +6,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/example/platform-apiserver/pkg/registry/postgres/pgdb"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -36,7 +37,7 @@ func (s *Store) MigrationStatus(ctx context.Context) ([]MigrationState, error) {
 	}
 	conn, err := s.writes.Acquire(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("migration status: %w", interpretError(err))
+		return nil, fmt.Errorf("migration status: %w", pgdb.InterpretError(err))
 	}
 	defer conn.Release()
 	byVersion := map[int]*MigrationState{}
@@ -45,12 +46,12 @@ func (s *Store) MigrationStatus(ctx context.Context) ([]MigrationState, error) {
 	}
 	var exists bool
 	if err := conn.QueryRow(ctx, sqlMigrateTableExists).Scan(&exists); err != nil {
-		return nil, fmt.Errorf("check schema_migrations: %w", interpretError(err))
+		return nil, fmt.Errorf("check schema_migrations: %w", pgdb.InterpretError(err))
 	}
 	if exists {
 		rows, err := conn.Query(ctx, sqlMigrateHistory)
 		if err != nil {
-			return nil, fmt.Errorf("read schema_migrations: %w", interpretError(err))
+			return nil, fmt.Errorf("read schema_migrations: %w", pgdb.InterpretError(err))
 		}
 		var (
 			version int32
@@ -67,7 +68,7 @@ func (s *Store) MigrationStatus(ctx context.Context) ([]MigrationState, error) {
 			return nil
 		})
 		if err != nil {
-			return nil, fmt.Errorf("read schema_migrations: %w", interpretError(err))
+			return nil, fmt.Errorf("read schema_migrations: %w", pgdb.InterpretError(err))
 		}
 	}
 	out := make([]MigrationState, 0, len(byVersion))

@@ -14,6 +14,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/example/platform-apiserver/pkg/backoff"
+	"github.com/example/platform-apiserver/pkg/registry/postgres/pgdb"
 	"github.com/example/platform-apiserver/pkg/registry/store"
 )
 
@@ -246,15 +247,15 @@ func (s *Store) listen(ctx context.Context) (*pgx.Conn, error) {
 	cfg.RuntimeParams["application_name"] = listenerAppName
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("connect to listen: %w", interpretError(err))
+		return nil, fmt.Errorf("connect to listen: %w", pgdb.InterpretError(err))
 	}
 	if _, err := conn.Exec(ctx, sqlListen); err != nil {
 		_ = conn.Close(context.WithoutCancel(ctx))
 		var pgErr *pgconn.PgError
-		if ierr := interpretError(err); errors.As(err, &pgErr) && !errors.Is(ierr, store.ErrUnavailable) {
+		if ierr := pgdb.InterpretError(err); errors.As(err, &pgErr) && !errors.Is(ierr, store.ErrUnavailable) {
 			return nil, fmt.Errorf("%w: %w", errListenUnsupported, err)
 		}
-		return nil, fmt.Errorf("listen: %w", interpretError(err))
+		return nil, fmt.Errorf("listen: %w", pgdb.InterpretError(err))
 	}
 	return conn, nil
 }

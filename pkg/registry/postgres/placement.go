@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/example/platform-apiserver/pkg/registry/postgres/pgdb"
 	"github.com/example/platform-apiserver/pkg/registry/store"
 )
 
@@ -118,7 +119,7 @@ func (s *Store) Placement(ctx context.Context, q store.PlacementQuery) ([]store.
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("placement: %w", interpretError(err))
+		return nil, fmt.Errorf("placement: %w", pgdb.InterpretError(err))
 	}
 	return fits, nil
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/example/platform-apiserver/pkg/registry/postgres/pgdb"
 	"github.com/example/platform-apiserver/pkg/registry/store"
 )
 
@@ -94,7 +95,7 @@ func newConnPool(ctx context.Context, name string, cfg *pgxpool.Config, size int
 	}
 	p, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("create postgres %s pool: %w", name, interpretError(err))
+		return nil, fmt.Errorf("create postgres %s pool: %w", name, pgdb.InterpretError(err))
 	}
 	cp.Pool = p
 	return cp, nil
@@ -191,13 +192,13 @@ func (p *connPool) acquire(ctx context.Context) (*pgxpool.Conn, error) {
 		// sockets open, its connect timeout first), not the wait for a
 		// busy pool.
 		conn, err := p.Acquire(ctx)
-		return conn, interpretError(err)
+		return conn, pgdb.InterpretError(err)
 	}
 	actx, cancel := context.WithTimeout(ctx, p.acquireTimeout)
 	defer cancel()
 	conn, err := p.Acquire(actx)
 	if err == nil || ctx.Err() != nil || !errors.Is(actx.Err(), context.DeadlineExceeded) {
-		return conn, interpretError(err)
+		return conn, pgdb.InterpretError(err)
 	}
 	if st := p.Stat(); st.AcquiredConns() >= st.MaxConns() {
 		p.busy.Add(1)

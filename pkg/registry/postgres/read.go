@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/example/platform-apiserver/pkg/registry/continuetoken"
+	"github.com/example/platform-apiserver/pkg/registry/postgres/pgdb"
 	"github.com/example/platform-apiserver/pkg/registry/store"
 )
 
@@ -156,12 +157,12 @@ func readPage[T any](ctx context.Context, s *Store, spec *view[T], sel filter, r
 		return err
 	})
 	if err != nil {
-		return nil, false, fmt.Errorf("list %s: %w", spec.resource, interpretError(err))
+		return nil, false, fmt.Errorf("list %s: %w", spec.resource, pgdb.InterpretError(err))
 	}
 	for i := range raw.values {
 		item, err := spec.scan(raw.row(i))
 		if err != nil {
-			return nil, false, fmt.Errorf("list %s: %w", spec.resource, interpretError(err))
+			return nil, false, fmt.Errorf("list %s: %w", spec.resource, pgdb.InterpretError(err))
 		}
 		page.Items = append(page.Items, item)
 	}

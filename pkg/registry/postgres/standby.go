@@ -14,6 +14,7 @@ import (
 	"k8s.io/component-base/metrics"
 	"k8s.io/klog/v2"
 
+	"github.com/example/platform-apiserver/pkg/registry/postgres/pgdb"
 	"github.com/example/platform-apiserver/pkg/registry/store"
 )
 
@@ -237,7 +238,7 @@ func (s *Store) readTxOn(ctx context.Context, primary *connPool, f store.Freshne
 		return err
 	}
 	busy := errors.Is(err, store.ErrBusy)
-	if !busy && !timedOut && !errors.Is(interpretError(err), store.ErrUnavailable) {
+	if !busy && !timedOut && !errors.Is(pgdb.InterpretError(err), store.ErrUnavailable) {
 		return err
 	}
 	if !busy {
@@ -299,7 +300,7 @@ func (s *Store) present(ctx context.Context, primary *connPool) (int64, error) {
 	var rv, floor int64
 	scan := func(row pgx.Row) (struct{}, error) { return struct{}{}, row.Scan(&rv, &floor) }
 	if _, err := getRow(ctx, primary, scan, sqlPresentAndFloor); err != nil {
-		return 0, fmt.Errorf("read the registry's present: %w", interpretError(err))
+		return 0, fmt.Errorf("read the registry's present: %w", pgdb.InterpretError(err))
 	}
 	s.saw(rv)
 	raise(&s.standbys.floor, floor)
@@ -343,7 +344,7 @@ func (s *Store) CheckStandbys(ctx context.Context) error {
 		lag, err := sb.lagBehind(ctx, present)
 		if err != nil {
 			standbyReplayLag.WithLabelValues(sb.name).Set(-1)
-			problems = append(problems, fmt.Sprintf("standby %s cannot be asked how far it has replayed: %v", sb.name, interpretError(err)))
+			problems = append(problems, fmt.Sprintf("standby %s cannot be asked how far it has replayed: %v", sb.name, pgdb.InterpretError(err)))
 			continue
 		}
 		standbyReplayLag.WithLabelValues(sb.name).Set(lag.Seconds())

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/example/platform-apiserver/pkg/registry/continuetoken"
+	"github.com/example/platform-apiserver/pkg/registry/postgres/pgdb"
 	"github.com/example/platform-apiserver/pkg/registry/store"
 )
 
@@ -247,7 +248,7 @@ func (s *Store) continueCodec(ctx context.Context) (*continuetoken.Codec, error)
 	}
 	var key []byte
 	if err := s.reads.QueryRow(ctx, sqlContinueKey).Scan(&key); err != nil {
-		return nil, fmt.Errorf("load continue token key: %w", interpretError(err))
+		return nil, fmt.Errorf("load continue token key: %w", pgdb.InterpretError(err))
 	}
 	codec, err := continuetoken.NewCodec(key, continuetoken.Options{TTL: s.opts.ContinueTTL, Now: s.opts.Now})
 	if err != nil {

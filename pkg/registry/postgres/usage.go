@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/example/platform-apiserver/pkg/registry/postgres/pgdb"
 	"github.com/example/platform-apiserver/pkg/registry/store"
 )
 
@@ -82,7 +83,7 @@ func (s *Store) UsageHistory(ctx context.Context, q store.UsageQuery) (*store.Us
 		return usagePercentiles(ctx, tx, table, filter, args, q.Step, h)
 	})
 	if err != nil {
-		return nil, fmt.Errorf("usage history of %s: %w", q.ClusterID, interpretError(err))
+		return nil, fmt.Errorf("usage history of %s: %w", q.ClusterID, pgdb.InterpretError(err))
 	}
 	return h, nil
 }

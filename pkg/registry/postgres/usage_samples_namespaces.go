@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/example/platform-apiserver/pkg/registry/postgres/pgdb"
 	"github.com/example/platform-apiserver/pkg/registry/store"
 )
 
@@ -71,7 +72,7 @@ func (s *Store) RecordNamespaceMetrics(ctx context.Context, f store.Fence, sampl
 	var due, absent []string
 	if err := s.writes.QueryRow(ctx, sqlNamespaceUsageDue, f.ClusterID, param, policy.Threshold, policy.Period.Seconds(), unknownAfterSeconds(policy)).
 		Scan(&cut, &due, &absent); err != nil {
-		return 0, fmt.Errorf("record namespace metrics: %w", interpretError(err))
+		return 0, fmt.Errorf("record namespace metrics: %w", pgdb.InterpretError(err))
 	}
 	if len(due) == 0 && len(absent) == 0 {
 		return 0, nil

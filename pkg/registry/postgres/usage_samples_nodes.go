@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/example/platform-apiserver/pkg/registry/postgres/pgdb"
 	"github.com/example/platform-apiserver/pkg/registry/store"
 )
 
@@ -72,7 +73,7 @@ func (s *Store) RecordNodeMetrics(ctx context.Context, f store.Fence, samples []
 	var dueClusters, dueNodes, absent []string
 	if err := s.writes.QueryRow(ctx, sqlRecordMetrics, param, policy.Threshold, policy.Period.Seconds(), f.ClusterID, cut).
 		Scan(&out.Stored, &dueClusters, &dueNodes, &absent); err != nil {
-		return out, fmt.Errorf("record node metrics: %w", interpretError(err))
+		return out, fmt.Errorf("record node metrics: %w", pgdb.InterpretError(err))
 	}
 	if len(dueNodes) == 0 && len(absent) == 0 {
 		return out, nil
@@ -137,7 +138,7 @@ func (s *Store) MaintainNodeMetrics(ctx context.Context, m store.MetricsMaintena
 		return out, err
 	}
 	if _, err := s.writes.Exec(ctx, sqlExpireRollups, m.RetainAfter); err != nil {
-		return out, fmt.Errorf("expire usage rollups: %w", interpretError(err))
+		return out, fmt.Errorf("expire usage rollups: %w", pgdb.InterpretError(err))
 	}
 	out.Unknown, err = s.expireUsage(ctx, m.UnknownBefore)
 	return out, err
@@ -154,7 +155,7 @@ func (s *Store) takeTurn(ctx context.Context, task string, interval time.Duratio
 	within := interval * 9 / 10
 	tag, err := s.writes.Exec(ctx, sqlTakeTurn, task, within.Seconds())
 	if err != nil {
-		return false, fmt.Errorf("%s: take turn: %w", task, interpretError(err))
+		return false, fmt.Errorf("%s: take turn: %w", task, pgdb.InterpretError(err))
 	}
 	return tag.RowsAffected() == 1, nil
 }
@@ -163,7 +164,7 @@ func (s *Store) takeTurn(ctx context.Context, task string, interval time.Duratio
 // [from, to] that are missing.
 func (s *Store) ensureMetricsPartitions(ctx context.Context, from, to time.Time) error {
 	if _, err := s.writes.Exec(ctx, sqlEnsurePartitions, from, to); err != nil {
-		return fmt.Errorf("create node metrics partitions: %w", interpretError(err))
+		return fmt.Errorf("create node metrics partitions: %w", pgdb.InterpretError(err))
 	}
 	return nil
 }
@@ -173,11 +174,11 @@ func (s *Store) ensureMetricsPartitions(ctx context.Context, from, to time.Time)
 func (s *Store) dropMetricsPartitions(ctx context.Context, before time.Time) (int, error) {
 	rows, err := s.writes.Query(ctx, sqlExpiredPartitions, before)
 	if err != nil {
-		return 0, fmt.Errorf("list node metrics partitions: %w", interpretError(err))
+		return 0, fmt.Errorf("list node metrics partitions: %w", pgdb.InterpretError(err))
 	}
 	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
-		return 0, fmt.Errorf("list node metrics partitions: %w", interpretError(err))
+		return 0, fmt.Errorf("list node metrics partitions: %w", pgdb.InterpretError(err))
 	}
 	dropped := 0
 	for _, name := range names {
@@ -191,7 +192,7 @@ func (s *Store) dropMetricsPartitions(ctx context.Context, before time.Time) (in
 			return err
 		})
 		if err != nil {
-			return dropped, fmt.Errorf("drop node metrics partition %s: %w", name, interpretError(err))
+			return dropped, fmt.Errorf("drop node metrics partition %s: %w", name, pgdb.InterpretError(err))
 		}
 		dropped++
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/example/platform-apiserver/pkg/registry/postgres/pgdb"
 	"github.com/example/platform-apiserver/pkg/registry/store"
 )
 
@@ -165,7 +166,7 @@ func (v *view[R]) scan(row pgx.Row) (R, error) {
 func (v *view[R]) get(ctx context.Context, s *Store, k store.ListKey) (*R, error) {
 	r, err := getRow(ctx, s.reads, v.scan, v.getSQL, k[0], k[1])
 	if err != nil {
-		return nil, fmt.Errorf("get %s %s: %w", v.resource, strings.Join(k[:], "/"), interpretError(err))
+		return nil, fmt.Errorf("get %s %s: %w", v.resource, strings.Join(k[:], "/"), pgdb.InterpretError(err))
 	}
 	return &r, nil
 }

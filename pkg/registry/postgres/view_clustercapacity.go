@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
+	"github.com/example/platform-apiserver/pkg/registry/postgres/pgdb"
 	"github.com/example/platform-apiserver/pkg/registry/store"
 )
 
@@ -223,7 +224,7 @@ func (s *Store) MemberHeartbeats(ctx context.Context) (map[string]time.Time, err
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("read the members' heartbeats: %w", interpretError(err))
+		return nil, fmt.Errorf("read the members' heartbeats: %w", pgdb.InterpretError(err))
 	}
 	return beats, nil
 }

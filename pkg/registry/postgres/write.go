@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"k8s.io/klog/v2"
 
+	"github.com/example/platform-apiserver/pkg/registry/postgres/pgdb"
 	"github.com/example/platform-apiserver/pkg/registry/store"
 )
 
@@ -120,7 +121,7 @@ func (s *Store) write(ctx context.Context, o op, sec sections) error {
 	}
 	if err != nil {
 		writeFailures.WithLabelValues(string(o)).Inc()
-		return interpretError(err)
+		return pgdb.InterpretError(err)
 	}
 	for kind, n := range changed {
 		objectsChanged.WithLabelValues(kind).Add(float64(n))

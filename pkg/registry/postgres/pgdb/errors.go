@@ -1,4 +1,4 @@
-package postgres
+package pgdb
 
 import (
 	"context"
@@ -13,13 +13,13 @@ import (
 	"github.com/example/platform-apiserver/pkg/registry/store"
 )
 
-// interpretError maps pgx errors to the store's errors; every method passes
-// its database errors through it. Unknown errors are returned unchanged.
 // writeProtocolRefused is the SQLSTATE of a publish from a replica whose
 // write protocol the registry no longer accepts (migration 028).
 const writeProtocolRefused = "PR001"
 
-func interpretError(err error) error {
+// InterpretError maps pgx errors to the store's errors; every method passes
+// its database errors through it. Unknown errors are returned unchanged.
+func InterpretError(err error) error {
 	if err == nil {
 		return nil
 	}

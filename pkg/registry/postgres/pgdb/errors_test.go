@@ -1,4 +1,4 @@
-package postgres
+package pgdb
 
 import (
 	"context"
@@ -45,7 +45,7 @@ func TestRequestRejectionsAreBadRequests(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pgErr := &pgconn.PgError{Severity: "ERROR", Code: tc.code, Message: dbText}
-			err := registry.APIError(fmt.Errorf("list nodecapacities: %w", interpretError(pgErr)), platform.Resource("nodecapacities"), "")
+			err := registry.APIError(fmt.Errorf("list nodecapacities: %w", InterpretError(pgErr)), platform.Resource("nodecapacities"), "")
 			var status apierrors.APIStatus
 			if !errors.As(err, &status) {
 				t.Fatalf("APIError = %T %v, want a status error", err, err)
@@ -79,8 +79,8 @@ func TestConnectTimeoutIsUnavailable(t *testing.T) {
 	if err == nil {
 		t.Fatal("connect to a listener that never answers succeeded")
 	}
-	if err = interpretError(err); !errors.Is(err, store.ErrUnavailable) {
-		t.Fatalf("interpretError(connect timeout) = %v, want ErrUnavailable", err)
+	if err = InterpretError(err); !errors.Is(err, store.ErrUnavailable) {
+		t.Fatalf("InterpretError(connect timeout) = %v, want ErrUnavailable", err)
 	}
 	status, ok := registry.APIError(err, platform.Resource("nodecapacities"), "").(apierrors.APIStatus)
 	if !ok || status.Status().Code != http.StatusServiceUnavailable {
