@@ -1,7 +1,7 @@
 // Command schema writes the registry's schema as pkg/registry/postgres/schema/schema.sql
 // holds it: it starts a throwaway PostgreSQL (the binaries of `pg_config
 // --bindir`, else /usr/lib/postgresql/15/bin) on 127.0.0.1, migrates an empty
-// database with Store.Migrate and dumps it (postgres.DumpSchema). Used by
+// database with Store.Migrate and dumps it (schema.DumpSchema). Used by
 // hack/update-schema.sh and hack/verify-schema.sh.
 package main
 
@@ -18,6 +18,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/example/platform-apiserver/pkg/registry/postgres"
+	"github.com/example/platform-apiserver/pkg/registry/postgres/schema"
 	pgtest "github.com/example/platform-apiserver/test/framework/postgres"
 )
 
@@ -59,11 +60,11 @@ func run(ctx context.Context, output string) (err error) {
 	if err != nil {
 		return err
 	}
-	schema, err := postgres.DumpSchema(ctx, dsn)
+	dump, err := schema.DumpSchema(ctx, dsn)
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(output, schema, 0o644)
+	return os.WriteFile(output, dump, 0o644)
 }
 
 // emptyDatabase creates the database registry on the server of serverDSN

@@ -13,6 +13,7 @@ import (
 
 	"github.com/example/platform-apiserver/cmd/apiserver/app/options"
 	"github.com/example/platform-apiserver/pkg/registry/postgres"
+	"github.com/example/platform-apiserver/pkg/registry/postgres/schema"
 )
 
 func newMigrateCommand(ctx context.Context) *cobra.Command {
@@ -144,7 +145,7 @@ func openRegistry(ctx context.Context, o *options.PostgresOptions) (*postgres.St
 //	1        001_registry       applied  2026-12-01T10:00:00Z
 //	7        007_something      pending
 //	2 applied, 1 pending
-func printMigrationStatus(w io.Writer, states []postgres.MigrationState) error {
+func printMigrationStatus(w io.Writer, states []schema.MigrationState) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "VERSION\tMIGRATION\tSTATUS\tAPPLIED AT")
 	var applied, pending, unknown int

@@ -23,6 +23,7 @@ import (
 	"k8s.io/klog/v2/textlogger"
 
 	"github.com/example/platform-apiserver/pkg/registry/postgres/pgdb"
+	"github.com/example/platform-apiserver/pkg/registry/postgres/schema"
 	"github.com/example/platform-apiserver/pkg/registry/store"
 	pgtest "github.com/example/platform-apiserver/test/framework/postgres"
 )
@@ -85,11 +86,11 @@ func TestStatementTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer other.Close(context.Background())
-	if _, err := other.Exec(t.Context(), `SELECT pg_advisory_lock($1)`, migrationLockKey); err != nil {
+	if _, err := other.Exec(t.Context(), `SELECT pg_advisory_lock($1)`, schema.MigrationLockKey); err != nil {
 		t.Fatal(err)
 	}
 	released := time.AfterFunc(time.Second, func() {
-		_, _ = other.Exec(context.Background(), `SELECT pg_advisory_unlock($1)`, migrationLockKey)
+		_, _ = other.Exec(context.Background(), `SELECT pg_advisory_unlock($1)`, schema.MigrationLockKey)
 	})
 	defer released.Stop()
 	if err := s.Migrate(t.Context()); err != nil {

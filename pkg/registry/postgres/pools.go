@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/example/platform-apiserver/pkg/registry/postgres/pgdb"
+	"github.com/example/platform-apiserver/pkg/registry/postgres/schema"
 	"github.com/example/platform-apiserver/pkg/registry/store"
 )
 
@@ -88,7 +89,7 @@ func newConnPool(ctx context.Context, name string, cfg *pgxpool.Config, size int
 		return nil
 	}
 	// Every publish checks it (migration 028).
-	cfg.ConnConfig.RuntimeParams[writeProtocolParam] = strconv.Itoa(WriteProtocol)
+	cfg.ConnConfig.RuntimeParams[schema.WriteProtocolParam] = strconv.Itoa(schema.WriteProtocol)
 	if _, set := cfg.ConnConfig.RuntimeParams["application_name"]; !set {
 		// pg_stat_activity tells the pools' sessions apart.
 		cfg.ConnConfig.RuntimeParams["application_name"] = "platform-apiserver-" + strings.Fields(name)[0]

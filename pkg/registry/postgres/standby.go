@@ -15,6 +15,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/example/platform-apiserver/pkg/registry/postgres/pgdb"
+	"github.com/example/platform-apiserver/pkg/registry/postgres/schema"
 	"github.com/example/platform-apiserver/pkg/registry/store"
 )
 
@@ -264,11 +265,11 @@ var sqlStandbyReplayed = statement("standby_replayed")
 // schemaVersion is the newest migration this binary knows: a standby
 // serves reads only once it has replayed it.
 var schemaVersion = func() int {
-	all, err := migrations()
-	if err != nil || len(all) == 0 {
+	v, err := schema.LatestVersion()
+	if err != nil {
 		panic(fmt.Sprintf("postgres: no embedded migrations: %v", err))
 	}
-	return all[len(all)-1].Version
+	return v
 }()
 
 // replayedVersion is the registry resourceVersion the standby holds, -1

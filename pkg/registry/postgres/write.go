@@ -133,17 +133,6 @@ func (s *Store) write(ctx context.Context, o op, sec sections) error {
 // (at verbosity 2): later writers wait for it.
 const longHold = 500 * time.Millisecond
 
-// WriteProtocol is how this release's writers commit (migration 028,
-// docs/upgrades.md): every connection says it (the run-time parameter
-// registry.write_protocol), and the registry refuses a publish from one
-// below registry_state.write_protocol. Raise both together, in the
-// migration that changes how writers must commit: 1, commit tickets whose
-// wait reads the lock table (migrations 023 and 026).
-const WriteProtocol = 1
-
-// writeProtocolParam is the run-time parameter that carries WriteProtocol.
-const writeProtocolParam = "registry.write_protocol"
-
 // MemberLockClass is the first key of the advisory locks that serialize the
 // writers of one member: (MemberLockClass, hashtext(cluster_id)). Members
 // whose ids hash alike share a lock, which only costs concurrency.

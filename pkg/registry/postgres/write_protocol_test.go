@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/example/platform-apiserver/pkg/registry/postgres"
+	"github.com/example/platform-apiserver/pkg/registry/postgres/schema"
 	"github.com/example/platform-apiserver/pkg/registry/store"
 )
 
@@ -56,7 +57,7 @@ func TestOlderWriteProtocolIsRefused(t *testing.T) {
 		}
 	}
 
-	setRequired(postgres.WriteProtocol + 1)
+	setRequired(schema.WriteProtocol + 1)
 	before := registryRV(t, s, ctx)
 	err := s.Apply(ctx, store.Batch{ClusterID: "m", Nodes: []store.Node{node("n0", 2000, gib)}})
 	if !errors.Is(err, store.ErrUnavailable) || !strings.Contains(err.Error(), "this replica writes registry protocol 1, the registry requires 2 or later") {
@@ -73,7 +74,7 @@ func TestOlderWriteProtocolIsRefused(t *testing.T) {
 		t.Errorf("readiness: %v; want failing, naming both protocols", err)
 	}
 
-	setRequired(postgres.WriteProtocol)
+	setRequired(schema.WriteProtocol)
 	mustApply(t, s, ctx, store.Batch{ClusterID: "m", Nodes: []store.Node{node("n0", 2000, gib)}})
 	if err := s.Ready(ctx); err != nil {
 		t.Errorf("readiness at this release's protocol: %v", err)

@@ -1,4 +1,4 @@
-package postgres
+package schema
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/example/platform-apiserver/pkg/registry/postgres/pgdb"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // sqlMigrateHistory reads the applied migrations with names and times.
@@ -27,19 +28,14 @@ type MigrationState struct {
 	Known bool
 }
 
-// MigrationStatus lists the embedded migrations and those recorded in the
-// database, by version. It changes nothing: without a schema_migrations
-// table every embedded migration is pending.
-func (s *Store) MigrationStatus(ctx context.Context) ([]MigrationState, error) {
+// MigrationStatus lists the embedded migrations and those recorded in
+// conn's database, by version. It changes nothing: without a
+// schema_migrations table every embedded migration is pending.
+func MigrationStatus(ctx context.Context, conn *pgxpool.Conn) ([]MigrationState, error) {
 	all, err := migrations()
 	if err != nil {
 		return nil, err
 	}
-	conn, err := s.writes.Acquire(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("migration status: %w", pgdb.InterpretError(err))
-	}
-	defer conn.Release()
 	byVersion := map[int]*MigrationState{}
 	for _, m := range all {
 		byVersion[m.Version] = &MigrationState{Version: m.Version, Name: m.Name, Known: true}

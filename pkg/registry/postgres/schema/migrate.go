@@ -1,4 +1,8 @@
-package postgres
+// Package schema is the registry's database schema: the versioned
+// migrations (tables, indexes, data), one source file per function with
+// its triggers (functions/), the checked-in dump of the result
+// (schema.sql), and what applies, reverts and reports them.
+package schema
 
 import (
 	"context"
@@ -24,9 +28,20 @@ import (
 //go:embed migrations/*.sql
 var migrationFiles embed.FS
 
-// migrationLockKey is the advisory lock that serializes migrations across
+// MigrationLockKey is the advisory lock that serializes migrations across
 // replicas; the value is arbitrary but fixed ("platreg1" in ASCII).
-const migrationLockKey int64 = 0x70_6c_61_74_72_65_67_31 // "platreg1"
+const MigrationLockKey int64 = 0x70_6c_61_74_72_65_67_31 // "platreg1"
+
+// WriteProtocol is how this release's writers commit (migration 028,
+// docs/upgrades.md): every connection says it (the run-time parameter
+// WriteProtocolParam), and the registry refuses a publish from one
+// below registry_state.write_protocol. Raise both together, in the
+// migration that changes how writers must commit: 1, commit tickets whose
+// wait reads the lock table (migrations 023 and 026).
+const WriteProtocol = 1
+
+// WriteProtocolParam is the run-time parameter that carries WriteProtocol.
+const WriteProtocolParam = "registry.write_protocol"
 
 var (
 	sqlMigrateLock        = statement("migrate_lock")
@@ -43,6 +58,18 @@ type migration struct {
 	Name    string // e.g. 001_registry
 	Up      string
 	Down    string
+}
+
+// LatestVersion is the newest migration this binary knows.
+func LatestVersion() (int, error) {
+	all, err := migrations()
+	if err != nil {
+		return 0, err
+	}
+	if len(all) == 0 {
+		return 0, errors.New("no migrations")
+	}
+	return all[len(all)-1].Version, nil
 }
 
 // migrations parses the embedded NNN_name.{up,down}.sql files, in order.
@@ -97,16 +124,19 @@ func migrations() ([]migration, error) {
 // Migrate applies every pending migration, each in its own transaction,
 // and the function sources (migrate_sources.go) that changed, in the
 // transaction of the last migration it applies or in one of their own. An
-// advisory lock makes replicas that start together take turns.
-func (s *Store) Migrate(ctx context.Context) error {
-	return s.migrateUp(ctx, -1, functionFiles)
+// advisory lock makes replicas that start together take turns. conn is a
+// connection of the migration's own, without a statement timeout: the
+// migrations, and the wait for another replica's, may take longer than any
+// request.
+func Migrate(ctx context.Context, conn *pgxpool.Conn) error {
+	return migrateUp(ctx, conn, -1, functionFiles)
 }
 
 // migrateUp applies the pending migrations up to version through (all if
 // < 0), then the function sources of fsys unless it is nil. A binary that
 // does not know every applied migration leaves the sources alone: a newer
 // one applied them, and this one's would be older.
-func (s *Store) migrateUp(ctx context.Context, through int, fsys fs.FS) error {
+func migrateUp(ctx context.Context, conn *pgxpool.Conn, through int, fsys fs.FS) error {
 	all, err := migrations()
 	if err != nil {
 		return err
@@ -118,7 +148,7 @@ func (s *Store) migrateUp(ctx context.Context, through int, fsys fs.FS) error {
 		}
 	}
 	logger := klog.FromContext(ctx)
-	return s.withMigrationLock(ctx, func(conn *pgxpool.Conn) error {
+	return withMigrationLock(ctx, conn, func() error {
 		applied, err := appliedVersions(ctx, conn)
 		if err != nil {
 			return err
@@ -204,24 +234,26 @@ func migrationTx(ctx context.Context, conn *pgxpool.Conn, fn func(pgx.Tx) error)
 	}
 }
 
-// MigrateDown reverts the newest steps applied migrations (all if steps < 0).
-func (s *Store) MigrateDown(ctx context.Context, steps int) error {
-	return s.migrateDown(ctx, steps, 0)
+// MigrateDown reverts the newest steps applied migrations (all if steps <
+// 0), on conn (as for Migrate).
+func MigrateDown(ctx context.Context, conn *pgxpool.Conn, steps int) error {
+	return migrateDown(ctx, conn, steps, 0)
 }
 
-// MigrateDownTo reverts every applied migration newer than version.
-func (s *Store) MigrateDownTo(ctx context.Context, version int) error {
-	return s.migrateDown(ctx, -1, version)
+// MigrateDownTo reverts every applied migration newer than version, on
+// conn (as for Migrate).
+func MigrateDownTo(ctx context.Context, conn *pgxpool.Conn, version int) error {
+	return migrateDown(ctx, conn, -1, version)
 }
 
 // migrateDown reverts up to steps (all if < 0) applied migrations newer
 // than floor, newest first.
-func (s *Store) migrateDown(ctx context.Context, steps, floor int) error {
+func migrateDown(ctx context.Context, conn *pgxpool.Conn, steps, floor int) error {
 	all, err := migrations()
 	if err != nil {
 		return err
 	}
-	return s.withMigrationLock(ctx, func(conn *pgxpool.Conn) error {
+	return withMigrationLock(ctx, conn, func() error {
 		applied, err := appliedVersions(ctx, conn)
 		if err != nil {
 			return err
@@ -248,30 +280,15 @@ func (s *Store) migrateDown(ctx context.Context, steps, floor int) error {
 	})
 }
 
-// PendingMigrations names the embedded migrations not yet applied.
-func (s *Store) PendingMigrations(ctx context.Context) ([]string, error) {
-	return pendingMigrations(ctx, s.writes.Pool)
-}
-
-// errConnectionLost marks a check that failed because its connection died
-// under it.
-var errConnectionLost = errors.New("connection lost")
-
-func pendingMigrations(ctx context.Context, pool *pgxpool.Pool) ([]string, error) {
+// Pending names the embedded migrations not yet applied to conn's
+// database.
+func Pending(ctx context.Context, conn *pgxpool.Conn) ([]string, error) {
 	all, err := migrations()
 	if err != nil {
 		return nil, err
 	}
-	conn, err := pool.Acquire(ctx)
-	if err != nil {
-		return nil, pgdb.InterpretError(err)
-	}
-	defer conn.Release()
 	applied, err := appliedVersionsIfAny(ctx, conn)
 	if err != nil {
-		if conn.Conn().IsClosed() {
-			return nil, fmt.Errorf("%w: %w", errConnectionLost, err)
-		}
 		return nil, err
 	}
 	var pending []string
@@ -283,45 +300,15 @@ func pendingMigrations(ctx context.Context, pool *pgxpool.Pool) ([]string, error
 	return pending, nil
 }
 
-// Ready returns nil when the database is reachable and fully migrated, and
-// otherwise an error wrapping store.ErrUnavailable that says what is wrong.
-// It uses the health-check pool.
-func (s *Store) Ready(ctx context.Context) error {
-	pending, err := pendingMigrations(ctx, s.health.Pool)
-	for range healthPoolSize {
-		if !errors.Is(err, errConnectionLost) {
-			break
-		}
-		// An idle connection whose server crashed or failed over fails
-		// its next query; that is not the database's answer. Ask again:
-		// the pool dropped the dead one, so this takes another
-		// connection, each idle one at most once.
-		pending, err = pendingMigrations(ctx, s.health.Pool)
-	}
-	if err != nil {
-		if errors.Is(err, store.ErrUnavailable) {
-			return err
-		}
-		return fmt.Errorf("%w: %w", store.ErrUnavailable, err)
-	}
-	if n := len(pending); n > 0 {
-		noun := "migrations"
-		if n == 1 {
-			noun = "migration"
-		}
-		return fmt.Errorf("%w: %d %s pending (%s); run `platform-apiserver migrate`",
-			store.ErrUnavailable, n, noun, strings.Join(pending, ", "))
-	}
-	return s.checkWriteProtocol(ctx)
-}
-
-// checkWriteProtocol fails when the registry requires a write protocol
+// CheckWriteProtocol fails when the registry requires a write protocol
 // above WriteProtocol (a newer release's migration raised it): this
 // replica's publishes would all fail, so it cannot write its members, and
 // leaves readiness saying so.
-func (s *Store) checkWriteProtocol(ctx context.Context) error {
+func CheckWriteProtocol(ctx context.Context, db interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}) error {
 	var required int
-	if err := s.health.QueryRow(ctx, sqlWriteProtocol).Scan(&required); err != nil {
+	if err := db.QueryRow(ctx, sqlWriteProtocol).Scan(&required); err != nil {
 		return fmt.Errorf("%w: read the registry's write protocol: %w", store.ErrUnavailable, pgdb.InterpretError(err))
 	}
 	if required > WriteProtocol {
@@ -333,33 +320,23 @@ func (s *Store) checkWriteProtocol(ctx context.Context) error {
 
 var sqlWriteProtocol = statement("migrate_write_protocol")
 
-func (s *Store) withMigrationLock(ctx context.Context, fn func(*pgxpool.Conn) error) error {
-	conn, err := s.writes.Acquire(ctx)
-	if err != nil {
-		return fmt.Errorf("migrate: %w", pgdb.InterpretError(err))
-	}
-	defer conn.Release()
-	// A migration's locks may keep the change feed's reads waiting past
-	// their timeout: that must not cut the migration's own connection.
-	defer s.writes.conns.spare(conn.Conn().PgConn())()
-	if err := liftStatementTimeout(ctx, conn); err != nil { // connect.go
-		return fmt.Errorf("migrate: %w", err)
-	}
-	defer restoreStatementTimeout(ctx, conn)
-	if _, err := conn.Exec(ctx, sqlMigrateLock, migrationLockKey); err != nil {
+// withMigrationLock runs fn holding the migration lock on conn, with
+// schema_migrations created.
+func withMigrationLock(ctx context.Context, conn *pgxpool.Conn, fn func() error) error {
+	if _, err := conn.Exec(ctx, sqlMigrateLock, MigrationLockKey); err != nil {
 		return fmt.Errorf("migrate: take advisory lock: %w", pgdb.InterpretError(err))
 	}
 	defer func() {
 		// Unlock on the same session; if that fails the session ends and
 		// Postgres releases the lock, so destroy the connection.
-		if _, err := conn.Exec(context.WithoutCancel(ctx), sqlMigrateUnlock, migrationLockKey); err != nil {
+		if _, err := conn.Exec(context.WithoutCancel(ctx), sqlMigrateUnlock, MigrationLockKey); err != nil {
 			_ = conn.Conn().Close(context.WithoutCancel(ctx))
 		}
 	}()
 	if _, err := conn.Exec(ctx, sqlMigrateCreateTable); err != nil {
 		return fmt.Errorf("migrate: create schema_migrations: %w", pgdb.InterpretError(err))
 	}
-	return fn(conn)
+	return fn()
 }
 
 func appliedVersions(ctx context.Context, conn *pgxpool.Conn) (map[int]bool, error) {

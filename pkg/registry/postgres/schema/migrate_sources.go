@@ -1,4 +1,4 @@
-package postgres
+package schema
 
 import (
 	"context"
@@ -14,17 +14,19 @@ import (
 )
 
 // Every function of the registry (trigger functions and aggregates too) has
-// one file, schema/functions/<function name>.sql, holding its current
+// one file, functions/<function name>.sql, holding its current
 // definition (CREATE OR REPLACE) and the triggers that run it; versioned
 // migrations hold tables, indexes and data (docs/registry.md, "Where the
 // schema lives"). Migrate applies a file after the migrations when it
 // changed, or when its function or triggers are no longer what applying it
 // left.
 //
-//go:embed schema/functions/*.sql
+//go:embed functions/*.sql
 var functionFiles embed.FS
 
-const functionsDir = "schema/functions"
+// functionsDir is the sources' directory in the package (and in the
+// embedded files); errors name it as it is under pkg/registry/postgres.
+const functionsDir = "functions"
 
 var (
 	sqlMigrateSourcesCreateTable = statement("migrate_sources_create_table")
@@ -34,14 +36,14 @@ var (
 	sqlMigrateSourcesUnchecked   = statement("migrate_sources_bodies_unchecked")
 )
 
-// functionSource is one file of schema/functions.
+// functionSource is one file of functions/.
 type functionSource struct {
 	Name   string // the function's, and the file's without .sql
 	SQL    string
 	SHA256 string // of the file, hex
 }
 
-// functionSources reads schema/functions/*.sql from fsys, in name order.
+// functionSources reads functions/*.sql from fsys, in name order.
 func functionSources(fsys fs.FS) ([]functionSource, error) {
 	entries, err := fs.ReadDir(fsys, functionsDir)
 	if err != nil {
@@ -51,7 +53,7 @@ func functionSources(fsys fs.FS) ([]functionSource, error) {
 	for _, e := range entries {
 		name, ok := strings.CutSuffix(e.Name(), ".sql")
 		if !ok || e.IsDir() {
-			return nil, fmt.Errorf("%s/%s: want <function name>.sql", functionsDir, e.Name())
+			return nil, fmt.Errorf("schema/%s/%s: want <function name>.sql", functionsDir, e.Name())
 		}
 		body, err := fs.ReadFile(fsys, path.Join(functionsDir, e.Name()))
 		if err != nil {
@@ -99,7 +101,7 @@ func applyFunctionSources(ctx context.Context, tx pgx.Tx, sources []functionSour
 			}
 		}
 		if _, err := tx.Exec(ctx, src.SQL); err != nil {
-			return nil, fmt.Errorf("%s/%s.sql: %w", functionsDir, src.Name, err)
+			return nil, fmt.Errorf("schema/%s/%s.sql: %w", functionsDir, src.Name, err)
 		}
 		applied = append(applied, src)
 	}
@@ -130,7 +132,7 @@ func recordFunctionSources(ctx context.Context, tx pgx.Tx, applied []functionSou
 	for i, src := range applied {
 		def := states[src.Name].definition
 		if def == nil {
-			return nil, fmt.Errorf("%s/%s.sql defines no function %s", functionsDir, src.Name, src.Name)
+			return nil, fmt.Errorf("schema/%s/%s.sql defines no function %s", functionsDir, src.Name, src.Name)
 		}
 		shas[i], definitions[i] = src.SHA256, *def
 	}

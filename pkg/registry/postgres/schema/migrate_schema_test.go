@@ -1,4 +1,4 @@
-package postgres_test
+package schema_test
 
 import (
 	"fmt"
@@ -8,17 +8,18 @@ import (
 	"time"
 
 	"github.com/example/platform-apiserver/pkg/registry/postgres"
+	"github.com/example/platform-apiserver/pkg/registry/postgres/schema"
 	"github.com/example/platform-apiserver/pkg/registry/store"
 )
 
 // schemaFile is the checked-in schema (hack/update-schema.sh writes it).
-const schemaFile = "schema/schema.sql"
+const schemaFile = "schema.sql"
 
 // lastMigrationBeforeSources is the newest migration of the releases that
 // had no function sources (main before issue 51).
 const lastMigrationBeforeSources = 28
 
-// TestSchemaIsAFreshMigration: schema/schema.sql is the schema of an empty
+// TestSchemaIsAFreshMigration: schema.sql is the schema of an empty
 // database migrated by Store.Migrate.
 func TestSchemaIsAFreshMigration(t *testing.T) {
 	t.Parallel()
@@ -31,7 +32,7 @@ func TestSchemaIsAFreshMigration(t *testing.T) {
 
 // TestSchemaUpgradeFromReleaseBeforeSources: a registry migrated and written
 // by a release from before the function sources upgrades in place to
-// exactly schema/schema.sql, every row of every table intact, and works on.
+// exactly schema.sql, every row of every table intact, and works on.
 //
 // That release's registry is made by this binary's migrations 001 to 028
 // without the function sources: they are main's as of 0dfaf63 (migrations
@@ -43,7 +44,7 @@ func TestSchemaUpgradeFromReleaseBeforeSources(t *testing.T) {
 	t.Parallel()
 	s, b := setupUnmigrated(t, postgres.Options{})
 	ctx := b.ctx
-	if err := s.MigrateThrough(ctx, lastMigrationBeforeSources); err != nil {
+	if err := schema.MigrateThrough(ctx, b.migrationConn(t), lastMigrationBeforeSources); err != nil {
 		t.Fatal(err)
 	}
 	conn := b.connect(t)
@@ -161,7 +162,7 @@ func tableRows(t *testing.T, b testBundle) map[string]string {
 	return out
 }
 
-// dumpSchema is postgres.DumpSchema of the test's database. schema.sql is
+// dumpSchema is schema.DumpSchema of the test's database. schema.sql is
 // a dump of PostgreSQL 15: on another server (TEST_DATABASE_URL) the test
 // is skipped.
 func dumpSchema(t *testing.T, b testBundle) string {
@@ -173,14 +174,14 @@ func dumpSchema(t *testing.T, b testBundle) string {
 	if version/10000 != 15 {
 		t.Skipf("%s is a dump of PostgreSQL 15; this server is %d", schemaFile, version)
 	}
-	dump, err := postgres.DumpSchema(b.ctx, b.dsn)
+	dump, err := schema.DumpSchema(b.ctx, b.dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return string(dump)
 }
 
-// checkSchemaFile fails unless got is schema/schema.sql, showing where
+// checkSchemaFile fails unless got is schema.sql, showing where
 // they differ first.
 func checkSchemaFile(t *testing.T, what, got string) {
 	t.Helper()

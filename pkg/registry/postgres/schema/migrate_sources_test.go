@@ -1,4 +1,4 @@
-package postgres
+package schema
 
 import (
 	"context"
@@ -32,8 +32,8 @@ func TestMigrateAppliesOnlyTheSourcesThatChanged(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	dsn := pgtest.NewTestDatabase(t)
-	s := openStore(t, dsn, Options{})
-	if err := s.Migrate(ctx); err != nil {
+	mconn := migrationConn(t, dsn)
+	if err := Migrate(ctx, mconn); err != nil {
 		t.Fatal(err)
 	}
 	conn, err := pgx.Connect(ctx, dsn)
@@ -55,7 +55,7 @@ func TestMigrateAppliesOnlyTheSourcesThatChanged(t *testing.T) {
 		for name, sql := range files {
 			mfs[path.Join(functionsDir, name+".sql")] = &fstest.MapFile{Data: []byte(sql)}
 		}
-		if err := s.migrateUp(ctx, -1, mfs); err != nil {
+		if err := migrateUp(ctx, mconn, -1, mfs); err != nil {
 			t.Fatalf("%s: Migrate: %v", step, err)
 		}
 		rows, err := conn.Query(ctx, `SELECT name FROM registry_schema_sources WHERE applied_at <> $1 ORDER BY name`, long)
@@ -158,7 +158,7 @@ func TestMigrateAppliesOnlyTheSourcesThatChanged(t *testing.T) {
 	for name, sql := range misnamed {
 		mfs[path.Join(functionsDir, name+".sql")] = &fstest.MapFile{Data: []byte(sql)}
 	}
-	if err := s.migrateUp(ctx, -1, mfs); err == nil || !strings.Contains(err.Error(), "no_such_function.sql defines no function no_such_function") {
+	if err := migrateUp(ctx, mconn, -1, mfs); err == nil || !strings.Contains(err.Error(), "no_such_function.sql defines no function no_such_function") {
 		t.Errorf("a misnamed file: Migrate = %v, want an error naming it", err)
 	}
 }
@@ -173,8 +173,8 @@ func TestMigrateRunsAgainAfterADeadlock(t *testing.T) {
 	var logs syncBuffer
 	ctx := klog.NewContext(t.Context(), textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(&logs))))
 	dsn := pgtest.NewTestDatabase(t)
-	s := openStore(t, dsn, Options{})
-	if err := s.Migrate(ctx); err != nil {
+	mconn := migrationConn(t, dsn)
+	if err := Migrate(ctx, mconn); err != nil {
 		t.Fatal(err)
 	}
 	conns := make([]*pgx.Conn, 2)
@@ -201,7 +201,7 @@ func TestMigrateRunsAgainAfterADeadlock(t *testing.T) {
 		t.Fatal(err)
 	}
 	migrated := make(chan error, 1)
-	go func() { migrated <- s.Migrate(ctx) }()
+	go func() { migrated <- Migrate(ctx, mconn) }()
 	if err := wait.PollUntilContextTimeout(ctx, 5*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		var waiting bool
 		err := watcher.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_locks WHERE relation = 'cluster_capacity'::regclass AND NOT granted)`).Scan(&waiting)
@@ -236,13 +236,11 @@ func TestMigrateRunsAgainAfterADeadlock(t *testing.T) {
 func TestEveryFunctionHasItsSource(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	s := migratedStore(t)
-	files := sourceFiles(t)
-	conn, err := s.writes.Acquire(ctx)
-	if err != nil {
-		t.Fatal(err)
+	conn := migrationConn(t, pgtest.NewTestDatabase(t))
+	if err := Migrate(ctx, conn); err != nil {
+		t.Fatalf("Migrate: %v", err)
 	}
-	defer conn.Release()
+	files := sourceFiles(t)
 
 	// The view tables whose update log function the template makes.
 	generated := map[string]string{}

@@ -1,0 +1,88 @@
+package schema
+
+import (
+	"bytes"
+	"context"
+	"maps"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	pgtest "github.com/example/platform-apiserver/test/framework/postgres"
+)
+
+func TestMain(m *testing.M) { os.Exit(pgtest.RunTests(m)) }
+
+// migrationConn returns a connection to the database of dsn for the
+// migrations, released when the test ends.
+func migrationConn(t *testing.T, dsn string) *pgxpool.Conn {
+	t.Helper()
+	pool, err := pgxpool.New(context.Background(), dsn)
+	if err != nil {
+		t.Fatalf("pool of %s: %v", dsn, err)
+	}
+	t.Cleanup(pool.Close)
+	conn, err := pool.Acquire(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(conn.Release)
+	return conn
+}
+
+// syncBuffer is a log destination tests read while connections write.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+// TestStatementsAllUsed: every embedded file was loaded at init, and no
+// statement kept a header or an include.
+func TestStatementsAllUsed(t *testing.T) {
+	t.Parallel()
+	unused, err := statements.Unused()
+	if err != nil {
+		t.Fatalf("embedded SQL files: %v", err)
+	}
+	for _, f := range unused {
+		t.Errorf("%s is embedded but no statement loads it", f)
+	}
+	for name, sql := range statements.Statements() {
+		if strings.Contains(sql, "{{") || strings.HasPrefix(sql, "--") || sql != strings.TrimSpace(sql) {
+			t.Errorf("statement %s was not expanded or stripped: %q", name, sql)
+		}
+	}
+}
+
+// TestStatementsPrepare: every statement parses and type-checks against the
+// migrated schema.
+func TestStatementsPrepare(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	conn := migrationConn(t, pgtest.NewTestDatabase(t))
+	if err := Migrate(ctx, conn); err != nil {
+		t.Fatalf("Migrate: %v", err)
+	}
+	loaded := statements.Statements()
+	for _, name := range slices.Sorted(maps.Keys(loaded)) {
+		if _, err := conn.Conn().Prepare(ctx, name, loaded[name]); err != nil {
+			t.Errorf("prepare %s: %v", name, err)
+		}
+	}
+}
