@@ -69,7 +69,7 @@ TEST_PARALLEL ?= 4
 test: deps tools
 	$(GO) test -count=1 -timeout 30m -parallel $(TEST_PARALLEL) -skip '^($(SLOW_TESTS))$$' ./...
 
-## test-slow: the slow tier, SLOW_TESTS only (about 20 minutes)
+## test-slow: the slow tier, SLOW_TESTS only (about 12 minutes, most of it a soak and alerts waiting)
 test-slow: deps tools
 	$(GO) test -count=1 -timeout 60m -parallel $(TEST_PARALLEL) -run '^($(SLOW_TESTS))$$' ./test/integration/
 
