@@ -53,3 +53,14 @@ func APIError(err error, resource schema.GroupResource, name string) error {
 		return apierrors.NewInternalError(err)
 	}
 }
+
+// QueryError is APIError for a query kind's answer (a PlacementReport, a
+// UsageReport): a query that ran past its time is a 504 without
+// Retry-After, since client-go would send the same query again up to ten
+// times and multiply the load that made it slow.
+func QueryError(err error, resource schema.GroupResource, name string) error {
+	if errors.Is(err, store.ErrTimeout) || errors.Is(err, context.DeadlineExceeded) {
+		return apierrors.NewTimeoutError("the registry did not answer the query in time: ask about fewer members or nodes, or a simpler shape: "+err.Error(), 0)
+	}
+	return APIError(err, resource, name)
+}

@@ -7,6 +7,7 @@ import (
 	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 // Limits bound what one list, watch or query may ask of the registry: each
@@ -25,11 +26,23 @@ type Limits struct {
 	// PageSize is the most items one page of a list holds: a larger limit
 	// is served as this one, with a continue token (--max-list-page-size).
 	PageSize int64
+	// QueryAffinityTerms, QueryTolerations, QueryResources and
+	// QueryClusters bound a query kind's lists (a PlacementReport's node
+	// affinity terms, tolerations, requests and devices, named members):
+	// --max-query-affinity-terms, --max-query-tolerations,
+	// --max-query-resources (requests and devices each) and
+	// --max-query-clusters. A matchFields term's names count as one
+	// selector's values (SelectorValues).
+	QueryAffinityTerms int
+	QueryTolerations   int
+	QueryResources     int
+	QueryClusters      int
 }
 
 // DefaultLimits are the flags' defaults.
 func DefaultLimits() Limits {
-	return Limits{SelectorRequirements: 100, SelectorValues: 1000, SelectorBytes: 64 << 10, PageSize: 10000}
+	return Limits{SelectorRequirements: 100, SelectorValues: 1000, SelectorBytes: 64 << 10, PageSize: 10000,
+		QueryAffinityTerms: 8, QueryTolerations: 100, QueryResources: 32, QueryClusters: 1000}
 }
 
 // withDefaults fills the zero fields with their defaults.
@@ -47,8 +60,25 @@ func (l Limits) withDefaults() Limits {
 	if l.PageSize <= 0 {
 		l.PageSize = d.PageSize
 	}
+	for _, f := range []struct{ v, d *int }{{&l.QueryAffinityTerms, &d.QueryAffinityTerms}, {&l.QueryTolerations, &d.QueryTolerations},
+		{&l.QueryResources, &d.QueryResources}, {&l.QueryClusters, &d.QueryClusters}} {
+		if *f.v <= 0 {
+			*f.v = *f.d
+		}
+	}
 	return l
 }
+
+// TooMany refuses a query body's list longer than limit, naming the flag
+// that sets it.
+func TooMany(path *field.Path, n, limit int, flag string) *field.Error {
+	e := field.TooMany(path, n, limit)
+	e.Detail += " (this server's " + flag + "): ask about fewer"
+	return e
+}
+
+// WithDefaults returns l with its zero fields set to their defaults.
+func (l Limits) WithDefaults() Limits { return l.withDefaults() }
 
 // pageSize is the page size a list asking limit gets: limit, at most
 // PageSize; 0 (no limit) stays 0.

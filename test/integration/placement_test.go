@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
 
 	"github.com/example/platform-apiserver/pkg/apis/platform/v1alpha1"
 	"github.com/example/platform-apiserver/pkg/generated/clientset/versioned"
@@ -202,7 +203,7 @@ func TestPlacementReport(t *testing.T) {
 		}
 		fits := r.Status.Clusters[0].Fits
 		bound := e.schedule(t, s, int(fits)+3)
-		t.Logf("%s: report fits %d on %d nodes; kube-scheduler bound %d", s.name, fits, r.Status.Clusters[0].Nodes, bound)
+		t.Logf("%s: report fits %d on %d nodes; kube-scheduler bound %d", s.name, fits, ptr.Deref(r.Status.Clusters[0].Nodes, -1), bound)
 		if int64(bound) != fits {
 			t.Errorf("%s: the report says %d replicas fit, kube-scheduler bound %d of %d", s.name, fits, bound, fits+3)
 		}
@@ -328,6 +329,51 @@ func (e *env) testPlacementAccess(t *testing.T) {
 			t.Errorf("tenant asking %v: the 403 does not name the permission: %v", clusters, err)
 		}
 	}
+
+	// The node oracle is closed: the tenant may not list NodeCapacities, so
+	// questions about nodes are 403 alike for a node that exists and one
+	// that does not, and plain answers do not say how many nodes have room.
+	spec.Clusters = []string{"local"}
+	r, err := tenant.Create(ctx, &v1alpha1.PlacementReport{Spec: spec}, metav1.CreateOptions{})
+	if err != nil || r.Status.Clusters[0].Nodes != nil || r.Status.Clusters[0].Fits == 0 {
+		t.Errorf("the tenant's plain report: %+v, %v; want fits without nodes", r.Status, err)
+	}
+	named := func(node string) v1alpha1.PlacementReportSpec {
+		s := spec
+		s.Tolerations = []v1alpha1.Toleration{{Operator: "Exists"}}
+		s.NodeAffinity = []v1alpha1.NodeSelectorTerm{{MatchFields: []v1alpha1.NodeSelectorRequirement{{Key: "metadata.name", Operator: "In", Values: []string{node}}}}}
+		return s
+	}
+	var answers []string
+	for _, node := range []string{"small-a1", "no-such-node"} {
+		_, err := tenant.Create(ctx, &v1alpha1.PlacementReport{Spec: named(node)}, metav1.CreateOptions{})
+		if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), `cannot list resource "nodecapacities"`) ||
+			!strings.Contains(err.Error(), "asks about nodes (spec.nodeAffinity, spec.tolerations)") {
+			t.Errorf("tenant asking about node %s: %v; want 403 naming list nodecapacities and the fields", node, err)
+		}
+		answers = append(answers, strings.ReplaceAll(fmt.Sprint(err), node, "NODE"))
+	}
+	if answers[0] != answers[1] {
+		t.Errorf("the tenant tells an existing node from an unknown one:\n%s\n%s", answers[0], answers[1])
+	}
+	// The admin may list the nodes: told how many have room.
+	r, err = e.platform.PlatformV1alpha1().PlacementReports().Create(ctx, &v1alpha1.PlacementReport{Spec: named("small-a1")}, metav1.CreateOptions{})
+	if err != nil || r.Status.Clusters[0].Nodes == nil || *r.Status.Clusters[0].Nodes != 1 {
+		t.Errorf("the admin asking about small-a1: %+v, %v; want nodes 1", r.Status, err)
+	}
+
+	// A body built to load the server is refused in full, naming the limit.
+	huge := spec
+	huge.Tolerations = make([]v1alpha1.Toleration, 100_000) // 2.2 MB of JSON, within the 3 MiB a request may have
+	for i := range huge.Tolerations {
+		huge.Tolerations[i] = v1alpha1.Toleration{Operator: "Exists"}
+	}
+	start := time.Now()
+	_, err = e.platform.PlatformV1alpha1().PlacementReports().Create(ctx, &v1alpha1.PlacementReport{Spec: huge}, metav1.CreateOptions{})
+	if !apierrors.IsBadRequest(err) || !strings.Contains(err.Error(), "spec.tolerations: Too many: 100000: must have at most 100 items (this server's --max-query-tolerations)") {
+		t.Errorf("100,000 tolerations: %v; want 400 naming --max-query-tolerations", err)
+	}
+	t.Logf("100,000 tolerations refused in %s", time.Since(start).Round(time.Millisecond))
 }
 
 // forwarder relays TCP connections to target until stopped, when it

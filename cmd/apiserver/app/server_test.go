@@ -28,6 +28,8 @@ func TestBadFlags(t *testing.T) {
 		{"usage unknown after too short for the interval", []string{"--metrics-interval=2m", "--usage-unknown-after=4m"}, []string{"--usage-unknown-after (4m0s) must be at least 5m0s"}},
 		{"usage unknown after too short for the resolution", []string{"--metrics-interval=5s", "--metrics-resolution=30s", "--usage-unknown-after=30s"},
 			[]string{"--usage-unknown-after (30s) must be at least 40s with --metrics-interval=5s and --metrics-resolution=30s"}},
+		{"query resources below a pod shape", []string{"--max-query-resources=1"}, []string{"--max-query-resources must be at least 2 (a pod shape asks for cpu and memory), got 1"}},
+		{"zero query tolerations", []string{"--max-query-tolerations=0"}, []string{"--max-query-tolerations must be at least 1, got 0"}},
 		{"zero metrics resolution", []string{"--metrics-resolution=0s"}, []string{"--metrics-resolution must be positive", "got 0s"}},
 		{"negative member removal grace", []string{"--member-removal-grace-period=-1m"}, []string{"--member-removal-grace-period must be zero or positive", "got -1m0s"}},
 		{"positional arguments", []string{"serve"}, []string{"unknown command \"serve\""}},

@@ -128,8 +128,9 @@ type PlacementClusterFit struct {
 	// each node's allocatable minus requested and its pod count, and
 	// within the topology spread.
 	Fits int64
-	// Nodes counts the nodes that could take at least one replica.
-	Nodes int64
+	// Nodes counts the nodes that could take at least one replica; set
+	// only for a caller who may list nodecapacities.
+	Nodes *int64
 	// FitsAll says whether spec.replicas replicas fit; unset without
 	// spec.replicas.
 	FitsAll *bool

@@ -1601,8 +1601,7 @@ func schema_pkg_apis_platform_v1alpha1_PlacementClusterFit(ref common.ReferenceC
 					},
 					"nodes": {
 						SchemaProps: spec.SchemaProps{
-							Description: "Nodes counts the nodes that could take at least one replica.",
-							Default:     0,
+							Description: "Nodes counts the nodes that could take at least one replica; set only for a caller who may list nodecapacities (how many nodes have room is node-level information).",
 							Type:        []string{"integer"},
 							Format:      "int64",
 						},
@@ -1637,7 +1636,7 @@ func schema_pkg_apis_platform_v1alpha1_PlacementClusterFit(ref common.ReferenceC
 						},
 					},
 				},
-				Required: []string{"cluster", "fits", "nodes", "stale"},
+				Required: []string{"cluster", "fits", "stale"},
 			},
 		},
 		Dependencies: []string{

@@ -10,11 +10,13 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
+	"k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/registry/rest"
 
 	"github.com/example/platform-apiserver/pkg/apis/platform"
@@ -71,7 +73,8 @@ func (r *REST) Create(ctx context.Context, obj runtime.Object, createValidation 
 		err.ErrStatus.Code, err.ErrStatus.Reason = http.StatusBadRequest, metav1.StatusReasonBadRequest
 		return nil, err
 	}
-	if err := r.authorize(ctx, report); err != nil {
+	nodes, err := r.authorize(ctx, report)
+	if err != nil {
 		return nil, err
 	}
 	if createValidation != nil {
@@ -81,7 +84,7 @@ func (r *REST) Create(ctx context.Context, obj runtime.Object, createValidation 
 	}
 	fits, err := r.registry.Placement(ctx, q)
 	if err != nil {
-		return nil, registry.APIError(err, reportResource, report.Name) // an invalid selector is a 400 there
+		return nil, registry.QueryError(err, reportResource, report.Name) // an invalid selector is a 400 there
 	}
 	for _, c := range q.Clusters {
 		if !slices.ContainsFunc(fits, func(f store.MemberFit) bool { return f.ClusterID == c }) {
@@ -89,27 +92,78 @@ func (r *REST) Create(ctx context.Context, obj runtime.Object, createValidation 
 		}
 	}
 	out := report.DeepCopy()
-	out.Status = status(fits, report.Spec.Replicas, r.staleness)
+	out.Status = status(fits, report.Spec.Replicas, r.staleness, nodes)
 	return out, nil
 }
 
-// authorize needs get on the ClusterCapacity of every member named, or
-// list clustercapacities to ask a selector's members or every member:
-// the answer is a member's capacity, which its ClusterCapacity shows.
-func (r *REST) authorize(ctx context.Context, report *platform.PlacementReport) error {
-	attrs := authorizer.AttributesRecord{Verb: "get", APIGroup: platform.GroupName, APIVersion: v1alpha1.SchemeGroupVersion.Version,
+// authorize needs get on the ClusterCapacity of every member named (or
+// list clustercapacities, one check for them all), or list to ask a
+// selector's members or every member: the answer is a member's capacity,
+// which its ClusterCapacity shows. A question about nodes (nodeQuestions)
+// needs list nodecapacities too, since its answer depends on which nodes
+// exist and what they hold. nodes says whether the caller may list
+// nodecapacities, so may be told how many nodes have room.
+func (r *REST) authorize(ctx context.Context, report *platform.PlacementReport) (nodes bool, err error) {
+	members := authorizer.AttributesRecord{Verb: "list", APIGroup: platform.GroupName, APIVersion: v1alpha1.SchemeGroupVersion.Version,
 		Resource: "clustercapacities", ResourceRequest: true}
-	if len(report.Spec.Clusters) == 0 {
-		attrs.Verb = "list"
-		return registry.AuthorizeQuestion(ctx, r.authz, attrs, reportResource, report.Name, "a placement report over a selector's members or every member")
-	}
-	for _, c := range report.Spec.Clusters {
-		attrs.Name = c
-		if err := registry.AuthorizeQuestion(ctx, r.authz, attrs, reportResource, report.Name, "a placement report on member "+c); err != nil {
-			return err
+	switch {
+	case len(report.Spec.Clusters) == 0:
+		if err := registry.AuthorizeQuestion(ctx, r.authz, members, reportResource, report.Name, "a placement report over a selector's members or every member"); err != nil {
+			return false, err
+		}
+	case len(report.Spec.Clusters) > 1 && r.allowed(ctx, members):
+	default:
+		members.Verb = "get"
+		for _, c := range report.Spec.Clusters {
+			members.Name = c
+			if err := registry.AuthorizeQuestion(ctx, r.authz, members, reportResource, report.Name, "a placement report on member "+c); err != nil {
+				return false, err
+			}
 		}
 	}
-	return nil
+	nodeList := authorizer.AttributesRecord{Verb: "list", APIGroup: platform.GroupName, APIVersion: v1alpha1.SchemeGroupVersion.Version,
+		Resource: "nodecapacities", ResourceRequest: true}
+	if asked := nodeQuestions(&report.Spec); len(asked) > 0 {
+		err := registry.AuthorizeQuestion(ctx, r.authz, nodeList, reportResource, report.Name,
+			"a placement report that asks about nodes ("+strings.Join(asked, ", ")+")")
+		return err == nil, err
+	}
+	return r.allowed(ctx, nodeList), nil
+}
+
+// allowed says whether the request's user may do attrs; a failed check
+// counts as no (the caller then asks what it needs, which answers the
+// failure).
+func (r *REST) allowed(ctx context.Context, attrs authorizer.AttributesRecord) bool {
+	user, ok := request.UserFrom(ctx)
+	if !ok {
+		return false
+	}
+	attrs.User = user
+	decision, _, err := r.authz.Authorize(ctx, attrs)
+	return err == nil && decision == authorizer.DecisionAllow
+}
+
+// nodeQuestions names the spec's fields whose answer depends on single
+// nodes (their names, labels, taints, devices, placement by topology):
+// a caller who may not list the nodes could learn them by asking.
+func nodeQuestions(spec *platform.PlacementReportSpec) []string {
+	var asked []string
+	for _, f := range []struct {
+		path string
+		set  bool
+	}{
+		{"spec.nodeSelector", len(spec.NodeSelector) > 0},
+		{"spec.nodeAffinity", len(spec.NodeAffinity) > 0},
+		{"spec.tolerations", len(spec.Tolerations) > 0},
+		{"spec.topologySpread", spec.TopologySpread != nil},
+		{"spec.devices", len(spec.Devices) > 0},
+	} {
+		if f.set {
+			asked = append(asked, f.path)
+		}
+	}
+	return asked
 }
 
 // status is the answer: the members best first (most replicas, then
@@ -117,11 +171,14 @@ func (r *REST) authorize(ctx context.Context, report *platform.PlacementReport) 
 // age is its mirror heartbeat's age now; it is stale unless Synced and
 // that age within the bound (then its mirroring says Stale). A member
 // without a heartbeat yet is aged from when it left Synced.
-func status(fits []store.MemberFit, replicas int64, staleness registry.MemberStaleness) platform.PlacementReportStatus {
+func status(fits []store.MemberFit, replicas int64, staleness registry.MemberStaleness, nodes bool) platform.PlacementReportStatus {
 	var s platform.PlacementReportStatus
 	for _, f := range fits {
-		c := platform.PlacementClusterFit{Cluster: f.ClusterID, Fits: f.Fits, Nodes: f.Nodes,
+		c := platform.PlacementClusterFit{Cluster: f.ClusterID, Fits: f.Fits,
 			Mirroring: platform.MirroringState(f.Mirroring), Stale: f.Mirroring != store.MemberSynced}
+		if nodes {
+			c.Nodes = new(f.Nodes)
+		}
 		if replicas > 0 {
 			c.FitsAll = new(f.Fits >= replicas)
 		}

@@ -2,6 +2,7 @@ package placementreport
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -77,6 +78,19 @@ func TestBadRequests(t *testing.T) {
 		{"duplicate member", platform.PlacementReportSpec{Clusters: []string{"a", "a"}}, `spec.clusters[1]: Duplicate value: "a"`},
 		{"bad member selector", platform.PlacementReportSpec{ClusterSelector: "env in (prod"}, "spec.clusterSelector"},
 		{"NUL", platform.PlacementReportSpec{Clusters: []string{"a\x00"}}, "NUL"},
+		{"too many tolerations", platform.PlacementReportSpec{Tolerations: make([]platform.Toleration, 100_000)},
+			"spec.tolerations: Too many: 100000: must have at most 100 items (this server's --max-query-tolerations)"},
+		{"too many requests", platform.PlacementReportSpec{Requests: manyRequests(100_000)},
+			"spec.requests: Too many: 100000: must have at most 32 items (this server's --max-query-resources)"},
+		{"too many devices", platform.PlacementReportSpec{Devices: make([]platform.DeviceRequest, 33)}, "spec.devices: Too many: 33"},
+		{"too many affinity terms", platform.PlacementReportSpec{NodeAffinity: make([]platform.NodeSelectorTerm, 10_000)},
+			"spec.nodeAffinity: Too many: 10000: must have at most 8 items (this server's --max-query-affinity-terms)"},
+		{"too many names in a term", platform.PlacementReportSpec{NodeAffinity: []platform.NodeSelectorTerm{{MatchFields: []platform.NodeSelectorRequirement{
+			{Key: "metadata.name", Operator: "In", Values: make([]string, 1001)}}}}}, "spec.nodeAffinity[0].matchFields[0].values: Too many: 1001"},
+		{"too many expressions in a term", platform.PlacementReportSpec{NodeAffinity: []platform.NodeSelectorTerm{{MatchExpressions: make([]platform.NodeSelectorRequirement, 101)}}},
+			"spec.nodeAffinity[0].matchExpressions: Too many: 101"},
+		{"too many node selector labels", platform.PlacementReportSpec{NodeSelector: manyLabels(101)}, "spec.nodeSelector: Too many: 101"},
+		{"too many members", platform.PlacementReportSpec{Clusters: make([]string, 1001)}, "spec.clusters: Too many: 1001: must have at most 1000 items (this server's --max-query-clusters)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := &fakeRegistry{}
@@ -92,31 +106,76 @@ func TestBadRequests(t *testing.T) {
 	}
 }
 
-// TestAuthorization: named fakeRegistry need get on each ClusterCapacity, a
-// selector or the whole fleet list; refusals are 403s naming the
+// TestAuthorization: named members need get on each ClusterCapacity (or
+// list, one check for them all), a selector or the whole fleet list; a
+// question about nodes needs list nodecapacities, and only a caller who may
+// list them is told how many nodes have room; refusals are 403s naming the
 // permission, before the registry is asked.
 func TestAuthorization(t *testing.T) {
-	perms := allow{"get clustercapacities/a": true}
+	tenant := allow{"get clustercapacities/a": true}
+	fleet := allow{"list clustercapacities/": true}
+	nodes := allow{"get clustercapacities/a": true, "list nodecapacities/": true}
+	name := []platform.NodeSelectorTerm{{MatchFields: []platform.NodeSelectorRequirement{{Key: "metadata.name", Operator: "In", Values: []string{"kwok-node-0"}}}}}
 	for _, tc := range []struct {
-		spec platform.PlacementReportSpec
-		want string // "" allowed
+		name      string
+		perms     allow
+		spec      platform.PlacementReportSpec
+		want      string // "" allowed
+		wantNodes bool
 	}{
-		{platform.PlacementReportSpec{Clusters: []string{"a"}}, ""},
-		{platform.PlacementReportSpec{Clusters: []string{"a", "b"}}, `cannot get resource "clustercapacities" in API group "platform.example.io" at the cluster scope (name "b")`},
-		{platform.PlacementReportSpec{}, `cannot list resource "clustercapacities"`},
-		{platform.PlacementReportSpec{ClusterSelector: "env=prod"}, `cannot list resource "clustercapacities"`},
+		{"a member", tenant, platform.PlacementReportSpec{Clusters: []string{"a"}}, "", false},
+		{"a member the caller may not read", tenant, platform.PlacementReportSpec{Clusters: []string{"a", "b"}},
+			`cannot get resource "clustercapacities" in API group "platform.example.io" at the cluster scope (name "b")`, false},
+		{"every member", tenant, platform.PlacementReportSpec{}, `cannot list resource "clustercapacities"`, false},
+		{"a selector's members", tenant, platform.PlacementReportSpec{ClusterSelector: "env=prod"}, `cannot list resource "clustercapacities"`, false},
+		{"named members, the caller may list them", fleet, platform.PlacementReportSpec{Clusters: []string{"a", "b", "c"}}, "", false},
+		{"a node's name", tenant, platform.PlacementReportSpec{Clusters: []string{"a"}, NodeAffinity: name},
+			`cannot list resource "nodecapacities" in API group "platform.example.io" at the cluster scope, which a placement report that asks about nodes (spec.nodeAffinity) needs`, false},
+		{"labels and taints", tenant, platform.PlacementReportSpec{Clusters: []string{"a"}, NodeSelector: map[string]string{"pool": "gpu"},
+			Tolerations: []platform.Toleration{{Operator: "Exists"}}}, "asks about nodes (spec.nodeSelector, spec.tolerations)", false},
+		{"a spread", tenant, platform.PlacementReportSpec{Clusters: []string{"a"}, TopologySpread: &platform.TopologySpread{TopologyKey: "zone", MaxSkew: 1}},
+			"asks about nodes (spec.topologySpread)", false},
+		{"devices", tenant, platform.PlacementReportSpec{Clusters: []string{"a"}, Devices: []platform.DeviceRequest{{Driver: "gpu.example.com", Count: 1}}},
+			"asks about nodes (spec.devices)", false},
+		{"a node's name, the caller may list nodes", nodes, platform.PlacementReportSpec{Clusters: []string{"a"}, NodeAffinity: name}, "", true},
+		{"requests, the caller may list nodes", nodes, platform.PlacementReportSpec{Clusters: []string{"a"}, Requests: map[string]resource.Quantity{"cpu": q("1")}}, "", true},
 	} {
-		m := &fakeRegistry{fits: []store.MemberFit{{ClusterID: "a"}}}
-		_, err := NewREST(m, perms, registry.Limits{}, registry.MemberStaleness{}).Create(ctxAs("tenant"), &platform.PlacementReport{Spec: tc.spec}, nil, nil)
-		switch {
-		case tc.want == "" && err != nil:
-			t.Errorf("%+v: %v, want an answer", tc.spec, err)
-		case tc.want != "" && (!apierrors.IsForbidden(err) || !strings.Contains(err.Error(), tc.want)):
-			t.Errorf("%+v: %v, want a 403 with %q", tc.spec, err, tc.want)
-		case tc.want != "" && len(m.asked) > 0:
-			t.Errorf("%+v: refused, yet the registry was asked", tc.spec)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			m := &fakeRegistry{fits: []store.MemberFit{{ClusterID: "a", Fits: 2, Nodes: 1}, {ClusterID: "b"}, {ClusterID: "c"}}}
+			out, err := NewREST(m, tc.perms, registry.Limits{}, registry.MemberStaleness{}).Create(ctxAs("tenant"), &platform.PlacementReport{Spec: tc.spec}, nil, nil)
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("%v, want an answer", err)
+			case tc.want != "" && (!apierrors.IsForbidden(err) || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("%v, want a 403 with %q", err, tc.want)
+			case tc.want != "" && len(m.asked) > 0:
+				t.Fatalf("refused, yet the registry was asked")
+			case tc.want != "":
+				return
+			}
+			for _, c := range out.(*platform.PlacementReport).Status.Clusters {
+				if (c.Nodes != nil) != tc.wantNodes {
+					t.Errorf("%s: nodes %v, want it answered %v", c.Cluster, c.Nodes, tc.wantNodes)
+				}
+			}
+		})
 	}
+}
+
+func manyRequests(n int) map[string]resource.Quantity {
+	r := make(map[string]resource.Quantity, n)
+	for i := range n {
+		r["example.com/r"+strconv.Itoa(i)] = q("1")
+	}
+	return r
+}
+
+func manyLabels(n int) map[string]string {
+	l := make(map[string]string, n)
+	for i := range n {
+		l["k"+strconv.Itoa(i)] = "v"
+	}
+	return l
 }
 
 // TestAnswer: the query the registry gets, members best first, fitsAll,
@@ -132,7 +191,7 @@ func TestAnswer(t *testing.T) {
 		{ClusterID: "c", Fits: 7, Nodes: 3, Mirroring: store.MemberSynced, CompleteAsOf: now.Add(-70500 * time.Millisecond)},
 		{ClusterID: "d", Fits: 0, Mirroring: ""},
 	}}
-	r := NewREST(m, allow{"list clustercapacities/": true, "get clustercapacities/x": true}, registry.Limits{},
+	r := NewREST(m, allow{"list clustercapacities/": true, "get clustercapacities/x": true, "list nodecapacities/": true}, registry.Limits{},
 		registry.MemberStaleness{StaleAfter: 3 * time.Minute, Now: func() time.Time { return now }})
 	spec := platform.PlacementReportSpec{Replicas: 5,
 		Requests:       map[string]resource.Quantity{"cpu": q("1500m"), "memory": q("1Gi"), "nvidia.com/gpu": q("1"), "ephemeral-storage": q("0")},
@@ -163,6 +222,9 @@ func TestAnswer(t *testing.T) {
 		wantAll := map[string]bool{"b": true, "c": true}[c.Cluster]
 		if c.FitsAll == nil || *c.FitsAll != wantAll {
 			t.Errorf("%s: fitsAll %v, want %v", c.Cluster, c.FitsAll, wantAll)
+		}
+		if want := map[string]int64{"a": 2, "b": 4, "c": 3}[c.Cluster]; c.Nodes == nil || *c.Nodes != want {
+			t.Errorf("%s: nodes %v, want %d (the caller may list nodecapacities)", c.Cluster, c.Nodes, want)
 		}
 		switch c.Cluster {
 		case "b":

@@ -22,6 +22,9 @@ import (
 // with it, each problem with how to fix it.
 func query(spec *platform.PlacementReportSpec, limits registry.Limits) (store.PlacementQuery, field.ErrorList) {
 	path := field.NewPath("spec")
+	if errs := tooLong(spec, limits.WithDefaults(), path); len(errs) > 0 {
+		return store.PlacementQuery{}, errs // refused at the cost of counting
+	}
 	if errs := validateText(spec, path); len(errs) > 0 {
 		return store.PlacementQuery{}, errs // nothing more to say about text that cannot be compared
 	}
@@ -55,6 +58,31 @@ func query(spec *platform.PlacementReportSpec, limits registry.Limits) (store.Pl
 	}
 	errs = append(errs, members(&q, spec, limits, path)...)
 	return q, errs
+}
+
+// tooLong refuses the spec's lists longer than the limits: each costs the
+// registry a scan per node (tolerations per taint, requests and devices
+// per node, affinity terms per label) or a check per member.
+func tooLong(spec *platform.PlacementReportSpec, l registry.Limits, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	check := func(p *field.Path, n, limit int, flag string) {
+		if n > limit {
+			errs = append(errs, registry.TooMany(p, n, limit, flag))
+		}
+	}
+	check(path.Child("nodeAffinity"), len(spec.NodeAffinity), l.QueryAffinityTerms, "--max-query-affinity-terms")
+	for i, t := range spec.NodeAffinity {
+		check(path.Child("nodeAffinity").Index(i).Child("matchExpressions"), len(t.MatchExpressions), l.SelectorRequirements, "--max-selector-requirements")
+		for j, f := range t.MatchFields {
+			check(path.Child("nodeAffinity").Index(i).Child("matchFields").Index(j).Child("values"), len(f.Values), l.SelectorValues, "--max-selector-values")
+		}
+	}
+	check(path.Child("nodeSelector"), len(spec.NodeSelector), l.SelectorRequirements, "--max-selector-requirements")
+	check(path.Child("tolerations"), len(spec.Tolerations), l.QueryTolerations, "--max-query-tolerations")
+	check(path.Child("requests"), len(spec.Requests), l.QueryResources, "--max-query-resources")
+	check(path.Child("devices"), len(spec.Devices), l.QueryResources, "--max-query-resources")
+	check(path.Child("clusters"), len(spec.Clusters), l.QueryClusters, "--max-query-clusters")
+	return errs
 }
 
 func validateText(spec *platform.PlacementReportSpec, path *field.Path) field.ErrorList {

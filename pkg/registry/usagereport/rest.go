@@ -178,7 +178,7 @@ func (a *answerer) answer(ctx context.Context, q question, admit func() error) (
 	case errors.Is(err, store.ErrNotFound):
 		return platform.UsageReportStatus{}, apierrors.NewNotFound(platform.Resource("clustercapacities"), uq.ClusterID)
 	case err != nil:
-		return platform.UsageReportStatus{}, registry.APIError(err, q.resource, q.name)
+		return platform.UsageReportStatus{}, registry.QueryError(err, q.resource, q.name)
 	}
 	return status(h), nil
 }

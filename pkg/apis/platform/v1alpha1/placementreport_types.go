@@ -160,8 +160,11 @@ type PlacementClusterFit struct {
 	// each node's allocatable minus requested and its pod count, and
 	// within the topology spread.
 	Fits int64 `json:"fits"`
-	// Nodes counts the nodes that could take at least one replica.
-	Nodes int64 `json:"nodes"`
+	// Nodes counts the nodes that could take at least one replica; set
+	// only for a caller who may list nodecapacities (how many nodes have
+	// room is node-level information).
+	// +optional
+	Nodes *int64 `json:"nodes,omitempty"`
 	// FitsAll says whether spec.replicas replicas fit; unset without
 	// spec.replicas.
 	// +optional
