@@ -28,6 +28,10 @@ import (
 	pgtest "github.com/example/platform-apiserver/test/framework/postgres"
 )
 
+// statementTimeoutParam is the setting the store gives a default
+// (pgdb.ConfigureConnections).
+const statementTimeoutParam = "statement_timeout"
+
 func openStore(t *testing.T, dsn string, opts Options) *Store {
 	t.Helper()
 	s, err := Open(context.Background(), dsn, opts)
@@ -105,7 +109,7 @@ func TestStatementTimeout(t *testing.T) {
 // TestConnectTimeoutDefault: connect_timeout from the DSN or 10s.
 func TestConnectTimeoutDefault(t *testing.T) {
 	for dsn, want := range map[string]time.Duration{
-		"postgres://u@127.0.0.1:1/db":                   defaultConnectTimeout,
+		"postgres://u@127.0.0.1:1/db":                   pgdb.DefaultConnectTimeout,
 		"postgres://u@127.0.0.1:1/db?connect_timeout=3": 3 * time.Second,
 	} {
 		s, err := Open(context.Background(), dsn, Options{})
@@ -365,7 +369,7 @@ func TestDSNFileReload(t *testing.T) {
 	if !strings.Contains(logs.String(), "Registry DSN file changed; new connections use its credentials") {
 		t.Errorf("no log of the change:\n%s", logs.String())
 	}
-	if cc, err := s.connConfig(ctx); err != nil || cc.Password != "second-secret" {
+	if cc, err := s.feed.ConnConfig(ctx); err != nil || cc.Password != "second-secret" {
 		t.Errorf("connConfig: password %q, %v; want the file's", cc.Password, err)
 	}
 
@@ -465,22 +469,5 @@ func TestNoReconnectStorm(t *testing.T) {
 	time.Sleep(2 * time.Second) // the window no attempt may fall in
 	if n := accepted.Load() - before; n != 0 {
 		t.Errorf("an idle store dialed %d times in 2s", n)
-	}
-}
-
-func TestDSNSetting(t *testing.T) {
-	t.Setenv("PGSSLROOTCERT", "/from/env.crt")
-	for _, tc := range []struct{ dsn, want string }{
-		{"postgres://u@h/db?sslmode=verify-full&sslrootcert=%2Fetc%2Fca.crt", "/etc/ca.crt"},
-		{"postgresql://u@h1:5432,h2:5433/db?sslrootcert=/a.crt", "/a.crt"},
-		{"host=h sslrootcert=/etc/ca.crt dbname=db", "/etc/ca.crt"},
-		{"host=h sslrootcert = '/dir with space/it\\'s.crt' dbname=db", "/dir with space/it's.crt"},
-		{"host=h password='a b' sslrootcert=/x", "/x"},
-		{"host=h dbname=db", "/from/env.crt"},
-		{"postgres://u@h/db", "/from/env.crt"},
-	} {
-		if got := dsnSetting(tc.dsn, "sslrootcert", "PGSSLROOTCERT"); got != tc.want {
-			t.Errorf("dsnSetting(%q) = %q, want %q", tc.dsn, got, tc.want)
-		}
 	}
 }

@@ -3,6 +3,7 @@ package postgres
 import (
 	"sync"
 
+	"github.com/example/platform-apiserver/pkg/registry/postgres/pgdb"
 	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/legacyregistry"
 )
@@ -69,51 +70,16 @@ var registerOnce sync.Once
 func (s *Store) RegisterMetrics() {
 	registerOnce.Do(func() {
 		legacyregistry.MustRegister(writerLockWait, writerLockHold, memberLockWait, writeFailures, objectsChanged, readsByServer, standbyLag, standbyReplayLag, failoversTotal, rewindsTotal)
-		legacyregistry.CustomMustRegister(&poolCollector{store: s})
+		legacyregistry.CustomMustRegister(pgdb.NewPoolCollector(s.pools))
 	})
 }
 
-var (
-	poolConns = metrics.NewDesc("platform_registry_pool_connections",
-		"Connections of each of the registry's pools (reads, writes, feed, health, and a standby's) by state: acquired (in use), idle, constructing; and max, the pool's limit.",
-		[]string{"pool", "state"}, nil, metrics.ALPHA, "")
-	poolAcquires = metrics.NewDesc("platform_registry_pool_acquires_total",
-		"Connection acquisitions from each of the registry's pools, by result: ok, waited (the pool was empty: a request queued), canceled, busy (no connection within --postgres-acquire-timeout: the request was answered 429).",
-		[]string{"pool", "result"}, nil, metrics.ALPHA, "")
-	poolAcquireSeconds = metrics.NewDesc("platform_registry_pool_acquire_seconds_total",
-		"Total time spent acquiring connections from each of the registry's pools; its rate against the acquires' shows queueing.",
-		[]string{"pool"}, nil, metrics.ALPHA, "")
-)
-
-// poolCollector reports the pools' statistics at scrape time.
-type poolCollector struct {
-	metrics.BaseStableCollector
-	store *Store
-}
-
-func (c *poolCollector) DescribeWithStability(ch chan<- *metrics.Desc) {
-	ch <- poolConns
-	ch <- poolAcquires
-	ch <- poolAcquireSeconds
-}
-
-func (c *poolCollector) CollectWithStability(ch chan<- metrics.Metric) {
-	pools := c.store.primaryPools()
-	for _, sb := range c.store.standbys.list {
+// pools are the store's pools, the primary's and the standbys', for their
+// metrics.
+func (s *Store) pools() []*pgdb.Pool {
+	pools := s.primaryPools()
+	for _, sb := range s.standbys.list {
 		pools = append(pools, sb.pool)
 	}
-	for _, p := range pools {
-		st := p.Stat()
-		for state, v := range map[string]int32{
-			"acquired": st.AcquiredConns(), "idle": st.IdleConns(), "constructing": st.ConstructingConns(), "max": st.MaxConns(),
-		} {
-			ch <- metrics.NewLazyConstMetric(poolConns, metrics.GaugeValue, float64(v), p.name, state)
-		}
-		for result, v := range map[string]int64{
-			"ok": st.AcquireCount(), "waited": st.EmptyAcquireCount(), "canceled": st.CanceledAcquireCount(), "busy": p.busy.Load(),
-		} {
-			ch <- metrics.NewLazyConstMetric(poolAcquires, metrics.CounterValue, float64(v), p.name, result)
-		}
-		ch <- metrics.NewLazyConstMetric(poolAcquireSeconds, metrics.CounterValue, st.AcquireDuration().Seconds(), p.name)
-	}
+	return pools
 }

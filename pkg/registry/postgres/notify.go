@@ -179,7 +179,7 @@ func (s *Store) abandonConnections(ctx context.Context) {
 		return
 	}
 	for _, p := range s.primaryPools() {
-		p.cutAll()
+		p.CutAll()
 	}
 	s.listener.abandoned.Store(true)
 	if cancel := s.listener.cancelWait.Load(); cancel != nil {
@@ -209,7 +209,7 @@ func (s *Store) primaryAnswers(ctx context.Context) bool {
 	}
 	probed := conn.PgConn().Conn().RemoteAddr().String()
 	for _, p := range s.primaryPools() {
-		for addr := range p.conns.servers() {
+		for addr := range p.Servers() {
 			if addr != probed {
 				return false
 			}
@@ -237,7 +237,7 @@ type listener struct {
 // listen opens a dedicated connection with the pool's settings (and the
 // DSN file's current credentials) and LISTENs.
 func (s *Store) listen(ctx context.Context) (*pgx.Conn, error) {
-	cfg, err := s.connConfig(ctx)
+	cfg, err := s.feed.ConnConfig(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("connect to listen: %w", err)
 	}

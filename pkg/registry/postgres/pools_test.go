@@ -68,7 +68,7 @@ func TestReadsPoolBusy(t *testing.T) {
 	if _, err := s.ClaimMember(ctx, "c1", "replica-a"); err != nil {
 		t.Errorf("discovery cannot claim a member while API reads hold their pool: %v", err)
 	}
-	if got := s.reads.busy.Load(); got != 2 {
+	if got := s.reads.Busy(); got != 2 {
 		t.Errorf("busy acquires counted %d, want 2", got)
 	}
 
@@ -107,7 +107,7 @@ func TestCutAllInterruptsStatements(t *testing.T) {
 		t.Fatalf("the sleep did not start: %v", err)
 	}
 	start := time.Now()
-	s.reads.cutAll()
+	s.reads.CutAll()
 	select {
 	case err := <-done:
 		if err == nil {
@@ -142,8 +142,8 @@ func TestCutAllSparesMigrations(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer other.Release()
-	done := s.writes.conns.spare(spared.Conn().PgConn())
-	s.writes.cutAll()
+	done := s.writes.Spare(spared.Conn().PgConn())
+	s.writes.CutAll()
 	if _, err := spared.Exec(ctx, `SELECT 1`); err != nil {
 		t.Errorf("the spared connection was cut: %v", err)
 	}
@@ -151,7 +151,7 @@ func TestCutAllSparesMigrations(t *testing.T) {
 		t.Error("a connection not spared survived the cut")
 	}
 	done()
-	s.writes.cutAll()
+	s.writes.CutAll()
 	if _, err := spared.Exec(ctx, `SELECT 1`); err == nil {
 		t.Error("a connection no longer spared survived the cut")
 	}

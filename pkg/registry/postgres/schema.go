@@ -110,10 +110,10 @@ func (s *Store) withMigrationConn(ctx context.Context, fn func(*pgxpool.Conn) er
 	defer conn.Release()
 	// A migration's locks may keep the change feed's reads waiting past
 	// their timeout: that must not cut the migration's own connection.
-	defer s.writes.conns.spare(conn.Conn().PgConn())()
-	if err := liftStatementTimeout(ctx, conn); err != nil { // connect.go
+	defer s.writes.Spare(conn.Conn().PgConn())()
+	if err := pgdb.LiftStatementTimeout(ctx, conn); err != nil { // connect.go
 		return fmt.Errorf("migrate: %w", err)
 	}
-	defer restoreStatementTimeout(ctx, conn)
+	defer pgdb.RestoreStatementTimeout(ctx, conn)
 	return fn(conn)
 }

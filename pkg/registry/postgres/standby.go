@@ -22,7 +22,7 @@ import (
 // standby is a read-only server the registry's reads may go to.
 type standby struct {
 	name string // host:port, for metrics and logs
-	pool *connPool
+	pool *pgdb.Pool
 	// replayed is the registry resourceVersion the standby was last seen
 	// to hold (with the schema this binary reads); it only grows.
 	replayed atomic.Int64
@@ -119,7 +119,7 @@ var (
 // else the primary does. A read needing the latest state first asks the
 // primary for its present (one row). No read goes to a standby that has
 // not replayed the current timeline's floor.
-func (s *Store) readPool(ctx context.Context, primary *connPool, f store.Freshness) (*connPool, error) {
+func (s *Store) readPool(ctx context.Context, primary *pgdb.Pool, f store.Freshness) (*pgdb.Pool, error) {
 	servers := uint64(len(s.standbys.list))
 	if !s.opts.NoPrimaryReads {
 		servers++
@@ -217,14 +217,14 @@ func (s *Store) readTx(ctx context.Context, f store.Freshness, fn func(pgx.Tx) e
 // away), reads skip it for a while and fn runs again on the primary; a
 // standby whose connections are all in use passes the read to the primary
 // too.
-func (s *Store) readTxOn(ctx context.Context, primary *connPool, f store.Freshness, fn func(pgx.Tx) error) error {
+func (s *Store) readTxOn(ctx context.Context, primary *pgdb.Pool, f store.Freshness, fn func(pgx.Tx) error) error {
 	pool, err := s.readPool(ctx, primary, f)
 	if err != nil {
 		return err
 	}
 	opts := pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}
 	if pool == primary {
-		return pool.beginTx(ctx, opts, fn)
+		return pool.ReadTx(ctx, opts, fn)
 	}
 	// A standby gets standbyReadTimeout: one that does not answer in
 	// time (hung: SIGSTOPped, its host paused) is skipped for this read
@@ -232,7 +232,7 @@ func (s *Store) readTxOn(ctx context.Context, primary *connPool, f store.Freshne
 	// never taken for the primary's (the feed's deadline cuts the
 	// primary's connections).
 	sctx, cancel := context.WithTimeout(ctx, standbyReadTimeout)
-	err = pool.beginTx(sctx, opts, fn)
+	err = pool.ReadTx(sctx, opts, fn)
 	timedOut := errors.Is(sctx.Err(), context.DeadlineExceeded)
 	cancel()
 	if err == nil || ctx.Err() != nil {
@@ -250,7 +250,7 @@ func (s *Store) readTxOn(ctx context.Context, primary *connPool, f store.Freshne
 		}
 	}
 	readsByServer.WithLabelValues("primary").Inc()
-	return primary.beginTx(ctx, opts, fn)
+	return primary.ReadTx(ctx, opts, fn)
 }
 
 // skip makes reads skip the standby for standbyRetry after it failed.
@@ -297,10 +297,10 @@ var sqlPresentAndFloor = statement("read_present_and_floor")
 
 // present reads the primary's registry resourceVersion, and the floor, on
 // the primary's pool primary.
-func (s *Store) present(ctx context.Context, primary *connPool) (int64, error) {
+func (s *Store) present(ctx context.Context, primary *pgdb.Pool) (int64, error) {
 	var rv, floor int64
 	scan := func(row pgx.Row) (struct{}, error) { return struct{}{}, row.Scan(&rv, &floor) }
-	if _, err := getRow(ctx, primary, scan, sqlPresentAndFloor); err != nil {
+	if _, err := pgdb.GetRow(ctx, primary, scan, sqlPresentAndFloor); err != nil {
 		return 0, fmt.Errorf("read the registry's present: %w", pgdb.InterpretError(err))
 	}
 	s.saw(rv)

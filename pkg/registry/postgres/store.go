@@ -6,7 +6,7 @@ package postgres
 import (
 	"context"
 	"fmt"
-	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -15,6 +15,7 @@ import (
 
 	"github.com/example/platform-apiserver/pkg/registry/continuetoken"
 	"github.com/example/platform-apiserver/pkg/registry/postgres/pgdb"
+	"github.com/example/platform-apiserver/pkg/registry/postgres/schema"
 	"github.com/example/platform-apiserver/pkg/registry/store"
 )
 
@@ -62,19 +63,19 @@ type Options struct {
 	// CheckStandbys fails; default 30s.
 	StandbyMaxLag time.Duration
 	// TCPUserTimeout and TCPKeepAlive make connections notice a peer that
-	// vanished without a reset (deadPeerDialer); zero: the defaults
-	// (DefaultTCPUserTimeout, DefaultTCPKeepAlive), negative: off.
+	// vanished without a reset (pgdb.ConnOptions); zero: the defaults
+	// (pgdb.DefaultTCPUserTimeout, pgdb.DefaultTCPKeepAlive), negative: off.
 	TCPUserTimeout time.Duration
 	TCPKeepAlive   time.Duration
 	// AcquireTimeout bounds an API read's wait for a connection (see
-	// pools.go); zero: DefaultAcquireTimeout.
+	// openPools); zero: DefaultAcquireTimeout.
 	AcquireTimeout time.Duration
 }
 
 // Store is the PostgreSQL registry. It is safe for concurrent use.
 type Store struct {
-	// The primary's pools, one per kind of work (pools.go).
-	reads, writes, feed, health *connPool
+	// The primary's pools, one per kind of work (openPools).
+	reads, writes, feed, health *pgdb.Pool
 
 	standbys standbys
 	listener listener
@@ -110,7 +111,9 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	if _, set := cfg.ConnConfig.RuntimeParams[idleInTransactionParam]; !set {
 		cfg.ConnConfig.RuntimeParams[idleInTransactionParam] = idleInTransactionTimeout
 	}
-	configureConnections(cfg, dsn, opts) // connect.go: timeouts, TLS errors, the DSN file's credentials
+	// Timeouts, TLS errors, the DSN file's credentials:
+	pgdb.ConfigureConnections(cfg, dsn, pgdb.ConnOptions{DSNFile: opts.DSNFile, TCPUserTimeout: opts.TCPUserTimeout, TCPKeepAlive: opts.TCPKeepAlive})
+	setWriteProtocol(cfg)
 	s := &Store{opts: opts, views: views, standbys: standbys{wait: opts.StandbyWait, maxLag: opts.StandbyMaxLag}}
 	s.applies.init()
 	if s.standbys.wait <= 0 {
@@ -131,7 +134,7 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 		}
 	}
 	for _, file := range opts.ReadDSNFiles {
-		dsn, err := ReadDSNFile(file)
+		dsn, err := pgdb.ReadDSNFile(file)
 		if err == nil {
 			err = s.addStandby(ctx, dsn, file)
 		}
@@ -143,10 +146,46 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	return s, nil
 }
 
-// openPools creates the primary's pools from cfg (pools.go).
+// The primary is reached through four pools, so that no kind of work can
+// starve another of connections:
+//
+//   - reads: API lists, gets and usage reports. Its size is the DSN's
+//     pool_max_conns (default defaultMaxConns). An acquire waits at most
+//     Options.AcquireTimeout, then the request is answered 429 (store.ErrBusy).
+//   - writes: discovery's writes and reads, maintenance, migrations
+//     (writesPoolSize). Writers wait for a connection as long as their
+//     context allows: they commit in ticket order anyway.
+//   - feed: the change feed's follower and the history reads of watches
+//     resuming below its window (feedPoolSize).
+//   - health: readiness checks (healthPoolSize).
+//
+// A standby has one pool, of the reads' size, with the reads' acquire
+// timeout; a read it cannot serve goes to the primary's pool for its kind.
+// What a pool does is package pgdb's (pgdb.Pool).
+const (
+	// defaultMaxConns is the reads pool's size unless the DSN sets
+	// pool_max_conns. pgxpool's default is max(4, CPUs): on a small machine
+	// a fleet's lists, gets and watches queued for four connections.
+	defaultMaxConns = 20
+	// writesPoolSize: discovery's writers commit in ticket order, and
+	// views sections share the database's cores, so a few connections
+	// keep it busy; the rest carry member sections,
+	// cursors and maintenance.
+	writesPoolSize = 8
+	// feedPoolSize: the follower's read and the history reads
+	// (feed.DefaultHistoryReads, 4) with one to spare.
+	feedPoolSize = 6
+	// healthPoolSize is how many connections readiness checks may hold.
+	healthPoolSize = 2
+)
+
+// DefaultAcquireTimeout is Options.AcquireTimeout's default.
+const DefaultAcquireTimeout = 3 * time.Second
+
+// openPools creates the primary's pools from cfg.
 func (s *Store) openPools(ctx context.Context, cfg *pgxpool.Config) error {
 	for _, p := range []struct {
-		dst            **connPool
+		dst            **pgdb.Pool
 		name           string
 		size           int32
 		acquireTimeout time.Duration
@@ -156,7 +195,7 @@ func (s *Store) openPools(ctx context.Context, cfg *pgxpool.Config) error {
 		{&s.feed, "feed", feedPoolSize, 0},
 		{&s.health, "health", healthPoolSize, 0},
 	} {
-		pool, err := newConnPool(ctx, p.name, cfg, p.size, p.acquireTimeout)
+		pool, err := pgdb.NewPool(ctx, p.name, cfg, p.size, p.acquireTimeout)
 		if err != nil {
 			s.closePools()
 			return err
@@ -167,9 +206,9 @@ func (s *Store) openPools(ctx context.Context, cfg *pgxpool.Config) error {
 }
 
 // primaryPools are the primary's pools that are open.
-func (s *Store) primaryPools() []*connPool {
-	var open []*connPool
-	for _, p := range []*connPool{s.reads, s.writes, s.feed, s.health} {
+func (s *Store) primaryPools() []*pgdb.Pool {
+	var open []*pgdb.Pool
+	for _, p := range []*pgdb.Pool{s.reads, s.writes, s.feed, s.health} {
 		if p != nil {
 			open = append(open, p)
 		}
@@ -190,9 +229,10 @@ func (s *Store) addStandby(ctx context.Context, dsn, file string) error {
 		return fmt.Errorf("parse postgres read dsn: %w", err)
 	}
 	raiseMaxConns(rc, dsn)
-	configureConnections(rc, dsn, Options{DSNFile: file, TCPUserTimeout: s.opts.TCPUserTimeout, TCPKeepAlive: s.opts.TCPKeepAlive}) // as for the primary
+	pgdb.ConfigureConnections(rc, dsn, pgdb.ConnOptions{DSNFile: file, TCPUserTimeout: s.opts.TCPUserTimeout, TCPKeepAlive: s.opts.TCPKeepAlive}) // as for the primary
+	setWriteProtocol(rc)
 	name := rc.ConnConfig.Host + ":" + fmt.Sprint(rc.ConnConfig.Port)
-	rp, err := newConnPool(ctx, "standby "+name, rc, 0, s.opts.AcquireTimeout)
+	rp, err := pgdb.NewPool(ctx, "standby "+name, rc, 0, s.opts.AcquireTimeout)
 	if err != nil {
 		return err
 	}
@@ -202,6 +242,12 @@ func (s *Store) addStandby(ctx context.Context, dsn, file string) error {
 	return nil
 }
 
+// setWriteProtocol makes every connection of cfg say the write protocol
+// this release writes: every publish checks it (migration 028).
+func setWriteProtocol(cfg *pgxpool.Config) {
+	cfg.ConnConfig.RuntimeParams[schema.WriteProtocolParam] = strconv.Itoa(schema.WriteProtocol)
+}
+
 // raiseMaxConns sets the reads pool's size to defaultMaxConns unless the
 // DSN sets pool_max_conns; a standby serving a replica's reads needs as
 // many.
@@ -209,23 +255,6 @@ func raiseMaxConns(cfg *pgxpool.Config, dsn string) {
 	if !strings.Contains(dsn, "pool_max_conns") {
 		cfg.MaxConns = max(cfg.MaxConns, defaultMaxConns)
 	}
-}
-
-// ReadDSNFile reads a DSN from file (surrounding whitespace ignored) and
-// checks that it parses.
-func ReadDSNFile(file string) (string, error) {
-	b, err := os.ReadFile(file)
-	if err != nil {
-		return "", err
-	}
-	dsn := strings.TrimSpace(string(b))
-	if dsn == "" {
-		return "", fmt.Errorf("%s is empty", file)
-	}
-	if _, err := pgxpool.ParseConfig(dsn); err != nil {
-		return "", fmt.Errorf("%s: %w (expected postgres://user@host:port/db or host=... dbname=...)", file, err)
-	}
-	return dsn, nil
 }
 
 // sqlContinueKey reads the continue tokens' shared key.

@@ -164,7 +164,7 @@ func (v *view[R]) scan(row pgx.Row) (R, error) {
 
 // get reads the record with key k.
 func (v *view[R]) get(ctx context.Context, s *Store, k store.ListKey) (*R, error) {
-	r, err := getRow(ctx, s.reads, v.scan, v.getSQL, k[0], k[1])
+	r, err := pgdb.GetRow(ctx, s.reads, v.scan, v.getSQL, k[0], k[1])
 	if err != nil {
 		return nil, fmt.Errorf("get %s %s: %w", v.resource, strings.Join(k[:], "/"), pgdb.InterpretError(err))
 	}

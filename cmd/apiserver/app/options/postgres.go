@@ -9,6 +9,7 @@ import (
 
 	"github.com/example/platform-apiserver/pkg/apiserver"
 	"github.com/example/platform-apiserver/pkg/registry/postgres"
+	"github.com/example/platform-apiserver/pkg/registry/postgres/pgdb"
 )
 
 // PostgresOptions configure the connection to the registry database.
@@ -45,7 +46,7 @@ type PostgresOptions struct {
 // NewPostgresOptions returns the defaults.
 func NewPostgresOptions() *PostgresOptions {
 	return &PostgresOptions{ContinueTTL: postgres.DefaultContinueTTL, StandbyWait: postgres.DefaultStandbyWait, StandbyMaxLag: postgres.DefaultStandbyMaxLag, ReadFromPrimary: true,
-		TCPUserTimeout: postgres.DefaultTCPUserTimeout, TCPKeepAlive: postgres.DefaultTCPKeepAlive, AcquireTimeout: postgres.DefaultAcquireTimeout}
+		TCPUserTimeout: pgdb.DefaultTCPUserTimeout, TCPKeepAlive: pgdb.DefaultTCPKeepAlive, AcquireTimeout: postgres.DefaultAcquireTimeout}
 }
 
 // AddFlags adds the registry database flags.
@@ -106,7 +107,7 @@ func (o *PostgresOptions) Validate() []error {
 		if o.DSN != "" {
 			return []error{fmt.Errorf("--postgres-dsn and --postgres-dsn-file exclude each other: set one")}
 		}
-		dsn, err := postgres.ReadDSNFile(o.DSNFile)
+		dsn, err := pgdb.ReadDSNFile(o.DSNFile)
 		if err != nil {
 			return []error{fmt.Errorf("--postgres-dsn-file: %w", err)}
 		}
@@ -125,7 +126,7 @@ func (o *PostgresOptions) Validate() []error {
 		}
 	}
 	for _, file := range o.ReadDSNFiles {
-		if _, err := postgres.ReadDSNFile(file); err != nil {
+		if _, err := pgdb.ReadDSNFile(file); err != nil {
 			errs = append(errs, fmt.Errorf("--postgres-read-dsn-file: %w", err))
 		}
 	}

@@ -3,9 +3,8 @@ package options
 import (
 	"fmt"
 
+	"github.com/example/platform-apiserver/pkg/registry/postgres/pgdb"
 	"github.com/jackc/pgx/v5/pgconn"
-
-	"github.com/example/platform-apiserver/pkg/registry/postgres"
 )
 
 // allowInsecureFlag lets DSNs connect without verifying the server.
@@ -22,11 +21,11 @@ func insecureDSN(dsn string) string {
 	if err != nil || unixSocketsOnly(cfg) {
 		return ""
 	}
-	switch mode := postgres.DSNSetting(dsn, "sslmode", "PGSSLMODE"); mode {
+	switch mode := pgdb.DSNSetting(dsn, "sslmode", "PGSSLMODE"); mode {
 	case "verify-ca", "verify-full":
 		return ""
 	case "":
-		if postgres.DSNSetting(dsn, "sslrootcert", "PGSSLROOTCERT") == "system" {
+		if pgdb.DSNSetting(dsn, "sslrootcert", "PGSSLROOTCERT") == "system" {
 			return "" // verify-full against the system's CAs
 		}
 		return "sets no sslmode (the default, prefer, takes TLS without verifying the server and falls back to plaintext)"
@@ -78,7 +77,7 @@ func (o *PostgresOptions) validateTLS() []error {
 		check("--postgres-read-dsn", dsn)
 	}
 	for _, file := range o.ReadDSNFiles {
-		if dsn, err := postgres.ReadDSNFile(file); err == nil {
+		if dsn, err := pgdb.ReadDSNFile(file); err == nil {
 			check("--postgres-read-dsn-file "+file, dsn)
 		}
 	}

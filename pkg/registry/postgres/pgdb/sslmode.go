@@ -1,4 +1,4 @@
-package postgres
+package pgdb
 
 // DSNSetting returns a setting of a URL or keyword/value DSN (e.g.
 // "sslmode"), or, when the DSN leaves it out, the environment variable

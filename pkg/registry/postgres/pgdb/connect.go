@@ -1,4 +1,4 @@
-package postgres
+package pgdb
 
 import (
 	"context"
@@ -17,7 +17,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/example/platform-apiserver/pkg/registry/postgres/pgdb"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -34,26 +33,38 @@ import (
 // locks it took, for good. A minute is kube-apiserver's own request
 // timeout: nothing the registry serves waits longer. A DSN that sets
 // statement_timeout (or passes it in options=-c...) keeps its value.
-// Migrations run without it (liftStatementTimeout).
+// Migrations run without it (LiftStatementTimeout).
 const (
 	statementTimeoutParam   = "statement_timeout"
 	defaultStatementTimeout = "60s"
 )
 
-// defaultConnectTimeout bounds one connection attempt to one host (pgx's
+// DefaultConnectTimeout bounds one connection attempt to one host (pgx's
 // connect_timeout) unless the DSN sets connect_timeout: pgxpool would wait
 // two minutes for a host that drops packets, and with several hosts the
 // next one is tried only after it. It is shorter than the change feed's
 // read timeout (10 s), so after a failover that left the old primary
 // hung, a read that must connect anew gives up on the first host and
 // reaches the next within its deadline.
-const defaultConnectTimeout = 5 * time.Second
+const DefaultConnectTimeout = 5 * time.Second
 
-// configureConnections applies the store's connection handling to cfg, as
+// ConnOptions tunes the connections ConfigureConnections sets up.
+type ConnOptions struct {
+	// DSNFile is the file the DSN was read from (--postgres-dsn-file): new
+	// connections use the credentials it holds when they are made.
+	DSNFile string
+	// TCPUserTimeout and TCPKeepAlive make connections notice a peer that
+	// vanished without a reset (deadPeerDialer); zero: the defaults
+	// (DefaultTCPUserTimeout, DefaultTCPKeepAlive), negative: off.
+	TCPUserTimeout time.Duration
+	TCPKeepAlive   time.Duration
+}
+
+// ConfigureConnections applies the store's connection handling to cfg, as
 // parsed from dsn: the default statement and connect timeouts, certificate
 // errors that say which setting to fix, and, with opts.DSNFile, new
 // connections that use the credentials the file holds when they are made.
-func configureConnections(cfg *pgxpool.Config, dsn string, opts Options) {
+func ConfigureConnections(cfg *pgxpool.Config, dsn string, opts ConnOptions) {
 	applyConnectionDefaults(cfg.ConnConfig, dsn)
 	cfg.ConnConfig.DialFunc = deadPeerDialer(opts.TCPUserTimeout, opts.TCPKeepAlive).DialContext
 	if opts.DSNFile != "" {
@@ -68,14 +79,14 @@ func applyConnectionDefaults(cc *pgx.ConnConfig, dsn string) {
 		cc.RuntimeParams[statementTimeoutParam] = defaultStatementTimeout
 	}
 	if cc.ConnectTimeout == 0 {
-		cc.ConnectTimeout = defaultConnectTimeout
+		cc.ConnectTimeout = DefaultConnectTimeout
 	}
 	explainTLSErrors(cc, dsnSetting(dsn, "sslrootcert", "PGSSLROOTCERT"))
 }
 
-// Defaults of Options.TCPUserTimeout and Options.TCPKeepAlive: a host that
-// stops acknowledging (powered off, black-holed, a paused VM) is given up
-// on within about 20 s, an idle connection to it within about 25 s
+// Defaults of ConnOptions.TCPUserTimeout and ConnOptions.TCPKeepAlive: a
+// host that stops acknowledging (powered off, black-holed, a paused VM) is
+// given up on within about 20 s, an idle connection to it within about 25 s
 // (10 s idle, then 3 probes 5 s apart), instead of the kernel's 15 minutes
 // of retransmissions and 2 hours before the first keepalive probe.
 const (
@@ -121,10 +132,10 @@ func deadPeerDialer(userTimeout, keepAlive time.Duration) *net.Dialer {
 	return d
 }
 
-// connConfig is the configuration a new connection outside the pool
+// ConnConfig is the configuration a new connection outside the pool
 // should use: the pool's, with the credentials the DSN file holds now.
-func (s *Store) connConfig(ctx context.Context) (*pgx.ConnConfig, error) {
-	cfg := s.feed.Config()
+func (p *Pool) ConnConfig(ctx context.Context) (*pgx.ConnConfig, error) {
+	cfg := p.Config()
 	if cfg.BeforeConnect != nil {
 		if err := cfg.BeforeConnect(ctx, cfg.ConnConfig); err != nil {
 			return nil, err
@@ -133,21 +144,21 @@ func (s *Store) connConfig(ctx context.Context) (*pgx.ConnConfig, error) {
 	return cfg.ConnConfig, nil
 }
 
-// liftStatementTimeout turns the statement timeout off for conn's session:
+// LiftStatementTimeout turns the statement timeout off for conn's session:
 // migrations, and the wait for another replica's, may take longer than any
-// request. restoreStatementTimeout (deferred) puts the session's default
+// request. RestoreStatementTimeout (deferred) puts the session's default
 // back before the connection returns to the pool.
-func liftStatementTimeout(ctx context.Context, conn *pgxpool.Conn) error {
+func LiftStatementTimeout(ctx context.Context, conn *pgxpool.Conn) error {
 	if _, err := conn.Exec(ctx, "SET statement_timeout = 0"); err != nil {
-		return fmt.Errorf("lift the statement timeout: %w", pgdb.InterpretError(err))
+		return fmt.Errorf("lift the statement timeout: %w", InterpretError(err))
 	}
 	return nil
 }
 
-// restoreStatementTimeout resets the statement timeout to the session's
+// RestoreStatementTimeout resets the statement timeout to the session's
 // default (the DSN's or ours); if that fails the connection is closed, so
 // it does not return to the pool without a timeout.
-func restoreStatementTimeout(ctx context.Context, conn *pgxpool.Conn) {
+func RestoreStatementTimeout(ctx context.Context, conn *pgxpool.Conn) {
 	ctx = context.WithoutCancel(ctx)
 	if _, err := conn.Exec(ctx, "RESET statement_timeout"); err != nil {
 		_ = conn.Conn().Close(ctx)
@@ -323,6 +334,23 @@ func keywordValueSettings(s string) map[string]string {
 }
 
 // The DSN file
+
+// ReadDSNFile reads a DSN from file (surrounding whitespace ignored) and
+// checks that it parses.
+func ReadDSNFile(file string) (string, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return "", err
+	}
+	dsn := strings.TrimSpace(string(b))
+	if dsn == "" {
+		return "", fmt.Errorf("%s is empty", file)
+	}
+	if _, err := pgxpool.ParseConfig(dsn); err != nil {
+		return "", fmt.Errorf("%s: %w (expected postgres://user@host:port/db or host=... dbname=...)", file, err)
+	}
+	return dsn, nil
+}
 
 // dsnFileReloader gives every new pool connection the credentials that the
 // DSN file (--postgres-dsn-file, a mounted Secret) holds when the
