@@ -3,5 +3,6 @@
 // each object into a thin store record as soon as it arrives, and commits the
 // records together with the resourceVersion they reach in one store.Writer
 // Apply per batch. A restart resumes from that persisted cursor; a 410 Gone
-// relists and reconciles. One replica at a time runs it (a Lease).
+// relists and reconciles. Replicas share the members: each member is
+// mirrored by the replica holding its Lease (package shard).
 package discovery
