@@ -284,8 +284,8 @@ func (w *watcher) run(ctx context.Context, stop <-chan struct{}) {
 	if !w.replayBacklog(stop) || !w.replayHistory(ctx, stop) {
 		return
 	}
-	// Initialized: priority and fairness frees the watch's seat now, as
-	// kube-apiserver's cacher signals once its initial events are out.
+	// Initialized (if not yet, at its first page): a watch without initial
+	// events once its backlog and history are out.
 	utilflowcontrol.WatchInitialized(ctx)
 
 	var tick <-chan time.Time
@@ -388,6 +388,12 @@ func (w *watcher) sendInitial(ctx context.Context, stop <-chan struct{}) (ok, su
 		if first {
 			// Every change up to the first page's version is in every page.
 			w.cursor, first = pg.ResourceVersion, false
+			// Initialized: priority and fairness frees the watch's seat
+			// once its first page is read, as kube-apiserver's cacher
+			// once it handed its events to its buffer; a slow client
+			// does not hold it while it reads. Later pages are read as
+			// the client takes them, each in a short read of its own.
+			utilflowcontrol.WatchInitialized(ctx)
 		}
 		w.snaps = append(w.snaps, snapshot{last: pg.Last, open: pg.Final, rv: pg.ResourceVersion})
 		w.initialEnd = pg.ResourceVersion
