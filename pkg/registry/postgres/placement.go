@@ -40,7 +40,7 @@ var unschedulableTaint = store.Taint{Key: "node.kubernetes.io/unschedulable", Ef
 // index where they can. It may read a standby: the answer carries each
 // member's mirroring state, not a resourceVersion.
 func (s *Store) Placement(ctx context.Context, q store.PlacementQuery) ([]store.MemberFit, error) {
-	var args sqlArgs
+	var args pgdb.Args
 	members, err := placementMembers(&args, q)
 	if err != nil {
 		return nil, err
@@ -51,8 +51,8 @@ func (s *Store) Placement(ctx context.Context, q store.PlacementQuery) ([]store.
 	}
 	domain, skew := "''", "NULL::bigint"
 	if q.SpreadKey != "" {
-		key := args.add(q.SpreadKey)
-		domain, skew = "labels->>"+key+"::text", args.add(q.MaxSkew)+"::bigint"
+		key := args.Add(q.SpreadKey)
+		domain, skew = "labels->>"+key+"::text", args.Add(q.MaxSkew)+"::bigint"
 		eligible = append(eligible, "labels ? "+key+"::text")
 	}
 	feasible, err := placementFeasible(&args, q)
@@ -67,7 +67,7 @@ func (s *Store) Placement(ctx context.Context, q store.PlacementQuery) ([]store.
 	// A spread counts every eligible node as its domain's.
 	schedulable, other := scope, scope
 	if q.SpreadKey == "" && q.CPUMillis > 0 {
-		schedulable += " AND (allocatable_cpu_millis::numeric - requested_cpu_millis) >= " + args.add(q.CPUMillis) + "::numeric"
+		schedulable += " AND (allocatable_cpu_millis::numeric - requested_cpu_millis) >= " + args.Add(q.CPUMillis) + "::numeric"
 	}
 	if q.SpreadKey == "" && len(q.Tolerations) == 0 {
 		other += " AND unschedulable_reason = 'NotReady'"
@@ -125,11 +125,11 @@ func (s *Store) Placement(ctx context.Context, q store.PlacementQuery) ([]store.
 }
 
 // placementMembers selects the members q considers from cluster_capacity.
-func placementMembers(a *sqlArgs, q store.PlacementQuery) (string, error) {
+func placementMembers(a *pgdb.Args, q store.PlacementQuery) (string, error) {
 	sql := "SELECT cluster_id, mirroring, mirroring_since, complete_as_of FROM cluster_capacity"
 	switch {
 	case len(q.Clusters) > 0:
-		return sql + " WHERE cluster_id = ANY(" + a.add(q.Clusters) + "::text[])", nil
+		return sql + " WHERE cluster_id = ANY(" + a.Add(q.Clusters) + "::text[])", nil
 	case len(q.Members) > 0:
 		conds, err := selectorSQL(a, q.Members, nil)
 		if err != nil {
@@ -142,7 +142,7 @@ func placementMembers(a *sqlArgs, q store.PlacementQuery) (string, error) {
 
 // placementEligible is the node terms as conditions to AND: one, an OR of
 // the terms, each the AND of its requirements.
-func placementEligible(a *sqlArgs, q store.PlacementQuery) ([]string, error) {
+func placementEligible(a *pgdb.Args, q store.PlacementQuery) ([]string, error) {
 	if len(q.Nodes) == 0 {
 		return []string{"true"}, nil
 	}
@@ -153,10 +153,10 @@ func placementEligible(a *sqlArgs, q store.PlacementQuery) ([]string, error) {
 			return nil, fmt.Errorf("%w: %w", store.ErrInvalidSelector, err)
 		}
 		if len(t.Names) > 0 {
-			conds = append(conds, "name = ANY("+a.add(t.Names)+"::text[])")
+			conds = append(conds, "name = ANY("+a.Add(t.Names)+"::text[])")
 		}
 		if len(t.NotNames) > 0 {
-			conds = append(conds, "name <> ALL("+a.add(t.NotNames)+"::text[])")
+			conds = append(conds, "name <> ALL("+a.Add(t.NotNames)+"::text[])")
 		}
 		if len(conds) == 0 {
 			conds = []string{"false"} // an empty term matches no node, as in kube-scheduler
@@ -169,7 +169,7 @@ func placementEligible(a *sqlArgs, q store.PlacementQuery) ([]string, error) {
 // placementFeasible is the condition under which an eligible node takes a
 // replica at all: its cordon and its NoSchedule and NoExecute taints
 // tolerated (store.Toleration.Tolerates, in SQL).
-func placementFeasible(a *sqlArgs, q store.PlacementQuery) (string, error) {
+func placementFeasible(a *pgdb.Args, q store.PlacementQuery) (string, error) {
 	tolerations, err := json.Marshal(append([]store.Toleration{}, q.Tolerations...)) // [], not null
 	if err != nil {
 		return "", err
@@ -181,7 +181,7 @@ func placementFeasible(a *sqlArgs, q store.PlacementQuery) (string, error) {
 	return cordon + ` AND (taints = '[]'::jsonb OR NOT EXISTS (
 		SELECT 1 FROM jsonb_array_elements(taints) t
 		WHERE t->>'effect' IN ('NoSchedule', 'NoExecute') AND NOT EXISTS (
-			SELECT 1 FROM jsonb_to_recordset(` + a.add(string(tolerations)) + `::jsonb) AS o(key text, operator text, value text, effect text)
+			SELECT 1 FROM jsonb_to_recordset(` + a.Add(string(tolerations)) + `::jsonb) AS o(key text, operator text, value text, effect text)
 			WHERE (o.effect = '' OR o.effect = t->>'effect') AND (o.key = '' OR o.key = t->>'key')
 				AND (o.operator = 'Exists' OR (o.operator IN ('', 'Equal') AND o.value = coalesce(t->>'value', ''))))))`, nil
 }
@@ -190,13 +190,13 @@ func placementFeasible(a *sqlArgs, q store.PlacementQuery) (string, error) {
 // as least()'s arguments: the pod count always, each resource requested
 // in allocatable minus requested (a resource the node lacks has none),
 // each device driver in its free devices.
-func placementRoom(a *sqlArgs, q store.PlacementQuery) []string {
+func placementRoom(a *pgdb.Args, q store.PlacementQuery) []string {
 	room := []string{"allocatable_pods - pod_count"}
 	if q.CPUMillis > 0 {
-		room = append(room, "(allocatable_cpu_millis - requested_cpu_millis) / "+a.add(q.CPUMillis)+"::bigint")
+		room = append(room, "(allocatable_cpu_millis - requested_cpu_millis) / "+a.Add(q.CPUMillis)+"::bigint")
 	}
 	if q.MemoryBytes > 0 {
-		room = append(room, "(allocatable_memory_bytes - requested_memory_bytes) / "+a.add(q.MemoryBytes)+"::bigint")
+		room = append(room, "(allocatable_memory_bytes - requested_memory_bytes) / "+a.Add(q.MemoryBytes)+"::bigint")
 	}
 	keyed := func(have, taken string, amounts map[string]int64) string {
 		names := slices.Sorted(maps.Keys(amounts))
@@ -205,7 +205,7 @@ func placementRoom(a *sqlArgs, q store.PlacementQuery) []string {
 			values[i] = amounts[n]
 		}
 		return `(SELECT min((coalesce((` + have + `->>r.name)::bigint, 0) - coalesce((` + taken + `->>r.name)::bigint, 0)) / r.amount)
-			FROM unnest(` + a.add(names) + `::text[], ` + a.add(values) + `::bigint[]) AS r(name, amount))`
+			FROM unnest(` + a.Add(names) + `::text[], ` + a.Add(values) + `::bigint[]) AS r(name, amount))`
 	}
 	if len(q.Other) > 0 {
 		room = append(room, keyed("allocatable_other", "requested_other", q.Other))

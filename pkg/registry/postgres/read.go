@@ -93,7 +93,7 @@ func stream[T any](ctx context.Context, s *Store, spec *view[T], opts store.List
 // filter is a list's selector conditions and their arguments.
 type filter struct {
 	conds []string
-	args  sqlArgs
+	args  pgdb.Args
 }
 
 func selectorConds(opts store.ListOptions) (filter, error) {
@@ -125,7 +125,7 @@ type pageRead struct {
 func readPage[T any](ctx context.Context, s *Store, spec *view[T], sel filter, r pageRead) (page *store.Page[T], more bool, err error) {
 	conds, args := sel.conds, slices.Clone(sel.args)
 	if r.after != nil {
-		conds = append(slices.Clip(conds), fmt.Sprintf("(%s, %s) > (%s, %s)", spec.order[0], spec.order[1], args.add(r.after[0]), args.add(r.after[1])))
+		conds = append(slices.Clip(conds), fmt.Sprintf("(%s, %s) > (%s, %s)", spec.order[0], spec.order[1], args.Add(r.after[0]), args.Add(r.after[1])))
 	}
 	query := spec.query(conds)
 	if r.limit > 0 {

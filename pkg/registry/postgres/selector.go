@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/selection"
 
 	"github.com/example/platform-apiserver/pkg/apis/platform"
+	"github.com/example/platform-apiserver/pkg/registry/postgres/pgdb"
 	"github.com/example/platform-apiserver/pkg/registry/store"
 )
 
@@ -17,18 +18,10 @@ import (
 // adds it); selectors on it filter the cluster_id column.
 const ClusterLabel = platform.ClusterLabel
 
-// sqlArgs collects bind parameters and hands out their placeholders.
-type sqlArgs []any
-
-func (a *sqlArgs) add(v any) string {
-	*a = append(*a, v)
-	return "$" + strconv.Itoa(len(*a))
-}
-
 // selectorSQL turns label and field requirements into SQL conditions (to be
 // ANDed) over a view table with labels and cluster_id columns; a field
 // requirement names its own columns (see store.Field).
-func selectorSQL(a *sqlArgs, reqs labels.Requirements, fields []store.FieldRequirement) ([]string, error) {
+func selectorSQL(a *pgdb.Args, reqs labels.Requirements, fields []store.FieldRequirement) ([]string, error) {
 	var conds []string
 	for _, r := range reqs {
 		c, err := labelSQL(a, r)
@@ -49,7 +42,7 @@ func selectorSQL(a *sqlArgs, reqs labels.Requirements, fields []store.FieldRequi
 
 // labelSQL translates one label requirement with Kubernetes semantics: != and
 // notin match objects without the key; gt and lt match only integer values.
-func labelSQL(a *sqlArgs, r labels.Requirement) (string, error) {
+func labelSQL(a *pgdb.Args, r labels.Requirement) (string, error) {
 	key, values := r.Key(), r.Values().List()
 	if key == ClusterLabel {
 		return clusterLabelSQL(a, r.Operator(), values)
@@ -60,11 +53,11 @@ func labelSQL(a *sqlArgs, r labels.Requirement) (string, error) {
 	case selection.NotEquals, selection.NotIn:
 		return notAny(a, key, values), nil
 	case selection.Exists:
-		return "labels ? " + a.add(key), nil
+		return "labels ? " + a.Add(key), nil
 	case selection.DoesNotExist:
-		return "NOT (labels ? " + a.add(key) + ")", nil
+		return "NOT (labels ? " + a.Add(key) + ")", nil
 	case selection.GreaterThan, selection.LessThan:
-		return integerCompareSQL(a, "(labels->>"+a.add(key)+")", r.Operator(), values)
+		return integerCompareSQL(a, "(labels->>"+a.Add(key)+")", r.Operator(), values)
 	default:
 		return "", fmt.Errorf("label selector operator %q is not supported", r.Operator())
 	}
@@ -74,7 +67,7 @@ func labelSQL(a *sqlArgs, r labels.Requirement) (string, error) {
 // values: one containment for one value, else a containment of any of an
 // array of documents, one bind parameter however many values there are (a
 // bitmap scan of the GIN index probes it once per element).
-func containsAny(a *sqlArgs, key string, values []string) string {
+func containsAny(a *pgdb.Args, key string, values []string) string {
 	docs := make([]string, len(values))
 	for i, v := range values {
 		doc, _ := json.Marshal(map[string]string{key: v}) // cannot fail for strings
@@ -84,9 +77,9 @@ func containsAny(a *sqlArgs, key string, values []string) string {
 	case 0:
 		return "(false)"
 	case 1:
-		return "(labels @> " + a.add(docs[0]) + "::jsonb)"
+		return "(labels @> " + a.Add(docs[0]) + "::jsonb)"
 	default:
-		return "(labels @> ANY(" + a.add(docs) + "::jsonb[]))"
+		return "(labels @> ANY(" + a.Add(docs) + "::jsonb[]))"
 	}
 }
 
@@ -95,19 +88,19 @@ func containsAny(a *sqlArgs, key string, values []string) string {
 // is a filter over the rows the other requirements select: for several
 // values a comparison of the key's text with an array of them, cheaper per
 // row than as many containments.
-func notAny(a *sqlArgs, key string, values []string) string {
+func notAny(a *pgdb.Args, key string, values []string) string {
 	if len(values) <= 1 {
 		return "NOT " + containsAny(a, key, values)
 	}
-	return "NOT coalesce((labels->>" + a.add(key) + ") = ANY(" + a.add(values) + "::text[]), false)"
+	return "NOT coalesce((labels->>" + a.Add(key) + ") = ANY(" + a.Add(values) + "::text[]), false)"
 }
 
-func clusterLabelSQL(a *sqlArgs, op selection.Operator, values []string) (string, error) {
+func clusterLabelSQL(a *pgdb.Args, op selection.Operator, values []string) (string, error) {
 	switch op {
 	case selection.Equals, selection.DoubleEquals, selection.In:
-		return "(cluster_id = ANY(" + a.add(values) + "::text[]))", nil
+		return "(cluster_id = ANY(" + a.Add(values) + "::text[]))", nil
 	case selection.NotEquals, selection.NotIn:
-		return "NOT (cluster_id = ANY(" + a.add(values) + "::text[]))", nil
+		return "NOT (cluster_id = ANY(" + a.Add(values) + "::text[]))", nil
 	case selection.Exists:
 		return "(true)", nil
 	case selection.DoesNotExist:
@@ -122,7 +115,7 @@ func clusterLabelSQL(a *sqlArgs, op selection.Operator, values []string) (string
 // integerCompareSQL compares expr as an int64 the way labels.Requirement
 // does: a value that is not a base-10 int64 does not match. The cast sits in
 // a CASE branch, so a non-numeric value never reaches it.
-func integerCompareSQL(a *sqlArgs, expr string, op selection.Operator, values []string) (string, error) {
+func integerCompareSQL(a *pgdb.Args, expr string, op selection.Operator, values []string) (string, error) {
 	if len(values) != 1 {
 		return "", fmt.Errorf("label selector operator %q needs exactly one value, got %d", op, len(values))
 	}
@@ -135,7 +128,7 @@ func integerCompareSQL(a *sqlArgs, expr string, op selection.Operator, values []
 		cmp = "<"
 	}
 	return fmt.Sprintf("(CASE WHEN %[1]s ~ '^[+-]?[0-9]{1,19}$' THEN %[1]s::numeric BETWEEN -9223372036854775808 AND 9223372036854775807 AND %[1]s::numeric %[2]s %[3]s::bigint ELSE false END)",
-		expr, cmp, a.add(n)), nil
+		expr, cmp, a.Add(n)), nil
 }
 
 // fieldOp maps a field selector operator to SQL.
@@ -152,7 +145,7 @@ func fieldOp(f store.FieldRequirement) (string, error) {
 
 // fieldSQL matches a field's columns (see store.Field). Column names come
 // from the kinds' declarations, never from a request.
-func fieldSQL(a *sqlArgs, f store.FieldRequirement) (string, error) {
+func fieldSQL(a *pgdb.Args, f store.FieldRequirement) (string, error) {
 	op, err := fieldOp(f)
 	if err != nil {
 		return "", err
@@ -169,7 +162,7 @@ func fieldSQL(a *sqlArgs, f store.FieldRequirement) (string, error) {
 	cols := f.Field.Columns
 	switch len(cols) {
 	case 1:
-		return "(" + cols[0] + " " + op + " " + a.add(value) + ")", nil
+		return "(" + cols[0] + " " + op + " " + a.Add(value) + ")", nil
 	case 2:
 		first, second, ok := strings.Cut(f.Value, ".")
 		if !ok { // no object of the kind has a value without a dot
@@ -178,7 +171,7 @@ func fieldSQL(a *sqlArgs, f store.FieldRequirement) (string, error) {
 			}
 			return "(true)", nil
 		}
-		eq := "(" + cols[0] + " = " + a.add(first) + " AND " + cols[1] + " = " + a.add(second) + ")"
+		eq := "(" + cols[0] + " = " + a.Add(first) + " AND " + cols[1] + " = " + a.Add(second) + ")"
 		if op == "=" {
 			return eq, nil
 		}
@@ -191,17 +184,17 @@ func fieldSQL(a *sqlArgs, f store.FieldRequirement) (string, error) {
 // amountSQL compares a keyed amount (store.Amount) with a whole number, as
 // numeric: a key a column's object lacks counts 0. The key and the value
 // are bind parameters.
-func amountSQL(a *sqlArgs, f store.FieldRequirement, op string) (string, error) {
+func amountSQL(a *pgdb.Args, f store.FieldRequirement, op string) (string, error) {
 	n, err := strconv.ParseInt(f.Value, 10, 64)
 	if err != nil || f.Key == "" {
 		return "", fmt.Errorf("%w: field selector %s%s: value %q is not a whole number under a key", store.ErrInvalidSelector, f.Field.Path, f.Key, f.Value)
 	}
-	key := a.add(f.Key)
+	key := a.Add(f.Key)
 	expr := "coalesce((" + f.Field.Amount.Column + "->>" + key + ")::numeric, 0)"
 	if m := f.Field.Amount.Minus; m != "" {
 		expr += " - coalesce((" + m + "->>" + key + ")::numeric, 0)"
 	}
-	return "((" + expr + ") " + op + " " + a.add(n) + "::bigint)", nil
+	return "((" + expr + ") " + op + " " + a.Add(n) + "::bigint)", nil
 }
 
 func strictBool(s string) (bool, error) {

@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/selection"
 
 	"github.com/example/platform-apiserver/pkg/registry/nodecapacity"
+	"github.com/example/platform-apiserver/pkg/registry/postgres/pgdb"
 	"github.com/example/platform-apiserver/pkg/registry/store"
 )
 
@@ -24,13 +25,13 @@ func TestAmountFieldSQL(t *testing.T) {
 		{store.FieldRequirement{Field: nodecapacity.Kind.MustField("status.allocatable.other."), Op: selection.DoubleEquals, Key: "hugepages-2Mi", Value: "1073741824"},
 			`((coalesce((allocatable_other->>$1)::numeric, 0)) = $2::bigint)`},
 	} {
-		var args sqlArgs
+		var args pgdb.Args
 		got, err := fieldSQL(&args, tc.req)
 		if err != nil || got != tc.want || !equalArgs(args, []any{tc.req.Key, value(tc.req.Value)}) {
 			t.Errorf("%s%s %s %s:\n got %s %#v, %v\nwant %s", tc.req.Field.Path, tc.req.Key, tc.req.Op, tc.req.Value, got, []any(args), err, tc.want)
 		}
 	}
-	var args sqlArgs
+	var args pgdb.Args
 	if _, err := fieldSQL(&args, store.FieldRequirement{Field: nodecapacity.Kind.MustField("status.available.other."), Op: selection.In, Key: "a", Value: "1"}); err == nil {
 		t.Error("operator in: want an error")
 	}

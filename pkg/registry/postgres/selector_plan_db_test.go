@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/example/platform-apiserver/pkg/registry/postgres/pgdb"
 	"github.com/example/platform-apiserver/pkg/registry/store"
 )
 
@@ -50,7 +51,7 @@ func TestSelectorValuesArrayParameter(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var args sqlArgs
+		var args pgdb.Args
 		if _, err := selectorSQL(&args, reqs, nil); err != nil {
 			t.Fatal(err)
 		}
@@ -71,7 +72,7 @@ func TestSelectorValuesArrayParameter(t *testing.T) {
 	// serve the in.
 	for _, sel := range []string{"pool in (p1,p2)", "pool in (p1,p2),pool notin (" + many("p3") + ")"} {
 		reqs, _ := labels.ParseToRequirements(sel)
-		var args sqlArgs
+		var args pgdb.Args
 		conds, _ := selectorSQL(&args, reqs, nil)
 		plan := explain(t, ctx, s, "SELECT name FROM cluster_node WHERE "+strings.Join(conds, " AND "), args)
 		if !strings.Contains(plan, "cluster_node_labels_idx") {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/example/platform-apiserver/pkg/registry/clusternamespace"
 	"github.com/example/platform-apiserver/pkg/registry/nodecapacity"
+	"github.com/example/platform-apiserver/pkg/registry/postgres/pgdb"
 	"github.com/example/platform-apiserver/pkg/registry/store"
 )
 
@@ -46,7 +47,7 @@ func TestLabelSelectorSQL(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var args sqlArgs
+			var args pgdb.Args
 			conds, err := selectorSQL(&args, reqs, nil)
 			if err != nil {
 				t.Fatal(err)
@@ -89,7 +90,7 @@ func TestFieldSelectorSQL(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			var args sqlArgs
+			var args pgdb.Args
 			conds, err := selectorSQL(&args, nil, []store.FieldRequirement{tc.field})
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
@@ -110,7 +111,7 @@ func TestFieldSelectorSQL(t *testing.T) {
 	}
 }
 
-func equalArgs(got sqlArgs, want []any) bool {
+func equalArgs(got pgdb.Args, want []any) bool {
 	if len(got) != len(want) {
 		return false
 	}
@@ -141,7 +142,7 @@ func FuzzLabelSelectorSQL(f *testing.F) {
 			return
 		}
 		reqs, _ := sel.Requirements()
-		var args sqlArgs
+		var args pgdb.Args
 		conds, err := selectorSQL(&args, reqs, nil)
 		if err != nil {
 			return

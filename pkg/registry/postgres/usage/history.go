@@ -1,4 +1,7 @@
-package postgres
+// Package usage reads the registry's usage history: the hourly rollups of
+// the node and namespace samples (migration 010), summarized as averages,
+// maxima, percentiles and series.
+package usage
 
 import (
 	"context"
@@ -10,43 +13,52 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/example/platform-apiserver/pkg/registry/postgres/pgdb"
 	"github.com/example/platform-apiserver/pkg/registry/store"
 )
 
-// UsageHistory summarizes the usage samples q selects from the hourly
+// ReadTx runs fn in a read-only transaction; fn may run twice.
+type ReadTx func(ctx context.Context, fn func(pgx.Tx) error) error
+
+// NodeSelector turns label requirements on nodes into SQL conditions (to
+// be ANDed) over cluster_node, adding their parameters to args: the views'
+// selector SQL.
+type NodeSelector func(args *pgdb.Args, reqs labels.Requirements) ([]string, error)
+
+// History summarizes the usage samples q selects from the hourly
 // rollups (migration 010), not the samples themselves: a day of a
 // 5,000-node member is its 24 rows (and an index scan of its nodes' rows
 // to count them), of a 250-node pool 6,000 rows, each with its histograms.
-// It reads any server (a standby too): the history has no resourceVersion.
-func (s *Store) UsageHistory(ctx context.Context, q store.UsageQuery) (*store.UsageHistory, error) {
+// It reads in a transaction of readTx; nodes selects the nodes of q.Labels.
+func History(ctx context.Context, readTx ReadTx, nodes NodeSelector, q store.UsageQuery) (*store.UsageHistory, error) {
 	if q.ClusterID == "" {
 		return nil, fmt.Errorf("%w: a usage query needs a member cluster", store.ErrInvalidSelector)
 	}
-	var args sqlArgs
-	where := []string{"cluster_id = " + args.add(q.ClusterID), "hour > " + args.add(q.Since.Add(-time.Hour))}
-	table, nodes := "cluster_node_usage_hourly", "node <> ''"
+	var args pgdb.Args
+	where := []string{"cluster_id = " + args.Add(q.ClusterID), "hour > " + args.Add(q.Since.Add(-time.Hour))}
+	table, nodeFilter := "cluster_node_usage_hourly", "node <> ''"
 	switch {
 	case q.Namespace != "":
-		table, nodes = "cluster_namespace_usage_hourly", ""
-		where = append(where, "namespace = "+args.add(q.Namespace))
+		table, nodeFilter = "cluster_namespace_usage_hourly", ""
+		where = append(where, "namespace = "+args.Add(q.Namespace))
 	case q.Node != "":
-		nodes = "node = " + args.add(q.Node)
-		where = append(where, nodes)
+		nodeFilter = "node = " + args.Add(q.Node)
+		where = append(where, nodeFilter)
 	case len(q.Labels) > 0:
-		conds, err := selectorSQL(&args, q.Labels, nil)
+		conds, err := nodes(&args, q.Labels)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", store.ErrInvalidSelector, err)
 		}
-		nodes = "node IN (SELECT name FROM cluster_node WHERE cluster_id = " + args.add(q.ClusterID) + " AND " + strings.Join(conds, " AND ") + ")"
-		where = append(where, nodes)
+		nodeFilter = "node IN (SELECT name FROM cluster_node WHERE cluster_id = " + args.Add(q.ClusterID) + " AND " + strings.Join(conds, " AND ") + ")"
+		where = append(where, nodeFilter)
 	default:
 		where = append(where, "node = ''") // the member's own rollup
 	}
 	filter := strings.Join(where, " AND ")
 	h := &store.UsageHistory{}
-	err := s.readTx(ctx, store.Freshness{}, func(tx pgx.Tx) error {
+	err := readTx(ctx, func(tx pgx.Tx) error {
 		var from, to, asOf *time.Time
 		err := tx.QueryRow(ctx, `SELECT (SELECT usage_observed_at FROM cluster_capacity WHERE cluster_id = $1)`, q.ClusterID).Scan(&asOf)
 		if err != nil {
@@ -69,9 +81,9 @@ func (s *Store) UsageHistory(ctx context.Context, q store.UsageQuery) (*store.Us
 			return knownToRegistry(ctx, tx, q)
 		}
 		h.From, h.To = from.UTC(), to.Add(time.Hour).UTC()
-		if nodes != "" {
+		if nodeFilter != "" {
 			if err := tx.QueryRow(ctx, `SELECT count(DISTINCT node) FROM cluster_node_usage_hourly WHERE `+
-				strings.Join(append(where[:2:2], nodes), " AND "), args...).Scan(&h.Nodes); err != nil {
+				strings.Join(append(where[:2:2], nodeFilter), " AND "), args...).Scan(&h.Nodes); err != nil {
 				return err
 			}
 		}
@@ -91,7 +103,7 @@ func (s *Store) UsageHistory(ctx context.Context, q store.UsageQuery) (*store.Us
 // usageSeries sums the rows of table that filter selects bucket by bucket:
 // buckets of step aligned to multiples of it since the Unix epoch (the
 // percentiles are usagePercentiles').
-func usageSeries(ctx context.Context, tx pgx.Tx, table, filter string, args sqlArgs, step time.Duration) ([]store.UsageBucket, error) {
+func usageSeries(ctx context.Context, tx pgx.Tx, table, filter string, args pgdb.Args, step time.Duration) ([]store.UsageBucket, error) {
 	args = slices.Clone(args)
 	rows, err := tx.Query(ctx, `
 		SELECT `+binnedHour(&args, step)+` AS start, sum(samples)::bigint,
@@ -113,13 +125,13 @@ func usageSeries(ctx context.Context, tx pgx.Tx, table, filter string, args sqlA
 
 // binnedHour is the SQL of a row's hour binned to step (a parameter
 // added to args).
-func binnedHour(args *sqlArgs, step time.Duration) string {
-	return "date_bin(" + args.add(step) + "::interval, hour, timestamptz '1970-01-01 00:00:00+00')"
+func binnedHour(args *pgdb.Args, step time.Duration) string {
+	return "date_bin(" + args.Add(step) + "::interval, hour, timestamptz '1970-01-01 00:00:00+00')"
 }
 
 // usagePercentiles fills the percentiles of h, and of each bucket of its
 // series, from the histograms of the rows of table that filter selects.
-func usagePercentiles(ctx context.Context, tx pgx.Tx, table, filter string, args sqlArgs, step time.Duration, h *store.UsageHistory) error {
+func usagePercentiles(ctx context.Context, tx pgx.Tx, table, filter string, args pgdb.Args, step time.Duration, h *store.UsageHistory) error {
 	args, start := slices.Clone(args), "NULL::timestamptz"
 	if step > 0 {
 		start = binnedHour(&args, step)
