@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/example/platform-apiserver/pkg/registry/postgres/usage"
 	"github.com/example/platform-apiserver/pkg/registry/store"
 )
 
@@ -166,7 +167,7 @@ func TestQuietScrapePlansNoRescanOfTheScrape(t *testing.T) {
 	// The same usage a quarter of an hour later.
 	at := first.Add(15 * time.Minute)
 	nodes, namespaces = scrape(at)
-	if err := s.ensureMetricsPartitions(ctx, at, at); err != nil {
+	if err := usage.EnsurePartitions(ctx, s.writes, at, at); err != nil {
 		t.Fatal(err)
 	}
 	nodeParam, err := sampleRows(nodes)

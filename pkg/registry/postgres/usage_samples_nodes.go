@@ -5,9 +5,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/example/platform-apiserver/pkg/registry/postgres/pgdb"
+	"github.com/example/platform-apiserver/pkg/registry/postgres/usage"
 	"github.com/example/platform-apiserver/pkg/registry/store"
 )
 
@@ -21,16 +20,11 @@ var (
 	// without the writers' lock and returns the keys of the nodes whose
 	// usage is due for a report; sqlReportUsage reports those on the view
 	// rows, re-checking the rule (metrics_usage_due.sql).
-	sqlRecordMetrics = statement("metrics_record")
-	// sqlExpireRollups deletes the usage rollups of the hours dropped.
-	sqlExpireRollups        = statement("metrics_expire_rollups")
-	sqlReportUsage          = statement("metrics_report_usage")
-	sqlTakeTurn             = statement("metrics_take_turn")
-	sqlEnsurePartitions     = statement("metrics_ensure_partitions")
-	sqlExpiredPartitions    = statement("metrics_expired_partitions")
-	sqlPartitionLockTimeout = statement("metrics_partition_lock_timeout")
-	sqlExpireUsage          = statement("metrics_expire_usage")
-	sqlExpireLockMembers    = statement("metrics_expire_lock_members")
+	sqlRecordMetrics     = statement("metrics_record")
+	sqlReportUsage       = statement("metrics_report_usage")
+	sqlTakeTurn          = statement("metrics_take_turn")
+	sqlExpireUsage       = statement("metrics_expire_usage")
+	sqlExpireLockMembers = statement("metrics_expire_lock_members")
 )
 
 // maxSampleSpan bounds the time one batch of samples may span, so a bad
@@ -60,7 +54,7 @@ func (s *Store) RecordNodeMetrics(ctx context.Context, f store.Fence, samples []
 		return out, fmt.Errorf("record node metrics: samples span %s (%s to %s), more than %s: one scrape's samples are minutes apart",
 			span, first.Format(time.RFC3339), last.Format(time.RFC3339), maxSampleSpan)
 	}
-	if err := s.ensureMetricsPartitions(ctx, first, last); err != nil {
+	if err := usage.EnsurePartitions(ctx, s.writes, first, last); err != nil {
 		return out, err
 	}
 	param, err := sampleRows(samples)
@@ -129,16 +123,16 @@ func (s *Store) MaintainNodeMetrics(ctx context.Context, m store.MetricsMaintena
 		out.Skipped = err == nil
 		return out, err
 	}
-	if err := s.ensureMetricsPartitions(ctx, m.Now, m.Now.Add(2*time.Hour)); err != nil {
+	if err := usage.EnsurePartitions(ctx, s.writes, m.Now, m.Now.Add(2*time.Hour)); err != nil {
 		return out, err
 	}
-	dropped, err = s.dropMetricsPartitions(ctx, m.RetainAfter)
+	dropped, err = usage.DropPartitions(ctx, s.writes, m.RetainAfter)
 	out.DroppedPartitions = dropped
 	if err != nil {
 		return out, err
 	}
-	if _, err := s.writes.Exec(ctx, sqlExpireRollups, m.RetainAfter); err != nil {
-		return out, fmt.Errorf("expire usage rollups: %w", pgdb.InterpretError(err))
+	if err := usage.ExpireRollups(ctx, s.writes, m.RetainAfter); err != nil {
+		return out, err
 	}
 	out.Unknown, err = s.expireUsage(ctx, m.UnknownBefore)
 	return out, err
@@ -158,45 +152,6 @@ func (s *Store) takeTurn(ctx context.Context, task string, interval time.Duratio
 		return false, fmt.Errorf("%s: take turn: %w", task, pgdb.InterpretError(err))
 	}
 	return tag.RowsAffected() == 1, nil
-}
-
-// ensureMetricsPartitions creates the hourly history partitions covering
-// [from, to] that are missing.
-func (s *Store) ensureMetricsPartitions(ctx context.Context, from, to time.Time) error {
-	if _, err := s.writes.Exec(ctx, sqlEnsurePartitions, from, to); err != nil {
-		return fmt.Errorf("create node metrics partitions: %w", pgdb.InterpretError(err))
-	}
-	return nil
-}
-
-// dropMetricsPartitions drops the history partitions whose hour ended at or
-// before `before`, each in its own short transaction.
-func (s *Store) dropMetricsPartitions(ctx context.Context, before time.Time) (int, error) {
-	rows, err := s.writes.Query(ctx, sqlExpiredPartitions, before)
-	if err != nil {
-		return 0, fmt.Errorf("list node metrics partitions: %w", pgdb.InterpretError(err))
-	}
-	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return 0, fmt.Errorf("list node metrics partitions: %w", pgdb.InterpretError(err))
-	}
-	dropped := 0
-	for _, name := range names {
-		err := pgx.BeginFunc(ctx, s.writes, func(tx pgx.Tx) error {
-			// A bounded wait for the parent's lock (metrics_partition_lock_timeout.sql);
-			// on timeout the drop is retried at the next maintenance.
-			if _, err := tx.Exec(ctx, sqlPartitionLockTimeout); err != nil {
-				return err
-			}
-			_, err := tx.Exec(ctx, `DROP TABLE IF EXISTS `+pgx.Identifier{name}.Sanitize())
-			return err
-		})
-		if err != nil {
-			return dropped, fmt.Errorf("drop node metrics partition %s: %w", name, pgdb.InterpretError(err))
-		}
-		dropped++
-	}
-	return dropped, nil
 }
 
 // expireUsage makes the usage of nodes and namespaces whose reported sample

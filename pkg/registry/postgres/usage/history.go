@@ -1,6 +1,8 @@
-// Package usage reads the registry's usage history: the hourly rollups of
-// the node and namespace samples (migration 010), summarized as averages,
-// maxima, percentiles and series.
+// Package usage is the registry's usage history: the hourly partitions of
+// the node samples and the hourly rollups of node and namespace samples,
+// kept (partitions made and dropped, rollups expired) and read (averages,
+// maxima, percentiles, series). Recording a scrape's samples and reporting
+// due usage on the views are writes of the store (package postgres).
 package usage
 
 import (
