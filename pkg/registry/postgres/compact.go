@@ -5,9 +5,10 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/example/platform-apiserver/pkg/registry/postgres/pgdb"
 	"github.com/jackc/pgx/v5"
 	"k8s.io/klog/v2"
+
+	"github.com/example/platform-apiserver/pkg/registry/postgres/pgdb"
 )
 
 var (

@@ -3,9 +3,10 @@ package postgres
 import (
 	"sync"
 
-	"github.com/example/platform-apiserver/pkg/registry/postgres/pgdb"
 	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/legacyregistry"
+
+	"github.com/example/platform-apiserver/pkg/registry/postgres/pgdb"
 )
 
 const metricsSubsystem = "platform_registry"

@@ -3,8 +3,9 @@ package options
 import (
 	"fmt"
 
-	"github.com/example/platform-apiserver/pkg/registry/postgres/pgdb"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/example/platform-apiserver/pkg/registry/postgres/pgdb"
 )
 
 // allowInsecureFlag lets DSNs connect without verifying the server.

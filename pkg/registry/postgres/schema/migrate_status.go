@@ -6,9 +6,10 @@ import (
 	"sort"
 	"time"
 
-	"github.com/example/platform-apiserver/pkg/registry/postgres/pgdb"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/example/platform-apiserver/pkg/registry/postgres/pgdb"
 )
 
 // sqlMigrateHistory reads the applied migrations with names and times.
