@@ -1,7 +1,6 @@
 package postgres_test
 
 import (
-	"fmt"
 	"reflect"
 	"testing"
 
@@ -10,27 +9,6 @@ import (
 	"github.com/example/platform-apiserver/pkg/registry/postgres"
 	"github.com/example/platform-apiserver/pkg/registry/store"
 )
-
-const gpuDriver, gpuClass = "gpu.example.com", "gpu.example.com"
-
-// slice is a node-local ResourceSlice of gpu.example.com whose pool is
-// the node's, with devices gpu-0 to gpu-<n-1>.
-func slice(name, nodeName string, generation int64, n int) store.ResourceSlice {
-	s := store.ResourceSlice{Name: name, NodeName: nodeName, Driver: gpuDriver, Pool: nodeName, PoolGeneration: generation}
-	for i := range n {
-		s.Devices = append(s.Devices, fmt.Sprintf("gpu-%d", i))
-	}
-	return s
-}
-
-// claim is a ResourceClaim of gpuClass holding devices of pool.
-func claim(ns, name, pool string, devices ...string) store.ResourceClaim {
-	c := store.ResourceClaim{Namespace: ns, Name: name, UID: "uid-" + name, Classes: map[string]int64{gpuClass: int64(len(devices))}}
-	for _, d := range devices {
-		c.Allocated = append(c.Allocated, store.DeviceRef{Driver: gpuDriver, Pool: pool, Device: d})
-	}
-	return c
-}
 
 // TestDevices: DRA device counts per node, per namespace and per member
 // follow slices, claims, pool generations, deletions and a member that

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/example/platform-apiserver/pkg/registry/postgres"
+	"github.com/example/platform-apiserver/pkg/registry/postgres/internal/pgtesting"
 	"github.com/example/platform-apiserver/pkg/registry/store"
 	pgtest "github.com/example/platform-apiserver/test/framework/postgres"
 )
@@ -56,34 +57,22 @@ func (b testBundle) connect(t *testing.T) *pgx.Conn {
 	return conn
 }
 
+// Records to write (pgtesting's).
+var (
+	node      = pgtesting.Node
+	namespace = pgtesting.Namespace
+	pod       = pgtesting.Pod
+	slice     = pgtesting.ResourceSlice
+	claim     = pgtesting.Claim
+)
+
+const gpuDriver, gpuClass = pgtesting.GPUDriver, pgtesting.GPUClass
+
 func mustApply(t *testing.T, s *postgres.Store, ctx context.Context, b store.Batch) {
 	t.Helper()
 	if err := s.Apply(ctx, b); err != nil {
 		t.Fatalf("Apply: %v", err)
 	}
-}
-
-func node(name string, cpu, mem int64) store.Node {
-	return store.Node{
-		Name:        name,
-		UID:         "uid-" + name,
-		Labels:      map[string]string{"kubernetes.io/hostname": name},
-		CreatedAt:   time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC),
-		Capacity:    store.Resources{CPUMillis: cpu, MemoryBytes: mem, Pods: 110},
-		Allocatable: store.Resources{CPUMillis: cpu - 80, MemoryBytes: mem - 1<<20, Pods: 110},
-		Ready:       true,
-		Conditions:  []store.NodeCondition{{Type: "Ready", Status: "True", LastTransitionTime: time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)}},
-	}
-}
-
-func namespace(name string) store.Namespace {
-	return store.Namespace{Name: name, UID: "uid-" + name, Phase: "Active", Labels: map[string]string{"team": name},
-		CreatedAt: time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)}
-}
-
-func pod(ns, name, nodeName string, cpu, mem int64) store.Pod {
-	return store.Pod{Namespace: ns, Name: name, UID: "uid-" + name, NodeName: nodeName, Phase: "Running",
-		CPURequestMillis: cpu, MemoryRequestBytes: mem}
 }
 
 func getNode(t *testing.T, s *postgres.Store, ctx context.Context, cluster, name string) *store.NodeCapacity {

@@ -3,15 +3,13 @@ package schema
 import (
 	"bytes"
 	"context"
-	"maps"
 	"os"
-	"slices"
-	"strings"
 	"sync"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/example/platform-apiserver/pkg/registry/postgres/internal/pgtesting"
 	pgtest "github.com/example/platform-apiserver/test/framework/postgres"
 )
 
@@ -56,18 +54,7 @@ func (b *syncBuffer) String() string {
 // statement kept a header or an include.
 func TestStatementsAllUsed(t *testing.T) {
 	t.Parallel()
-	unused, err := statements.Unused()
-	if err != nil {
-		t.Fatalf("embedded SQL files: %v", err)
-	}
-	for _, f := range unused {
-		t.Errorf("%s is embedded but no statement loads it", f)
-	}
-	for name, sql := range statements.Statements() {
-		if strings.Contains(sql, "{{") || strings.HasPrefix(sql, "--") || sql != strings.TrimSpace(sql) {
-			t.Errorf("statement %s was not expanded or stripped: %q", name, sql)
-		}
-	}
+	pgtesting.CheckStatementsLoaded(t, statements)
 }
 
 // TestStatementsPrepare: every statement parses and type-checks against the
@@ -79,10 +66,5 @@ func TestStatementsPrepare(t *testing.T) {
 	if err := Migrate(ctx, conn); err != nil {
 		t.Fatalf("Migrate: %v", err)
 	}
-	loaded := statements.Statements()
-	for _, name := range slices.Sorted(maps.Keys(loaded)) {
-		if _, err := conn.Conn().Prepare(ctx, name, loaded[name]); err != nil {
-			t.Errorf("prepare %s: %v", name, err)
-		}
-	}
+	pgtesting.CheckStatementsPrepare(ctx, t, conn.Conn(), statements)
 }

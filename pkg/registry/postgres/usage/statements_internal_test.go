@@ -2,13 +2,12 @@ package usage
 
 import (
 	"context"
-	"maps"
 	"os"
-	"slices"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/example/platform-apiserver/pkg/registry/postgres/internal/pgtesting"
 	"github.com/example/platform-apiserver/pkg/registry/postgres/schema"
 	pgtest "github.com/example/platform-apiserver/test/framework/postgres"
 )
@@ -18,13 +17,7 @@ func TestMain(m *testing.M) { os.Exit(pgtest.RunTests(m)) }
 // TestStatementsAllUsed: every embedded file was loaded at init.
 func TestStatementsAllUsed(t *testing.T) {
 	t.Parallel()
-	unused, err := statements.Unused()
-	if err != nil {
-		t.Fatalf("embedded SQL files: %v", err)
-	}
-	for _, f := range unused {
-		t.Errorf("%s is embedded but no statement loads it", f)
-	}
+	pgtesting.CheckStatementsLoaded(t, statements)
 }
 
 // TestStatementsPrepare: every statement parses and type-checks against the
@@ -45,10 +38,5 @@ func TestStatementsPrepare(t *testing.T) {
 	if err := schema.Migrate(ctx, conn); err != nil {
 		t.Fatalf("Migrate: %v", err)
 	}
-	loaded := statements.Statements()
-	for _, name := range slices.Sorted(maps.Keys(loaded)) {
-		if _, err := conn.Conn().Prepare(ctx, name, loaded[name]); err != nil {
-			t.Errorf("prepare %s: %v", name, err)
-		}
-	}
+	pgtesting.CheckStatementsPrepare(ctx, t, conn.Conn(), statements)
 }

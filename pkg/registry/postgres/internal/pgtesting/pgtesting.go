@@ -1,0 +1,101 @@
+// Package pgtesting holds what the tests of the registry's storage
+// packages share: records to write and checks of a package's embedded SQL.
+package pgtesting
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/example/platform-apiserver/pkg/registry/postgres/pgdb"
+	"github.com/example/platform-apiserver/pkg/registry/store"
+)
+
+// created is every record's creation time.
+var created = time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
+
+// GPUDriver is the DRA driver, and GPUClass the device class, of the
+// devices ResourceSlice and Claim make.
+const GPUDriver, GPUClass = "gpu.example.com", "gpu.example.com"
+
+// Node is a Ready node with cpu millicores and mem bytes of capacity, a
+// little less allocatable, and 110 pods.
+func Node(name string, cpu, mem int64) store.Node {
+	return store.Node{
+		Name:        name,
+		UID:         "uid-" + name,
+		Labels:      map[string]string{"kubernetes.io/hostname": name},
+		CreatedAt:   created,
+		Capacity:    store.Resources{CPUMillis: cpu, MemoryBytes: mem, Pods: 110},
+		Allocatable: store.Resources{CPUMillis: cpu - 80, MemoryBytes: mem - 1<<20, Pods: 110},
+		Ready:       true,
+		Conditions:  []store.NodeCondition{{Type: "Ready", Status: "True", LastTransitionTime: created}},
+	}
+}
+
+// Namespace is an Active namespace labelled team=name.
+func Namespace(name string) store.Namespace {
+	return store.Namespace{Name: name, UID: "uid-" + name, Phase: "Active", Labels: map[string]string{"team": name}, CreatedAt: created}
+}
+
+// Pod is a Running pod on nodeName requesting cpu millicores and mem bytes.
+func Pod(ns, name, nodeName string, cpu, mem int64) store.Pod {
+	return store.Pod{Namespace: ns, Name: name, UID: "uid-" + name, NodeName: nodeName, Phase: "Running",
+		CPURequestMillis: cpu, MemoryRequestBytes: mem}
+}
+
+// ResourceSlice is a node-local ResourceSlice of GPUDriver whose pool is
+// the node's, with devices gpu-0 to gpu-<n-1>.
+func ResourceSlice(name, nodeName string, generation int64, n int) store.ResourceSlice {
+	s := store.ResourceSlice{Name: name, NodeName: nodeName, Driver: GPUDriver, Pool: nodeName, PoolGeneration: generation}
+	for i := range n {
+		s.Devices = append(s.Devices, fmt.Sprintf("gpu-%d", i))
+	}
+	return s
+}
+
+// Claim is a ResourceClaim of GPUClass holding devices of pool.
+func Claim(ns, name, pool string, devices ...string) store.ResourceClaim {
+	c := store.ResourceClaim{Namespace: ns, Name: name, UID: "uid-" + name, Classes: map[string]int64{GPUClass: int64(len(devices))}}
+	for _, d := range devices {
+		c.Allocated = append(c.Allocated, store.DeviceRef{Driver: GPUDriver, Pool: pool, Device: d})
+	}
+	return c
+}
+
+// CheckStatementsLoaded fails t unless every file the loader embeds was
+// loaded (as a statement or an include) and no statement kept a header or
+// an include.
+func CheckStatementsLoaded(t testing.TB, l *pgdb.Loader) {
+	t.Helper()
+	unused, err := l.Unused()
+	if err != nil {
+		t.Fatalf("embedded SQL files: %v", err)
+	}
+	for _, f := range unused {
+		t.Errorf("%s is embedded but no statement loads it", f)
+	}
+	for name, sql := range l.Statements() {
+		if strings.Contains(sql, "{{") || strings.HasPrefix(sql, "--") || sql != strings.TrimSpace(sql) {
+			t.Errorf("statement %s was not expanded or stripped: %q", name, sql)
+		}
+	}
+}
+
+// CheckStatementsPrepare fails t unless every statement the loader loaded
+// parses and type-checks on conn (a migrated registry).
+func CheckStatementsPrepare(ctx context.Context, t testing.TB, conn *pgx.Conn, l *pgdb.Loader) {
+	t.Helper()
+	loaded := l.Statements()
+	for _, name := range slices.Sorted(maps.Keys(loaded)) {
+		if _, err := conn.Prepare(ctx, name, loaded[name]); err != nil {
+			t.Errorf("prepare %s: %v", name, err)
+		}
+	}
+}
