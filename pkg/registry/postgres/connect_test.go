@@ -1,7 +1,6 @@
 package postgres
 
 import (
-	"bytes"
 	"context"
 	"crypto/x509"
 	"errors"
@@ -12,7 +11,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -22,6 +20,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/textlogger"
 
+	"github.com/example/platform-apiserver/pkg/registry/postgres/internal/pgtesting"
 	"github.com/example/platform-apiserver/pkg/registry/postgres/pgdb"
 	"github.com/example/platform-apiserver/pkg/registry/postgres/schema"
 	"github.com/example/platform-apiserver/pkg/registry/store"
@@ -274,24 +273,6 @@ func TestMultiHost(t *testing.T) {
 	}
 }
 
-// syncBuffer is a log destination tests read while connections write.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
-
 // TestDSNFileReload: with Options.DSNFile, a rotated password reaches new
 // connections without reopening the store; a file that becomes unparsable
 // or disappears keeps the last good credentials and is logged once, without
@@ -299,7 +280,7 @@ func (b *syncBuffer) String() string {
 func TestDSNFileReload(t *testing.T) {
 	t.Parallel()
 	inst := pgtest.NewInstance(t, pgtest.Options{})
-	var logs syncBuffer
+	var logs pgtesting.SyncBuffer
 	ctx := klog.NewContext(t.Context(), textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(&logs))))
 	admin, err := pgx.Connect(ctx, inst.DSN())
 	if err != nil {

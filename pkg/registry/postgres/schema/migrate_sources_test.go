@@ -16,6 +16,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/textlogger"
 
+	"github.com/example/platform-apiserver/pkg/registry/postgres/internal/pgtesting"
 	pgtest "github.com/example/platform-apiserver/test/framework/postgres"
 )
 
@@ -170,7 +171,7 @@ func TestMigrateAppliesOnlyTheSourcesThatChanged(t *testing.T) {
 // waited first), and Migrate runs it again.
 func TestMigrateRunsAgainAfterADeadlock(t *testing.T) {
 	t.Parallel()
-	var logs syncBuffer
+	var logs pgtesting.SyncBuffer
 	ctx := klog.NewContext(t.Context(), textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(&logs))))
 	dsn := pgtest.NewTestDatabase(t)
 	mconn := migrationConn(t, dsn)

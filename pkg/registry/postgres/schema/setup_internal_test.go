@@ -1,10 +1,8 @@
 package schema
 
 import (
-	"bytes"
 	"context"
 	"os"
-	"sync"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -30,24 +28,6 @@ func migrationConn(t *testing.T, dsn string) *pgxpool.Conn {
 	}
 	t.Cleanup(conn.Release)
 	return conn
-}
-
-// syncBuffer is a log destination tests read while connections write.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }
 
 // TestStatementsAllUsed: every embedded file was loaded at init, and no

@@ -3,11 +3,13 @@
 package pgtesting
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"maps"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -98,4 +100,22 @@ func CheckStatementsPrepare(ctx context.Context, t testing.TB, conn *pgx.Conn, l
 			t.Errorf("prepare %s: %v", name, err)
 		}
 	}
+}
+
+// SyncBuffer is a log destination tests read while connections write.
+type SyncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *SyncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *SyncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }
