@@ -25,8 +25,9 @@ var sqlKindsWindow = statement("changefeed_kinds_window")
 
 // Changes returns up to limit changes filter matches (a filter on a member
 // needs a kind) with ResourceVersion > after, in order, read in one REPEATABLE READ READ ONLY transaction together with the
-// registry resourceVersion (readAt) of that snapshot. Writers are serialized,
-// so the snapshot holds every change up to readAt and none above. A limit of
+// registry resourceVersion (readAt) of that snapshot. A writer publishes
+// its versions only after every earlier commit ticket committed or
+// aborted, so the snapshot holds every change up to readAt and none above. A limit of
 // 0 or less returns no changes, only readAt. An after below the compaction
 // horizon fails with store.ErrCompacted; an after above readAt is not an
 // error (nothing is newer yet).

@@ -11,8 +11,8 @@ import (
 
 var (
 	// sqlNamespaceUsageDue names the due samples and the usage to end
-	// without the writers' lock; sqlReportNamespaceUsage reports those
-	// alone under it, re-checked, at most viewSlice a transaction.
+	// without a commit ticket; sqlReportNamespaceUsage reports those
+	// alone in a views section, re-checked, at most viewSlice a transaction.
 	sqlNamespaceUsageDue    = statement("namespace_usage_due_names")
 	sqlReportNamespaceUsage = statement("namespace_report_usage")
 	// sqlNamespaceRollup adds the samples of known namespaces to their
@@ -37,9 +37,9 @@ type namespaceSampleRow struct {
 // runs there) and no sample confirmed for policy.UnknownAfter; it returns
 // how many it changed. Every sample also goes into the namespaces' hourly
 // usage history (once, however often it is scraped). A scrape with none
-// due takes two short statements and no writers' lock; otherwise the
-// writers' lock is held for the due namespaces alone, in slices of
-// viewSlice, as for nodes.
+// due takes two short statements and no commit ticket; otherwise views
+// sections write the due namespaces alone, in slices of viewSlice, as for
+// nodes.
 func (s *Store) RecordNamespaceMetrics(ctx context.Context, f store.Fence, samples []store.NamespaceMetricsSample, policy store.UsageReporting) (int64, error) {
 	rows := make([]namespaceSampleRow, 0, len(samples))
 	for _, m := range samples {

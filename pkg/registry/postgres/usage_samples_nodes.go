@@ -17,7 +17,7 @@ import (
 
 var (
 	// sqlRecordMetrics stores the samples of known nodes in the history
-	// without the writers' lock and returns the keys of the nodes whose
+	// without a commit ticket and returns the keys of the nodes whose
 	// usage is due for a report; sqlReportUsage reports those on the view
 	// rows, re-checking the rule (metrics_usage_due.sql).
 	sqlRecordMetrics     = statement("metrics_record")
@@ -35,9 +35,9 @@ const maxSampleSpan = 7 * 24 * time.Hour
 // the usage of the nodes the policy says are due, and makes unknown that of
 // the member's nodes the scrape lacks and no sample confirmed for
 // policy.UnknownAfter. A scrape with no node due takes two short statements
-// and never the writers' lock; otherwise serialized writes of at most
-// viewSlice nodes each restamp the due nodes, given only their samples, so
-// the lock is held for work in proportion to them, not to the scrape.
+// and never a commit ticket; otherwise views sections of at most viewSlice
+// nodes each restamp the due nodes, given only their samples, so the
+// ticket is held for work in proportion to them, not to the scrape.
 func (s *Store) RecordNodeMetrics(ctx context.Context, f store.Fence, samples []store.NodeMetricsSample, policy store.UsageReporting) (store.MetricsRecorded, error) {
 	var out store.MetricsRecorded
 	if len(samples) == 0 {

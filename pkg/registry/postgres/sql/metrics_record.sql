@@ -1,6 +1,6 @@
 -- Stores the samples in $1 (JSON array of sampleRow, one scrape of member
 -- $4) of known nodes in the history and its hourly rollups, without the
--- writers' lock (the history is no view: it has no resourceVersion), and
+-- commit ticket (the history is no view: it has no resourceVersion), and
 -- returns how many it stored, the keys of the nodes whose usage is due for
 -- a report ($2 threshold, $3 period in seconds; see metrics_usage_due) as
 -- two arrays, and the names of the member's nodes whose usage is to become

@@ -1,7 +1,7 @@
 -- Adds member $1's namespace samples in $2 to the hourly rollups of their
 -- namespaces (migration 012), each sample once: one newer than the hour's
 -- last_observed_at. Only namespaces the registry holds for the member get
--- history. Under the member's lock and fence, without the writers' lock:
+-- history. Under the member's lock and fence, without a commit ticket:
 -- the history has no resourceVersion.
 WITH {{namespace_samples}}
 INSERT INTO cluster_namespace_usage_hourly AS h

@@ -1,4 +1,4 @@
--- Names, without the writers' lock, member $1's namespaces whose samples in
+-- Names, without a commit ticket, member $1's namespaces whose samples in
 -- $2 are due for a report ($3 threshold, $4 period in seconds;
 -- namespace_usage_due) and those whose usage is to become unknown
 -- (namespace_usage_absent), and returns the cut it used ($5:

@@ -2,7 +2,7 @@
 -- publish, a failover's floor) from a session that speaks a lower write
 -- protocol than registry_state.write_protocol (docs/upgrades.md, "The write
 -- protocol"). A session says its protocol in the run-time parameter
--- registry.write_protocol (WriteProtocol in write.go); a release from before
+-- registry.write_protocol (WriteProtocol in schema/migrate.go); a release from before
 -- migration 028 says none, 0.
 CREATE OR REPLACE FUNCTION registry_check_write_protocol() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
