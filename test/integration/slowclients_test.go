@@ -10,9 +10,12 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
 
+	"github.com/example/platform-apiserver/pkg/generated/clientset/versioned"
 	"github.com/example/platform-apiserver/pkg/registry/store"
 	"github.com/example/platform-apiserver/test/framework"
 )
@@ -219,4 +222,94 @@ func bestOf3(f func() error) (time.Duration, error) {
 func startSlowWatch(ctx context.Context, cp *framework.ControlPlane, cluster string, rate int) *framework.SlowWatch {
 	return framework.StartSlowWatch(ctx, cp.AdminConfig(),
 		"/apis/platform.example.io/v1alpha1/nodecapacities?watch=true&labelSelector=platform.example.io%2Fcluster%3D"+cluster, rate)
+}
+
+// seatHolders is how many slow watches TestSlowWatchersGiveBackSeats opens:
+// more than the seats platform-apiserver's global-default level has and may
+// borrow (of its 40 in all).
+const seatHolders = 40
+
+// TestSlowWatchersGiveBackSeats: seatHolders watches of one user, not exempt from
+// priority and fairness, that read a 3,000-node initial list (13 MB) at
+// 1 KB/s do not hold platform-apiserver's seats of their priority level
+// (global-default) while they read: each gives its seat back once its first
+// page is read, so another user of the same level lists with a p99 under a
+// second meanwhile (docs/faults.md, "Slow watch client").
+func TestSlowWatchersGiveBackSeats(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, framework.Options{PlatformAPIServerBinary: os.Getenv("PLATFORM_APISERVER_BINARY")})
+	e.seedNodes(t, "big", 3000, 2)
+	e.seedNodes(t, "quick", 10, 0)
+	reader, other := e.listWatchUsers(t, "slow-tenant", "other-tenant")
+
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	var slow []*framework.SlowWatch
+	for range seatHolders {
+		slow = append(slow, framework.StartSlowWatch(ctx, reader,
+			"/apis/platform.example.io/v1alpha1/nodecapacities?watch=true&labelSelector=platform.example.io%2Fcluster%3Dbig", stuckReadRate))
+	}
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		for _, w := range slow {
+			if !w.Open.Load() {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		t.Fatalf("the %d slow watches were not all answered within a minute: their level's seats are held", seatHolders)
+	}
+	ncs := versioned.NewForConfigOrDie(other).PlatformV1alpha1().NodeCapacities()
+	var took []time.Duration
+	for range 100 {
+		start := time.Now()
+		if _, err := ncs.List(ctx, metav1.ListOptions{LabelSelector: "platform.example.io/cluster=quick"}); err != nil {
+			t.Fatalf("the other user's list: %v", err)
+		}
+		took = append(took, time.Since(start))
+	}
+	for i, w := range slow {
+		if w.Finished() || w.ErrorEvent() != "" {
+			t.Errorf("slow watch %d ended or failed while it read (%d ADDED): %v %s", i, w.Added.Load(), w.Err(), w.ErrorEvent())
+		}
+	}
+	t.Logf("with %d slow watches of another user in its level, the other user's list p99 %s (of 100)", seatHolders, p99(took))
+	if p99(took) >= time.Second {
+		t.Errorf("the other user's list p99 %s with %d slow watches in its level, want under 1 s", p99(took), seatHolders)
+	}
+}
+
+// listWatchUsers returns the configs of users who may list and watch
+// NodeCapacities and nothing else (not exempt from priority and fairness).
+func (e *env) listWatchUsers(t *testing.T, names ...string) (*rest.Config, *rest.Config) {
+	t.Helper()
+	ctx := t.Context()
+	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "list-watch-nodecapacities"},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{"platform.example.io"}, Resources: []string{"nodecapacities"}, Verbs: []string{"list", "watch"}}}}
+	if _, err := e.kube.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var cfgs []*rest.Config
+	for _, name := range names {
+		if _, err := e.kube.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
+			RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: role.Name},
+			Subjects: []rbacv1.Subject{{APIGroup: "rbac.authorization.k8s.io", Kind: "User", Name: name}}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		cfg, _, err := e.cp.UserConfig(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.QPS = -1 // no client-side limit: the servers decide
+		client := versioned.NewForConfigOrDie(cfg)
+		if err := pollAllowed(ctx, func() error {
+			_, err := client.PlatformV1alpha1().NodeCapacities().List(ctx, metav1.ListOptions{Limit: 1})
+			return err
+		}); err != nil {
+			t.Fatalf("%s may not list nodecapacities: %v", name, err)
+		}
+		cfgs = append(cfgs, cfg)
+	}
+	return cfgs[0], cfgs[1]
 }
