@@ -6,7 +6,7 @@ BIN       := _output/bin
 FUZZTIME  ?= 10s
 BENCHTIME ?= 5x
 
-.PHONY: all help build deps tools run test test-slow unit integration verify lint generate update-schema bench fuzz clean image image-push
+.PHONY: all help build deps tools run test test-all test-slow unit integration verify lint generate update-schema bench fuzz clean image image-push
 
 # The linters are Go tools pinned in their own module (hack/lint/go.mod), so
 # their dependencies never enter the server's go.mod.
@@ -68,6 +68,9 @@ TEST_PARALLEL ?= 4
 ## (one test: go test -count=1 -run '^TestWatch$' ./test/integration/)
 test: deps tools
 	$(GO) test -count=1 -timeout 30m -parallel $(TEST_PARALLEL) -skip '^($(SLOW_TESTS))$$' ./...
+
+## test-all: every test: the fast tier, then the slow tier (about 22 minutes; CI runs the two as separate steps)
+test-all: test test-slow
 
 ## test-slow: the slow tier, SLOW_TESTS only (about 12 minutes, most of it a soak and alerts waiting)
 test-slow: deps tools
