@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/apiserver/pkg/endpoints/request"
+
 	"github.com/example/platform-apiserver/pkg/registry/store"
 )
 
@@ -23,10 +25,13 @@ const historyReadTimeout = time.Minute
 // query from v that read the changes up to reach serves each request from
 // a in [v, reach) with its changes after a. So resumes at many positions
 // share a few queries instead of making one each, and at most
-// cap(turns) queries run at once, whatever the number of filters.
+// concurrency queries run at once, whatever the number of filters, their
+// turns shared fairly among the users who asked (fairTurns): a query's
+// user is its oldest request's.
 type historyReader struct {
-	feed  store.ChangeFeed
-	turns chan struct{}
+	feed        store.ChangeFeed
+	turns       *fairTurns
+	concurrency int
 
 	mu sync.Mutex
 	// queues holds the requests waiting per filter; a filter is present
@@ -50,6 +55,7 @@ func (k historyKey) filter() store.ChangeFilter {
 
 type historyRequest struct {
 	after int64
+	user  string             // who asked (request.UserFrom), for fair turns
 	done  chan historyResult // buffered: serve never waits for the requester
 }
 
@@ -60,7 +66,7 @@ type historyResult struct {
 }
 
 func newHistoryReader(feed store.ChangeFeed, concurrency int) *historyReader {
-	return &historyReader{feed: feed, turns: make(chan struct{}, concurrency), queues: map[historyKey][]*historyRequest{}}
+	return &historyReader{feed: feed, turns: newFairTurns(concurrency), concurrency: concurrency, queues: map[historyKey][]*historyRequest{}}
 }
 
 // read returns the changes filter matches after `after`, in order, and
@@ -69,6 +75,9 @@ func newHistoryReader(feed store.ChangeFeed, concurrency int) *historyReader {
 func (h *historyReader) read(ctx context.Context, filter store.ChangeFilter, after int64) ([]store.Change, int64, error) {
 	key := keyOf(filter)
 	req := &historyRequest{after: after, done: make(chan historyResult, 1)}
+	if u, ok := request.UserFrom(ctx); ok {
+		req.user = u.GetName()
+	}
 	h.mu.Lock()
 	queue, serving := h.queues[key]
 	h.queues[key] = append(queue, req)
@@ -104,13 +113,13 @@ func (h *historyReader) serve(key historyKey) {
 			h.mu.Unlock()
 			return
 		}
-		from := queue[0].after
+		from, user := queue[0].after, queue[0].user
 		for _, r := range queue[1:] {
 			from = min(from, r.after)
 		}
 		h.mu.Unlock()
 
-		changes, readAt, err := h.query(key, from)
+		changes, readAt, err := h.query(key, from, user)
 		reach := readAt
 		if err == nil && len(changes) == HistoryBatch {
 			reach = changes[len(changes)-1].ResourceVersion
@@ -124,15 +133,13 @@ func (h *historyReader) serve(key historyKey) {
 // time spent queueing behind other callers' reads never counts against the
 // query's deadline (which, expired, makes the store suspect the database
 // of hanging).
-func (h *historyReader) query(key historyKey, from int64) ([]store.Change, int64, error) {
+func (h *historyReader) query(key historyKey, from int64, user string) ([]store.Change, int64, error) {
 	wait, cancelWait := context.WithTimeout(context.Background(), historyReadTimeout)
 	defer cancelWait()
-	select {
-	case h.turns <- struct{}{}:
-		defer func() { <-h.turns }()
-	case <-wait.Done():
-		return nil, 0, fmt.Errorf("waiting for a turn among %d history reads: %w", cap(h.turns), wait.Err())
+	if err := h.turns.acquire(wait, user); err != nil {
+		return nil, 0, fmt.Errorf("waiting for a turn among %d history reads: %w", h.concurrency, err)
 	}
+	defer h.turns.release()
 	ctx, cancel := context.WithTimeout(context.Background(), historyReadTimeout)
 	defer cancel()
 	historyReads.WithLabelValues("database").Inc()
