@@ -19,15 +19,12 @@ import (
 // the same whether what is asked about exists or not.
 func AuthorizeQuestion(ctx context.Context, authz authorizer.UnconditionalAuthorizer, attrs authorizer.AttributesRecord,
 	resource schema.GroupResource, name, neededFor string) error {
-	user, ok := request.UserFrom(ctx)
-	if !ok {
-		return apierrors.NewInternalError(errors.New("the request carries no user to authorize the question for"))
-	}
-	attrs.User = user
-	decision, reason, err := authz.Authorize(ctx, attrs)
+	decision, reason, err := authorizeUser(ctx, authz, &attrs)
 	switch {
 	case decision == authorizer.DecisionAllow:
 		return nil
+	case errors.Is(err, errNoUser):
+		return apierrors.NewInternalError(err)
 	case err != nil:
 		// As the generic server's authorization filter answers an
 		// authorizer that failed.
@@ -38,6 +35,27 @@ func AuthorizeQuestion(ctx context.Context, authz authorizer.UnconditionalAuthor
 		msg += ": " + reason
 	}
 	return apierrors.NewForbidden(resource, name, errors.New(msg))
+}
+
+// Allowed says whether the request's user may do attrs; a failed check
+// counts as no (ask AuthorizeQuestion for what the caller needs, which
+// answers the failure).
+func Allowed(ctx context.Context, authz authorizer.UnconditionalAuthorizer, attrs authorizer.AttributesRecord) bool {
+	decision, _, err := authorizeUser(ctx, authz, &attrs)
+	return err == nil && decision == authorizer.DecisionAllow
+}
+
+var errNoUser = errors.New("the request carries no user to authorize the question for")
+
+// authorizeUser asks authz about attrs for the request's user, setting it
+// in attrs.
+func authorizeUser(ctx context.Context, authz authorizer.UnconditionalAuthorizer, attrs *authorizer.AttributesRecord) (authorizer.Decision, string, error) {
+	user, ok := request.UserFrom(ctx)
+	if !ok {
+		return authorizer.DecisionNoOpinion, "", errNoUser
+	}
+	attrs.User = user
+	return authz.Authorize(ctx, attrs)
 }
 
 // forbidden says what attrs asked, in the words of the generic server's 403s

@@ -29,9 +29,8 @@ const historyReadTimeout = time.Minute
 // turns shared fairly among the users who asked (fairTurns): a query's
 // user is its oldest request's.
 type historyReader struct {
-	feed        store.ChangeFeed
-	turns       *fairTurns
-	concurrency int
+	feed  store.ChangeFeed
+	turns *fairTurns
 
 	mu sync.Mutex
 	// queues holds the requests waiting per filter; a filter is present
@@ -66,7 +65,7 @@ type historyResult struct {
 }
 
 func newHistoryReader(feed store.ChangeFeed, concurrency int) *historyReader {
-	return &historyReader{feed: feed, turns: newFairTurns(concurrency), concurrency: concurrency, queues: map[historyKey][]*historyRequest{}}
+	return &historyReader{feed: feed, turns: newFairTurns(concurrency), queues: map[historyKey][]*historyRequest{}}
 }
 
 // read returns the changes filter matches after `after`, in order, and
@@ -137,7 +136,7 @@ func (h *historyReader) query(key historyKey, from int64, user string) ([]store.
 	wait, cancelWait := context.WithTimeout(context.Background(), historyReadTimeout)
 	defer cancelWait()
 	if err := h.turns.acquire(wait, user); err != nil {
-		return nil, 0, fmt.Errorf("waiting for a turn among %d history reads: %w", h.concurrency, err)
+		return nil, 0, fmt.Errorf("waiting for a turn among %d history reads: %w", h.turns.n, err)
 	}
 	defer h.turns.release()
 	ctx, cancel := context.WithTimeout(context.Background(), historyReadTimeout)

@@ -12,6 +12,7 @@ import (
 // many history reads waiting (watches resuming with many filters) takes one
 // turn in each round, not all of them.
 type fairTurns struct {
+	n       int // turns in all
 	mu      sync.Mutex
 	free    int
 	waiting map[string][]chan struct{} // by user, in arrival order
@@ -19,7 +20,7 @@ type fairTurns struct {
 }
 
 func newFairTurns(n int) *fairTurns {
-	return &fairTurns{free: n, waiting: map[string][]chan struct{}{}}
+	return &fairTurns{n: n, free: n, waiting: map[string][]chan struct{}{}}
 }
 
 // acquire waits for a turn for user until ctx ends.

@@ -16,7 +16,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
-	"k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/registry/rest"
 
 	"github.com/example/platform-apiserver/pkg/apis/platform"
@@ -111,7 +110,7 @@ func (r *REST) authorize(ctx context.Context, report *platform.PlacementReport) 
 		if err := registry.AuthorizeQuestion(ctx, r.authz, members, reportResource, report.Name, "a placement report over a selector's members or every member"); err != nil {
 			return false, err
 		}
-	case len(report.Spec.Clusters) > 1 && r.allowed(ctx, members):
+	case len(report.Spec.Clusters) > 1 && registry.Allowed(ctx, r.authz, members):
 	default:
 		members.Verb = "get"
 		for _, c := range report.Spec.Clusters {
@@ -128,20 +127,7 @@ func (r *REST) authorize(ctx context.Context, report *platform.PlacementReport) 
 			"a placement report that asks about nodes ("+strings.Join(asked, ", ")+")")
 		return err == nil, err
 	}
-	return r.allowed(ctx, nodeList), nil
-}
-
-// allowed says whether the request's user may do attrs; a failed check
-// counts as no (the caller then asks what it needs, which answers the
-// failure).
-func (r *REST) allowed(ctx context.Context, attrs authorizer.AttributesRecord) bool {
-	user, ok := request.UserFrom(ctx)
-	if !ok {
-		return false
-	}
-	attrs.User = user
-	decision, _, err := r.authz.Authorize(ctx, attrs)
-	return err == nil && decision == authorizer.DecisionAllow
+	return registry.Allowed(ctx, r.authz, nodeList), nil
 }
 
 // nodeQuestions names the spec's fields whose answer depends on single
