@@ -92,6 +92,9 @@ func keyID(key []byte) []byte {
 	return h.Sum(nil)[:kidSize]
 }
 
+// Now is the codec's clock: a token issued now takes it as IssuedAt.
+func (c *Codec) Now() time.Time { return c.now() }
+
 // Encode returns the opaque token string.
 func (c *Codec) Encode(t Token) (string, error) {
 	body, err := json.Marshal(payload{V: version, K: t.Kind, Key: t.Key, RV: t.ResourceVersion, IAT: t.IssuedAt.UnixMilli()})

@@ -11,7 +11,7 @@ import (
 // scan. Apply computes them in its member section, under the member's lock
 // (they read only the member's rows, which every writer of them holds that
 // lock for), keeping those that change; the views section then only writes
-// those values and stamps the rows (view.stampSQL).
+// those values and stamps the rows (views.View.StampSQL).
 var (
 	sqlAggregateNodes      = statement("aggregates_nodes")
 	sqlAggregateNamespaces = statement("aggregates_namespaces")

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/example/platform-apiserver/pkg/registry/postgres/views"
 	"github.com/example/platform-apiserver/pkg/registry/store"
 )
 
@@ -282,28 +283,28 @@ func (a *applier) dropUnchanged() error {
 	if err != nil {
 		return err
 	}
-	if a.namespaceRows, err = changedOnly(a, clusterNamespaceView, nss, store.ResourceNamespaces, func(n *store.ClusterNamespace) string { return n.Namespace.Name }); err != nil {
+	if a.namespaceRows, err = changedOnly(a, views.ClusterNamespace, nss, store.ResourceNamespaces, func(n *store.ClusterNamespace) string { return n.Namespace.Name }); err != nil {
 		return err
 	}
 	nodes, err := nodeRecords(&a.b)
 	if err != nil {
 		return err
 	}
-	a.nodeRows, err = changedOnly(a, nodeCapacityView, nodes, store.ResourceNodes, func(n *store.NodeCapacity) string { return n.Node.Name })
+	a.nodeRows, err = changedOnly(a, views.NodeCapacity, nodes, store.ResourceNodes, func(n *store.NodeCapacity) string { return n.Node.Name })
 	return err
 }
 
 // changedOnly returns the records the view's upsert would write for the
 // member, and those the batch also deletes (deleted, then written again).
-func changedOnly[R any](a *applier, v *view[R], records []R, r store.Resource, name func(*R) string) ([]R, error) {
+func changedOnly[R any](a *applier, v *views.View[R], records []R, r store.Resource, name func(*R) string) ([]R, error) {
 	if len(records) == 0 {
 		return nil, nil
 	}
-	param, err := v.batchRows(records)
+	param, err := v.BatchRows(records)
 	if err != nil {
 		return nil, fmt.Errorf("compare %s: %w", r, err)
 	}
-	rows, err := a.tx.Query(a.ctx, v.changedSQL, a.cluster, param)
+	rows, err := a.tx.Query(a.ctx, v.ChangedSQL(), a.cluster, param)
 	if err != nil {
 		return nil, fmt.Errorf("compare %s: %w", r, err)
 	}
@@ -344,10 +345,10 @@ func (a *applier) computeAggregates() error {
 		namespaces.add(a.cluster, n.Namespace.Name)
 	}
 	var err error
-	if a.nodeAggregates, err = a.aggregate("node aggregates", sqlAggregateNodes, nodeCapacityView.stampSQL, nodes, nodeNames); err != nil {
+	if a.nodeAggregates, err = a.aggregate("node aggregates", sqlAggregateNodes, views.NodeCapacity.StampSQL(), nodes, nodeNames); err != nil {
 		return err
 	}
-	a.namespaceAggregates, err = a.aggregate("namespace aggregates", sqlAggregateNamespaces, clusterNamespaceView.stampSQL, namespaces, namespaceNames)
+	a.namespaceAggregates, err = a.aggregate("namespace aggregates", sqlAggregateNamespaces, views.ClusterNamespace.StampSQL(), namespaces, namespaceNames)
 	return err
 }
 
@@ -371,11 +372,11 @@ func (a *applier) upsertNamespaces() error {
 	if len(rows) == 0 {
 		return nil
 	}
-	param, err := clusterNamespaceView.batchRows(rows)
+	param, err := views.ClusterNamespace.BatchRows(rows)
 	if err != nil {
 		return fmt.Errorf("upsert namespaces: %w", err)
 	}
-	return a.stamp("upsert namespaces", clusterNamespaceView.upsertSQL, a.cluster, param, a.namespaceAggregates.written)
+	return a.stamp("upsert namespaces", views.ClusterNamespace.UpsertSQL(), a.cluster, param, a.namespaceAggregates.written)
 }
 
 func (a *applier) upsertNodes() error {
@@ -383,11 +384,11 @@ func (a *applier) upsertNodes() error {
 	if len(rows) == 0 {
 		return nil
 	}
-	param, err := nodeCapacityView.batchRows(rows)
+	param, err := views.NodeCapacity.BatchRows(rows)
 	if err != nil {
 		return fmt.Errorf("upsert nodes: %w", err)
 	}
-	return a.stamp("upsert nodes", nodeCapacityView.upsertSQL, a.cluster, param, a.nodeAggregates.written)
+	return a.stamp("upsert nodes", views.NodeCapacity.UpsertSQL(), a.cluster, param, a.nodeAggregates.written)
 }
 
 // podRow is one row of apply_upsert_pods' jsonb parameter.
@@ -447,7 +448,7 @@ func (a *applier) upsertQuotas() error {
 		if err := checkText("resource quota", q.Namespace, q.Name); err != nil {
 			return fmt.Errorf("upsert quotas: %w", err)
 		}
-		rows[i] = quotaRow{Namespace: q.Namespace, Name: q.Name, Hard: rawJSON(q.Hard, "{}"), Used: rawJSON(q.Used, "{}")}
+		rows[i] = quotaRow{Namespace: q.Namespace, Name: q.Name, Hard: views.RawJSON(q.Hard, "{}"), Used: views.RawJSON(q.Used, "{}")}
 	}
 	param, err := jsonRows(rows)
 	if err != nil {

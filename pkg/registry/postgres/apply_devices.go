@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/example/platform-apiserver/pkg/registry/postgres/views"
 	"github.com/example/platform-apiserver/pkg/registry/store"
 )
 
@@ -23,10 +24,8 @@ var (
 	sqlRecomputeMemberDevice = statement("devices_recompute_member")
 )
 
-// deviceResources are the member resources the device counts come from.
-var deviceResources = []store.Resource{store.ResourceResourceSlices, store.ResourceResourceClaims}
-
-// deviceTables are their member tables.
+// deviceTables are the member tables of the device resources
+// (views.DeviceResources).
 var deviceTables = []memberTable{
 	{
 		resource: store.ResourceResourceSlices,
@@ -166,7 +165,7 @@ func touchesDevices(b *store.Batch) bool {
 	if len(b.Slices)+len(b.Claims) > 0 {
 		return true
 	}
-	for _, r := range deviceResources {
+	for _, r := range views.DeviceResources {
 		if _, unserved := b.Unserved[r]; unserved || len(b.Deleted[r]) > 0 || slices.Contains(b.Replace, r) {
 			return true
 		}
@@ -181,7 +180,7 @@ func (a *applier) recomputeMemberDevices() error {
 		return nil
 	}
 	apis := map[store.Resource]store.APIState{}
-	for _, r := range deviceResources {
+	for _, r := range views.DeviceResources {
 		if st, ok := a.b.Unserved[r]; ok {
 			apis[r] = st
 		} else if slices.Contains(a.b.Replace, r) {

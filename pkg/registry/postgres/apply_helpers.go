@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"time"
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
@@ -93,16 +92,6 @@ func jsonRows[T any](rows []T) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// rawJSON encodes the value of a jsonb column (maps and slices of plain
-// values); nil, or a value that cannot be encoded, becomes empty.
-func rawJSON[T any](v T, empty string) json.RawMessage {
-	b, err := json.Marshal(v)
-	if err != nil || string(b) == "null" {
-		return json.RawMessage(empty)
-	}
-	return b
-}
-
 // checkText rejects a string that is not valid UTF-8, which PostgreSQL
 // refuses in a text column (SQLSTATE 22021) and which encoding/json would
 // silently turn into U+FFFD: the registry stores what it was given or
@@ -114,15 +103,4 @@ func checkText(what string, values ...string) error {
 		}
 	}
 	return nil
-}
-
-// timeOrNil is a timestamptz value: nil for the zero time, else the time in
-// UTC (a zone offset in seconds has no RFC 3339 form) to the microsecond,
-// PostgreSQL's resolution, truncated as pgx truncated it.
-func timeOrNil(t time.Time) *time.Time {
-	if t.IsZero() {
-		return nil
-	}
-	t = t.UTC().Truncate(time.Microsecond)
-	return &t
 }

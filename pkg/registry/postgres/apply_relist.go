@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/example/platform-apiserver/pkg/registry/postgres/views"
 	"github.com/example/platform-apiserver/pkg/registry/store"
 )
 
@@ -68,8 +69,8 @@ func (s *Store) restampAggregates(ctx context.Context, f store.Fence) error {
 		what, sql, stampSQL string
 		keys                pairs
 	}{
-		{"node aggregates", sqlAggregateNodes, nodeCapacityView.stampSQL, nodes},
-		{"namespace aggregates", sqlAggregateNamespaces, clusterNamespaceView.stampSQL, namespaces},
+		{"node aggregates", sqlAggregateNodes, views.NodeCapacity.StampSQL(), nodes},
+		{"namespace aggregates", sqlAggregateNamespaces, views.ClusterNamespace.StampSQL(), namespaces},
 	} {
 		keys := v.keys.rows()
 		slices.SortFunc(keys, func(a, b pairRow) int { return cmp.Compare(a.Name, b.Name) })

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/example/platform-apiserver/pkg/registry/postgres/pgdb"
+	"github.com/example/platform-apiserver/pkg/registry/postgres/views"
 	"github.com/example/platform-apiserver/pkg/registry/store"
 )
 
@@ -52,7 +53,7 @@ func TestSelectorValuesArrayParameter(t *testing.T) {
 			t.Fatal(err)
 		}
 		var args pgdb.Args
-		if _, err := selectorSQL(&args, reqs, nil); err != nil {
+		if _, err := views.SelectorSQL(&args, reqs, nil); err != nil {
 			t.Fatal(err)
 		}
 		if len(args) > 2*len(reqs) {
@@ -73,7 +74,7 @@ func TestSelectorValuesArrayParameter(t *testing.T) {
 	for _, sel := range []string{"pool in (p1,p2)", "pool in (p1,p2),pool notin (" + many("p3") + ")"} {
 		reqs, _ := labels.ParseToRequirements(sel)
 		var args pgdb.Args
-		conds, _ := selectorSQL(&args, reqs, nil)
+		conds, _ := views.SelectorSQL(&args, reqs, nil)
 		plan := explain(t, ctx, s, "SELECT name FROM cluster_node WHERE "+strings.Join(conds, " AND "), args)
 		if !strings.Contains(plan, "cluster_node_labels_idx") {
 			t.Errorf("%.40s...: the plan does not use the labels index:\n%s", sel, plan)

@@ -80,7 +80,7 @@ type Store struct {
 	standbys standbys
 	listener listener
 	opts     Options
-	// views are those the change feed decodes (view.go).
+	// views are those the change feed decodes (changefeed.go).
 	views []feedView
 
 	codecMu sync.Mutex
@@ -114,7 +114,7 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	// Timeouts, TLS errors, the DSN file's credentials:
 	pgdb.ConfigureConnections(cfg, dsn, pgdb.ConnOptions{DSNFile: opts.DSNFile, TCPUserTimeout: opts.TCPUserTimeout, TCPKeepAlive: opts.TCPKeepAlive})
 	setWriteProtocol(cfg)
-	s := &Store{opts: opts, views: views, standbys: standbys{wait: opts.StandbyWait, maxLag: opts.StandbyMaxLag}}
+	s := &Store{opts: opts, views: changeLogViews, standbys: standbys{wait: opts.StandbyWait, maxLag: opts.StandbyMaxLag}}
 	s.applies.init()
 	if s.standbys.wait <= 0 {
 		s.standbys.wait = DefaultStandbyWait

@@ -8,6 +8,7 @@ import (
 
 	"github.com/example/platform-apiserver/pkg/registry/postgres/pgdb"
 	"github.com/example/platform-apiserver/pkg/registry/postgres/usage"
+	"github.com/example/platform-apiserver/pkg/registry/postgres/views"
 	"github.com/example/platform-apiserver/pkg/registry/store"
 )
 
@@ -16,6 +17,8 @@ import (
 // history has no resourceVersion.
 func (s *Store) UsageHistory(ctx context.Context, q store.UsageQuery) (*store.UsageHistory, error) {
 	readTx := func(ctx context.Context, fn func(pgx.Tx) error) error { return s.readTx(ctx, store.Freshness{}, fn) }
-	nodes := func(args *pgdb.Args, reqs labels.Requirements) ([]string, error) { return selectorSQL(args, reqs, nil) }
+	nodes := func(args *pgdb.Args, reqs labels.Requirements) ([]string, error) {
+		return views.SelectorSQL(args, reqs, nil)
+	}
 	return usage.History(ctx, readTx, nodes, q)
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/example/platform-apiserver/pkg/registry"
 	"github.com/example/platform-apiserver/pkg/registry/feed"
+	"github.com/example/platform-apiserver/pkg/registry/postgres/views"
 	"github.com/example/platform-apiserver/pkg/registry/store"
 	pgtest "github.com/example/platform-apiserver/test/framework/postgres"
 )
@@ -32,21 +33,21 @@ type gadget struct {
 	ResourceVersion int64
 }
 
-var gadgetView = declareView(view[gadget]{
-	kind: "Gadget", resource: "gadgets", table: "test_gadget",
-	order: [2]string{"cluster_id", "name"},
-	key:   func(g *gadget) store.ListKey { return store.ListKey{g.ClusterID, g.Name} },
-	name: func(_, name string) (store.ListKey, bool) {
+var gadgetView = views.Declare(views.View[gadget]{
+	Kind: "Gadget", Resource: "gadgets", Table: "test_gadget",
+	Order: [2]string{"cluster_id", "name"},
+	Key:   func(g *gadget) store.ListKey { return store.ListKey{g.ClusterID, g.Name} },
+	Name: func(_, name string) (store.ListKey, bool) {
 		k, ok := gadgetKey(name)
 		return k, ok
 	},
-	columns: []column[gadget]{
-		col("cluster_id", func(g *gadget) *string { return &g.ClusterID }),
-		field("name", "text", func(g *gadget) *string { return &g.Name }),
-		jsonField("labels", func(g *gadget) *map[string]string { return &g.Labels }, "{}"),
-		field("color", "text", func(g *gadget) *string { return &g.Color }),
-		col("first_seen", func(g *gadget) *time.Time { return &g.FirstSeen }),
-		col("resource_version", func(g *gadget) *int64 { return &g.ResourceVersion }),
+	Columns: []views.Column[gadget]{
+		views.Col("cluster_id", func(g *gadget) *string { return &g.ClusterID }),
+		views.Field("name", "text", func(g *gadget) *string { return &g.Name }),
+		views.JSONField("labels", func(g *gadget) *map[string]string { return &g.Labels }, "{}"),
+		views.Field("color", "text", func(g *gadget) *string { return &g.Color }),
+		views.Col("first_seen", func(g *gadget) *time.Time { return &g.FirstSeen }),
+		views.Col("resource_version", func(g *gadget) *int64 { return &g.ResourceVersion }),
 	},
 })
 
@@ -125,12 +126,12 @@ var gadgetKind = &registry.Kind[gadget, Gadget]{
 // discovery's batches write every view, and returns the version reached.
 func putGadgets(t *testing.T, s *Store, cluster string, gs ...gadget) {
 	t.Helper()
-	rows, err := gadgetView.batchRows(gs)
+	rows, err := gadgetView.BatchRows(gs)
 	if err != nil {
 		t.Fatal(err)
 	}
 	err = s.write(t.Context(), "test_gadgets", sections{views: func(w *writer) error {
-		return w.stamp("upsert gadgets", gadgetView.upsertSQL, cluster, rows)
+		return w.stamp("upsert gadgets", gadgetView.UpsertSQL(), cluster, rows)
 	}})
 	if err != nil {
 		t.Fatalf("write gadgets: %v", err)
@@ -149,13 +150,13 @@ func TestViewDeclaredOnce(t *testing.T) {
 	if _, err := s.writes.Exec(ctx, gadgetMigration); err != nil {
 		t.Fatal(err)
 	}
-	s.views = append(slices.Clip(s.views), gadgetView)
+	s.views = append(slices.Clip(s.views), newFeedView(gadgetView.Logged()))
 	f := feed.New(s, feed.Options{PollInterval: 20 * time.Millisecond})
 	go f.Run(ctx)
 	if err := f.WaitSynced(ctx); err != nil {
 		t.Fatal(err)
 	}
-	r := registry.NewREST[gadget, Gadget, *Gadget](gadgetKind, gadgetView.source(s), registry.WatchConfig{Follower: f})
+	r := registry.NewREST[gadget, Gadget, *Gadget](gadgetKind, gadgetView.Source(s.viewReader()), registry.WatchConfig{Follower: f})
 
 	putGadgets(t, s, "c1",
 		gadget{Name: "a", Color: "red", Labels: map[string]string{"size": "s"}},

@@ -1,11 +1,8 @@
 package usage
 
 import (
-	"context"
 	"os"
 	"testing"
-
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/example/platform-apiserver/pkg/registry/postgres/internal/pgtesting"
 	"github.com/example/platform-apiserver/pkg/registry/postgres/schema"
@@ -24,19 +21,6 @@ func TestStatementsAllUsed(t *testing.T) {
 // migrated schema.
 func TestStatementsPrepare(t *testing.T) {
 	t.Parallel()
-	ctx := t.Context()
-	pool, err := pgxpool.New(context.Background(), pgtest.NewTestDatabase(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	conn, err := pool.Acquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Release()
-	if err := schema.Migrate(ctx, conn); err != nil {
-		t.Fatalf("Migrate: %v", err)
-	}
-	pgtesting.CheckStatementsPrepare(ctx, t, conn.Conn(), statements)
+	conn := pgtesting.MigratedConn(t, schema.Migrate)
+	pgtesting.CheckStatementsPrepare(t.Context(), t, conn.Conn(), statements)
 }

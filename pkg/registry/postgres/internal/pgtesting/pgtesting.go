@@ -14,9 +14,11 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/example/platform-apiserver/pkg/registry/postgres/pgdb"
 	"github.com/example/platform-apiserver/pkg/registry/store"
+	pgtest "github.com/example/platform-apiserver/test/framework/postgres"
 )
 
 // created is every record's creation time.
@@ -100,6 +102,27 @@ func CheckStatementsPrepare(ctx context.Context, t testing.TB, conn *pgx.Conn, l
 			t.Errorf("prepare %s: %v", name, err)
 		}
 	}
+}
+
+// MigratedConn is a connection to a fresh test database that migrate (the
+// schema's Migrate; this package cannot import it) has migrated, released
+// when the test ends.
+func MigratedConn(t testing.TB, migrate func(context.Context, *pgxpool.Conn) error) *pgxpool.Conn {
+	t.Helper()
+	pool, err := pgxpool.New(context.Background(), pgtest.NewTestDatabase(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	conn, err := pool.Acquire(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(conn.Release)
+	if err := migrate(t.Context(), conn); err != nil {
+		t.Fatalf("Migrate: %v", err)
+	}
+	return conn
 }
 
 // SyncBuffer is a log destination tests read while connections write.

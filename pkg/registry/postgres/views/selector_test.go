@@ -1,4 +1,4 @@
-package postgres
+package views
 
 import (
 	"regexp"
@@ -48,7 +48,7 @@ func TestLabelSelectorSQL(t *testing.T) {
 				t.Fatal(err)
 			}
 			var args pgdb.Args
-			conds, err := selectorSQL(&args, reqs, nil)
+			conds, err := SelectorSQL(&args, reqs, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -91,7 +91,7 @@ func TestFieldSelectorSQL(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			var args pgdb.Args
-			conds, err := selectorSQL(&args, nil, []store.FieldRequirement{tc.field})
+			conds, err := SelectorSQL(&args, nil, []store.FieldRequirement{tc.field})
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("error: got %v, want one containing %q", err, tc.wantErr)
@@ -143,7 +143,7 @@ func FuzzLabelSelectorSQL(f *testing.F) {
 		}
 		reqs, _ := sel.Requirements()
 		var args pgdb.Args
-		conds, err := selectorSQL(&args, reqs, nil)
+		conds, err := SelectorSQL(&args, reqs, nil)
 		if err != nil {
 			return
 		}

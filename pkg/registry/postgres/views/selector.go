@@ -1,4 +1,4 @@
-package postgres
+package views
 
 import (
 	"encoding/json"
@@ -18,10 +18,10 @@ import (
 // adds it); selectors on it filter the cluster_id column.
 const ClusterLabel = platform.ClusterLabel
 
-// selectorSQL turns label and field requirements into SQL conditions (to be
+// SelectorSQL turns label and field requirements into SQL conditions (to be
 // ANDed) over a view table with labels and cluster_id columns; a field
 // requirement names its own columns (see store.Field).
-func selectorSQL(a *pgdb.Args, reqs labels.Requirements, fields []store.FieldRequirement) ([]string, error) {
+func SelectorSQL(a *pgdb.Args, reqs labels.Requirements, fields []store.FieldRequirement) ([]string, error) {
 	var conds []string
 	for _, r := range reqs {
 		c, err := labelSQL(a, r)

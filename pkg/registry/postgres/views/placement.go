@@ -1,4 +1,4 @@
-package postgres
+package views
 
 import (
 	"context"
@@ -39,7 +39,7 @@ var unschedulableTaint = store.Taint{Key: "node.kubernetes.io/unschedulable", Ef
 // take a replica are read. The node terms' label tests use the labels' GIN
 // index where they can. It may read a standby: the answer carries each
 // member's mirroring state, not a resourceVersion.
-func (s *Store) Placement(ctx context.Context, q store.PlacementQuery) ([]store.MemberFit, error) {
+func Placement(ctx context.Context, db Reader, q store.PlacementQuery) ([]store.MemberFit, error) {
 	var args pgdb.Args
 	members, err := placementMembers(&args, q)
 	if err != nil {
@@ -92,7 +92,7 @@ func (s *Store) Placement(ctx context.Context, q store.PlacementQuery) ([]store.
 		GROUP BY m.cluster_id, m.mirroring, m.mirroring_since, m.complete_as_of
 		ORDER BY m.cluster_id`
 	var fits []store.MemberFit
-	err = s.readTx(ctx, store.Freshness{}, func(tx pgx.Tx) error {
+	err = db.ReadTx(ctx, store.Freshness{}, func(tx pgx.Tx) error {
 		// A scan of every node crosses jit_above_cost: compiling the
 		// expressions took longer (1.3 s) than running them (0.6 s).
 		if _, err := tx.Exec(ctx, "SET LOCAL jit = off"); err != nil {
@@ -131,7 +131,7 @@ func placementMembers(a *pgdb.Args, q store.PlacementQuery) (string, error) {
 	case len(q.Clusters) > 0:
 		return sql + " WHERE cluster_id = ANY(" + a.Add(q.Clusters) + "::text[])", nil
 	case len(q.Members) > 0:
-		conds, err := selectorSQL(a, q.Members, nil)
+		conds, err := SelectorSQL(a, q.Members, nil)
 		if err != nil {
 			return "", fmt.Errorf("%w: %w", store.ErrInvalidSelector, err)
 		}
@@ -148,7 +148,7 @@ func placementEligible(a *pgdb.Args, q store.PlacementQuery) ([]string, error) {
 	}
 	terms := make([]string, 0, len(q.Nodes))
 	for _, t := range q.Nodes {
-		conds, err := selectorSQL(a, t.Labels, nil)
+		conds, err := SelectorSQL(a, t.Labels, nil)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", store.ErrInvalidSelector, err)
 		}

@@ -1,4 +1,4 @@
-package postgres
+package views
 
 import (
 	"bytes"
@@ -105,15 +105,15 @@ func (a amounts) Scan(src any) error {
 }
 
 // otherField declares an input column of other resources (store.Resources.Other).
-func otherField[R any](name string, target func(*R) *map[string]int64) column[R] {
-	c := jsonField(name, target, "{}")
+func otherField[R any](name string, target func(*R) *map[string]int64) Column[R] {
+	c := JSONField(name, target, "{}")
 	c.target = func(r *R) any { return amounts{target(r)} }
 	return c
 }
 
 // otherCol declares a derived column of other resources.
-func otherCol[R any](name string, target func(*R) *map[string]int64) column[R] {
-	return column[R]{name: name, target: func(r *R) any { return amounts{target(r)} }}
+func otherCol[R any](name string, target func(*R) *map[string]int64) Column[R] {
+	return Column[R]{name: name, target: func(r *R) any { return amounts{target(r)} }}
 }
 
 // deviceCounts scans one of a node's or member's device columns
@@ -149,8 +149,8 @@ func (d deviceCounts) Scan(src any) error {
 }
 
 // deviceCols declares the two derived device columns of a view.
-func deviceCols[R any](prefix string, target func(*R) *map[string]store.DeviceCount) []column[R] {
-	return []column[R]{
+func deviceCols[R any](prefix string, target func(*R) *map[string]store.DeviceCount) []Column[R] {
+	return []Column[R]{
 		{name: prefix + "_total", target: func(r *R) any { return deviceCounts{into: target(r)} }},
 		{name: prefix + "_allocated", target: func(r *R) any { return deviceCounts{into: target(r), allocated: true} }},
 	}

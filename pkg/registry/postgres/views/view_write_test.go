@@ -1,4 +1,4 @@
-package postgres
+package views
 
 import (
 	"encoding/json"
@@ -20,7 +20,7 @@ func TestBatchRowsAreJSON(t *testing.T) {
 			Conditions: []store.NodeCondition{{Type: "Ready", Status: "True"}}}},
 		{Node: store.Node{Name: "n2"}}, // zero time, nil maps and slices
 	}
-	got, err := nodeCapacityView.batchRows(nodes)
+	got, err := NodeCapacity.BatchRows(nodes)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,7 +30,7 @@ func TestBatchRowsAreJSON(t *testing.T) {
 	}
 	for i, n := range nodes {
 		want := map[string]any{}
-		for _, c := range nodeCapacityView.inputs() {
+		for _, c := range NodeCapacity.inputs() {
 			b, err := json.Marshal(c.value(&n))
 			if err != nil {
 				t.Fatal(err)
@@ -56,7 +56,7 @@ func BenchmarkBatchRows(b *testing.B) {
 			Conditions: []store.NodeCondition{{Type: "Ready", Status: "True", Reason: "KubeletReady", Message: "kubelet is posting ready status"}}}
 	}
 	for b.Loop() {
-		if _, err := nodeCapacityView.batchRows(nodes); err != nil {
+		if _, err := NodeCapacity.BatchRows(nodes); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -1,4 +1,4 @@
-package postgres
+package views
 
 import (
 	"fmt"

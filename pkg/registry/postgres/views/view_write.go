@@ -1,4 +1,4 @@
-package postgres
+package views
 
 import (
 	"bytes"
@@ -16,15 +16,15 @@ import (
 // write; the others the registry derives (aggregates, usage). The upsert of
 // a batch's rows is built from them.
 
-// field declares an input column holding the field target points to.
-func field[R, F any](name, sqlType string, target func(*R) *F) column[R] {
-	return column[R]{name: name, sqlType: sqlType, target: func(r *R) any { return target(r) }, value: func(r *R) any { return *target(r) }}
+// Field declares an input column holding the field target points to.
+func Field[R, F any](name, sqlType string, target func(*R) *F) Column[R] {
+	return Column[R]{name: name, sqlType: sqlType, target: func(r *R) any { return target(r) }, value: func(r *R) any { return *target(r) }}
 }
 
 // inputs are the view's input columns.
-func (v *view[R]) inputs() []column[R] {
-	var in []column[R]
-	for _, c := range v.columns {
+func (v *View[R]) inputs() []Column[R] {
+	var in []Column[R]
+	for _, c := range v.Columns {
 		if c.sqlType != "" {
 			in = append(in, c)
 		}
@@ -33,7 +33,7 @@ func (v *view[R]) inputs() []column[R] {
 }
 
 // upsertStatement upserts member $1's rows of the view from $2, a JSON
-// array of batchRows' objects, and returns the highest resourceVersion it
+// array of BatchRows' objects, and returns the highest resourceVersion it
 // stamped (0 if none). Rows whose input columns do not change are left
 // alone: the input is filtered against the current row first, so no
 // version is spent on a no-op, and the ON CONFLICT update is
@@ -41,13 +41,13 @@ func (v *view[R]) inputs() []column[R] {
 // aggregates takes their values for every row of $2 from $3, a JSON array
 // of rows of the table's type (computeAggregates), so a new row is written
 // once, with its aggregates, not inserted and then updated.
-func (v *view[R]) upsertStatement() string {
+func (v *View[R]) upsertStatement() string {
 	in := v.inputColumns()
 	names, compared, values, join, with := in.names, in.compared, qualified("i.", in.names), "", in.input
-	if len(v.aggregates) > 0 {
-		with += ", a AS (\n\tSELECT * FROM jsonb_populate_recordset(NULL::" + v.table + ", $3::jsonb)\n)"
-		names, compared = append(slices.Clone(names), v.aggregates...), append(slices.Clone(compared), v.aggregates...)
-		values += ", " + qualified("a.", v.aggregates)
+	if len(v.Aggregates) > 0 {
+		with += ", a AS (\n\tSELECT * FROM jsonb_populate_recordset(NULL::" + v.Table + ", $3::jsonb)\n)"
+		names, compared = append(slices.Clone(names), v.Aggregates...), append(slices.Clone(compared), v.Aggregates...)
+		values += ", " + qualified("a.", v.Aggregates)
 		join = " LEFT JOIN a ON a.name = i.name"
 	}
 	sets := make([]string, len(compared))
@@ -62,7 +62,7 @@ func (v *view[R]) upsertStatement() string {
 	WHERE (%[7]s) IS DISTINCT FROM (%[8]s)
 	RETURNING c.resource_version)
 SELECT coalesce(max(resource_version), 0) FROM changed`,
-		v.table, with, strings.Join(names, ", "), values, in.changedFrom(v.table, join),
+		v.Table, with, strings.Join(names, ", "), values, in.changedFrom(v.Table, join),
 		strings.Join(sets, ", "), qualified("c.", compared), qualified("EXCLUDED.", compared))
 }
 
@@ -72,9 +72,9 @@ SELECT coalesce(max(resource_version), 0) FROM changed`,
 // already stamped by this transaction (above it) keeps its version, so one
 // commit gives each row one version. It returns the highest version stamped
 // (0 if none).
-func (v *view[R]) stampStatement() string {
-	sets := make([]string, len(v.aggregates))
-	for i, c := range v.aggregates {
+func (v *View[R]) stampStatement() string {
+	sets := make([]string, len(v.Aggregates))
+	for i, c := range v.Aggregates {
 		sets[i] = c + " = v." + c
 	}
 	return fmt.Sprintf(`WITH v AS (
@@ -87,8 +87,20 @@ func (v *view[R]) stampStatement() string {
 	RETURNING r.resource_version
 )
 SELECT coalesce(max(resource_version), 0) FROM changed`,
-		v.table, strings.Join(sets, ", "), qualified("r.", v.aggregates), qualified("v.", v.aggregates))
+		v.Table, strings.Join(sets, ", "), qualified("r.", v.Aggregates), qualified("v.", v.Aggregates))
 }
+
+// UpsertSQL is the view's upsert of a member's batch rows
+// (upsertStatement); "" for a view without input columns.
+func (v *View[R]) UpsertSQL() string { return v.upsertSQL }
+
+// StampSQL is the view's write of aggregates (stampStatement); "" for a
+// view without aggregates.
+func (v *View[R]) StampSQL() string { return v.stampSQL }
+
+// ChangedSQL is the view's query of the batch rows its upsert would write
+// (changedStatement); "" for a view without input columns.
+func (v *View[R]) ChangedSQL() string { return v.changedSQL }
 
 // changedStatement returns the names of the rows in $2 (as upsertStatement
 // reads them) that it would write for member $1: new ones, and those whose
@@ -96,9 +108,9 @@ SELECT coalesce(max(resource_version), 0) FROM changed`,
 // member's lock, which every writer of the member's rows holds, so the
 // answer holds until its commit and a commit ticket is taken only for
 // the rows that change.
-func (v *view[R]) changedStatement() string {
+func (v *View[R]) changedStatement() string {
 	in := v.inputColumns()
-	return fmt.Sprintf("WITH %s\nSELECT i.name\n\t%s", in.input, in.changedFrom(v.table, ""))
+	return fmt.Sprintf("WITH %s\nSELECT i.name\n\t%s", in.input, in.changedFrom(v.Table, ""))
 }
 
 // inputs are a view's input columns as upsertStatement and
@@ -110,7 +122,7 @@ type inputs struct {
 	names, compared []string
 }
 
-func (v *view[R]) inputColumns() inputs {
+func (v *View[R]) inputColumns() inputs {
 	var in inputs
 	var decl []string
 	for _, c := range v.inputs() {
@@ -140,9 +152,9 @@ func qualified(prefix string, cols []string) string {
 	return strings.Join(out, ", ")
 }
 
-// batchRows encodes records as the JSON array of objects the upsert
+// BatchRows encodes records as the JSON array of objects the upsert
 // statement reads: one member per input column.
-func (v *view[R]) batchRows(records []R) ([]byte, error) {
+func (v *View[R]) BatchRows(records []R) ([]byte, error) {
 	in := v.inputs()
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
@@ -159,7 +171,7 @@ func (v *view[R]) batchRows(records []R) ([]byte, error) {
 			}
 			buf.WriteString(`"` + c.name + `":`)
 			if err := appendValue(&buf, enc, c.value(&records[i])); err != nil {
-				return nil, fmt.Errorf("%w: encode %s %s: %w", store.ErrRejected, v.resource, c.name, err)
+				return nil, fmt.Errorf("%w: encode %s %s: %w", store.ErrRejected, v.Resource, c.name, err)
 			}
 		}
 		buf.WriteByte('}')
@@ -168,10 +180,31 @@ func (v *view[R]) batchRows(records []R) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// jsonField declares a jsonb input column holding a map or a slice; nil is
+// JSONField declares a jsonb input column holding a map or a slice; nil is
 // written as empty ("{}" or "[]"), so the column is never JSON null.
-func jsonField[R, F any](name string, target func(*R) *F, empty string) column[R] {
-	return column[R]{name: name, sqlType: "jsonb", target: func(r *R) any { return target(r) }, value: func(r *R) any { return rawJSON(*target(r), empty) }}
+func JSONField[R, F any](name string, target func(*R) *F, empty string) Column[R] {
+	return Column[R]{name: name, sqlType: "jsonb", target: func(r *R) any { return target(r) }, value: func(r *R) any { return RawJSON(*target(r), empty) }}
+}
+
+// RawJSON encodes the value of a jsonb column (maps and slices of plain
+// values); nil, or a value that cannot be encoded, becomes empty.
+func RawJSON[T any](v T, empty string) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil || string(b) == "null" {
+		return json.RawMessage(empty)
+	}
+	return b
+}
+
+// timeOrNil is a timestamptz value: nil for the zero time, else the time in
+// UTC (a zone offset in seconds has no RFC 3339 form) to the microsecond,
+// PostgreSQL's resolution, truncated as pgx truncated it.
+func timeOrNil(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	t = t.UTC().Truncate(time.Microsecond)
+	return &t
 }
 
 // appendValue writes v as JSON: the column types views use directly, as

@@ -1,4 +1,4 @@
-package postgres
+package views
 
 import (
 	"context"
@@ -14,6 +14,22 @@ import (
 	"github.com/example/platform-apiserver/pkg/registry/store"
 )
 
+// Reader is what a view's reads need of the store that holds the view.
+type Reader interface {
+	// Primary is the primary's pool for API reads; a get reads it.
+	Primary() *pgdb.Pool
+	// ReadTx runs fn in a REPEATABLE READ READ ONLY transaction (one
+	// snapshot) on a server that holds f: a standby, or the primary's pool
+	// for API reads. fn may run twice.
+	ReadTx(ctx context.Context, f store.Freshness, fn func(pgx.Tx) error) error
+	// Lost reports whether, as tx sees the registry, a failover lost
+	// versions a client at rv may have seen.
+	Lost(ctx context.Context, tx pgx.Tx, rv int64) (bool, error)
+	// ContinueCodec returns the continue tokens' codec, which the store
+	// keys with the registry's shared secret.
+	ContinueCodec(ctx context.Context) (*continuetoken.Codec, error)
+}
+
 // sqlRegistryVersion reads the registry resourceVersion in a list's snapshot.
 var sqlRegistryVersion = statement("read_registry_version")
 
@@ -21,7 +37,7 @@ var sqlRegistryVersion = statement("read_registry_version")
 // page and its resourceVersion come from one snapshot. Paging is keyset:
 // the continue token carries the last key, and limit+1 rows tell whether
 // more follow.
-func list[T any](ctx context.Context, s *Store, spec *view[T], opts store.ListOptions) (*store.Page[T], error) {
+func list[T any](ctx context.Context, db Reader, spec *View[T], opts store.ListOptions) (*store.Page[T], error) {
 	sel, err := selectorConds(opts)
 	if err != nil {
 		return nil, err
@@ -29,14 +45,14 @@ func list[T any](ctx context.Context, s *Store, spec *view[T], opts store.ListOp
 	read := pageRead{limit: opts.Limit, fresh: opts.Freshness}
 	var tok *continuetoken.Token
 	if opts.Continue != "" {
-		if tok, err = s.decodeContinue(ctx, spec.resource, opts.Continue); err != nil {
+		if tok, err = decodeContinue(ctx, db, spec.Resource, opts.Continue); err != nil {
 			return nil, err
 		}
 		read.after = &store.ListKey{tok.Key[0], tok.Key[1]}
 		read.began = tok.ResourceVersion
 		read.fresh.AtLeast = max(read.fresh.AtLeast, tok.ResourceVersion)
 	}
-	page, more, err := readPage(ctx, s, spec, sel, read)
+	page, more, err := readPage(ctx, db, spec, sel, read)
 	if err != nil {
 		return nil, err
 	}
@@ -45,16 +61,16 @@ func list[T any](ctx context.Context, s *Store, spec *view[T], opts store.ListOp
 		page.ResourceVersion = tok.ResourceVersion
 	}
 	if more {
-		next := continuetoken.Token{Kind: spec.resource, ResourceVersion: page.ResourceVersion, IssuedAt: s.opts.Now()}
-		if tok != nil {
-			next.IssuedAt = tok.IssuedAt // the TTL bounds the whole list
-		}
-		last := spec.key(&page.Items[len(page.Items)-1])
-		next.Key = last[:]
-		codec, err := s.continueCodec(ctx)
+		codec, err := db.ContinueCodec(ctx)
 		if err != nil {
 			return nil, err
 		}
+		next := continuetoken.Token{Kind: spec.Resource, ResourceVersion: page.ResourceVersion, IssuedAt: codec.Now()}
+		if tok != nil {
+			next.IssuedAt = tok.IssuedAt // the TTL bounds the whole list
+		}
+		last := spec.Key(&page.Items[len(page.Items)-1])
+		next.Key = last[:]
 		if page.Continue, err = codec.Encode(next); err != nil {
 			return nil, err
 		}
@@ -67,14 +83,14 @@ func list[T any](ctx context.Context, s *Store, spec *view[T], opts store.ListOp
 // its own at least as fresh as the page before, and calls yield with each
 // page once its transaction has ended: the database never waits on yield
 // (a slow client).
-func stream[T any](ctx context.Context, s *Store, spec *view[T], opts store.ListOptions, pageSize int, yield func(store.StreamPage[T]) error) error {
+func stream[T any](ctx context.Context, db Reader, spec *View[T], opts store.ListOptions, pageSize int, yield func(store.StreamPage[T]) error) error {
 	sel, err := selectorConds(opts)
 	if err != nil {
 		return err
 	}
 	read := pageRead{limit: int64(pageSize), fresh: opts.Freshness}
 	for {
-		page, more, err := readPage(ctx, s, spec, sel, read)
+		page, more, err := readPage(ctx, db, spec, sel, read)
 		if err != nil {
 			return err
 		}
@@ -84,7 +100,7 @@ func stream[T any](ctx context.Context, s *Store, spec *view[T], opts store.List
 		if !more {
 			return nil
 		}
-		last := spec.key(&page.Items[len(page.Items)-1])
+		last := spec.Key(&page.Items[len(page.Items)-1])
 		read.after, read.began = &last, page.ResourceVersion
 		read.fresh = store.Freshness{AtLeast: page.ResourceVersion}
 	}
@@ -98,7 +114,7 @@ type filter struct {
 
 func selectorConds(opts store.ListOptions) (filter, error) {
 	var sel filter
-	conds, err := selectorSQL(&sel.args, opts.Labels, opts.Fields)
+	conds, err := SelectorSQL(&sel.args, opts.Labels, opts.Fields)
 	if err != nil {
 		return sel, fmt.Errorf("%w: %w", store.ErrInvalidSelector, err)
 	}
@@ -122,10 +138,10 @@ type pageRead struct {
 // registry's resourceVersion from one REPEATABLE READ READ ONLY snapshot,
 // and decodes the rows once the transaction has ended; more tells that
 // rows follow (limit+1 were found).
-func readPage[T any](ctx context.Context, s *Store, spec *view[T], sel filter, r pageRead) (page *store.Page[T], more bool, err error) {
+func readPage[T any](ctx context.Context, db Reader, spec *View[T], sel filter, r pageRead) (page *store.Page[T], more bool, err error) {
 	conds, args := sel.conds, slices.Clone(sel.args)
 	if r.after != nil {
-		conds = append(slices.Clip(conds), fmt.Sprintf("(%s, %s) > (%s, %s)", spec.order[0], spec.order[1], args.Add(r.after[0]), args.Add(r.after[1])))
+		conds = append(slices.Clip(conds), fmt.Sprintf("(%s, %s) > (%s, %s)", spec.Order[0], spec.Order[1], args.Add(r.after[0]), args.Add(r.after[1])))
 	}
 	query := spec.query(conds)
 	if r.limit > 0 {
@@ -134,18 +150,18 @@ func readPage[T any](ctx context.Context, s *Store, spec *view[T], sel filter, r
 	}
 	page = &store.Page[T]{Items: []T{}}
 	var raw *rawRows
-	err = s.readTx(ctx, r.fresh, func(tx pgx.Tx) error {
+	err = db.ReadTx(ctx, r.fresh, func(tx pgx.Tx) error {
 		if err := tx.QueryRow(ctx, sqlRegistryVersion).Scan(&page.ResourceVersion); err != nil {
 			return err
 		}
 		if r.began > 0 {
 			// A list begun before a failover at a version the new primary
 			// lacks cannot be continued consistently: 410, relist.
-			var ep epoch
-			if err := tx.QueryRow(ctx, sqlEpoch).Scan(&ep.lostAfter, &ep.floor); err != nil {
+			lost, err := db.Lost(ctx, tx, r.began)
+			if err != nil {
 				return err
 			}
-			if ep.lost(r.began) {
+			if lost {
 				return fmt.Errorf("%w: the list began at resourceVersion %d, which a failover of the registry database lost", store.ErrExpiredContinue, r.began)
 			}
 		}
@@ -157,12 +173,12 @@ func readPage[T any](ctx context.Context, s *Store, spec *view[T], sel filter, r
 		return err
 	})
 	if err != nil {
-		return nil, false, fmt.Errorf("list %s: %w", spec.resource, pgdb.InterpretError(err))
+		return nil, false, fmt.Errorf("list %s: %w", spec.Resource, pgdb.InterpretError(err))
 	}
 	for i := range raw.values {
-		item, err := spec.scan(raw.row(i))
+		item, err := spec.Scan(raw.row(i))
 		if err != nil {
-			return nil, false, fmt.Errorf("list %s: %w", spec.resource, pgdb.InterpretError(err))
+			return nil, false, fmt.Errorf("list %s: %w", spec.Resource, pgdb.InterpretError(err))
 		}
 		page.Items = append(page.Items, item)
 	}
@@ -172,8 +188,8 @@ func readPage[T any](ctx context.Context, s *Store, spec *view[T], sel filter, r
 	return page, more, nil
 }
 
-func (s *Store) decodeContinue(ctx context.Context, resource, token string) (*continuetoken.Token, error) {
-	codec, err := s.continueCodec(ctx)
+func decodeContinue(ctx context.Context, db Reader, resource, token string) (*continuetoken.Token, error) {
+	codec, err := db.ContinueCodec(ctx)
 	if err != nil {
 		return nil, err
 	}
