@@ -121,3 +121,10 @@ func sharedPlatformAPIServer(ctx context.Context) (string, error) {
 	})
 	return platformBuild.path, platformBuild.err
 }
+
+// PlatformAPIServerBinary returns the path of the platform-apiserver binary
+// the test process built once, for tests that run its commands themselves
+// (platform-apiserver migrate).
+func PlatformAPIServerBinary(ctx context.Context) (string, error) {
+	return sharedPlatformAPIServer(ctx)
+}

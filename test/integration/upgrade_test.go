@@ -17,9 +17,9 @@ import (
 )
 
 // previousRelease is the commit of the release before this one: the last
-// one landed before the migrations this release adds (026 to 028). Move it
-// to the last landed commit whenever a release adds a migration.
-const previousRelease = "cb040d9083023b2442a0022232dd9ea64a8e596d"
+// one landed before the migrations this release adds (029). Move it to the
+// last landed commit whenever a release adds a migration.
+const previousRelease = "5266e524e7db664cca45d40a4eebf4603a5e64dc"
 
 // TestRollingUpgradeSideBySide: the previous release mirrors a member and
 // serves informers of every kind; a replica of this release starts beside

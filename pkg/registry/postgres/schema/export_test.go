@@ -12,3 +12,13 @@ import (
 func MigrateThrough(ctx context.Context, conn *pgxpool.Conn, version int) error {
 	return migrateUp(ctx, conn, version, nil)
 }
+
+// MigrateTo applies the pending migrations up to version and the function
+// sources: the registry as this binary's release with migrations up to
+// version would leave it.
+func MigrateTo(ctx context.Context, conn *pgxpool.Conn, version int) error {
+	return migrateUp(ctx, conn, version, functionFiles)
+}
+
+// SplitStatements is splitStatements.
+var SplitStatements = splitStatements

@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
@@ -60,6 +61,53 @@ type migration struct {
 	Down    string
 }
 
+// noTransaction is the first line of a migration file whose statements
+// cannot run in a transaction (CREATE INDEX CONCURRENTLY: an index built
+// beside the writers instead of locking them out). Its statements run one
+// by one, and the migration is recorded after the last; so every one must
+// be safe to run again after any of them failed or its session ended (say
+// DROP INDEX CONCURRENTLY IF EXISTS before the CREATE INDEX CONCURRENTLY
+// that an interrupted build leaves behind INVALID). Its statements end
+// with a semicolon at the end of a line and hold no dollar-quoted bodies
+// (functions live in functions/).
+const noTransaction = "-- registry:no-transaction"
+
+// inTransaction tells whether the migration file body runs in one
+// transaction (not marked noTransaction).
+func inTransaction(body string) bool {
+	first, _, _ := strings.Cut(body, "\n")
+	return strings.TrimSpace(first) != noTransaction
+}
+
+// splitStatements splits a noTransaction migration into its statements: each
+// ends with a semicolon at the end of a line; comment lines are dropped.
+func splitStatements(file, body string) ([]string, error) {
+	if strings.Contains(body, "$$") {
+		return nil, fmt.Errorf("migration %s runs without a transaction and holds a dollar-quoted body: "+
+			"put functions in functions/ and keep only single-line-terminated statements here", file)
+	}
+	var stmts []string
+	var cur strings.Builder
+	for line := range strings.Lines(body) {
+		trimmed := strings.TrimSpace(line)
+		if trimmed == "" || strings.HasPrefix(trimmed, "--") {
+			continue
+		}
+		cur.WriteString(line)
+		if strings.HasSuffix(trimmed, ";") {
+			stmts = append(stmts, strings.TrimSpace(cur.String()))
+			cur.Reset()
+		}
+	}
+	if rest := strings.TrimSpace(cur.String()); rest != "" {
+		return nil, fmt.Errorf("migration %s runs without a transaction and ends with a statement without a semicolon: %q", file, rest)
+	}
+	if len(stmts) == 0 {
+		return nil, fmt.Errorf("migration %s runs without a transaction and holds no statement", file)
+	}
+	return stmts, nil
+}
+
 // LatestVersion is the newest migration this binary knows.
 func LatestVersion() (int, error) {
 	all, err := migrations()
@@ -99,6 +147,11 @@ func migrations() ([]migration, error) {
 			m = &migration{Version: v, Name: base}
 			byName[base] = m
 		}
+		if !inTransaction(string(body)) {
+			if _, err := splitStatements(file, string(body)); err != nil {
+				return nil, err
+			}
+		}
 		if dir == "up" {
 			m.Up = string(body)
 		} else {
@@ -132,11 +185,34 @@ func Migrate(ctx context.Context, conn *pgxpool.Conn) error {
 	return migrateUp(ctx, conn, -1, functionFiles)
 }
 
+// errStartOver is a migration without a transaction ended by a deadlock:
+// a replica of a release that waits in pg_advisory_lock for the migration
+// lock waits for the build's session while the build waits for the
+// waiter's snapshot to end (migrate_lock.sql). The build starts over once
+// the migration lock was let go, so that the waiter takes it.
+var errStartOver = errors.New("ended by a deadlock with a replica waiting for the migration lock")
+
 // migrateUp applies the pending migrations up to version through (all if
 // < 0), then the function sources of fsys unless it is nil. A binary that
 // does not know every applied migration leaves the sources alone: a newer
 // one applied them, and this one's would be older.
 func migrateUp(ctx context.Context, conn *pgxpool.Conn, through int, fsys fs.FS) error {
+	for attempt := 1; ; attempt++ {
+		err := migrateUpOnce(ctx, conn, through, fsys)
+		if attempt == migrationAttempts || !errors.Is(err, errStartOver) {
+			return err
+		}
+		klog.FromContext(ctx).Info("Registry migration starts over after letting another replica take the migration lock", "attempt", attempt, "err", err)
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// migrateUpOnce is one attempt of migrateUp.
+func migrateUpOnce(ctx context.Context, conn *pgxpool.Conn, through int, fsys fs.FS) error {
 	all, err := migrations()
 	if err != nil {
 		return err
@@ -172,9 +248,20 @@ func migrateUp(ctx context.Context, conn *pgxpool.Conn, through int, fsys fs.FS)
 				logger.Info("Applied registry function sources", "count", len(names), "functions", names)
 			}
 		}
+		// The sources are applied in the transaction of the last pending
+		// migration, or in one of their own when it has none.
+		sourcesApplied := false
 		for i, m := range pending {
 			withSources := sources != nil && i == len(pending)-1
+			if !inTransaction(m.Up) {
+				if err := migrateAlone(ctx, conn, m.Name, m.Up, sqlMigrateRecord, m.Version, m.Name); err != nil {
+					return err
+				}
+				logger.Info("Applied registry migration", "migration", m.Name)
+				continue
+			}
 			var done []string
+			sourcesApplied = withSources
 			err := migrationTx(ctx, conn, func(tx pgx.Tx) error {
 				if _, err := tx.Exec(ctx, m.Up); err != nil {
 					return err
@@ -199,7 +286,7 @@ func migrateUp(ctx context.Context, conn *pgxpool.Conn, through int, fsys fs.FS)
 			logger.Info("Applied registry migration", "migration", m.Name)
 			logSources(done)
 		}
-		if sources == nil || len(pending) > 0 {
+		if sources == nil || sourcesApplied {
 			return nil
 		}
 		var done []string
@@ -234,6 +321,29 @@ func migrationTx(ctx context.Context, conn *pgxpool.Conn, fn func(pgx.Tx) error)
 	}
 }
 
+// migrateAlone runs the statements of a noTransaction migration file one
+// by one on conn, then record (its recording or forgetting in
+// schema_migrations) with args. A failure leaves it unrecorded, to run
+// again whole.
+func migrateAlone(ctx context.Context, conn *pgxpool.Conn, name, body, record string, args ...any) error {
+	stmts, err := splitStatements(name, body)
+	if err != nil {
+		return err
+	}
+	for _, stmt := range stmts {
+		if _, err := conn.Exec(ctx, stmt); err != nil {
+			if pgErr := (*pgconn.PgError)(nil); errors.As(err, &pgErr) && pgErr.Code == pgerrcode.DeadlockDetected {
+				err = fmt.Errorf("%w: %w", errStartOver, err)
+			}
+			return fmt.Errorf("migration %s (run without a transaction; running it again starts it over): %q: %w", name, stmt, pgdb.InterpretError(err))
+		}
+	}
+	if _, err := conn.Exec(ctx, record, args...); err != nil {
+		return fmt.Errorf("migration %s: record it: %w", name, pgdb.InterpretError(err))
+	}
+	return nil
+}
+
 // MigrateDown reverts the newest steps applied migrations (all if steps <
 // 0), on conn (as for Migrate).
 func MigrateDown(ctx context.Context, conn *pgxpool.Conn, steps int) error {
@@ -261,6 +371,14 @@ func migrateDown(ctx context.Context, conn *pgxpool.Conn, steps, floor int) erro
 		for i := len(all) - 1; i >= 0 && steps != 0 && all[i].Version > floor; i-- {
 			m := all[i]
 			if !applied[m.Version] {
+				continue
+			}
+			if !inTransaction(m.Down) {
+				if err := migrateAlone(ctx, conn, m.Name, m.Down, sqlMigrateForget, m.Version); err != nil {
+					return err
+				}
+				klog.FromContext(ctx).Info("Reverted registry migration", "migration", m.Name)
+				steps--
 				continue
 			}
 			err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
@@ -320,17 +438,57 @@ func CheckWriteProtocol(ctx context.Context, db interface {
 
 var sqlWriteProtocol = statement("migrate_write_protocol")
 
+// migrationIdleTimeout is how long a migrating session may sit idle,
+// between its statements, before PostgreSQL ends it and with it the
+// migration lock (TestHungMigratorLetsTheLockGo).
+const migrationIdleTimeout = "30s"
+
+// migrationLockRetry is how often a replica tries the migration lock while
+// another holds it.
+const migrationLockRetry = 250 * time.Millisecond
+
+// takeMigrationLock takes the migration lock on conn, trying until it gets
+// it or ctx ends (migrate_lock.sql says why it does not wait for it).
+func takeMigrationLock(ctx context.Context, conn *pgxpool.Conn) error {
+	for waited := false; ; waited = true {
+		var taken bool
+		if err := conn.QueryRow(ctx, sqlMigrateLock, MigrationLockKey).Scan(&taken); err != nil {
+			return fmt.Errorf("migrate: take advisory lock: %w", pgdb.InterpretError(err))
+		}
+		if taken {
+			return nil
+		}
+		if !waited {
+			klog.FromContext(ctx).Info("Waiting for another replica's registry migration to end")
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("migrate: wait for another replica's migration: %w", ctx.Err())
+		case <-time.After(migrationLockRetry):
+		}
+	}
+}
+
 // withMigrationLock runs fn holding the migration lock on conn, with
 // schema_migrations created.
 func withMigrationLock(ctx context.Context, conn *pgxpool.Conn, fn func() error) error {
-	if _, err := conn.Exec(ctx, sqlMigrateLock, MigrationLockKey); err != nil {
-		return fmt.Errorf("migrate: take advisory lock: %w", pgdb.InterpretError(err))
+	// A migrator that hangs (a paused host: its socket stays open) while it
+	// holds the lock would keep every other replica from starting: its
+	// session, idle between statements, ends after migrationIdleTimeout.
+	if _, err := conn.Exec(ctx, "SELECT set_config('idle_session_timeout', $1, false)", migrationIdleTimeout); err != nil {
+		return fmt.Errorf("migrate: set idle_session_timeout: %w", pgdb.InterpretError(err))
+	}
+	if err := takeMigrationLock(ctx, conn); err != nil {
+		return err
 	}
 	defer func() {
 		// Unlock on the same session; if that fails the session ends and
 		// Postgres releases the lock, so destroy the connection.
-		if _, err := conn.Exec(context.WithoutCancel(ctx), sqlMigrateUnlock, MigrationLockKey); err != nil {
-			_ = conn.Conn().Close(context.WithoutCancel(ctx))
+		ctx := context.WithoutCancel(ctx)
+		if _, err := conn.Exec(ctx, sqlMigrateUnlock, MigrationLockKey); err != nil {
+			_ = conn.Conn().Close(ctx)
+		} else if _, err := conn.Exec(ctx, "RESET idle_session_timeout"); err != nil {
+			_ = conn.Conn().Close(ctx)
 		}
 	}()
 	if _, err := conn.Exec(ctx, sqlMigrateCreateTable); err != nil {

@@ -54,10 +54,14 @@ func TestMigrateConcurrently(t *testing.T) {
 	for _, conn := range []*pgxpool.Conn{b.migrationConn(t), b.migrationConn(t)} {
 		go func() { errs <- schema.Migrate(b.ctx, conn) }()
 	}
+	var failed []error
 	for range 2 {
 		if err := <-errs; err != nil {
-			t.Fatalf("concurrent Migrate: %v", err)
+			failed = append(failed, err)
 		}
+	}
+	if len(failed) > 0 {
+		t.Fatalf("concurrent Migrate: %v", failed)
 	}
 	if err := s.Ready(b.ctx); err != nil {
 		t.Fatalf("Ready after concurrent Migrate: %v", err)

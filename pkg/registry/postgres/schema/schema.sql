@@ -1566,6 +1566,12 @@ CREATE INDEX cluster_resource_slice_node_idx ON public.cluster_resource_slice US
 CREATE INDEX cluster_resource_slice_pool_idx ON public.cluster_resource_slice USING btree (cluster_id, driver, pool);
 
 --
+-- Name: registry_change_kind_cluster_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX registry_change_kind_cluster_idx ON public.registry_change USING btree (kind, cluster_id, resource_version);
+
+--
 -- Name: registry_change_prev_rv_idx; Type: INDEX; Schema: public; Owner: -
 --
 
