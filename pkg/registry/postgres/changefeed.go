@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/example/platform-apiserver/pkg/registry/postgres/pgdb"
+	"github.com/example/platform-apiserver/pkg/registry/postgres/replicas"
 	"github.com/example/platform-apiserver/pkg/registry/postgres/views"
 	"github.com/example/platform-apiserver/pkg/registry/store"
 )
@@ -44,15 +45,15 @@ func (s *Store) Changes(ctx context.Context, filter store.ChangeFilter, after in
 	)
 	// Read before the transaction: every version seen was published before
 	// its snapshot, so a present below it is the registry gone back.
-	seenBefore := s.standbys.seen.Load()
+	seenBefore := s.LatestSeen()
 	// On a standby, only once it holds everything this process has seen
 	// exist: the follower (and each watch it serves) then never reads an
 	// older state than one it already passed on.
-	err := s.readTxOn(ctx, s.feed, store.Freshness{AtLeast: s.standbys.seen.Load()}, func(tx pgx.Tx) error {
+	err := s.replicas.ReadTx(ctx, s.feed, store.Freshness{AtLeast: s.LatestSeen()}, func(tx pgx.Tx) error {
 		changes = nil
 		// upTo is the version of the last entry within limit, 0 if none.
 		var horizon, upTo int64
-		var ep epoch
+		var ep replicas.Epoch
 		query, args := sqlChangesWindow, []any{after, max(limit, 0)}
 		switch {
 		case filter.Kind != "":
@@ -60,16 +61,16 @@ func (s *Store) Changes(ctx context.Context, filter store.ChangeFilter, after in
 		case kinds != nil:
 			query, args = sqlKindsWindow, append(args, kinds)
 		}
-		err := tx.QueryRow(ctx, query, args...).Scan(&readAt, &horizon, &upTo, &ep.lostAfter, &ep.floor)
+		err := tx.QueryRow(ctx, query, args...).Scan(&readAt, &horizon, &upTo, &ep.LostAfter, &ep.Floor)
 		if err != nil {
 			return err
 		}
 		if after < horizon {
 			return fmt.Errorf("%w: resourceVersion %d is older than the oldest resumable %d", store.ErrCompacted, after, horizon)
 		}
-		if ep.lost(after) {
+		if ep.Lost(after) {
 			return fmt.Errorf("%w: resourceVersion %d was lost in a failover of the registry database (it holds changes up to %d, then from %d)",
-				store.ErrCompacted, after, ep.lostAfter, ep.floor+1)
+				store.ErrCompacted, after, ep.LostAfter, ep.Floor+1)
 		}
 		if upTo == 0 {
 			return nil
@@ -100,13 +101,13 @@ func (s *Store) Changes(ctx context.Context, filter store.ChangeFilter, after in
 	}
 	if readAt < seenBefore {
 		// Gone back: reading on would hand the versions out again.
-		if err := s.recordRewind(ctx, seenBefore); err != nil {
+		if err := replicas.RecordRewind(ctx, s.writes, seenBefore); err != nil {
 			return nil, 0, fmt.Errorf("record that the registry went back from %d to %d: %w", seenBefore, readAt, pgdb.InterpretError(err))
 		}
 		return nil, 0, fmt.Errorf("%w: the registry's resourceVersion went back from %d, read before, to %d (restored from a backup, or lost commits); recorded as a failover",
 			store.ErrCompacted, seenBefore, readAt)
 	}
-	s.saw(readAt)
+	s.replicas.Saw(readAt)
 	return changes, readAt, nil
 }
 

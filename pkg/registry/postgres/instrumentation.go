@@ -7,6 +7,7 @@ import (
 	"k8s.io/component-base/metrics/legacyregistry"
 
 	"github.com/example/platform-apiserver/pkg/registry/postgres/pgdb"
+	"github.com/example/platform-apiserver/pkg/registry/postgres/replicas"
 )
 
 const metricsSubsystem = "platform_registry"
@@ -70,7 +71,8 @@ var registerOnce sync.Once
 // Call it once per process, for the store the server uses.
 func (s *Store) RegisterMetrics() {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(writerLockWait, writerLockHold, memberLockWait, writeFailures, objectsChanged, readsByServer, standbyLag, standbyReplayLag, failoversTotal, rewindsTotal)
+		legacyregistry.MustRegister(writerLockWait, writerLockHold, memberLockWait, writeFailures, objectsChanged)
+		legacyregistry.MustRegister(replicas.Metrics()...)
 		legacyregistry.CustomMustRegister(pgdb.NewPoolCollector(s.pools))
 	})
 }
@@ -78,9 +80,5 @@ func (s *Store) RegisterMetrics() {
 // pools are the store's pools, the primary's and the standbys', for their
 // metrics.
 func (s *Store) pools() []*pgdb.Pool {
-	pools := s.primaryPools()
-	for _, sb := range s.standbys.list {
-		pools = append(pools, sb.pool)
-	}
-	return pools
+	return append(s.primaryPools(), s.replicas.Pools()...)
 }

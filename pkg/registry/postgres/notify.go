@@ -105,7 +105,7 @@ func (s *Store) forwardNotifications(ctx context.Context, conn *pgx.Conn, out ch
 			continue
 		}
 		if rv, err := strconv.ParseInt(n.Payload, 10, 64); err == nil {
-			s.saw(rv) // the follower's next read needs it
+			s.replicas.Saw(rv) // the follower's next read needs it
 		}
 		signal(out)
 	}

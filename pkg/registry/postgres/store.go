@@ -11,10 +11,12 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/example/platform-apiserver/pkg/registry/continuetoken"
 	"github.com/example/platform-apiserver/pkg/registry/postgres/pgdb"
+	"github.com/example/platform-apiserver/pkg/registry/postgres/replicas"
 	"github.com/example/platform-apiserver/pkg/registry/postgres/schema"
 	"github.com/example/platform-apiserver/pkg/registry/store"
 )
@@ -48,7 +50,7 @@ type Options struct {
 	// connections use the credentials it holds when they are made.
 	DSNFile string
 	// ReadDSNs are standbys lists, gets and the change feed may read from
-	// (see readPool); none: every read goes to the primary.
+	// (package replicas); none: every read goes to the primary.
 	ReadDSNs []string
 	// ReadDSNFiles name files holding more standby DSNs; new connections
 	// to each use the credentials its file holds when they are made.
@@ -77,7 +79,8 @@ type Store struct {
 	// The primary's pools, one per kind of work (openPools).
 	reads, writes, feed, health *pgdb.Pool
 
-	standbys standbys
+	// replicas picks the server each read runs on and records failovers.
+	replicas *replicas.Set
 	listener listener
 	opts     Options
 	// views are those the change feed decodes (changefeed.go).
@@ -114,16 +117,12 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	// Timeouts, TLS errors, the DSN file's credentials:
 	pgdb.ConfigureConnections(cfg, dsn, pgdb.ConnOptions{DSNFile: opts.DSNFile, TCPUserTimeout: opts.TCPUserTimeout, TCPKeepAlive: opts.TCPKeepAlive})
 	setWriteProtocol(cfg)
-	s := &Store{opts: opts, views: changeLogViews, standbys: standbys{wait: opts.StandbyWait, maxLag: opts.StandbyMaxLag}}
+	s := &Store{opts: opts, views: changeLogViews, replicas: replicas.New(replicas.Options{
+		Wait: opts.StandbyWait, MaxLag: opts.StandbyMaxLag, NoPrimaryReads: opts.NoPrimaryReads,
+	})}
 	s.applies.init()
-	if s.standbys.wait <= 0 {
-		s.standbys.wait = DefaultStandbyWait
-	}
-	if s.standbys.maxLag <= 0 {
-		s.standbys.maxLag = DefaultStandbyMaxLag
-	}
 	// Every new connection to the primary first checks for a failover.
-	cfg.AfterConnect = s.afterConnect
+	cfg.AfterConnect = s.replicas.AfterConnect
 	if err := s.openPools(ctx, cfg); err != nil {
 		return nil, err
 	}
@@ -236,9 +235,7 @@ func (s *Store) addStandby(ctx context.Context, dsn, file string) error {
 	if err != nil {
 		return err
 	}
-	sb := &standby{name: name, pool: rp}
-	sb.replayed.Store(-1) // nothing known yet, not even the schema
-	s.standbys.list = append(s.standbys.list, sb)
+	s.replicas.Add(name, rp)
 	return nil
 }
 
@@ -263,9 +260,33 @@ var sqlContinueKey = statement("store_continue_key")
 // Close closes the pools.
 func (s *Store) Close() {
 	s.closePools()
-	for _, sb := range s.standbys.list {
-		sb.pool.Close()
-	}
+	s.replicas.Close()
+}
+
+// DefaultStandbyWait and DefaultStandbyMaxLag are Options.StandbyWait's
+// and Options.StandbyMaxLag's defaults.
+const (
+	DefaultStandbyWait   = replicas.DefaultStandbyWait
+	DefaultStandbyMaxLag = replicas.DefaultStandbyMaxLag
+)
+
+// readTx runs fn in a REPEATABLE READ READ ONLY transaction (one snapshot)
+// for an API read: on a standby, or the primary's reads pool
+// (replicas.Set.ReadTx).
+func (s *Store) readTx(ctx context.Context, f store.Freshness, fn func(pgx.Tx) error) error {
+	return s.replicas.ReadTx(ctx, s.reads, f, fn)
+}
+
+// LatestSeen is the highest registry resourceVersion this process has seen
+// exist (notifications, the present that reads found): how far the change
+// feed's follower could be.
+func (s *Store) LatestSeen() int64 { return s.replicas.LatestSeen() }
+
+// CheckStandbys fails when a standby of Options.ReadDSNs has been behind
+// the primary for longer than Options.StandbyMaxLag, or cannot be asked
+// (replicas.Set.CheckStandbys). Without standbys it passes.
+func (s *Store) CheckStandbys(ctx context.Context) error {
+	return s.replicas.CheckStandbys(ctx, s.health)
 }
 
 // continueCodec returns the token codec keyed by the registry's shared secret.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/example/platform-apiserver/pkg/registry/continuetoken"
 	"github.com/example/platform-apiserver/pkg/registry/postgres/pgdb"
+	"github.com/example/platform-apiserver/pkg/registry/postgres/replicas"
 	"github.com/example/platform-apiserver/pkg/registry/postgres/views"
 	"github.com/example/platform-apiserver/pkg/registry/store"
 )
@@ -74,13 +75,13 @@ func (r *viewReader) ReadTx(ctx context.Context, f store.Freshness, fn func(pgx.
 	return (*Store)(r).readTx(ctx, f, fn)
 }
 
-// Lost reads the recorded failover bounds in tx (epoch.lost).
+// Lost reads the recorded failover bounds in tx (replicas.Epoch.Lost).
 func (r *viewReader) Lost(ctx context.Context, tx pgx.Tx, rv int64) (bool, error) {
-	var ep epoch
-	if err := tx.QueryRow(ctx, sqlEpoch).Scan(&ep.lostAfter, &ep.floor); err != nil {
+	ep, err := replicas.ReadEpoch(ctx, tx)
+	if err != nil {
 		return false, err
 	}
-	return ep.lost(rv), nil
+	return ep.Lost(rv), nil
 }
 
 // ContinueCodec is the store's continue-token codec (continueCodec).

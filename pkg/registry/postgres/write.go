@@ -9,6 +9,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/example/platform-apiserver/pkg/registry/postgres/pgdb"
+	"github.com/example/platform-apiserver/pkg/registry/postgres/schema"
 	"github.com/example/platform-apiserver/pkg/registry/store"
 )
 
@@ -162,10 +163,8 @@ const unpublishedTickets = 32
 const viewSlice = 125
 
 // TicketClass is the first key of the commit tickets' advisory locks
-// (migration 023): (TicketClass, ticket mod 2^31) for each ticket, and
-// (TicketClass, -1), the barrier every ticket holder shares and a failover
-// takes alone.
-const TicketClass = 0x7469636b // "tick"
+// (schema.TicketClass).
+const TicketClass = schema.TicketClass
 
 // lockMember takes the member's lock for the rest of the transaction and
 // returns its current fence: epoch (0 for a member nobody claimed) and the

@@ -4,6 +4,6 @@
 -- ClusterCapacity rows of migration 009), which the change log holds above
 -- $2, the ticket's base; at least the base, so later writers' waits start
 -- past this ticket. Never lowers the state (a failover may have raised it,
--- see failover.go).
+-- see replicas/failover.go).
 UPDATE registry_state SET resource_version = greatest(resource_version, $1::bigint, $2::bigint,
 	(SELECT max(c.resource_version) FROM registry_change c WHERE c.resource_version > $2::bigint))

@@ -1,4 +1,4 @@
-package postgres_test
+package replicas_test
 
 import (
 	"context"

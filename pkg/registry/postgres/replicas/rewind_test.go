@@ -1,4 +1,4 @@
-package postgres_test
+package replicas_test
 
 import (
 	"errors"
@@ -7,6 +7,7 @@ import (
 
 	"github.com/example/platform-apiserver/pkg/registry/postgres"
 	"github.com/example/platform-apiserver/pkg/registry/store"
+	pgtest "github.com/example/platform-apiserver/test/framework/postgres"
 )
 
 // TestRegistryGoneBackIsRecordedAsAFailover: the registry goes back below a
@@ -19,8 +20,8 @@ import (
 // before, so none is handed out twice.
 func TestRegistryGoneBackIsRecordedAsAFailover(t *testing.T) {
 	t.Parallel()
-	s, b := setup(t, postgres.Options{})
-	ctx := b.ctx
+	dsn := pgtest.NewTestDatabase(t)
+	s, ctx := haStore(t, dsn, postgres.Options{})
 	mustApply(t, s, ctx, store.Batch{ClusterID: "m", Nodes: []store.Node{node("n1", 1000, gib)}})
 	_, backup, err := s.Changes(ctx, store.ChangeFilter{}, 0, 100)
 	if err != nil {
@@ -33,7 +34,7 @@ func TestRegistryGoneBackIsRecordedAsAFailover(t *testing.T) {
 	}
 
 	// Restored to the backup: what it held then.
-	conn := b.connect(t)
+	conn := connect(t, ctx, dsn)
 	for _, sql := range []string{
 		`DELETE FROM registry_change WHERE resource_version > $1`,
 		`UPDATE registry_state SET resource_version = $1`,
@@ -43,7 +44,7 @@ func TestRegistryGoneBackIsRecordedAsAFailover(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	other, err := postgres.Open(ctx, b.dsn, postgres.Options{}) // a replica that read nothing past the backup
+	other, err := postgres.Open(ctx, dsn, postgres.Options{}) // a replica that read nothing past the backup
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +70,9 @@ func TestRegistryGoneBackIsRecordedAsAFailover(t *testing.T) {
 		t.Errorf("failovers %d, %v; want it recorded once", failovers, err)
 	}
 	mustApply(t, s, ctx, store.Batch{ClusterID: "m", Nodes: []store.Node{node("n3", 1000, gib)}})
-	if n := getNode(t, s, ctx, "m", "n3"); n.ResourceVersion <= read {
+	if n, err := s.GetNodeCapacity(ctx, "m", "n3"); err != nil {
+		t.Fatal(err)
+	} else if n.ResourceVersion <= read {
 		t.Errorf("a version handed out after the registry went back: %d, not past %d read before", n.ResourceVersion, read)
 	}
 }

@@ -1,4 +1,4 @@
-package postgres_test
+package replicas_test
 
 import (
 	"context"
@@ -13,31 +13,6 @@ import (
 	"github.com/example/platform-apiserver/pkg/registry/store"
 	pgtest "github.com/example/platform-apiserver/test/framework/postgres"
 )
-
-// haStore is a migrated store on a primary with one streaming standby.
-func haStore(t *testing.T, primaryDSN string, opts postgres.Options) (*postgres.Store, context.Context) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	t.Cleanup(cancel)
-	s, err := postgres.Open(ctx, primaryDSN, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Close)
-	if err := s.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	return s, ctx
-}
-
-func presentRV(t *testing.T, s *postgres.Store, ctx context.Context) int64 {
-	t.Helper()
-	_, rv, err := s.Changes(ctx, store.ChangeFilter{}, 1<<62, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return rv
-}
 
 // TestStandbyReads: with a standby configured, a read that needs a
 // resourceVersion just written on the primary returns it (the standby is
@@ -158,17 +133,7 @@ func TestFailoverDoesNotReuseResourceVersions(t *testing.T) {
 	if _, _, err := s.Changes(ctx, store.ChangeFilter{}, lost, 100); !errors.Is(err, store.ErrCompacted) {
 		t.Errorf("changes after lost version %d: %v, want compacted (410)", lost, err)
 	}
-	changes, _, err := s.Changes(ctx, store.ChangeFilter{}, kept, 100)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, c := range changes {
-		if asNode(c.Object) != nil {
-			names = append(names, asNode(c.Object).Node.Name)
-		}
-	}
-	if !slices.Equal(names, []string{"after", "fenced-2"}) {
+	if names := changedNodes(t, s, ctx, kept); !slices.Equal(names, []string{"after", "fenced-2"}) {
 		t.Errorf("changes after kept version %d: %v, want only the nodes written after the failover", kept, names)
 	}
 }

@@ -1,4 +1,4 @@
-package postgres
+package replicas
 
 import (
 	"context"
@@ -9,6 +9,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"k8s.io/klog/v2"
+
+	"github.com/example/platform-apiserver/pkg/registry/postgres/pgdb"
+	"github.com/example/platform-apiserver/pkg/registry/postgres/schema"
 )
 
 // failoverTickets is how many commit tickets past the registry's surviving
@@ -22,35 +25,47 @@ const failoverTickets = 1 << 20
 // ticket (migration 023).
 const ticketBits = 22
 
-// epoch is the registry's record of failovers (migration 007).
-type epoch struct {
-	// lostAfter and floor bound the versions a failover lost: a change
-	// with lostAfter < version < floor may have been seen by clients but
+// Epoch is the registry's record of failovers (migration 007).
+type Epoch struct {
+	// LostAfter and Floor bound the versions a failover lost: a change
+	// with LostAfter < version < Floor may have been seen by clients but
 	// is not in the registry; watches and continue tokens from there get
 	// 410. Both are 0 until a failover.
-	lostAfter, floor int64
+	LostAfter, Floor int64
 }
 
 // sqlEpoch reads the recorded failover bounds.
 var sqlEpoch = statement("epoch_bounds")
 
-// lost reports whether a client at rv may have seen changes a failover lost.
-func (e epoch) lost(rv int64) bool { return rv > e.lostAfter && rv < e.floor }
+// Lost reports whether a client at rv may have seen changes a failover lost.
+func (e Epoch) Lost(rv int64) bool { return rv > e.LostAfter && rv < e.Floor }
+
+// querier runs a query of one row: a connection or a transaction.
+type querier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// ReadEpoch reads the recorded failover bounds with q (in a reader's
+// snapshot, to judge a version it began at).
+func ReadEpoch(ctx context.Context, q querier) (Epoch, error) {
+	var ep Epoch
+	err := q.QueryRow(ctx, sqlEpoch).Scan(&ep.LostAfter, &ep.Floor)
+	return ep, err
+}
 
 // timelineQuery names the primary's WAL timeline (the first 8 hex digits of
 // its WAL file name); it changes when a standby is promoted or a backup is
 // restored with recovery.
 const timelineQuery = `SELECT pg_is_in_recovery(), CASE WHEN pg_is_in_recovery() THEN '' ELSE substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8) END`
 
-// afterConnect runs on every new connection to the primary, before it
-// serves anything: it records a failover (checkTimeline) and keeps the
-// floor of the current timeline for readPool.
-func (s *Store) afterConnect(ctx context.Context, conn *pgx.Conn) error {
+// AfterConnect runs on every new connection to the primary, before it
+// serves anything (pgxpool.Config.AfterConnect): it records a failover
+// (checkTimeline) and keeps the floor of the current timeline for readPool.
+func (r *Set) AfterConnect(ctx context.Context, conn *pgx.Conn) error {
 	if err := checkTimeline(ctx, conn); err != nil {
 		return err
 	}
-	var ep epoch
-	err := conn.QueryRow(ctx, sqlEpoch).Scan(&ep.lostAfter, &ep.floor)
+	ep, err := ReadEpoch(ctx, conn)
 	var pgErr *pgconn.PgError
 	switch {
 	case errors.As(err, &pgErr) && pgErr.Code == pgerrcode.UndefinedTable, errors.Is(err, pgx.ErrNoRows): // migrations pending
@@ -58,8 +73,7 @@ func (s *Store) afterConnect(ctx context.Context, conn *pgx.Conn) error {
 	case err != nil:
 		return err
 	}
-	raise(&s.standbys.floor, ep.floor)
-	s.standbys.floorKnown.Store(true)
+	r.learnFloor(ep.Floor)
 	return nil
 }
 
@@ -86,7 +100,7 @@ func checkTimeline(ctx context.Context, conn *pgx.Conn) error {
 		return nil
 	}
 	return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-		if err := takeTicketsAlone(ctx, tx); err != nil {
+		if err := schema.TakeTicketsAlone(ctx, tx); err != nil {
 			return err
 		}
 		if err := tx.QueryRow(ctx, `SELECT timeline FROM registry_epoch FOR UPDATE`).Scan(&recorded); err != nil {
@@ -111,15 +125,8 @@ func checkTimeline(ctx context.Context, conn *pgx.Conn) error {
 	})
 }
 
-// takeTicketsAlone takes the commit tickets' barrier alone for the rest of
-// tx: the tickets in flight end first, and new ones wait until it ends.
-func takeTicketsAlone(ctx context.Context, tx pgx.Tx) error {
-	_, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1, -1)`, TicketClass)
-	return err
-}
-
 // recordFailover records in tx, which holds the tickets' barrier alone
-// (takeTicketsAlone) and the epoch row, that the versions above the
+// (schema.TakeTicketsAlone) and the epoch row, that the versions above the
 // registry's present may have been lost: it moves the versions writers take
 // far past the present and seen (moveVersionsPast), sets the present to
 // that floor, and counts one more failover with its lost range (and the
@@ -141,7 +148,7 @@ func recordFailover(ctx context.Context, tx pgx.Tx, seen int64, timeline string)
 	return lostAfter, floor, nil
 }
 
-// recordRewind records that the registry's present went back below seen, a
+// RecordRewind records that the registry's present went back below seen, a
 // version this process read from it (a registry restored from a backup or
 // a volume snapshot, a crash that lost acknowledged commits: the same
 // timeline, so checkTimeline sees nothing), as a failover: once for all
@@ -150,9 +157,10 @@ func recordFailover(ctx context.Context, tx pgx.Tx, seen int64, timeline string)
 // is handed out again, and records the lost range, so watches and continue
 // tokens from inside it get 410 and discovery's writers, fenced by the
 // failover count, claim their members again and mirror what was lost.
-func (s *Store) recordRewind(ctx context.Context, seen int64) error {
-	return pgx.BeginFunc(ctx, s.writes, func(tx pgx.Tx) error {
-		if err := takeTicketsAlone(ctx, tx); err != nil {
+// It writes in a transaction of writes, the primary's pool for writes.
+func RecordRewind(ctx context.Context, writes *pgdb.Pool, seen int64) error {
+	return pgx.BeginFunc(ctx, writes, func(tx pgx.Tx) error {
+		if err := schema.TakeTicketsAlone(ctx, tx); err != nil {
 			return err
 		}
 		var present int64

@@ -1,4 +1,13 @@
-package postgres
+// Package replicas is where the registry's reads run and what happens when
+// its primary changes: the standbys a read may go to (once one has replayed
+// what the read needs; else the primary serves it), their lag for
+// readiness, the highest resourceVersion this process has seen exist, and
+// the record of a failover or rewind (registry_epoch) that keeps every
+// resourceVersion a client saw from being handed out again. It opens no
+// pools (the store does, with package pgdb) and runs no view's query (its
+// callers pass their reads as functions). See docs/registry.md, "Standbys
+// and failover".
+package replicas
 
 import (
 	"context"
@@ -45,16 +54,26 @@ const standbyRetry = 5 * time.Second
 // primary.
 const standbyReadTimeout = time.Second
 
-// standbys spread reads over the standbys of Options.ReadDSNs.
-type standbys struct {
+// Options tunes a Set. The zero value is fine.
+type Options struct {
+	// Wait is how long a read waits for a standby to replay what it needs
+	// before it goes to the primary; default DefaultStandbyWait.
+	Wait time.Duration
+	// MaxLag is how far behind the primary a standby may fall before
+	// CheckStandbys reports it; default DefaultStandbyMaxLag.
+	MaxLag time.Duration
+	// NoPrimaryReads keeps reads off the primary while a standby can serve
+	// them; by default reads take turns over the primary and the standbys.
+	NoPrimaryReads bool
+}
+
+// Set spreads reads over the primary and its standbys, and keeps what this
+// process knows of the primary's timeline. It is safe for concurrent use
+// once its standbys are added (Add).
+type Set struct {
 	list []*standby
 	next atomic.Uint64
-	// wait is how long a read waits for a standby to replay what it needs
-	// before it goes to the primary.
-	wait time.Duration
-	// maxLag is how far behind the primary a standby may fall before
-	// CheckStandbys reports it.
-	maxLag time.Duration
+	opts Options
 	// seen is the highest registry resourceVersion this process has seen
 	// exist (the primary's present, notifications, reads): a change-feed
 	// read needs at least this much, so the follower and the watches it
@@ -64,7 +83,7 @@ type standbys struct {
 	// timeline after a failover (0 before any): a standby that has not
 	// replayed it may still hold changes the failover lost.
 	floor atomic.Int64
-	// floorKnown: floor was read from the primary (afterConnect, present).
+	// floorKnown: floor was read from the primary (AfterConnect, Present).
 	floorKnown atomic.Bool
 }
 
@@ -75,6 +94,43 @@ const DefaultStandbyWait = 250 * time.Millisecond
 // DefaultStandbyMaxLag is how far behind the primary a standby may fall
 // before readiness reports it.
 const DefaultStandbyMaxLag = 30 * time.Second
+
+// New returns a Set without standbys: every read goes to the primary.
+func New(opts Options) *Set {
+	if opts.Wait <= 0 {
+		opts.Wait = DefaultStandbyWait
+	}
+	if opts.MaxLag <= 0 {
+		opts.MaxLag = DefaultStandbyMaxLag
+	}
+	return &Set{opts: opts}
+}
+
+// Add makes the standby reached through pool, named host:port, serve reads.
+func (r *Set) Add(name string, pool *pgdb.Pool) {
+	sb := &standby{name: name, pool: pool}
+	sb.replayed.Store(-1) // nothing known yet, not even the schema
+	r.list = append(r.list, sb)
+}
+
+// Pools are the standbys' pools, for their metrics.
+func (r *Set) Pools() []*pgdb.Pool {
+	pools := make([]*pgdb.Pool, 0, len(r.list))
+	for _, sb := range r.list {
+		pools = append(pools, sb.pool)
+	}
+	return pools
+}
+
+// Close closes the standbys' pools.
+func (r *Set) Close() {
+	for _, sb := range r.list {
+		sb.pool.Close()
+	}
+}
+
+// metricsSubsystem begins the metrics' names, as every registry metric's.
+const metricsSubsystem = "platform_registry"
 
 // Reads served per server: on a standby, or on the primary because no
 // standby had replayed far enough in time (or none is configured).
@@ -111,44 +167,50 @@ var (
 	})
 )
 
+// Metrics are the metrics of reads, standbys, failovers and rewinds, to
+// register once per process.
+func Metrics() []metrics.Registerable {
+	return []metrics.Registerable{readsByServer, standbyLag, standbyReplayLag, failoversTotal, rewindsTotal}
+}
+
 // readPool returns the pool a read that needs freshness f runs on: a
 // standby's or primary, the primary's pool for the read's kind. Reads
 // take turns (round robin) over the standbys and, unless
 // Options.NoPrimaryReads, the primary; a standby serves its turn once it
-// has replayed what f needs, waiting for that up to the standbys' wait,
+// has replayed what f needs, waiting for that up to Options.Wait,
 // else the primary does. A read needing the latest state first asks the
 // primary for its present (one row). No read goes to a standby that has
 // not replayed the current timeline's floor.
-func (s *Store) readPool(ctx context.Context, primary *pgdb.Pool, f store.Freshness) (*pgdb.Pool, error) {
-	servers := uint64(len(s.standbys.list))
-	if !s.opts.NoPrimaryReads {
+func (r *Set) readPool(ctx context.Context, primary *pgdb.Pool, f store.Freshness) (*pgdb.Pool, error) {
+	servers := uint64(len(r.list))
+	if !r.opts.NoPrimaryReads {
 		servers++
 	}
-	turn := s.standbys.next.Add(1) % max(servers, 1)
-	if turn >= uint64(len(s.standbys.list)) {
+	turn := r.next.Add(1) % max(servers, 1)
+	if turn >= uint64(len(r.list)) {
 		readsByServer.WithLabelValues("primary").Inc()
 		return primary, nil
 	}
-	if !s.standbys.floorKnown.Load() {
+	if !r.floorKnown.Load() {
 		// The first read of a process: learn the floor from the primary.
-		if _, err := s.present(ctx, primary); err != nil {
+		if _, err := r.Present(ctx, primary); err != nil {
 			return nil, err
 		}
 	}
-	need := max(f.AtLeast, s.standbys.floor.Load())
+	need := max(f.AtLeast, r.floor.Load())
 	if f.Latest {
-		present, err := s.present(ctx, primary)
+		present, err := r.Present(ctx, primary)
 		if err != nil {
 			return nil, err
 		}
 		need = max(need, present)
 	}
-	sb := s.standbys.list[turn]
+	sb := r.list[turn]
 	if time.Now().UnixNano() < sb.skipUntil.Load() {
 		readsByServer.WithLabelValues("primary").Inc()
 		return primary, nil
 	}
-	wait := s.standbys.wait
+	wait := r.opts.Wait
 	if sb.lagging.Load() {
 		wait = 0
 	}
@@ -205,20 +267,14 @@ func (sb *standby) waitReplayed(ctx context.Context, need int64, wait time.Durat
 	}
 }
 
-// readTx runs fn in a REPEATABLE READ READ ONLY transaction (one snapshot)
-// for an API read: on a standby, or the primary's reads pool.
-func (s *Store) readTx(ctx context.Context, f store.Freshness, fn func(pgx.Tx) error) error {
-	return s.readTxOn(ctx, s.reads, f, fn)
-}
-
-// readTxOn runs fn in a REPEATABLE READ READ ONLY transaction on the pool
-// readPool picks for f, with primary the primary's pool for the read. If
-// that is a standby and it does not answer (down, restarting, promoted
-// away), reads skip it for a while and fn runs again on the primary; a
-// standby whose connections are all in use passes the read to the primary
-// too.
-func (s *Store) readTxOn(ctx context.Context, primary *pgdb.Pool, f store.Freshness, fn func(pgx.Tx) error) error {
-	pool, err := s.readPool(ctx, primary, f)
+// ReadTx runs fn in a REPEATABLE READ READ ONLY transaction (one snapshot)
+// on the pool readPool picks for f, with primary the primary's pool for the
+// read. If that is a standby and it does not answer (down, restarting,
+// promoted away), reads skip it for a while and fn runs again on the
+// primary; a standby whose connections are all in use passes the read to
+// the primary too.
+func (r *Set) ReadTx(ctx context.Context, primary *pgdb.Pool, f store.Freshness, fn func(pgx.Tx) error) error {
+	pool, err := r.readPool(ctx, primary, f)
 	if err != nil {
 		return err
 	}
@@ -243,7 +299,7 @@ func (s *Store) readTxOn(ctx context.Context, primary *pgdb.Pool, f store.Freshn
 		return err
 	}
 	if !busy {
-		for _, sb := range s.standbys.list {
+		for _, sb := range r.list {
 			if sb.pool == pool {
 				sb.skip(ctx, err)
 			}
@@ -295,27 +351,32 @@ func (sb *standby) replayedVersion(ctx context.Context) (int64, error) {
 // sqlPresentAndFloor reads the primary's present and its timeline's floor.
 var sqlPresentAndFloor = statement("read_present_and_floor")
 
-// present reads the primary's registry resourceVersion, and the floor, on
+// Present reads the primary's registry resourceVersion, and the floor, on
 // the primary's pool primary.
-func (s *Store) present(ctx context.Context, primary *pgdb.Pool) (int64, error) {
+func (r *Set) Present(ctx context.Context, primary *pgdb.Pool) (int64, error) {
 	var rv, floor int64
 	scan := func(row pgx.Row) (struct{}, error) { return struct{}{}, row.Scan(&rv, &floor) }
 	if _, err := pgdb.GetRow(ctx, primary, scan, sqlPresentAndFloor); err != nil {
 		return 0, fmt.Errorf("read the registry's present: %w", pgdb.InterpretError(err))
 	}
-	s.saw(rv)
-	raise(&s.standbys.floor, floor)
-	s.standbys.floorKnown.Store(true)
+	r.Saw(rv)
+	r.learnFloor(floor)
 	return rv, nil
+}
+
+// learnFloor records the current timeline's floor, read from the primary.
+func (r *Set) learnFloor(floor int64) {
+	raise(&r.floor, floor)
+	r.floorKnown.Store(true)
 }
 
 // LatestSeen is the highest registry resourceVersion this process has seen
 // exist (notifications, the present that reads found): how far the change
 // feed's follower could be.
-func (s *Store) LatestSeen() int64 { return s.standbys.seen.Load() }
+func (r *Set) LatestSeen() int64 { return r.seen.Load() }
 
-// saw records that resourceVersion rv exists (see standbys.seen).
-func (s *Store) saw(rv int64) { raise(&s.standbys.seen, rv) }
+// Saw records that resourceVersion rv exists (see Set.seen).
+func (r *Set) Saw(rv int64) { raise(&r.seen, rv) }
 
 // raise sets v to rv if that is higher.
 func raise(v *atomic.Int64, rv int64) {
@@ -327,21 +388,22 @@ func raise(v *atomic.Int64, rv int64) {
 	}
 }
 
-// CheckStandbys fails when a standby of Options.ReadDSNs has been behind
-// the primary for longer than Options.StandbyMaxLag, or cannot be asked,
-// and sets standby_replay_lag_seconds. Such a standby serves no read that
-// needs what it lacks (the primary does), so this reports a degraded
-// set-up, not wrong answers. Without standbys it passes.
-func (s *Store) CheckStandbys(ctx context.Context) error {
-	if len(s.standbys.list) == 0 {
+// CheckStandbys fails when a standby has been behind the primary for
+// longer than Options.MaxLag, or cannot be asked, and sets
+// standby_replay_lag_seconds; it asks the primary for its present on
+// primary. Such a standby serves no read that needs what it lacks (the
+// primary does), so this reports a degraded set-up, not wrong answers.
+// Without standbys it passes.
+func (r *Set) CheckStandbys(ctx context.Context, primary *pgdb.Pool) error {
+	if len(r.list) == 0 {
 		return nil
 	}
-	present, err := s.present(ctx, s.health)
+	present, err := r.Present(ctx, primary)
 	if err != nil {
 		return err
 	}
 	var problems []string
-	for _, sb := range s.standbys.list {
+	for _, sb := range r.list {
 		lag, err := sb.lagBehind(ctx, present)
 		if err != nil {
 			standbyReplayLag.WithLabelValues(sb.name).Set(-1)
@@ -349,9 +411,9 @@ func (s *Store) CheckStandbys(ctx context.Context) error {
 			continue
 		}
 		standbyReplayLag.WithLabelValues(sb.name).Set(lag.Seconds())
-		if lag > s.standbys.maxLag {
+		if lag > r.opts.MaxLag {
 			problems = append(problems, fmt.Sprintf("standby %s is %s behind the primary (limit %s, --postgres-standby-max-lag)",
-				sb.name, lag.Round(time.Millisecond), s.standbys.maxLag))
+				sb.name, lag.Round(time.Millisecond), r.opts.MaxLag))
 		}
 	}
 	if len(problems) > 0 {
