@@ -1,34 +1,26 @@
 package postgres
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"slices"
-	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/example/platform-apiserver/pkg/registry/postgres/changelog"
 	"github.com/example/platform-apiserver/pkg/registry/postgres/pgdb"
 	"github.com/example/platform-apiserver/pkg/registry/postgres/replicas"
 	"github.com/example/platform-apiserver/pkg/registry/postgres/views"
 	"github.com/example/platform-apiserver/pkg/registry/store"
 )
 
-// sqlChangesWindow reads a snapshot's registry version, the horizon and the
-// last version within limit.
-var sqlChangesWindow = statement("changefeed_window")
-
-// sqlHistoryWindow is sqlChangesWindow for a watch's filter's entries only.
-var sqlHistoryWindow = statement("changefeed_history_window")
-
-// sqlKindsWindow is sqlChangesWindow for the entries of a list of kinds.
-var sqlKindsWindow = statement("changefeed_kinds_window")
+// The change log is package changelog's; the store picks the server its
+// reads go to and keeps what the process has seen.
 
 // Changes returns up to limit changes filter matches (a filter on a member
 // needs a kind) with ResourceVersion > after, in order, read in one REPEATABLE READ READ ONLY transaction together with the
-// registry resourceVersion (readAt) of that snapshot. A writer publishes
+// registry resourceVersion (readAt) of that snapshot (changelog.Log.Read). A writer publishes
 // its versions only after every earlier commit ticket committed or
 // aborted, so the snapshot holds every change up to readAt and none above. A limit of
 // 0 or less returns no changes, only readAt. An after below the compaction
@@ -38,7 +30,6 @@ func (s *Store) Changes(ctx context.Context, filter store.ChangeFilter, after in
 	if err := filter.Validate(); err != nil {
 		return nil, 0, err
 	}
-	kinds := filter.KindList()
 	var (
 		changes []store.Change
 		readAt  int64
@@ -50,52 +41,16 @@ func (s *Store) Changes(ctx context.Context, filter store.ChangeFilter, after in
 	// exist: the follower (and each watch it serves) then never reads an
 	// older state than one it already passed on.
 	err := s.replicas.ReadTx(ctx, s.feed, store.Freshness{AtLeast: s.LatestSeen()}, func(tx pgx.Tx) error {
-		changes = nil
-		// upTo is the version of the last entry within limit, 0 if none.
-		var horizon, upTo int64
-		var ep replicas.Epoch
-		query, args := sqlChangesWindow, []any{after, max(limit, 0)}
-		switch {
-		case filter.Kind != "":
-			query, args = sqlHistoryWindow, append(args, string(filter.Kind), filter.ClusterID)
-		case kinds != nil:
-			query, args = sqlKindsWindow, append(args, kinds)
-		}
-		err := tx.QueryRow(ctx, query, args...).Scan(&readAt, &horizon, &upTo, &ep.LostAfter, &ep.Floor)
-		if err != nil {
-			return err
-		}
-		if after < horizon {
-			return fmt.Errorf("%w: resourceVersion %d is older than the oldest resumable %d", store.ErrCompacted, after, horizon)
-		}
-		if ep.Lost(after) {
-			return fmt.Errorf("%w: resourceVersion %d was lost in a failover of the registry database (it holds changes up to %d, then from %d)",
-				store.ErrCompacted, after, ep.LostAfter, ep.Floor+1)
-		}
-		if upTo == 0 {
-			return nil
-		}
-		byRV := map[int64]*store.Change{}
-		for _, v := range s.views {
-			if kinds == nil || slices.Contains(kinds, v.Kind) {
-				if err := v.readChanges(ctx, tx, filter.ClusterID, after, upTo, byRV); err != nil {
-					return err
-				}
-			}
-		}
-		changes = make([]store.Change, 0, len(byRV))
-		for _, c := range byRV {
-			changes = append(changes, *c)
-		}
-		slices.SortFunc(changes, func(a, b store.Change) int { return cmp.Compare(a.ResourceVersion, b.ResourceVersion) })
-		return nil
+		var err error
+		changes, readAt, err = s.changeLog.Read(ctx, tx, filter, after, limit)
+		return err
 	})
 	if err != nil {
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			// A read of a few changes that ran out of time: the server
 			// is not answering (hung, or failed over from with its
 			// sockets left open).
-			s.abandonConnections(ctx)
+			s.listener.Abandon(ctx)
 		}
 		return nil, 0, fmt.Errorf("read changes after %d: %w", after, pgdb.InterpretError(err))
 	}
@@ -111,136 +66,18 @@ func (s *Store) Changes(ctx context.Context, filter store.ChangeFilter, after in
 	return changes, readAt, nil
 }
 
-// feedView is a view as the change feed reads its entries (readChanges).
-type feedView struct {
-	views.Logged
-	changesSQL string
+// Compact deletes change-log entries committed before olderThan and returns
+// the new horizon (changelog.Compact).
+func (s *Store) Compact(ctx context.Context, olderThan time.Time) (int64, error) {
+	return changelog.Compact(ctx, s.writes, olderThan)
 }
 
-// changeLogViews are the registry's views as every Store's change feed
-// reads them (Store.views).
-var changeLogViews = func() []feedView {
-	var fvs []feedView
-	for _, v := range views.InChangeLog() {
-		fvs = append(fvs, newFeedView(v))
-	}
-	return fvs
-}()
-
-// newFeedView builds the statement that reads v's entries.
-func newFeedView(v views.Logged) feedView {
-	// An entry's state after it: a tombstone's last state at its version,
-	// else the base its row's later entries lead to (the last state of its
-	// next deletion, else the live row) with their deltas laid over, the
-	// earliest entry's value of a column winning, at the entry's version.
-	// The state before it: a MODIFIED entry's state after with its delta
-	// laid over, at prev_rv; a tombstone's last state (migration 022). Rows
-	// with at most two later entries (a follower's reads, most of a
-	// resume's) are read by joins, longer chains by a recursive walk; each
-	// delta meets its version first, so a state is copied once. OFFSET 0
-	// keeps the state after from being computed twice, once for each of the
-	// VALUES that use it.
-	rv := func(state, version string) string {
-		return "(" + state + " || jsonb_build_object('resource_version', " + version + "))"
-	}
-	live := func(version string) string {
-		return `(SELECT to_jsonb(l) FROM ` + v.Table + ` l
-				WHERE l.cluster_id = c.cluster_id AND l.name = c.name AND l.resource_version = ` + version + `)`
-	}
-	return feedView{Logged: v, changesSQL: `SELECT c.resource_version, c.type, c.cluster_id, v.is_prev, v.obj IS NULL, r.` + strings.Join(v.Columns, ", r.") + `
-		FROM registry_change c
-		LEFT JOIN registry_change nx ON nx.prev_rv = c.resource_version
-		LEFT JOIN registry_change nx2 ON nx2.prev_rv = nx.resource_version
-		CROSS JOIN LATERAL (SELECT CASE
-			WHEN c.type = 'DELETED' THEN ` + rv("c.prev_object", "c.resource_version") + `
-			WHEN nx.type IS NULL THEN ` + live("c.resource_version") + `
-			WHEN nx.type = 'DELETED' THEN nx.prev_object
-			WHEN nx2.type IS NULL THEN ` + live("nx.resource_version") + ` || ` + rv("nx.prev_delta", "c.resource_version") + `
-			WHEN nx2.type = 'DELETED' THEN nx2.prev_object || ` + rv("nx.prev_delta", "c.resource_version") + `
-			ELSE (WITH RECURSIVE later AS (
-					SELECT nx.resource_version, nx.type, nx.prev_delta, nx.prev_object
-					UNION ALL
-					SELECT n.resource_version, n.type, n.prev_delta, n.prev_object FROM later l
-					JOIN registry_change n ON n.prev_rv = l.resource_version WHERE l.type = 'MODIFIED'
-				), last AS (SELECT * FROM later ORDER BY resource_version DESC LIMIT 1)
-				SELECT CASE WHEN (SELECT type FROM last) = 'DELETED' THEN (SELECT prev_object FROM last)
-					ELSE ` + live("(SELECT resource_version FROM last)") + ` END
-				|| ` + rv(`coalesce((SELECT jsonb_object_agg(d.key, d.value) FROM (SELECT DISTINCT ON (e.key) e.key, e.value
-					FROM later, jsonb_each(later.prev_delta) e ORDER BY e.key, later.resource_version) d), '{}')`, "c.resource_version") + `)
-			END AS after OFFSET 0) a
-		CROSS JOIN LATERAL (VALUES (false, a.after), (true, CASE c.type
-			WHEN 'MODIFIED' THEN a.after || ` + rv("c.prev_delta", "c.prev_rv") + `
-			ELSE c.prev_object END)) AS v(is_prev, obj)
-		CROSS JOIN LATERAL jsonb_populate_record(NULL::` + v.Table + `, v.obj) AS r
-		WHERE c.resource_version > $1 AND c.resource_version <= $2 AND c.kind = $3
-			AND ($4 = '' OR c.cluster_id = $4) AND (v.obj IS NOT NULL OR NOT v.is_prev)`}
+// Notifications delivers a value soon after each commit that changed the
+// registry, coalesced in a channel of capacity 1
+// (changelog.Listener.Notifications). Call it once and fan out.
+func (s *Store) Notifications(ctx context.Context) (<-chan struct{}, error) {
+	return s.listener.Notifications(ctx)
 }
 
-// readChanges adds this view's change-log entries with after <
-// resource_version <= upTo to byRV, only clusterID's unless that is empty.
-// An entry stores the row before it (but for ADDED); the row after it is
-// the next entry's row before, or the live row (changesSQL). Both are
-// to_jsonb of a view row; jsonb_populate_record turns them back into the
-// table's row type, from which the view's columns are selected and scanned
-// by its own scan, so an entry decodes exactly as a get or a list decodes
-// the row it was taken from.
-func (v feedView) readChanges(ctx context.Context, tx pgx.Tx, clusterID string, after, upTo int64, byRV map[int64]*store.Change) error {
-	rows, err := tx.Query(ctx, v.changesSQL, after, upTo, string(v.Kind), clusterID)
-	if err != nil {
-		return fmt.Errorf("read %s changes: %w", v.Kind, err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var (
-			rv              int64
-			typ, cluster    string
-			isPrev, missing bool
-			size            = changeOverhead
-		)
-		head := []any{&rv, &typ, &cluster, &isPrev, &missing}
-		if err := rows.Scan(append(slices.Clip(head), make([]any, len(v.Columns))...)...); err != nil {
-			return fmt.Errorf("decode %s change: %w", v.Kind, err)
-		}
-		if missing {
-			return fmt.Errorf("read %s changes: entry %d of member %s has no state after it (no later entry took it as its "+
-				"previous state and the live row is at another version): the change log is inconsistent", v.Kind, rv, cluster)
-		}
-		for _, raw := range rows.RawValues() {
-			size += len(raw)
-		}
-		r, err := v.Scan(headRow{Row: rows, head: head})
-		if err != nil {
-			return fmt.Errorf("decode %s change %d: %w", v.Kind, rv, err)
-		}
-		c := byRV[rv]
-		if c == nil {
-			c = &store.Change{ResourceVersion: rv, Type: store.ChangeType(typ), Kind: v.Kind, ClusterID: cluster}
-			byRV[rv] = c
-		}
-		if isPrev {
-			c.Prev = r
-		} else {
-			c.Object = r
-		}
-		c.Size += size
-	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("read %s changes: %w", v.Kind, err)
-	}
-	return nil
-}
-
-// changeOverhead approximates what a decoded record holds beyond its
-// columns' bytes as the server sent them (headers, maps, slices).
-const changeOverhead = 512
-
-// headRow scans a row's leading columns into head and the rest into the
-// caller's targets, so a record scanner can read a row that carries more.
-type headRow struct {
-	pgx.Row
-	head []any
-}
-
-func (r headRow) Scan(dest ...any) error {
-	return r.Row.Scan(append(slices.Clip(r.head), dest...)...)
-}
+// registryLog is the change log of the registry's views.
+var registryLog = changelog.New(views.InChangeLog()...)

@@ -1,6 +1,12 @@
 // Package postgres implements the registry's views (store.Source), its
 // change feed and store.Writer on PostgreSQL with pgx. See docs/registry.md for the schema and the
 // resourceVersion design.
+//
+// Store is the one type the API layer and discovery see. It holds the
+// pools and the write engine, and delegates to one package per mechanism:
+// pgdb (connections, pools, errors), schema (migrations), replicas (where
+// reads run, failovers), views (declarations and reads), changelog (the
+// change log's reader, compaction, LISTEN) and usage (the usage history).
 package postgres
 
 import (
@@ -15,6 +21,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/example/platform-apiserver/pkg/registry/continuetoken"
+	"github.com/example/platform-apiserver/pkg/registry/postgres/changelog"
 	"github.com/example/platform-apiserver/pkg/registry/postgres/pgdb"
 	"github.com/example/platform-apiserver/pkg/registry/postgres/replicas"
 	"github.com/example/platform-apiserver/pkg/registry/postgres/schema"
@@ -81,10 +88,12 @@ type Store struct {
 
 	// replicas picks the server each read runs on and records failovers.
 	replicas *replicas.Set
-	listener listener
+	// listener listens for commits on the primary and abandons its
+	// connections when a read finds it hung.
+	listener *changelog.Listener
 	opts     Options
-	// views are those the change feed decodes (changefeed.go).
-	views []feedView
+	// changeLog is the change log the change feed reads (registryLog).
+	changeLog *changelog.Log
 
 	codecMu sync.Mutex
 	codec   *continuetoken.Codec // loaded from registry_secret on first use
@@ -117,7 +126,7 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	// Timeouts, TLS errors, the DSN file's credentials:
 	pgdb.ConfigureConnections(cfg, dsn, pgdb.ConnOptions{DSNFile: opts.DSNFile, TCPUserTimeout: opts.TCPUserTimeout, TCPKeepAlive: opts.TCPKeepAlive})
 	setWriteProtocol(cfg)
-	s := &Store{opts: opts, views: changeLogViews, replicas: replicas.New(replicas.Options{
+	s := &Store{opts: opts, changeLog: registryLog, replicas: replicas.New(replicas.Options{
 		Wait: opts.StandbyWait, MaxLag: opts.StandbyMaxLag, NoPrimaryReads: opts.NoPrimaryReads,
 	})}
 	s.applies.init()
@@ -126,6 +135,7 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	if err := s.openPools(ctx, cfg); err != nil {
 		return nil, err
 	}
+	s.listener = changelog.NewListener(s.feed, s.primaryPools(), s.replicas.Saw)
 	for _, dsn := range opts.ReadDSNs {
 		if err := s.addStandby(ctx, dsn, ""); err != nil {
 			s.Close()

@@ -15,6 +15,7 @@ import (
 
 	"github.com/example/platform-apiserver/pkg/registry"
 	"github.com/example/platform-apiserver/pkg/registry/feed"
+	"github.com/example/platform-apiserver/pkg/registry/postgres/changelog"
 	"github.com/example/platform-apiserver/pkg/registry/postgres/views"
 	"github.com/example/platform-apiserver/pkg/registry/store"
 	pgtest "github.com/example/platform-apiserver/test/framework/postgres"
@@ -150,7 +151,7 @@ func TestViewDeclaredOnce(t *testing.T) {
 	if _, err := s.writes.Exec(ctx, gadgetMigration); err != nil {
 		t.Fatal(err)
 	}
-	s.views = append(slices.Clip(s.views), newFeedView(gadgetView.Logged()))
+	s.changeLog = changelog.New(append(views.InChangeLog(), gadgetView.Logged())...)
 	f := feed.New(s, feed.Options{PollInterval: 20 * time.Millisecond})
 	go f.Run(ctx)
 	if err := f.WaitSynced(ctx); err != nil {

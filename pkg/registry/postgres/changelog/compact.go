@@ -1,4 +1,4 @@
-package postgres
+package changelog
 
 import (
 	"context"
@@ -19,8 +19,8 @@ var (
 	sqlCompactRaiseHorizon = statement("compact_raise_horizon")
 )
 
-// compactBatch bounds the entries one compaction transaction deletes.
-const compactBatch = 1000
+// compactBatchSize bounds the entries one compaction transaction deletes.
+const compactBatchSize = 1000
 
 // Compact deletes change-log entries committed before olderThan and returns
 // the new horizon: the highest deleted version, from which (and from any
@@ -31,25 +31,25 @@ const compactBatch = 1000
 // steady stream of writes. Each batch is its own short transaction that
 // touches neither registry_state nor the view rows, so writers never wait on
 // it; concurrent Compact calls take turns on the horizon row.
-func (s *Store) Compact(ctx context.Context, olderThan time.Time) (int64, error) {
+func Compact(ctx context.Context, writes *pgdb.Pool, olderThan time.Time) (int64, error) {
 	var stop int64 // exclusive bound
-	err := s.writes.QueryRow(ctx, sqlCompactStop, olderThan).Scan(&stop)
+	err := writes.QueryRow(ctx, sqlCompactStop, olderThan).Scan(&stop)
 	if err != nil {
 		return 0, fmt.Errorf("compact change log: %w", pgdb.InterpretError(err))
 	}
 	var total int64
 	for {
-		n, err := s.compactBatch(ctx, stop)
+		n, err := compactBatch(ctx, writes, stop)
 		if err != nil {
 			return 0, fmt.Errorf("compact change log: %w", pgdb.InterpretError(err))
 		}
 		total += n
-		if n < compactBatch {
+		if n < compactBatchSize {
 			break
 		}
 	}
 	var horizon int64
-	if err := s.writes.QueryRow(ctx, sqlCompactHorizon).Scan(&horizon); err != nil {
+	if err := writes.QueryRow(ctx, sqlCompactHorizon).Scan(&horizon); err != nil {
 		return 0, fmt.Errorf("compact change log: %w", pgdb.InterpretError(err))
 	}
 	if total > 0 {
@@ -58,17 +58,17 @@ func (s *Store) Compact(ctx context.Context, olderThan time.Time) (int64, error)
 	return horizon, nil
 }
 
-// compactBatch deletes up to compactBatch of the oldest entries below stop and
+// compactBatch deletes up to compactBatchSize of the oldest entries below stop and
 // raises the horizon to the highest it deleted, in one transaction.
-func (s *Store) compactBatch(ctx context.Context, stop int64) (int64, error) {
+func compactBatch(ctx context.Context, writes *pgdb.Pool, stop int64) (int64, error) {
 	var deleted int64
-	err := pgx.BeginFunc(ctx, s.writes, func(tx pgx.Tx) error {
+	err := pgx.BeginFunc(ctx, writes, func(tx pgx.Tx) error {
 		var horizon int64
 		if err := tx.QueryRow(ctx, sqlCompactLockHorizon).Scan(&horizon); err != nil {
 			return err
 		}
 		var highest int64
-		if err := tx.QueryRow(ctx, sqlCompactDeleteBatch, horizon, stop, compactBatch).Scan(&deleted, &highest); err != nil {
+		if err := tx.QueryRow(ctx, sqlCompactDeleteBatch, horizon, stop, compactBatchSize).Scan(&deleted, &highest); err != nil {
 			return err
 		}
 		if deleted == 0 {

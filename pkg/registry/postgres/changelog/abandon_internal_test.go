@@ -1,8 +1,11 @@
-package postgres
+package changelog
 
 import (
 	"testing"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/example/platform-apiserver/pkg/registry/postgres/pgdb"
 	pgtest "github.com/example/platform-apiserver/test/framework/postgres"
 )
 
@@ -13,8 +16,22 @@ import (
 func TestSlowPrimaryIsNotCut(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	s := openStore(t, pgtest.NewTestDatabase(t), Options{})
-	inFlight, err := s.writes.Begin(ctx)
+	cfg, err := pgxpool.ParseConfig(pgtest.NewTestDatabase(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pools []*pgdb.Pool
+	for _, name := range []string{"writes", "feed"} {
+		p, err := pgdb.NewPool(ctx, name, cfg, 2, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(p.Close)
+		pools = append(pools, p)
+	}
+	writes, feed := pools[0], pools[1]
+	l := NewListener(feed, pools, func(int64) {})
+	inFlight, err := writes.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -22,10 +39,10 @@ func TestSlowPrimaryIsNotCut(t *testing.T) {
 	if _, err := inFlight.Exec(ctx, `SELECT 1`); err != nil {
 		t.Fatal(err)
 	}
-	if !s.primaryAnswers(ctx) {
+	if !l.primaryAnswers(ctx) {
 		t.Fatal("the probe says a primary that answers does not")
 	}
-	s.abandonConnections(ctx)
+	l.Abandon(ctx)
 	if _, err := inFlight.Exec(ctx, `SELECT 1`); err != nil {
 		t.Errorf("a transaction in flight after a read timed out on a primary that answers: %v; want it not cut", err)
 	}

@@ -1,4 +1,4 @@
-package postgres
+package changelog
 
 import (
 	"context"
@@ -29,6 +29,29 @@ const listenerAppName = "platform-apiserver-listen"
 // engines lack it).
 var errListenUnsupported = errors.New("LISTEN not supported")
 
+// Listener listens for the commits that publish a new registry version
+// (Notifications) and, when a read finds the server hung, replaces the
+// primary's connections and its own (Abandon).
+type Listener struct {
+	// feed is the pool whose settings a listening connection takes.
+	feed *pgdb.Pool
+	// primary are the primary's pools: reset when the listening
+	// connection drops, cut when a read finds the server hung.
+	primary []*pgdb.Pool
+	// saw is told the registry version each notification names.
+	saw func(rv int64)
+
+	abandonedAt atomic.Int64 // Unix nanoseconds of the last Abandon past the interval
+	abandoned   atomic.Bool
+	cancelWait  atomic.Pointer[context.CancelFunc]
+}
+
+// NewListener returns a listener on the primary, whose pools are primary
+// (feed among them), that tells saw each version a notification names.
+func NewListener(feed *pgdb.Pool, primary []*pgdb.Pool, saw func(rv int64)) *Listener {
+	return &Listener{feed: feed, primary: primary, saw: saw}
+}
+
 // Notifications delivers a value soon after each commit that changed the
 // registry, coalesced in a channel of capacity 1. Each call holds one
 // dedicated connection outside the pool (call it once and fan out). LISTEN
@@ -37,13 +60,13 @@ var errListenUnsupported = errors.New("LISTEN not supported")
 // value, since commits in between went unnoticed. If the server rejects
 // LISTEN the channel never fires and callers rely on polling. The channel
 // closes when ctx ends; the error is ctx's if it already has.
-func (s *Store) Notifications(ctx context.Context) (<-chan struct{}, error) {
+func (l *Listener) Notifications(ctx context.Context) (<-chan struct{}, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	logger := klog.FromContext(ctx)
 	out := make(chan struct{}, 1)
-	conn, err := s.listen(ctx)
+	conn, err := l.listen(ctx)
 	switch {
 	case errors.Is(err, errListenUnsupported):
 		logger.Info("Registry database rejects LISTEN; change-feed readers poll", "err", err)
@@ -55,13 +78,13 @@ func (s *Store) Notifications(ctx context.Context) (<-chan struct{}, error) {
 	case err != nil:
 		logger.Error(err, "Cannot listen for registry changes yet; retrying in the background")
 	}
-	go s.forwardNotifications(ctx, conn, out)
+	go l.forwardNotifications(ctx, conn, out)
 	return out, nil
 }
 
 // forwardNotifications relays notifications from conn (nil: not connected
 // yet) to out until ctx ends, reconnecting with backoff.
-func (s *Store) forwardNotifications(ctx context.Context, conn *pgx.Conn, out chan struct{}) {
+func (l *Listener) forwardNotifications(ctx context.Context, conn *pgx.Conn, out chan struct{}) {
 	defer close(out)
 	logger := klog.FromContext(ctx)
 	retry := listenBackoff()
@@ -73,7 +96,7 @@ func (s *Store) forwardNotifications(ctx context.Context, conn *pgx.Conn, out ch
 			case <-time.After(retry.Step()):
 			}
 			var err error
-			if conn, err = s.listen(ctx); err != nil {
+			if conn, err = l.listen(ctx); err != nil {
 				if ctx.Err() != nil {
 					return
 				}
@@ -88,7 +111,7 @@ func (s *Store) forwardNotifications(ctx context.Context, conn *pgx.Conn, out ch
 			retry = listenBackoff()
 			signal(out) // commits while disconnected went unnoticed
 		}
-		n, err := s.waitForNotification(ctx, conn)
+		n, err := l.waitForNotification(ctx, conn)
 		if err != nil {
 			closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 			_ = conn.Close(closeCtx)
@@ -101,11 +124,11 @@ func (s *Store) forwardNotifications(ctx context.Context, conn *pgx.Conn, out ch
 			// Most likely the server restarted or failed over: drop the
 			// pool's idle connections too, so requests do not draw dead ones
 			// (each would fail its first statement).
-			s.resetPools()
+			l.resetPools()
 			continue
 		}
 		if rv, err := strconv.ParseInt(n.Payload, 10, 64); err == nil {
-			s.replicas.Saw(rv) // the follower's next read needs it
+			l.saw(rv) // the follower's next read needs it
 		}
 		signal(out)
 	}
@@ -121,30 +144,30 @@ const (
 	listenPingTimeout   = 5 * time.Second
 )
 
-// abandonInterval is the least time between two abandonConnections.
+// abandonInterval is the least time between two Abandon calls that probe.
 const abandonInterval = 30 * time.Second
 
-// errAbandoned: a read found the server unresponsive (abandonConnections).
+// errAbandoned: a read found the server unresponsive (Abandon).
 var errAbandoned = errors.New("a registry read found the database unresponsive; reconnecting")
 
 // waitForNotification waits for the next notification on conn, pinging the
 // server whenever it has been quiet for listenCheckInterval.
-func (s *Store) waitForNotification(ctx context.Context, conn *pgx.Conn) (*pgconn.Notification, error) {
+func (l *Listener) waitForNotification(ctx context.Context, conn *pgx.Conn) (*pgconn.Notification, error) {
 	for {
-		if s.listener.abandoned.Swap(false) {
+		if l.abandoned.Swap(false) {
 			return nil, errAbandoned
 		}
 		wctx, cancel := context.WithTimeout(ctx, listenCheckInterval)
-		s.listener.cancelWait.Store(&cancel)
+		l.cancelWait.Store(&cancel)
 		n, err := conn.WaitForNotification(wctx)
-		s.listener.cancelWait.Store(nil)
+		l.cancelWait.Store(nil)
 		cancel()
 		switch {
 		case err == nil:
 			return n, nil
 		case ctx.Err() != nil:
 			return nil, err
-		case s.listener.abandoned.Load():
+		case l.abandoned.Load():
 			continue // returns errAbandoned at the top
 		case !errors.Is(wctx.Err(), context.DeadlineExceeded):
 			return nil, err
@@ -158,31 +181,31 @@ func (s *Store) waitForNotification(ctx context.Context, conn *pgx.Conn) (*pgcon
 	}
 }
 
-// abandonConnections is called when a read ran out of time: the server
+// Abandon is called when a read ran out of time: the server
 // may have hung or been failed over from while keeping its sockets open,
 // so the pools' connections and the listener's are replaced by new ones, to
 // whichever server the DSN reaches now. Connections in use are cut too: a
 // list or a discovery commit waiting on the hung server fails now (a read
 // runs once more on a new connection) instead of at its deadline.
-func (s *Store) abandonConnections(ctx context.Context) {
+func (l *Listener) Abandon(ctx context.Context) {
 	// Once per abandonInterval: the reads that time out next are most
 	// likely still connecting (to the first host of a multi-host DSN,
 	// hung too); a reset then would close the good connections being made.
 	now := time.Now().UnixNano()
-	last := s.listener.abandonedAt.Load()
-	if now-last < int64(abandonInterval) || !s.listener.abandonedAt.CompareAndSwap(last, now) {
+	last := l.abandonedAt.Load()
+	if now-last < int64(abandonInterval) || !l.abandonedAt.CompareAndSwap(last, now) {
 		return
 	}
-	if s.primaryAnswers(context.WithoutCancel(ctx)) {
+	if l.primaryAnswers(context.WithoutCancel(ctx)) {
 		// Slow, not hung: what waits on it waits for a reason (a lock, a
 		// long query); cutting would fail discovery's commits in flight.
 		return
 	}
-	for _, p := range s.primaryPools() {
+	for _, p := range l.primary {
 		p.CutAll()
 	}
-	s.listener.abandoned.Store(true)
-	if cancel := s.listener.cancelWait.Load(); cancel != nil {
+	l.abandoned.Store(true)
+	if cancel := l.cancelWait.Load(); cancel != nil {
 		(*cancel)()
 	}
 }
@@ -194,10 +217,10 @@ const probeTimeout = 2 * time.Second
 // connected to answers a new connection's query within probeTimeout. A
 // new connection that reaches another server (a multi-host DSN after a
 // failover) does not count: the pools' connections are on the old one.
-func (s *Store) primaryAnswers(ctx context.Context) bool {
+func (l *Listener) primaryAnswers(ctx context.Context) bool {
 	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
-	cfg := s.feed.Config().ConnConfig.Copy()
+	cfg := l.feed.Config().ConnConfig.Copy()
 	cfg.ConnectTimeout = probeTimeout
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
@@ -208,7 +231,7 @@ func (s *Store) primaryAnswers(ctx context.Context) bool {
 		return false
 	}
 	probed := conn.PgConn().Conn().RemoteAddr().String()
-	for _, p := range s.primaryPools() {
+	for _, p := range l.primary {
 		for addr := range p.Servers() {
 			if addr != probed {
 				return false
@@ -221,23 +244,16 @@ func (s *Store) primaryAnswers(ctx context.Context) bool {
 
 // resetPools closes the idle connections of the primary's pools, and
 // those in use once they are returned.
-func (s *Store) resetPools() {
-	for _, p := range s.primaryPools() {
+func (l *Listener) resetPools() {
+	for _, p := range l.primary {
 		p.Reset()
 	}
 }
 
-// listener is the state abandonConnections shares with the listening loop.
-type listener struct {
-	abandonedAt atomic.Int64 // Unix nanoseconds of the last abandonConnections
-	abandoned   atomic.Bool
-	cancelWait  atomic.Pointer[context.CancelFunc]
-}
-
 // listen opens a dedicated connection with the pool's settings (and the
 // DSN file's current credentials) and LISTENs.
-func (s *Store) listen(ctx context.Context) (*pgx.Conn, error) {
-	cfg, err := s.feed.ConnConfig(ctx)
+func (l *Listener) listen(ctx context.Context) (*pgx.Conn, error) {
+	cfg, err := l.feed.ConnConfig(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("connect to listen: %w", err)
 	}
