@@ -1,23 +1,21 @@
 package apiserver
 
 import (
-	"context"
-	"time"
-
 	"k8s.io/apiserver/pkg/registry/rest"
 
 	"github.com/example/platform-apiserver/pkg/registry"
 	"github.com/example/platform-apiserver/pkg/registry/clustercapacity"
 	"github.com/example/platform-apiserver/pkg/registry/clusternamespace"
 	"github.com/example/platform-apiserver/pkg/registry/nodecapacity"
-	"github.com/example/platform-apiserver/pkg/registry/store"
+	"github.com/example/platform-apiserver/pkg/registry/postgres"
+	"github.com/example/platform-apiserver/pkg/registry/postgres/views"
 )
 
 // servedKind is a kind the server serves: its declaration and its storage
 // over the registry.
 type servedKind struct {
 	registry.Declaration
-	storage func(sources, kindConfig) rest.Storage
+	storage func(*postgres.Store, kindConfig) rest.Storage
 }
 
 // kindConfig is what every kind's storage shares.
@@ -29,25 +27,17 @@ type kindConfig struct {
 	heartbeats *registry.MemberHeartbeats
 }
 
-// sources are the registry's records of every served kind.
-type sources interface {
-	NodeCapacities() store.Source[store.NodeCapacity]
-	ClusterNamespaces() store.Source[store.ClusterNamespace]
-	ClusterCapacities() store.Source[store.ClusterCapacity]
-	MemberHeartbeats(ctx context.Context) (map[string]time.Time, error)
-}
-
 // served lists the kinds the server serves, each declared in its own
-// package (registry.Kind); a new kind is one entry here and its records'
-// source in sources.
+// package (registry.Kind) and served from its view (views.View): a new
+// kind is one entry here.
 var served = []servedKind{
-	{nodecapacity.Kind.Declaration(), func(r sources, c kindConfig) rest.Storage {
-		return nodecapacity.NewREST(r.NodeCapacities(), c.watch, c.heartbeats)
+	{nodecapacity.Kind.Declaration(), func(s *postgres.Store, c kindConfig) rest.Storage {
+		return nodecapacity.NewREST(postgres.Source(s, views.NodeCapacity), c.watch, c.heartbeats)
 	}},
-	{clusternamespace.Kind.Declaration(), func(r sources, c kindConfig) rest.Storage {
-		return clusternamespace.NewREST(r.ClusterNamespaces(), c.watch, c.heartbeats)
+	{clusternamespace.Kind.Declaration(), func(s *postgres.Store, c kindConfig) rest.Storage {
+		return clusternamespace.NewREST(postgres.Source(s, views.ClusterNamespace), c.watch, c.heartbeats)
 	}},
-	{clustercapacity.Kind.Declaration(), func(r sources, c kindConfig) rest.Storage {
-		return clustercapacity.NewREST(r.ClusterCapacities(), c.watch, c.staleness)
+	{clustercapacity.Kind.Declaration(), func(s *postgres.Store, c kindConfig) rest.Storage {
+		return clustercapacity.NewREST(postgres.Source(s, views.ClusterCapacity), c.watch, c.staleness)
 	}},
 }

@@ -34,8 +34,6 @@ type Kind[R, O any] struct {
 	// Namespaced kinds are served per namespace; the request namespace
 	// selects the field with path "metadata.namespace".
 	Namespaced bool
-	// StoreKind names the kind in the registry's change feed.
-	StoreKind store.Kind
 	// Fields are the selectable fields; "metadata.name" should be one.
 	Fields []Field[O]
 	// ToObject builds the API object of a record.
@@ -174,8 +172,8 @@ var column = regexp.MustCompile(`^[a-z_][a-z0-9_]*$`)
 // a mistake fails the first test that serves the kind.
 func (k *Kind[R, O]) Validate() error {
 	var errs []string
-	if k.Kind == "" || k.Resource == "" || k.Singular == "" || k.StoreKind == "" {
-		errs = append(errs, "Kind, Resource, Singular and StoreKind are required")
+	if k.Kind == "" || k.Resource == "" || k.Singular == "" {
+		errs = append(errs, "Kind, Resource and Singular are required")
 	}
 	if k.ToObject == nil || k.NewList == nil || k.Key == nil || len(k.Columns) == 0 {
 		errs = append(errs, "ToObject, NewList, Key and Columns are required")

@@ -52,7 +52,6 @@ func (l *WidgetList) DeepCopyObject() runtime.Object {
 
 var widgetKind = &registry.Kind[store.NodeCapacity, Widget]{
 	Kind: "Widget", Resource: "widgets", Singular: "widget", ShortNames: []string{"wd"},
-	StoreKind: store.KindNodeCapacity,
 	Fields: []registry.Field[Widget]{
 		{Path: "metadata.name", Value: func(w *Widget) string { return w.Name }, Columns: []string{"cluster_id", "name"}},
 		{Path: "status.cluster", Value: func(w *Widget) string { return w.Cluster }, Columns: []string{"cluster_id"}},
@@ -98,6 +97,7 @@ func follow(t *testing.T, mem *feedtest.MemFeed) *feed.Follower {
 func widgetREST(mem *feedtest.MemFeed, f *feed.Follower) (*widgets, *[]store.ListOptions) {
 	var asked []store.ListOptions
 	src := store.Source[store.NodeCapacity]{
+		Kind: store.KindNodeCapacity,
 		Get: func(ctx context.Context, _, name string) (*store.NodeCapacity, error) {
 			cluster, node, _ := strings.Cut(name, ".")
 			return mem.GetNodeCapacity(ctx, cluster, node)

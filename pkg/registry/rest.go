@@ -37,11 +37,15 @@ type REST[R, O any, P APIObject[O]] struct {
 	TableConvertor
 }
 
-// NewREST returns the storage of kind k over src; it panics if k is
-// declared incompletely (a programming error).
+// NewREST returns the storage of kind k over src, whose watches follow
+// src.Kind in the change feed; it panics if k is declared incompletely or
+// src names no kind (a programming error).
 func NewREST[R, O any, P APIObject[O]](k *Kind[R, O], src store.Source[R], w WatchConfig) *REST[R, O, P] {
 	if err := k.Validate(); err != nil {
 		panic(err)
+	}
+	if src.Kind == "" {
+		panic(fmt.Sprintf("the source of %s names no kind in the change feed", k.Kind))
 	}
 	r := &REST[R, O, P]{
 		kind: k, fields: k.FieldTable(), source: src, watch: w,
@@ -54,7 +58,7 @@ func NewREST[R, O any, P APIObject[O]](k *Kind[R, O], src store.Source[R], w Wat
 		}),
 	}
 	r.spec = WatchSpec{
-		Kind:      k.StoreKind,
+		Kind:      src.Kind,
 		Resource:  k.GroupResource(),
 		Fields:    r.fields,
 		Convert:   ConvertChange[R, O, P](k.ToObject),

@@ -110,7 +110,7 @@ func TestTable(t *testing.T) {
 	if err := Kind.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	rest := NewREST(store.Source[store.ClusterCapacity]{}, registry.WatchConfig{}, registry.MemberStaleness{})
+	rest := NewREST(store.Source[store.ClusterCapacity]{Kind: store.KindClusterCapacity}, registry.WatchConfig{}, registry.MemberStaleness{})
 	r := record()
 	none := record()
 	none.ClusterID, none.MaxFree, none.Schedulable = "empty", nil, store.CapacitySums{}

@@ -17,7 +17,6 @@ import (
 var Kind = &registry.Kind[store.ClusterCapacity, platform.ClusterCapacity]{
 	Kind: "ClusterCapacity", Resource: "clustercapacities", Singular: "clustercapacity",
 	ShortNames: []string{"cc", "clustercap"}, Categories: []string{"platform"},
-	StoreKind: store.KindClusterCapacity,
 	Fields: []registry.Field[platform.ClusterCapacity]{
 		{Path: "metadata.name", Value: func(o *platform.ClusterCapacity) string { return o.Name }, Columns: []string{"cluster_id"}},
 		{Path: "status.cluster", Value: func(o *platform.ClusterCapacity) string { return o.Status.Cluster }, Columns: []string{"cluster_id"}},

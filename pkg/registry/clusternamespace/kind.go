@@ -18,7 +18,6 @@ var Kind = &registry.Kind[store.ClusterNamespace, platform.ClusterNamespace]{
 	Kind: "ClusterNamespace", Resource: "clusternamespaces", Singular: "clusternamespace",
 	ShortNames: []string{"cns", "clusterns"}, Categories: []string{"platform"},
 	Namespaced: true,
-	StoreKind:  store.KindClusterNamespace,
 	Fields: []registry.Field[platform.ClusterNamespace]{
 		{Path: "metadata.name", Value: func(o *platform.ClusterNamespace) string { return o.Name }, Columns: []string{"cluster_id"}},
 		{Path: "metadata.namespace", Value: func(o *platform.ClusterNamespace) string { return o.Namespace }, Columns: []string{"name"}},

@@ -18,7 +18,6 @@ import (
 var Kind = &registry.Kind[store.NodeCapacity, platform.NodeCapacity]{
 	Kind: "NodeCapacity", Resource: "nodecapacities", Singular: "nodecapacity",
 	ShortNames: []string{"nc", "nodecap"}, Categories: []string{"platform"},
-	StoreKind: store.KindNodeCapacity,
 	Fields: []registry.Field[platform.NodeCapacity]{
 		{Path: "metadata.name", Value: func(o *platform.NodeCapacity) string { return o.Name }, Columns: []string{"cluster_id", "name"}},
 		{Path: "status.cluster", Value: func(o *platform.NodeCapacity) string { return o.Status.Cluster }, Columns: []string{"cluster_id"}},

@@ -20,9 +20,15 @@ import (
 // adds it); selectors on it filter the cluster_id column.
 const ClusterLabel = views.ClusterLabel
 
+// Source serves the records of view v from s: what a kind's storage reads
+// and watches (views.View.Source). A new view needs no method of its own.
+func Source[R any](s *Store, v *views.View[R]) store.Source[R] {
+	return v.Source(s.viewReader())
+}
+
 // NodeCapacities serves NodeCapacity records by object name.
 func (s *Store) NodeCapacities() store.Source[store.NodeCapacity] {
-	return views.NodeCapacity.Source(s.viewReader())
+	return Source(s, views.NodeCapacity)
 }
 
 // GetNodeCapacity returns one node's view.
@@ -33,7 +39,7 @@ func (s *Store) GetNodeCapacity(ctx context.Context, clusterID, node string) (*s
 // ClusterNamespaces serves ClusterNamespace records by namespace and
 // object name (the cluster id).
 func (s *Store) ClusterNamespaces() store.Source[store.ClusterNamespace] {
-	return views.ClusterNamespace.Source(s.viewReader())
+	return Source(s, views.ClusterNamespace)
 }
 
 // GetClusterNamespace returns the view of namespace in cluster clusterID.
@@ -43,7 +49,7 @@ func (s *Store) GetClusterNamespace(ctx context.Context, namespace, clusterID st
 
 // ClusterCapacities serves ClusterCapacity records by object name, the cluster id.
 func (s *Store) ClusterCapacities() store.Source[store.ClusterCapacity] {
-	return views.ClusterCapacity.Source(s.viewReader())
+	return Source(s, views.ClusterCapacity)
 }
 
 // GetClusterCapacity returns one member's capacity view.

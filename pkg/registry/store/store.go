@@ -418,6 +418,9 @@ type ListOptions struct {
 // page, or a stream of keyset pages (see Reader); Key places a record in
 // the order of both.
 type Source[R any] struct {
+	// Kind names the records in the change feed (Change.Kind): a watch
+	// of the source follows the changes of its kind.
+	Kind   Kind
 	Get    func(ctx context.Context, namespace, name string) (*R, error)
 	List   func(ctx context.Context, opts ListOptions) (*Page[R], error)
 	Stream func(ctx context.Context, opts ListOptions, pageSize int, yield func(StreamPage[R]) error) error

@@ -209,6 +209,7 @@ func (m *MemFeed) Compact(_ context.Context, olderThan time.Time) (int64, error)
 // NodeCapacities is the NodeCapacity source over the in-memory records.
 func (m *MemFeed) NodeCapacities() store.Source[store.NodeCapacity] {
 	return store.Source[store.NodeCapacity]{
+		Kind: store.KindNodeCapacity,
 		Get: func(ctx context.Context, _, name string) (*store.NodeCapacity, error) {
 			cluster, node, _ := strings.Cut(name, ".")
 			return m.GetNodeCapacity(ctx, cluster, node)

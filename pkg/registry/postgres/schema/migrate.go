@@ -197,8 +197,17 @@ var errStartOver = errors.New("ended by a deadlock with a replica waiting for th
 // does not know every applied migration leaves the sources alone: a newer
 // one applied them, and this one's would be older.
 func migrateUp(ctx context.Context, conn *pgxpool.Conn, through int, fsys fs.FS) error {
+	all, err := migrations()
+	if err != nil {
+		return err
+	}
+	return migrateUpWith(ctx, conn, all, through, fsys)
+}
+
+// migrateUpWith is migrateUp with the migrations all.
+func migrateUpWith(ctx context.Context, conn *pgxpool.Conn, all []migration, through int, fsys fs.FS) error {
 	for attempt := 1; ; attempt++ {
-		err := migrateUpOnce(ctx, conn, through, fsys)
+		err := migrateUpOnce(ctx, conn, all, through, fsys)
 		if attempt == migrationAttempts || !errors.Is(err, errStartOver) {
 			return err
 		}
@@ -212,12 +221,11 @@ func migrateUp(ctx context.Context, conn *pgxpool.Conn, through int, fsys fs.FS)
 }
 
 // migrateUpOnce is one attempt of migrateUp.
-func migrateUpOnce(ctx context.Context, conn *pgxpool.Conn, through int, fsys fs.FS) error {
-	all, err := migrations()
-	if err != nil {
-		return err
-	}
-	var sources []functionSource
+func migrateUpOnce(ctx context.Context, conn *pgxpool.Conn, all []migration, through int, fsys fs.FS) error {
+	var (
+		sources []functionSource
+		err     error
+	)
 	if fsys != nil {
 		if sources, err = functionSources(fsys); err != nil {
 			return err
@@ -249,9 +257,17 @@ func migrateUpOnce(ctx context.Context, conn *pgxpool.Conn, through int, fsys fs
 			}
 		}
 		// The sources are applied in the transaction of the last pending
-		// migration, or in one of their own when it has none.
+		// migration, or in one of their own when it has none; those that
+		// migrations call, before the first that may call them too.
 		sourcesApplied := false
+		called := calledByMigrations(sources)
 		for i, m := range pending {
+			if len(called) > 0 && m.Version > lastMigrationWithFunctions {
+				if err := migrationTx(ctx, conn, func(tx pgx.Tx) error { return applyUnrecorded(ctx, tx, called) }); err != nil {
+					return fmt.Errorf("apply the function sources migrations call, before %s: %w", m.Name, pgdb.InterpretError(err))
+				}
+				called = nil
+			}
 			withSources := sources != nil && i == len(pending)-1
 			if !inTransaction(m.Up) {
 				if err := migrateAlone(ctx, conn, m.Name, m.Up, sqlMigrateRecord, m.Version, m.Name); err != nil {

@@ -36,6 +36,19 @@ var (
 	sqlMigrateSourcesUnchecked   = statement("migrate_sources_bodies_unchecked")
 )
 
+// lastMigrationWithFunctions is the newest migration that may define a
+// function or trigger: later ones leave them to functions/, and may call
+// the ones marked calledByMigrationsLine.
+const lastMigrationWithFunctions = 28
+
+// calledByMigrationsLine is the first line of a function source that
+// migrations may call (registry_define_view): Migrate applies it before
+// the first pending migration after lastMigrationWithFunctions as well as
+// after the migrations, so a registry migrated from empty has it when they
+// run. Such a file uses only what migrations up to
+// lastMigrationWithFunctions made.
+const calledByMigrationsLine = "-- registry:called-by-migrations\n"
+
 // functionSource is one file of functions/.
 type functionSource struct {
 	Name   string // the function's, and the file's without .sql
@@ -65,6 +78,31 @@ func functionSources(fsys fs.FS) ([]functionSource, error) {
 	return out, nil
 }
 
+// calledByMigrations are the sources marked calledByMigrationsLine.
+func calledByMigrations(sources []functionSource) []functionSource {
+	var called []functionSource
+	for _, src := range sources {
+		if strings.HasPrefix(src.SQL, calledByMigrationsLine) {
+			called = append(called, src)
+		}
+	}
+	return called
+}
+
+// applyUnrecorded applies sources in tx without recording them: their
+// application after the migrations records them.
+func applyUnrecorded(ctx context.Context, tx pgx.Tx, sources []functionSource) error {
+	if _, err := tx.Exec(ctx, sqlMigrateSourcesUnchecked); err != nil {
+		return err
+	}
+	for _, src := range sources {
+		if _, err := tx.Exec(ctx, src.SQL); err != nil {
+			return fmt.Errorf("schema/%s/%s.sql: %w", functionsDir, src.Name, err)
+		}
+	}
+	return nil
+}
+
 // sourceState is what migrate_sources_state says of one source.
 type sourceState struct {
 	sha256, recordedDefinition, definition *string
@@ -92,21 +130,15 @@ func applyFunctionSources(ctx context.Context, tx pgx.Tx, sources []functionSour
 	var applied []functionSource
 	for _, src := range sources {
 		st := states[src.Name]
-		if st.sha256 != nil && *st.sha256 == src.SHA256 && st.definition != nil && *st.recordedDefinition == *st.definition {
-			continue
+		if st.sha256 == nil || *st.sha256 != src.SHA256 || st.definition == nil || *st.recordedDefinition != *st.definition {
+			applied = append(applied, src)
 		}
-		if len(applied) == 0 {
-			if _, err := tx.Exec(ctx, sqlMigrateSourcesUnchecked); err != nil {
-				return nil, err
-			}
-		}
-		if _, err := tx.Exec(ctx, src.SQL); err != nil {
-			return nil, fmt.Errorf("schema/%s/%s.sql: %w", functionsDir, src.Name, err)
-		}
-		applied = append(applied, src)
 	}
 	var done []string
 	if len(applied) > 0 {
+		if err := applyUnrecorded(ctx, tx, applied); err != nil {
+			return nil, err
+		}
 		if done, err = recordFunctionSources(ctx, tx, applied); err != nil {
 			return nil, err
 		}

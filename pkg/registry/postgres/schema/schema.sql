@@ -551,6 +551,41 @@ $fn$, fn, kind, delta, tbl);
 END $_$;
 
 --
+-- Name: registry_define_view(regclass, text); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.registry_define_view(tbl regclass, kind text) RETURNS void
+    LANGUAGE plpgsql
+    AS $_$
+DECLARE
+    rel   text := (SELECT relname FROM pg_class WHERE oid = tbl);
+    kinds text[];
+BEGIN
+    IF kind !~ '^[A-Z][A-Za-z0-9]*$' THEN
+        RAISE EXCEPTION 'registry_define_view(%, %): a kind is an API kind name, such as NodeCapacity', tbl, kind;
+    END IF;
+    EXECUTE format('CREATE OR REPLACE TRIGGER %I AFTER INSERT ON %s REFERENCING NEW TABLE AS new_rows
+        FOR EACH STATEMENT EXECUTE FUNCTION registry_log_insert(%L)', rel || '_log_insert', tbl, kind);
+    PERFORM registry_define_log_update(tbl, kind);
+    EXECUTE format('CREATE OR REPLACE TRIGGER %I AFTER DELETE ON %s REFERENCING OLD TABLE AS old_rows
+        FOR EACH STATEMENT EXECUTE FUNCTION registry_log_delete(%L)', rel || '_log_delete', tbl, kind);
+
+    -- The list as PostgreSQL prints it: CHECK ((kind = ANY (ARRAY['A'::text, ...]))).
+    SELECT array_agg(m.k[1] ORDER BY m.n) INTO kinds
+    FROM pg_constraint c, regexp_matches(pg_get_constraintdef(c.oid), '''([A-Za-z0-9]+)''::text', 'g') WITH ORDINALITY AS m(k, n)
+    WHERE c.conrelid = 'registry_change'::regclass AND c.conname = 'registry_change_kind_check';
+    IF kinds IS NULL THEN
+        RAISE EXCEPTION 'registry_define_view(%, %): registry_change has no list of kinds (registry_change_kind_check)', tbl, kind;
+    END IF;
+    IF kind = ANY (kinds) THEN
+        RETURN;
+    END IF;
+    EXECUTE format('ALTER TABLE registry_change DROP CONSTRAINT registry_change_kind_check,
+        ADD CONSTRAINT registry_change_kind_check CHECK (kind IN (%s)) NOT VALID',
+        (SELECT string_agg(quote_literal(k), ', ' ORDER BY n) FROM unnest(kinds || kind) WITH ORDINALITY AS u(k, n)));
+END $_$;
+
+--
 -- Name: registry_jsonb_add(jsonb, jsonb); Type: FUNCTION; Schema: public; Owner: -
 --
 

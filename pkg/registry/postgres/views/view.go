@@ -122,9 +122,11 @@ func (v *View[R]) Get(ctx context.Context, r Reader, k store.ListKey) (*R, error
 	return &rec, nil
 }
 
-// Source is what the API serves the view from.
+// Source is what the API serves the view from, its reads and its kind in
+// the change feed.
 func (v *View[R]) Source(r Reader) store.Source[R] {
 	return store.Source[R]{
+		Kind: v.Kind,
 		Get: func(ctx context.Context, namespace, name string) (*R, error) {
 			k, ok := v.Name(namespace, name)
 			if !ok {

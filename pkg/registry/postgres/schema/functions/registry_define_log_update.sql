@@ -6,7 +6,7 @@
 -- functions it makes are the one kind without a file of their own: they
 -- follow their table's columns, so a migration that adds a column to a
 -- view table calls it again (TestLogTriggersCompareEveryColumn fails if
--- one did not), and the calls at the end make every view table's function
+-- one did not), and the call at the end makes every view table's function
 -- anew whenever this template changes.
 CREATE OR REPLACE FUNCTION registry_define_log_update(tbl regclass, kind text) RETURNS void LANGUAGE plpgsql AS $define$
 DECLARE
@@ -66,6 +66,7 @@ $fn$, fn, kind, delta, tbl);
     EXECUTE format('CREATE OR REPLACE TRIGGER %1$I AFTER UPDATE ON %2$s REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
         FOR EACH STATEMENT EXECUTE FUNCTION %3$I()', rel || '_log_update', tbl, fn);
 END $define$;
-SELECT registry_define_log_update('cluster_capacity', 'ClusterCapacity');
-SELECT registry_define_log_update('cluster_namespace', 'ClusterNamespace');
-SELECT registry_define_log_update('cluster_node', 'NodeCapacity');
+-- Every view table: the tables whose inserted rows registry_log_insert logs,
+-- with the kind their insert trigger passes it (registry_define_view).
+SELECT registry_define_log_update(g.tgrelid::regclass, convert_from(substring(g.tgargs FOR position('\x00'::bytea IN g.tgargs) - 1), 'UTF8'))
+FROM pg_trigger g WHERE g.tgfoid = 'registry_log_insert'::regproc AND NOT g.tgisinternal;
