@@ -1,7 +1,6 @@
 package postgres_test
 
 import (
-	"context"
 	"errors"
 	"math"
 	"reflect"
@@ -109,7 +108,7 @@ func capacityValues(c store.ClusterCapacity) store.ClusterCapacity {
 func TestClusterCapacity(t *testing.T) {
 	t.Parallel()
 	s, b := setup(t, postgres.Options{})
-	ctx := b.ctx
+	ctx := b.Ctx
 	start := registryRV(t, s, ctx)
 	tainted := node("t1", 2000, 4<<30)
 	tainted.Taints = []store.Taint{{Key: "k", Effect: "NoExecute"}}
@@ -286,12 +285,12 @@ func gpuNode(name string, gpus int64) store.Node {
 func checkCapacity(t *testing.T, s *postgres.Store, b testBundle, cluster, step string) {
 	t.Helper()
 	sel := []store.FieldRequirement{{Field: store.Field{Path: "status.cluster", Columns: []string{"cluster_id"}}, Op: "=", Value: cluster}}
-	nodes := listNodes(t, s, b.ctx, store.ListOptions{Fields: sel}).Items
-	nss, err := s.ClusterNamespaces().List(b.ctx, store.ListOptions{Fields: sel})
+	nodes := listNodes(t, s, b.Ctx, store.ListOptions{Fields: sel}).Items
+	nss, err := s.ClusterNamespaces().List(b.Ctx, store.ListOptions{Fields: sel})
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := s.GetClusterCapacity(b.ctx, cluster)
+	got, err := s.GetClusterCapacity(b.Ctx, cluster)
 	if err != nil {
 		t.Fatalf("%s: GetClusterCapacity(%s): %v", step, cluster, err)
 	}
@@ -305,7 +304,7 @@ func checkCapacity(t *testing.T, s *postgres.Store, b testBundle, cluster, step 
 func TestClusterCapacitySaturates(t *testing.T) {
 	t.Parallel()
 	s, b := setup(t, postgres.Options{})
-	ctx := b.ctx
+	ctx := b.Ctx
 	big := func(name string) store.Node {
 		n := node(name, 1000, 1<<30)
 		n.Allocatable.MemoryBytes, n.Allocatable.Pods = math.MaxInt64-1, math.MinInt64
@@ -332,7 +331,7 @@ func TestClusterCapacitySaturates(t *testing.T) {
 func TestRecordMemberState(t *testing.T) {
 	t.Parallel()
 	s, b := setup(t, postgres.Options{})
-	ctx := b.ctx
+	ctx := b.Ctx
 	f, err := s.ClaimMember(ctx, "m", "replica-1")
 	if err != nil {
 		t.Fatal(err)
@@ -405,13 +404,4 @@ func TestRecordMemberState(t *testing.T) {
 	if err := s.RecordMemberState(ctx, f, store.MemberStatus{State: store.MemberLagging}); !errors.Is(err, store.ErrFenced) {
 		t.Errorf("a report of the former owner: %v, want ErrFenced", err)
 	}
-}
-
-func mustCapacity(t *testing.T, s *postgres.Store, ctx context.Context, cluster string) *store.ClusterCapacity {
-	t.Helper()
-	c, err := s.GetClusterCapacity(ctx, cluster)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
 }

@@ -23,7 +23,7 @@ import (
 func TestChangeFeedChurn(t *testing.T) {
 	t.Parallel()
 	s, b := setup(t, postgres.Options{})
-	ctx := b.ctx
+	ctx := b.Ctx
 	const writers, rounds, limit = 8, 40, 5
 
 	done := make(chan struct{})
@@ -81,7 +81,7 @@ func TestChangeFeedChurn(t *testing.T) {
 	changes := res.changes
 
 	// Every entry exactly once, in order.
-	conn, err := pgx.Connect(ctx, b.dsn)
+	conn, err := pgx.Connect(ctx, b.DSN)
 	if err != nil {
 		t.Fatal(err)
 	}

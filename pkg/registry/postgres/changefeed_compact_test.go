@@ -14,7 +14,7 @@ import (
 func TestCompact(t *testing.T) {
 	t.Parallel()
 	s, b := setup(t, postgres.Options{})
-	ctx := b.ctx
+	ctx := b.Ctx
 
 	// Enough entries for several compaction batches.
 	var nodes []store.Node
@@ -85,7 +85,7 @@ func TestCompact(t *testing.T) {
 func TestChangeFeedHistoryStartsAtMigration(t *testing.T) {
 	t.Parallel()
 	s, b := setup(t, postgres.Options{})
-	ctx := b.ctx
+	ctx := b.Ctx
 	mustApply(t, s, ctx, store.Batch{ClusterID: "c", Nodes: []store.Node{node("n1", 1000, 1)}})
 	// Revert down to before 002_change_feed (the migrations after it too).
 	if err := s.MigrateDownTo(ctx, 1); err != nil {

@@ -11,19 +11,6 @@ import (
 	"github.com/example/platform-apiserver/pkg/registry/store"
 )
 
-// changeKey names a change's object: "node/<cluster>/<name>",
-// "ns/<cluster>/<name>" or "cc/<cluster>/<cluster>".
-func changeKey(c store.Change) string {
-	switch c.Kind {
-	case store.KindNodeCapacity:
-		return "node/" + asNode(c.Object).ClusterID + "/" + asNode(c.Object).Node.Name
-	case store.KindClusterCapacity:
-		return "cc/" + asCapacity(c.Object).ClusterID + "/" + asCapacity(c.Object).ClusterID
-	default:
-		return "ns/" + asNamespace(c.Object).ClusterID + "/" + asNamespace(c.Object).Namespace.Name
-	}
-}
-
 // changeObject and changePrev return the change's object and previous state
 // as any (a *store.NodeCapacity, *store.ClusterNamespace or
 // *store.ClusterCapacity, nil when unset).
@@ -162,9 +149,3 @@ func replay(t *testing.T, state map[string]any, changes []store.Change) {
 		}
 	}
 }
-
-// asNode, asNamespace and asCapacity are a change's record of that kind,
-// nil for none.
-func asNode(o any) *store.NodeCapacity          { n, _ := o.(*store.NodeCapacity); return n }
-func asNamespace(o any) *store.ClusterNamespace { n, _ := o.(*store.ClusterNamespace); return n }
-func asCapacity(o any) *store.ClusterCapacity   { c, _ := o.(*store.ClusterCapacity); return c }

@@ -17,7 +17,7 @@ import (
 func TestChangeFeed(t *testing.T) {
 	t.Parallel()
 	s, b := setup(t, postgres.Options{})
-	ctx := b.ctx
+	ctx := b.Ctx
 	const c = "prod-1"
 	initial := store.Batch{
 		ClusterID:  c,
@@ -150,7 +150,7 @@ func TestChangeFeed(t *testing.T) {
 func TestChangesLimit(t *testing.T) {
 	t.Parallel()
 	s, b := setup(t, postgres.Options{})
-	ctx := b.ctx
+	ctx := b.Ctx
 	nodes := []store.Node{node("n1", 1000, 1), node("n2", 1000, 1), node("n3", 1000, 1)}
 	mustApply(t, s, ctx, store.Batch{ClusterID: "c", Nodes: nodes, Namespaces: []store.Namespace{namespace("a"), namespace("b")}})
 	all, readAt, err := s.Changes(ctx, store.ChangeFilter{}, 0, 100)
@@ -193,20 +193,13 @@ func rvs(changes []store.Change) []int64 {
 	return out
 }
 
-func sameSet(a, b []string) bool {
-	a, b = slices.Clone(a), slices.Clone(b)
-	slices.Sort(a)
-	slices.Sort(b)
-	return slices.Equal(a, b)
-}
-
 // TestChangesFiltered: a filtered read returns only the kind's (and the
 // member's) changes, counts only them against the limit, and a short
 // result reaches the snapshot's version, as an unfiltered one does.
 func TestChangesFiltered(t *testing.T) {
 	t.Parallel()
 	s, b := setup(t, postgres.Options{})
-	ctx := b.ctx
+	ctx := b.Ctx
 	from := registryRV(t, s, ctx)
 	for _, c := range []string{"a", "b"} {
 		mustApply(t, s, ctx, store.Batch{ClusterID: c,
@@ -268,7 +261,7 @@ func withoutSizes(changes []store.Change) []store.Change {
 func TestChangesInconsistentLog(t *testing.T) {
 	t.Parallel()
 	s, b := setup(t, postgres.Options{})
-	ctx := b.ctx
+	ctx := b.Ctx
 	mustApply(t, s, ctx, store.Batch{ClusterID: "a", Nodes: []store.Node{node("n1", 4000, 8<<30)}})
 	mustApply(t, s, ctx, store.Batch{ClusterID: "a", Nodes: []store.Node{node("n1", 8000, 8<<30)}})
 	if n, err := queryExec(t, b, `DELETE FROM registry_change WHERE kind = 'NodeCapacity' AND type = 'MODIFIED'`); err != nil || n != 1 {

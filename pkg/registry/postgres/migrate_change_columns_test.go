@@ -22,14 +22,14 @@ var logTables = []string{"cluster_node", "cluster_namespace", "cluster_capacity"
 func TestLogTriggersCompareEveryColumn(t *testing.T) {
 	t.Parallel()
 	_, b := setup(t, postgres.Options{})
-	conn := b.connect(t)
+	conn := b.Connect(t)
 	for _, table := range logTables {
 		var src string
-		if err := conn.QueryRow(b.ctx, `SELECT p.prosrc FROM pg_trigger g JOIN pg_proc p ON p.oid = g.tgfoid
+		if err := conn.QueryRow(b.Ctx, `SELECT p.prosrc FROM pg_trigger g JOIN pg_proc p ON p.oid = g.tgfoid
 			WHERE g.tgrelid = $1::regclass AND g.tgname = $1 || '_log_update'`, table).Scan(&src); err != nil {
 			t.Fatalf("%s's update log trigger: %v", table, err)
 		}
-		rows, err := conn.Query(b.ctx, `SELECT attname FROM pg_attribute WHERE attrelid = $1::regclass
+		rows, err := conn.Query(b.Ctx, `SELECT attname FROM pg_attribute WHERE attrelid = $1::regclass
 			AND attnum > 0 AND NOT attisdropped AND attname <> 'resource_version'`, table)
 		if err != nil {
 			t.Fatal(err)
@@ -54,12 +54,12 @@ func TestLogTriggersCompareEveryColumn(t *testing.T) {
 func TestUpdateDeltasAreTheChangedColumns(t *testing.T) {
 	t.Parallel()
 	s, b := setup(t, postgres.Options{})
-	ctx := b.ctx
+	ctx := b.Ctx
 	mustApply(t, s, ctx, store.Batch{ClusterID: "a",
 		Nodes:      []store.Node{node("n1", 4000, 8<<30), node("n2", 2000, 4<<30)},
 		Namespaces: []store.Namespace{namespace("x"), namespace("y")},
 		Pods:       []store.Pod{pod("x", "p1", "n1", 500, 1<<30)}})
-	conn, err := pgx.Connect(ctx, b.dsn)
+	conn, err := pgx.Connect(ctx, b.DSN)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,11 +118,11 @@ func TestUpdateDeltasAreTheChangedColumns(t *testing.T) {
 func TestCapacitySumsKeepTheirPlans(t *testing.T) {
 	t.Parallel()
 	_, b := setup(t, postgres.Options{})
-	conn := b.connect(t)
+	conn := b.Connect(t)
 	for _, fn := range []string{"cluster_capacity_add_nodes", "cluster_capacity_add_namespaces"} {
 		var lang string
 		var config []string
-		if err := conn.QueryRow(b.ctx, `SELECT l.lanname, coalesce(p.proconfig, '{}') FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang
+		if err := conn.QueryRow(b.Ctx, `SELECT l.lanname, coalesce(p.proconfig, '{}') FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang
 			WHERE p.oid = $1::regproc`, fn).Scan(&lang, &config); err != nil {
 			t.Fatalf("%s: %v", fn, err)
 		}

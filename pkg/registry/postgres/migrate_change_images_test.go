@@ -16,7 +16,7 @@ import (
 func TestMigrateChangeImages(t *testing.T) {
 	t.Parallel()
 	s, b := setup(t, postgres.Options{})
-	ctx := b.ctx
+	ctx := b.Ctx
 	start := registryRV(t, s, ctx)
 	mustApply(t, s, ctx, store.Batch{ClusterID: "a",
 		Nodes:      []store.Node{node("n1", 4000, 8<<30), node("n2", 2000, 4<<30)},

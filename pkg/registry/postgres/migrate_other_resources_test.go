@@ -18,7 +18,7 @@ import (
 func TestMigrateToOtherResources(t *testing.T) {
 	t.Parallel()
 	s, b := setup(t, postgres.Options{})
-	ctx := b.ctx
+	ctx := b.Ctx
 	mustApply(t, s, ctx, store.Batch{ClusterID: "a",
 		Nodes:      []store.Node{node("n1", 4000, 8<<30), node("n2", 2000, 4<<30)},
 		Namespaces: []store.Namespace{namespace("x")},
@@ -26,7 +26,7 @@ func TestMigrateToOtherResources(t *testing.T) {
 	if err := s.MigrateDownTo(ctx, 14); err != nil {
 		t.Fatalf("MigrateDownTo(14): %v", err)
 	}
-	conn, err := pgx.Connect(ctx, b.dsn)
+	conn, err := pgx.Connect(ctx, b.DSN)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,7 @@ import (
 func TestNotifications(t *testing.T) {
 	t.Parallel()
 	s, b := setup(t, postgres.Options{})
-	ctx, cancel := context.WithCancel(b.ctx)
+	ctx, cancel := context.WithCancel(b.Ctx)
 	defer cancel()
 	notes, err := s.Notifications(ctx)
 	if err != nil {
@@ -39,9 +39,9 @@ func TestNotifications(t *testing.T) {
 
 	// A dropped connection is re-established; the reconnect itself
 	// signals. A new listener, so no value of the commits above is pending.
-	ctx, cancel = context.WithCancel(b.ctx)
+	ctx, cancel = context.WithCancel(b.Ctx)
 	defer cancel()
-	admin, err := pgx.Connect(ctx, b.dsn)
+	admin, err := pgx.Connect(ctx, b.DSN)
 	if err != nil {
 		t.Fatal(err)
 	}

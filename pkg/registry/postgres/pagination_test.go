@@ -17,7 +17,7 @@ import (
 func TestPagination(t *testing.T) {
 	t.Parallel()
 	s, b := setup(t, postgres.Options{})
-	ctx := b.ctx
+	ctx := b.Ctx
 	var want []string
 	// 25 nodes over clusters whose bytewise order differs from a locale's ("B" < "a").
 	clusters := []string{"a", "B", "c-1"}
@@ -106,7 +106,7 @@ func TestContinueTokens(t *testing.T) {
 	now := time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
 	clock := func() time.Time { return now }
 	s, b := setup(t, postgres.Options{ContinueTTL: time.Minute, Now: func() time.Time { return clock() }})
-	ctx := b.ctx
+	ctx := b.Ctx
 	mustApply(t, s, ctx, store.Batch{ClusterID: "c", Nodes: []store.Node{node("a", 1, 1), node("b", 1, 1), node("c", 1, 1)},
 		Namespaces: []store.Namespace{namespace("a"), namespace("b")}})
 	first := listNodes(t, s, ctx, store.ListOptions{Limit: 1})
@@ -145,7 +145,7 @@ func TestContinueTokens(t *testing.T) {
 
 	// A token issued by another replica (another Store on the same database) is honoured.
 	clock = func() time.Time { return now }
-	other, err := postgres.Open(ctx, b.dsn, postgres.Options{Now: clock})
+	other, err := postgres.Open(ctx, b.DSN, postgres.Options{Now: clock})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,8 +157,8 @@ func TestContinueTokens(t *testing.T) {
 	// One issued by another registry (another database, as after a
 	// re-create) has expired: the client restarts its list (410).
 	recreated, rb := setup(t, postgres.Options{Now: clock})
-	mustApply(t, recreated, rb.ctx, store.Batch{ClusterID: "c", Nodes: []store.Node{node("a", 1, 1), node("b", 1, 1)}})
-	foreign := listNodes(t, recreated, rb.ctx, store.ListOptions{Limit: 1})
+	mustApply(t, recreated, rb.Ctx, store.Batch{ClusterID: "c", Nodes: []store.Node{node("a", 1, 1), node("b", 1, 1)}})
+	foreign := listNodes(t, recreated, rb.Ctx, store.ListOptions{Limit: 1})
 	if _, err := s.NodeCapacities().List(ctx, store.ListOptions{Limit: 1, Continue: foreign.Continue}); !errors.Is(err, store.ErrExpiredContinue) {
 		t.Errorf("token from another registry: got %v, want %v", err, store.ErrExpiredContinue)
 	}
@@ -166,7 +166,7 @@ func TestContinueTokens(t *testing.T) {
 
 func listNodesErr(s *postgres.Store, b testBundle) func(store.ListOptions) error {
 	return func(o store.ListOptions) error {
-		_, err := s.NodeCapacities().List(b.ctx, o)
+		_, err := s.NodeCapacities().List(b.Ctx, o)
 		return err
 	}
 }

@@ -128,7 +128,7 @@ func simulate(rng *rand.Rand, nodes []simNode, q store.PlacementQuery) (map[stri
 func TestPlacement(t *testing.T) {
 	t.Parallel()
 	s, b := setup(t, postgres.Options{})
-	ctx := b.ctx
+	ctx := b.Ctx
 	rng := rand.New(rand.NewPCG(1, 2))
 	zones := []string{"a", "b", "c"}
 	taints := []corev1.Taint{{Key: "gpu", Value: "true", Effect: corev1.TaintEffectNoSchedule},

@@ -19,21 +19,21 @@ func TestReady(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pending, err := s.PendingMigrations(b.ctx)
+	pending, err := s.PendingMigrations(b.Ctx)
 	if err != nil || len(pending) != latest || pending[0] != "001_registry" {
 		t.Fatalf("PendingMigrations: %v, %v; want all %d", pending, err, latest)
 	}
-	err = s.Ready(b.ctx)
+	err = s.Ready(b.Ctx)
 	if want := fmt.Sprintf("%d migrations pending (%s); run `platform-apiserver migrate`", latest, strings.Join(pending, ", ")); !errors.Is(err, store.ErrUnavailable) || !strings.Contains(err.Error(), want) {
 		t.Fatalf("Ready before Migrate: %v, want ErrUnavailable saying %q", err, want)
 	}
-	if _, err := s.NodeCapacities().List(b.ctx, store.ListOptions{}); !errors.Is(err, store.ErrUnavailable) {
+	if _, err := s.NodeCapacities().List(b.Ctx, store.ListOptions{}); !errors.Is(err, store.ErrUnavailable) {
 		t.Fatalf("list before Migrate: got %v, want ErrUnavailable", err)
 	}
-	if err := s.Migrate(b.ctx); err != nil {
+	if err := s.Migrate(b.Ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Ready(b.ctx); err != nil {
+	if err := s.Ready(b.Ctx); err != nil {
 		t.Fatalf("Ready after Migrate: %v", err)
 	}
 }

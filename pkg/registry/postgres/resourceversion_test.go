@@ -13,7 +13,7 @@ import (
 func TestResourceVersion(t *testing.T) {
 	t.Parallel()
 	s, b := setup(t, postgres.Options{})
-	ctx := b.ctx
+	ctx := b.Ctx
 	const c = "prod-1"
 	batch := store.Batch{
 		ClusterID:  c,
@@ -140,7 +140,7 @@ func assertListRVCoversItems(t *testing.T, s *postgres.Store, ctx context.Contex
 func TestConcurrentApply(t *testing.T) {
 	t.Parallel()
 	s, b := setup(t, postgres.Options{})
-	ctx := b.ctx
+	ctx := b.Ctx
 	const writers, rounds, nodesPer = 6, 8, 4
 
 	type snapshot struct {

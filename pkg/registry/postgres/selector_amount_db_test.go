@@ -20,7 +20,7 @@ import (
 func TestAmountFieldSelectors(t *testing.T) {
 	t.Parallel()
 	s, b := setup(t, postgres.Options{})
-	ctx := b.ctx
+	ctx := b.Ctx
 	withOther := func(name string, other map[string]int64) store.Node {
 		n := node(name, 4000, 8<<30)
 		n.Allocatable.Other = other

@@ -19,7 +19,7 @@ import (
 func TestLabelSelectors(t *testing.T) {
 	t.Parallel()
 	s, b := setup(t, postgres.Options{})
-	ctx := b.ctx
+	ctx := b.Ctx
 	objects := map[string]map[string]string{
 		"c1.a": {"app": "web", "tier": "front", "size": "3"},
 		"c1.b": {"app": "db", "size": "10"},
@@ -84,7 +84,7 @@ func sortedKeys(csv string) string {
 func TestFieldSelectors(t *testing.T) {
 	t.Parallel()
 	s, b := setup(t, postgres.Options{})
-	ctx := b.ctx
+	ctx := b.Ctx
 	ready := node("ready", 1000, 1)
 	cordoned := node("cordoned", 1000, 1)
 	cordoned.Unschedulable = true

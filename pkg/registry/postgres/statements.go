@@ -6,13 +6,13 @@ import (
 	"github.com/example/platform-apiserver/pkg/registry/postgres/pgdb"
 )
 
-// The store's static SQL is data: each statement is a file sql/<name>.sql,
-// loaded by statement(name) into a package-level variable (pgdb.Loader).
-// Only SQL assembled at run time stays in Go: a list's WHERE clause from
-// selectors (selector.go, read.go), the change feed's per-kind projection
-// (changefeed.go), and DDL naming a partition (metrics.go). Batches travel
-// as one jsonb parameter, a JSON array of row objects that the statement
-// decodes with jsonb_to_recordset (see jsonRows).
+// The store's own static SQL (the change log's reads and compaction, the
+// notifications, the continue-token key) is data: each statement is a file
+// sql/<name>.sql, loaded by statement(name) into a package-level variable
+// (pgdb.Loader). The packages below it load theirs likewise. Only SQL
+// assembled at run time stays in Go: a list's WHERE clause from selectors
+// (package views), the change feed's per-kind projection (changefeed.go),
+// and DDL naming a partition (package usage).
 
 //go:embed sql/*.sql
 var sqlFiles embed.FS

@@ -3,16 +3,16 @@
 // resourceVersion design.
 //
 // Store is the one type the API layer and discovery see. It holds the
-// pools and the write engine, and delegates to one package per mechanism:
-// pgdb (connections, pools, errors), schema (migrations), replicas (where
-// reads run, failovers), views (declarations and reads), changelog (the
-// change log's reader, compaction, LISTEN) and usage (the usage history).
+// pools and delegates to one package per mechanism: pgdb (connections,
+// pools, errors), schema (migrations), replicas (where reads run,
+// failovers), views (declarations and reads), changelog (the change log's
+// reader, compaction, LISTEN), writes (the write engine) and usage (the
+// usage history).
 package postgres
 
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -25,6 +25,8 @@ import (
 	"github.com/example/platform-apiserver/pkg/registry/postgres/pgdb"
 	"github.com/example/platform-apiserver/pkg/registry/postgres/replicas"
 	"github.com/example/platform-apiserver/pkg/registry/postgres/schema"
+	"github.com/example/platform-apiserver/pkg/registry/postgres/usage"
+	"github.com/example/platform-apiserver/pkg/registry/postgres/writes"
 	"github.com/example/platform-apiserver/pkg/registry/store"
 )
 
@@ -98,8 +100,10 @@ type Store struct {
 	codecMu sync.Mutex
 	codec   *continuetoken.Codec // loaded from registry_secret on first use
 
-	// applies are the Apply batches waiting for a group commit.
-	applies applyQueue
+	// engine writes on the writes pool (package writes).
+	engine *writes.Engine
+	// usage records the usage history through engine (package usage).
+	usage *usage.Recorder
 }
 
 // Open creates a connection pool for dsn ("" means libpq defaults and the
@@ -125,17 +129,18 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	}
 	// Timeouts, TLS errors, the DSN file's credentials:
 	pgdb.ConfigureConnections(cfg, dsn, pgdb.ConnOptions{DSNFile: opts.DSNFile, TCPUserTimeout: opts.TCPUserTimeout, TCPKeepAlive: opts.TCPKeepAlive})
-	setWriteProtocol(cfg)
+	schema.SetWriteProtocol(cfg)
 	s := &Store{opts: opts, changeLog: registryLog, replicas: replicas.New(replicas.Options{
 		Wait: opts.StandbyWait, MaxLag: opts.StandbyMaxLag, NoPrimaryReads: opts.NoPrimaryReads,
 	})}
-	s.applies.init()
 	// Every new connection to the primary first checks for a failover.
 	cfg.AfterConnect = s.replicas.AfterConnect
 	if err := s.openPools(ctx, cfg); err != nil {
 		return nil, err
 	}
 	s.listener = changelog.NewListener(s.feed, s.primaryPools(), s.replicas.Saw)
+	s.engine = writes.New(s.writes)
+	s.usage = usage.NewRecorder(s.engine, s.writes)
 	for _, dsn := range opts.ReadDSNs {
 		if err := s.addStandby(ctx, dsn, ""); err != nil {
 			s.Close()
@@ -239,7 +244,7 @@ func (s *Store) addStandby(ctx context.Context, dsn, file string) error {
 	}
 	raiseMaxConns(rc, dsn)
 	pgdb.ConfigureConnections(rc, dsn, pgdb.ConnOptions{DSNFile: file, TCPUserTimeout: s.opts.TCPUserTimeout, TCPKeepAlive: s.opts.TCPKeepAlive}) // as for the primary
-	setWriteProtocol(rc)
+	schema.SetWriteProtocol(rc)
 	name := rc.ConnConfig.Host + ":" + fmt.Sprint(rc.ConnConfig.Port)
 	rp, err := pgdb.NewPool(ctx, "standby "+name, rc, 0, s.opts.AcquireTimeout)
 	if err != nil {
@@ -247,12 +252,6 @@ func (s *Store) addStandby(ctx context.Context, dsn, file string) error {
 	}
 	s.replicas.Add(name, rp)
 	return nil
-}
-
-// setWriteProtocol makes every connection of cfg say the write protocol
-// this release writes: every publish checks it (migration 028).
-func setWriteProtocol(cfg *pgxpool.Config) {
-	cfg.ConnConfig.RuntimeParams[schema.WriteProtocolParam] = strconv.Itoa(schema.WriteProtocol)
 }
 
 // raiseMaxConns sets the reads pool's size to defaultMaxConns unless the

@@ -20,7 +20,7 @@ import (
 func TestUnschedulableReason(t *testing.T) {
 	t.Parallel()
 	s, b := setup(t, postgres.Options{})
-	ctx := b.ctx
+	ctx := b.Ctx
 	var nodes []store.Node
 	for _, ready := range []bool{true, false} {
 		for _, cordoned := range []bool{true, false} {

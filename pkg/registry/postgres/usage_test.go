@@ -25,7 +25,7 @@ import (
 func TestUsageHistory(t *testing.T) {
 	t.Parallel()
 	s, b := setup(t, postgres.Options{})
-	ctx := b.ctx
+	ctx := b.Ctx
 	pool := func(name, p string) store.Node {
 		n := node(name, metricsNodeCPU, metricsNodeMem)
 		n.Labels = map[string]string{"pool": p}
@@ -217,7 +217,7 @@ func checkUsageStats(t *testing.T, what string, got store.UsageStats, samples []
 func TestUsageHistogramAdd(t *testing.T) {
 	t.Parallel()
 	_, b := setup(t, postgres.Options{})
-	conn := b.connect(t)
+	conn := b.Connect(t)
 	rnd := rand.New(rand.NewPCG(1, 2))
 	histogram := func(max int) ([]int16, []int64) {
 		set := map[int16]int64{}
@@ -246,7 +246,7 @@ func TestUsageHistogramAdd(t *testing.T) {
 		}
 		var gotB []int16
 		var gotC []int64
-		if err := conn.QueryRow(b.ctx, `SELECT coalesce(buckets, '{}'), coalesce(counts, '{}') FROM usage_histogram_add($1, $2, $3, $4)`,
+		if err := conn.QueryRow(b.Ctx, `SELECT coalesce(buckets, '{}'), coalesce(counts, '{}') FROM usage_histogram_add($1, $2, $3, $4)`,
 			ab, ac, bb, bc).Scan(&gotB, &gotC); err != nil {
 			t.Fatal(err)
 		}

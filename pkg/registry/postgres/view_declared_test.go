@@ -17,6 +17,7 @@ import (
 	"github.com/example/platform-apiserver/pkg/registry/feed"
 	"github.com/example/platform-apiserver/pkg/registry/postgres/changelog"
 	"github.com/example/platform-apiserver/pkg/registry/postgres/views"
+	"github.com/example/platform-apiserver/pkg/registry/postgres/writes"
 	"github.com/example/platform-apiserver/pkg/registry/store"
 	pgtest "github.com/example/platform-apiserver/test/framework/postgres"
 )
@@ -124,8 +125,8 @@ func putGadgets(t *testing.T, s *Store, cluster string, gs ...gadget) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = s.write(t.Context(), "test_gadgets", sections{views: func(w *writer) error {
-		return w.stamp("upsert gadgets", gadgetView.UpsertSQL(), cluster, rows)
+	err = s.engine.Write(t.Context(), "test_gadgets", writes.Sections{Views: func(w *writes.Writer) error {
+		return w.Stamp("upsert gadgets", gadgetView.UpsertSQL(), cluster, rows)
 	}})
 	if err != nil {
 		t.Fatalf("write gadgets: %v", err)

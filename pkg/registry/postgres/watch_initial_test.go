@@ -59,7 +59,7 @@ const churnNodesPerCluster = 400
 
 func testInitialPagesUnderChurn(t *testing.T, sel labels.Selector) {
 	s, b := setup(t, postgres.Options{})
-	ctx := b.ctx
+	ctx := b.Ctx
 	ch := newChurn(t, s)
 	start := registryRV(t, s, ctx)
 
@@ -101,7 +101,7 @@ func testInitialPagesUnderChurn(t *testing.T, sel labels.Selector) {
 			ch.round(t)
 		}
 		if events == 300 {
-			noLongTransactions(t, b.dsn)
+			noLongTransactions(t, b.DSN)
 		}
 	}
 	want := replayNodes(t, s, endRV, sel)

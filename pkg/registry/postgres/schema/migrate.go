@@ -44,6 +44,12 @@ const WriteProtocol = 1
 // WriteProtocolParam is the run-time parameter that carries WriteProtocol.
 const WriteProtocolParam = "registry.write_protocol"
 
+// SetWriteProtocol makes every connection of cfg say the write protocol
+// this release writes: every publish checks it (migration 028).
+func SetWriteProtocol(cfg *pgxpool.Config) {
+	cfg.ConnConfig.RuntimeParams[WriteProtocolParam] = strconv.Itoa(WriteProtocol)
+}
+
 var (
 	sqlMigrateLock        = statement("migrate_lock")
 	sqlMigrateUnlock      = statement("migrate_unlock")

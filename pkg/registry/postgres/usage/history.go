@@ -1,8 +1,10 @@
-// Package usage is the registry's usage history: the hourly partitions of
-// the node samples and the hourly rollups of node and namespace samples,
-// kept (partitions made and dropped, rollups expired) and read (averages,
-// maxima, percentiles, series). Recording a scrape's samples and reporting
-// due usage on the views are writes of the store (package postgres).
+// Package usage is the registry's usage history: a scrape's samples
+// recorded and the usage due reported on the view rows (Recorder, through
+// the write engine, package writes), the hourly partitions of the node
+// samples and the hourly rollups of node and namespace samples, kept
+// (partitions made and dropped, rollups expired, stale usage made
+// unknown) and read (averages, maxima, percentiles, series). See
+// docs/usage-history.md.
 package usage
 
 import (

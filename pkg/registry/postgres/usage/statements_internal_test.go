@@ -2,6 +2,7 @@ package usage
 
 import (
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/example/platform-apiserver/pkg/registry/postgres/internal/pgtesting"
@@ -11,10 +12,14 @@ import (
 
 func TestMain(m *testing.M) { os.Exit(pgtest.RunTests(m)) }
 
-// TestStatementsAllUsed: every embedded file was loaded at init.
+// TestStatementsAllUsed: every embedded file was loaded at init, as a
+// statement or an include, and no statement kept a header or an include.
 func TestStatementsAllUsed(t *testing.T) {
 	t.Parallel()
 	pgtesting.CheckStatementsLoaded(t, statements)
+	if !strings.Contains(sqlReportUsage, "cluster_node_usage_phase") {
+		t.Errorf("includes not expanded:\n%s", sqlReportUsage)
+	}
 }
 
 // TestStatementsPrepare: every statement parses and type-checks against the

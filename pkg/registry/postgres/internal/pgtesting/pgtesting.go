@@ -125,6 +125,83 @@ func MigratedConn(t testing.TB, migrate func(context.Context, *pgxpool.Conn) err
 	return conn
 }
 
+// Pool is a pool of 8 connections to dsn, as the store's writes pool,
+// with configure applied to its configuration (the write protocol:
+// schema.SetWriteProtocol), closed when the test ends.
+func Pool(t testing.TB, dsn string, configure func(*pgxpool.Config)) *pgdb.Pool {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	configure(cfg)
+	pool, err := pgdb.NewPool(context.Background(), "writes", cfg, 8, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+// MigratedPool is a Pool on a fresh test database that migrate has
+// migrated.
+func MigratedPool(t testing.TB, migrate func(context.Context, *pgxpool.Conn) error, configure func(*pgxpool.Config)) *pgdb.Pool {
+	t.Helper()
+	pool := Pool(t, pgtest.NewTestDatabase(t), configure)
+	conn, err := pool.Acquire(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	if err := migrate(t.Context(), conn); err != nil {
+		t.Fatalf("Migrate: %v", err)
+	}
+	return pool
+}
+
+// Rescans plans query with args on q (EXPLAIN, the plan it would run) and
+// describes each nested loop whose inner side scans a CTE or a function:
+// the batch a statement decodes from its parameter, read again for every
+// row of the outer side, a cost quadratic in the batch.
+func Rescans(t testing.TB, ctx context.Context, q interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}, query string, args ...any) []string {
+	t.Helper()
+	var doc []struct{ Plan planNode }
+	if err := q.QueryRow(ctx, "EXPLAIN (FORMAT JSON) "+query, args...).Scan(&doc); err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	doc[0].Plan.each(func(p planNode) {
+		if p.NodeType != "Nested Loop" || len(p.Plans) != 2 {
+			return
+		}
+		p.Plans[1].each(func(inner planNode) {
+			if inner.NodeType == "CTE Scan" || inner.NodeType == "Function Scan" {
+				out = append(out, fmt.Sprintf("%s %s join rescans %s %s%s", p.NodeType, p.JoinType, inner.NodeType, inner.CTEName, inner.FunctionName))
+			}
+		})
+	})
+	return out
+}
+
+// planNode is a node of EXPLAIN (FORMAT JSON); each visits it and every
+// node below it.
+type planNode struct {
+	NodeType     string     `json:"Node Type"`
+	JoinType     string     `json:"Join Type"`
+	CTEName      string     `json:"CTE Name"`
+	FunctionName string     `json:"Function Name"`
+	Plans        []planNode `json:"Plans"`
+}
+
+func (p planNode) each(f func(planNode)) {
+	f(p)
+	for _, c := range p.Plans {
+		c.each(f)
+	}
+}
+
 // SyncBuffer is a log destination tests read while connections write.
 type SyncBuffer struct {
 	mu sync.Mutex
