@@ -40,14 +40,11 @@ var sqlEpoch = statement("epoch_bounds")
 // Lost reports whether a client at rv may have seen changes a failover lost.
 func (e Epoch) Lost(rv int64) bool { return rv > e.LostAfter && rv < e.Floor }
 
-// querier runs a query of one row: a connection or a transaction.
-type querier interface {
+// ReadEpoch reads the recorded failover bounds with q, a connection or a
+// transaction (a reader's snapshot, to judge a version it began at).
+func ReadEpoch(ctx context.Context, q interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
-
-// ReadEpoch reads the recorded failover bounds with q (in a reader's
-// snapshot, to judge a version it began at).
-func ReadEpoch(ctx context.Context, q querier) (Epoch, error) {
+}) (Epoch, error) {
 	var ep Epoch
 	err := q.QueryRow(ctx, sqlEpoch).Scan(&ep.LostAfter, &ep.Floor)
 	return ep, err
