@@ -240,7 +240,8 @@ func TestSlowWatchersGiveBackSeats(t *testing.T) {
 	e := newEnv(t, framework.Options{PlatformAPIServerBinary: os.Getenv("PLATFORM_APISERVER_BINARY")})
 	e.seedNodes(t, "big", 3000, 2)
 	e.seedNodes(t, "quick", 10, 0)
-	reader, other := e.listWatchUsers(t, "slow-tenant", "other-tenant")
+	users := e.listWatchUsers(t, "slow-tenant", "other-tenant")
+	reader, other := users[0], users[1]
 
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
@@ -282,7 +283,7 @@ func TestSlowWatchersGiveBackSeats(t *testing.T) {
 
 // listWatchUsers returns the configs of users who may list and watch
 // NodeCapacities and nothing else (not exempt from priority and fairness).
-func (e *env) listWatchUsers(t *testing.T, names ...string) (*rest.Config, *rest.Config) {
+func (e *env) listWatchUsers(t *testing.T, names ...string) []*rest.Config {
 	t.Helper()
 	ctx := t.Context()
 	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "list-watch-nodecapacities"},
@@ -311,5 +312,5 @@ func (e *env) listWatchUsers(t *testing.T, names ...string) (*rest.Config, *rest
 		}
 		cfgs = append(cfgs, cfg)
 	}
-	return cfgs[0], cfgs[1]
+	return cfgs
 }

@@ -195,3 +195,157 @@ func receiveUntil(ctx context.Context, w watch.Interface, last string, timeout t
 }
 
 func head(s []string, n int) []string { return s[:min(len(s), n)] }
+
+// testTenantResumes: one tenant (not exempt from priority and fairness, as
+// none of these users is) resumes 60 watches from versions below the
+// window, each with a cluster label no member has: 60 history reads, one
+// per filter. While they hold every turn, another tenant and a fleet viewer
+// resume watches below the window too. The database is held (the change
+// log locked) until every read is queued. Then: the tenant's reads are the
+// member-filtered statement (answered from the change log's (kind, member)
+// index: a member the registry does not hold costs an index probe, not a
+// walk of the retained log); every other user's watch opens and receives
+// exactly the changes after its version; none of the tenant's watches
+// fails or receives anything. Runs after testResumesBelowTheWindow, whose
+// nodes it resumes from.
+func (e *env) testTenantResumes(t *testing.T) {
+	ctx := t.Context()
+	const (
+		noisy   = 60
+		others  = 10
+		cluster = "resumes"
+	)
+	users := e.listWatchUsers(t, "resuming-tenant", "other-tenant", "fleet-viewer")
+	clients := make([]versioned.Interface, len(users))
+	for i, cfg := range users {
+		clients[i] = versioned.NewForConfigOrDie(cfg)
+	}
+	nodes, err := e.platform.PlatformV1alpha1().NodeCapacities().List(ctx, metav1.ListOptions{LabelSelector: platform.ClusterLabel + "=" + cluster})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var versions []int64
+	for _, nc := range nodes.Items {
+		rv, err := strconv.ParseInt(nc.ResourceVersion, 10, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		versions = append(versions, rv)
+	}
+	slices.Sort(versions)
+	if len(versions) < noisy+2*others {
+		t.Fatalf("%d nodes of %s to resume from, want %d", len(versions), cluster, noisy+2*others)
+	}
+	// Below the window: 10,000 changes after the newest.
+	e.burstNodes(t, "tenant-filler", 0, 10500)
+
+	db := e.db(t)
+	lock, err := db.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = lock.Rollback(context.Background()) }()
+	if _, err := lock.Exec(ctx, `LOCK TABLE registry_change IN ACCESS EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+
+	type resume struct {
+		client   int
+		selector string
+		from     int64
+		w        watch.Interface
+		err      error
+	}
+	var resumes []*resume
+	for i := range noisy {
+		resumes = append(resumes, &resume{client: 0, selector: fmt.Sprintf("%s=absent-%d", platform.ClusterLabel, i), from: versions[i]})
+	}
+	var wg sync.WaitGroup
+	open := func(rs []*resume) {
+		for _, r := range rs {
+			wg.Go(func() {
+				r.w, r.err = clients[r.client].PlatformV1alpha1().NodeCapacities().Watch(ctx,
+					metav1.ListOptions{LabelSelector: r.selector, ResourceVersion: strconv.FormatInt(r.from, 10)})
+			})
+		}
+	}
+	open(resumes)
+	monitor := e.db(t)
+	memberQueries := func() (member int) {
+		rows, err := monitor.Query(ctx, `SELECT query FROM pg_stat_activity
+			WHERE application_name = 'platform-apiserver-feed' AND state = 'active' AND query LIKE '%registry_change%'`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var query string
+			if err := rows.Scan(&query); err != nil {
+				t.Fatal(err)
+			}
+			if strings.Contains(query, "AND kind = $3 AND cluster_id = $4") {
+				member++
+			}
+		}
+		return member
+	}
+	eventually(t, "the tenant's history reads to take every turn", 30*time.Second, func(context.Context) (bool, string) {
+		member := memberQueries()
+		return member == historyReadLimit, fmt.Sprintf("%d member-filtered history reads at the database, want %d", member, historyReadLimit)
+	})
+
+	// The other users resume while the tenant's 56 other reads wait.
+	var rest []*resume
+	for j := range others {
+		rest = append(rest,
+			&resume{client: 1, selector: platform.ClusterLabel + "=" + cluster, from: versions[noisy+j]},
+			// A set-based selector: the fleet viewer's reads are of the kind.
+			&resume{client: 2, selector: platform.ClusterLabel + " in (" + cluster + ")", from: versions[noisy+others+j]})
+	}
+	open(rest)
+	time.Sleep(time.Second)
+	if err := lock.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	for _, r := range append(slices.Clone(resumes), rest...) {
+		if r.err != nil {
+			t.Fatalf("user %s's watch from %d (%q): %v", users[r.client].Username, r.from, r.selector, r.err)
+		}
+		defer r.w.Stop()
+	}
+
+	// A change after the resumes: the others' watches end with it.
+	e.apply(t, store.Batch{ClusterID: cluster, Nodes: []store.Node{node("t-last")}})
+	last := cluster + ".t-last"
+	var mu sync.Mutex
+	var problems []string
+	for _, r := range rest {
+		wg.Go(func() {
+			got := receiveUntil(ctx, r.w, last, time.Minute)
+			var want []string
+			for _, nc := range nodes.Items {
+				if rv, _ := strconv.ParseInt(nc.ResourceVersion, 10, 64); rv > r.from {
+					want = append(want, nc.Name)
+				}
+			}
+			want = append(want, last)
+			if !slices.Equal(got, want) {
+				mu.Lock()
+				problems = append(problems, fmt.Sprintf("user %s's watch from %d: %d events %v..., want %d", users[r.client].Username, r.from, len(got), head(got, 3), len(want)))
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	for _, p := range problems[:min(len(problems), 5)] {
+		t.Error(p)
+	}
+	for _, r := range resumes {
+		select {
+		case ev, ok := <-r.w.ResultChan():
+			t.Errorf("the tenant's watch %q from %d received %v (open %v), want nothing", r.selector, r.from, ev.Type, ok)
+		default:
+		}
+	}
+}

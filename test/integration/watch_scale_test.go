@@ -41,6 +41,7 @@ func TestWatchAtScale(t *testing.T) {
 	t.Run("an informer that falls behind resumes without a list", e.testSlowInformer)
 	t.Run("a namespace-scoped watcher", e.testNamespaceScopedWatch)
 	t.Run("200 watches resume below the window", e.testResumesBelowTheWindow)
+	t.Run("a tenant's resumes leave other users their history reads", e.testTenantResumes)
 	t.Run("a thousand informers resume after a restart", e.testResumeStorm)
 }
 
