@@ -29,7 +29,7 @@ const historyReadLimit = 4
 // database (the change log locked) long enough to be seen: at most the
 // limit run at once, each the kind-filtered statement; together they are
 // a handful, not 200; every watch then receives exactly the changes after
-// its version.
+// its version. (Their selector names a member: the member-filtered window.)
 func (e *env) testResumesBelowTheWindow(t *testing.T) {
 	ctx := t.Context()
 	const watches = 200
@@ -102,8 +102,8 @@ func (e *env) testResumesBelowTheWindow(t *testing.T) {
 				t.Fatal(err)
 			}
 			switch {
-			case strings.Contains(query, "kind = $3 AND ($4 = '' OR cluster_id = $4)"):
-				history++ // the kind-filtered window: a history read
+			case strings.Contains(query, "AND kind = $3 AND cluster_id = $4"):
+				history++ // the member-filtered window: a history read
 			case strings.Contains(query, "c.kind = $3"):
 				history++ // a kind's entries, after its window
 			case strings.Contains(query, "ORDER BY resource_version LIMIT $2"):
