@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -215,7 +216,8 @@ func (e *env) testTenantResumes(t *testing.T) {
 		others  = 10
 		cluster = "resumes"
 	)
-	users := e.listWatchUsers(t, "resuming-tenant", "other-tenant", "fleet-viewer")
+	userNames := []string{"resuming-tenant", "other-tenant", "fleet-viewer"}
+	users := e.listWatchUsers(t, userNames...)
 	clients := make([]versioned.Interface, len(users))
 	for i, cfg := range users {
 		clients[i] = versioned.NewForConfigOrDie(cfg)
@@ -224,15 +226,24 @@ func (e *env) testTenantResumes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var versions []int64
+	// The nodes' versions in order, and their names.
+	type version struct {
+		rv   int64
+		name string
+	}
+	var byVersion []version
 	for _, nc := range nodes.Items {
 		rv, err := strconv.ParseInt(nc.ResourceVersion, 10, 64)
 		if err != nil {
 			t.Fatal(err)
 		}
-		versions = append(versions, rv)
+		byVersion = append(byVersion, version{rv, nc.Name})
 	}
-	slices.Sort(versions)
+	slices.SortFunc(byVersion, func(a, b version) int { return cmp.Compare(a.rv, b.rv) })
+	versions, names := make([]int64, len(byVersion)), make([]string, len(byVersion))
+	for i, v := range byVersion {
+		versions[i], names[i] = v.rv, v.name
+	}
 	if len(versions) < noisy+2*others {
 		t.Fatalf("%d nodes of %s to resume from, want %d", len(versions), cluster, noisy+2*others)
 	}
@@ -310,7 +321,7 @@ func (e *env) testTenantResumes(t *testing.T) {
 	wg.Wait()
 	for _, r := range append(slices.Clone(resumes), rest...) {
 		if r.err != nil {
-			t.Fatalf("user %s's watch from %d (%q): %v", users[r.client].Username, r.from, r.selector, r.err)
+			t.Fatalf("user %s's watch from %d (%q): %v", userNames[r.client], r.from, r.selector, r.err)
 		}
 		defer r.w.Stop()
 	}
@@ -324,15 +335,15 @@ func (e *env) testTenantResumes(t *testing.T) {
 		wg.Go(func() {
 			got := receiveUntil(ctx, r.w, last, time.Minute)
 			var want []string
-			for _, nc := range nodes.Items {
-				if rv, _ := strconv.ParseInt(nc.ResourceVersion, 10, 64); rv > r.from {
-					want = append(want, nc.Name)
+			for i, rv := range versions {
+				if rv > r.from {
+					want = append(want, names[i])
 				}
 			}
 			want = append(want, last)
 			if !slices.Equal(got, want) {
 				mu.Lock()
-				problems = append(problems, fmt.Sprintf("user %s's watch from %d: %d events %v..., want %d", users[r.client].Username, r.from, len(got), head(got, 3), len(want)))
+				problems = append(problems, fmt.Sprintf("user %s's watch from %d: %d events %v..., want %d", userNames[r.client], r.from, len(got), head(got, 3), len(want)))
 				mu.Unlock()
 			}
 		})
