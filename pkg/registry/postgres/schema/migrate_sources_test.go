@@ -184,6 +184,17 @@ func TestMigrateRunsAgainAfterADeadlock(t *testing.T) {
 		conns[i] = c
 	}
 	writer, watcher := conns[0], conns[1]
+	// PostgreSQL checks a wait for a deadlock once, deadlock_timeout after
+	// it began. The migrator, waiting first, must be the one to find it: its
+	// check comes 5 s after its wait began (time for the writer's statement
+	// on a loaded machine, where 1 s was not always), the writer's after a
+	// minute.
+	if _, err := mconn.Exec(ctx, `SET deadlock_timeout = '5s'`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := writer.Exec(ctx, `SET deadlock_timeout = '1min'`); err != nil {
+		t.Fatal(err)
+	}
 	// Every source to apply again, the triggers of registry_state before
 	// those of cluster_capacity (file name order).
 	if _, err := writer.Exec(ctx, `DELETE FROM registry_schema_sources`); err != nil {
