@@ -526,12 +526,13 @@ type Writer interface {
 	ClaimMember(ctx context.Context, clusterID, owner string) (Fence, error)
 	// Apply commits the batch and its cursors, stamping every changed view
 	// object with the next registry resourceVersion. A batch commits in one
-	// transaction, but for two that commit in steps, the cursors last: one
-	// with more namespaces and nodes than a views section holds commits
-	// those beyond its last slice first, and a relist's last batch of member
-	// rows (Replace of pods, quotas or DRA) commits its rows, then the
-	// aggregates of every node and namespace of the member in slices, then
-	// its cursors. Until the cursors commit, the batch is not done.
+	// transaction, but for two that commit in several, the cursors last: one
+	// with more namespaces and nodes than a views section holds (125)
+	// commits those beyond its last 125 first, in parts of 125, and a
+	// relist's last batch of member rows (Replace of pods, quotas or DRA)
+	// commits in steps: its rows, then the aggregates of every node and
+	// namespace of the member in parts, then its cursors. Until the cursors
+	// commit, the batch is not done.
 	Apply(ctx context.Context, b Batch) error
 	// Cursor returns the persisted member resourceVersion for a resource, "" if none.
 	Cursor(ctx context.Context, clusterID string, r Resource) (string, error)

@@ -19,7 +19,7 @@ var (
 	queryExec       = registrytest.QueryExec
 	policy          = registrytest.Policy
 	nodeNameN       = registrytest.NodeNameN
-	viewSlices      = registrytest.ViewSlices
+	commitsInParts  = registrytest.CommitsInParts
 
 	node = pgtesting.Node
 )

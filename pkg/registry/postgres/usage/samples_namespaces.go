@@ -13,7 +13,7 @@ import (
 var (
 	// sqlNamespaceUsageDue names the due samples and the usage to end
 	// without a commit ticket; sqlReportNamespaceUsage reports those
-	// alone in a views section, re-checked, at most writes.ViewSlice a transaction.
+	// alone in a views section, re-checked, at most writes.ViewRowsPerCommit a transaction.
 	sqlNamespaceUsageDue    = statements.Statement("namespace_usage_due_names")
 	sqlReportNamespaceUsage = statements.Statement("namespace_report_usage")
 	// sqlNamespaceRollup adds the samples of known namespaces to their
@@ -39,7 +39,7 @@ type namespaceSampleRow struct {
 // how many it changed. Every sample also goes into the namespaces' hourly
 // usage history (once, however often it is scraped). A scrape with none
 // due takes two short statements and no commit ticket; otherwise views
-// sections write the due namespaces alone, in slices of writes.ViewSlice, as for
+// sections write the due namespaces alone, in parts of writes.ViewRowsPerCommit, as for
 // nodes.
 func (r *Recorder) RecordNamespaceMetrics(ctx context.Context, f store.Fence, samples []store.NamespaceMetricsSample, policy store.UsageReporting) (int64, error) {
 	rows := make([]namespaceSampleRow, 0, len(samples))
@@ -78,7 +78,7 @@ func (r *Recorder) RecordNamespaceMetrics(ctx context.Context, f store.Fence, sa
 	if len(due) == 0 && len(absent) == 0 {
 		return 0, nil
 	}
-	reported, err := reportInSlices(ctx, r, opReportNamespaceUsage, f, samplesOf(rows, due), absent, writes.JSONRows[namespaceSampleRow],
+	reported, err := reportInParts(ctx, r, opReportNamespaceUsage, f, samplesOf(rows, due), absent, writes.JSONRows[namespaceSampleRow],
 		func(w *writes.Writer, param []byte, absent []string) (int64, error) {
 			return w.StampCounted("report namespace usage", sqlReportNamespaceUsage,
 				f.ClusterID, param, policy.Threshold, policy.Period.Seconds(), cut, w.StartRV(), absent)

@@ -107,11 +107,11 @@ func TestNamespaceUsageReporting(t *testing.T) {
 	}
 }
 
-// TestNamespaceReportSlices: a member's first namespace scrape reports its
-// 2,100 namespaces in transactions of at most ViewSlice;
+// TestNamespaceReportInParts: a member's first namespace scrape reports its
+// 2,100 namespaces in transactions of at most ViewRowsPerCommit;
 // later, one namespace that moved and one unconfirmed for UnknownAfter are
 // the only ones a scrape of all the others stamps.
-func TestNamespaceReportSlices(t *testing.T) {
+func TestNamespaceReportInParts(t *testing.T) {
 	t.Parallel()
 	s, b := setup(t, postgres.Options{})
 	ctx := b.Ctx
@@ -142,8 +142,8 @@ func TestNamespaceReportSlices(t *testing.T) {
 	if got := scrape(t0, namespaces, -1); got != namespaces {
 		t.Fatalf("first scrape reported %d namespaces, want %d", got, namespaces)
 	}
-	if n := countRows(t, b, `SELECT count(DISTINCT committed_at) FROM registry_change WHERE resource_version > $1 AND kind = 'ClusterNamespace'`, rv0); n != viewSlices(namespaces) {
-		t.Errorf("the first scrape reported its %d namespaces in %d transactions, want %d of at most %d", namespaces, n, viewSlices(namespaces), writes.ViewSlice)
+	if n := countRows(t, b, `SELECT count(DISTINCT committed_at) FROM registry_change WHERE resource_version > $1 AND kind = 'ClusterNamespace'`, rv0); n != commitsInParts(namespaces) {
+		t.Errorf("the first scrape reported its %d namespaces in %d transactions, want %d of at most %d", namespaces, n, commitsInParts(namespaces), writes.ViewRowsPerCommit)
 	}
 	// The last namespace runs no pod after t0; 6 minutes on, namespace 7 moved.
 	rv := registryRV(t, s, ctx)

@@ -35,7 +35,7 @@ const maxSampleSpan = 7 * 24 * time.Hour
 // the usage of the nodes the policy says are due, and makes unknown that of
 // the member's nodes the scrape lacks and no sample confirmed for
 // policy.UnknownAfter. A scrape with no node due takes two short statements
-// and never a commit ticket; otherwise views sections of at most writes.ViewSlice
+// and never a commit ticket; otherwise views sections of at most writes.ViewRowsPerCommit
 // nodes each restamp the due nodes, given only their samples, so the
 // ticket is held for work in proportion to them, not to the scrape.
 func (r *Recorder) RecordNodeMetrics(ctx context.Context, f store.Fence, samples []store.NodeMetricsSample, policy store.UsageReporting) (store.MetricsRecorded, error) {
@@ -73,7 +73,7 @@ func (r *Recorder) RecordNodeMetrics(ctx context.Context, f store.Fence, samples
 		return out, nil
 	}
 	due := newestOf(samples, dueClusters, dueNodes)
-	out.Reported, err = reportInSlices(ctx, r, opReportUsage, f, due, absent, sampleRows,
+	out.Reported, err = reportInParts(ctx, r, opReportUsage, f, due, absent, sampleRows,
 		func(w *writes.Writer, param []byte, absent []string) (int64, error) {
 			return w.StampCounted("report node usage", sqlReportUsage, param, policy.Threshold, policy.Period.Seconds(),
 				f.ClusterID, cut, w.StartRV(), absent)
@@ -84,15 +84,15 @@ func (r *Recorder) RecordNodeMetrics(ctx context.Context, f store.Fence, samples
 	return out, nil
 }
 
-// reportInSlices writes a usage report of the due samples, fenced by f, at
-// most writes.ViewSlice a transaction: report stamps one slice (encoded) and
+// reportInParts writes a usage report of the due samples, fenced by f, at
+// most writes.ViewRowsPerCommit a transaction: report stamps one part (encoded) and
 // the names of the rows whose usage becomes unknown, which go with the
-// first slice. It returns how many rows the slices stamped.
-func reportInSlices[T any](ctx context.Context, r *Recorder, o writes.Op, f store.Fence, due []T, absent []string,
+// first part. It returns how many rows the parts stamped.
+func reportInParts[T any](ctx context.Context, r *Recorder, o writes.Op, f store.Fence, due []T, absent []string,
 	encode func([]T) ([]byte, error), report func(w *writes.Writer, param []byte, absent []string) (int64, error)) (int64, error) {
 	var reported int64
-	for start := 0; start == 0 || start < len(due); start += writes.ViewSlice {
-		param, err := encode(due[start:min(start+writes.ViewSlice, len(due))])
+	for start := 0; start == 0 || start < len(due); start += writes.ViewRowsPerCommit {
+		param, err := encode(due[start:min(start+writes.ViewRowsPerCommit, len(due))])
 		if err != nil {
 			return reported, err
 		}
@@ -157,7 +157,7 @@ func (r *Recorder) takeTurn(ctx context.Context, task string, interval time.Dura
 // expireUsage makes the usage of nodes and namespaces whose reported sample
 // was observed before `before` unknown; it takes a commit ticket only when
 // it locked a member with any (the member section finds them), and stamps
-// at most writes.ViewSlice nodes and as many namespaces a transaction. It
+// at most writes.ViewRowsPerCommit nodes and as many namespaces a transaction. It
 // stamps only the rows of members whose lock was free:
 // a views section must not wait for a member's writer, which may be
 // waiting for its ticket (docs/registry.md, "Commits in ticket order"); a
@@ -176,12 +176,12 @@ func (r *Recorder) expireUsage(ctx context.Context, before time.Time) (int64, er
 			},
 			SkipViews: func() bool { return len(members) == 0 },
 			Views: func(w *writes.Writer) (err error) {
-				expired, err = w.StampCounted("expire stale usage", sqlExpireUsage, before, w.StartRV(), writes.ViewSlice, members)
+				expired, err = w.StampCounted("expire stale usage", sqlExpireUsage, before, w.StartRV(), writes.ViewRowsPerCommit, members)
 				return err
 			},
 		})
 		total += expired
-		if err != nil || expired == 0 { // expired == 0: nothing left a slice can take
+		if err != nil || expired == 0 { // expired == 0: nothing left a part can take
 			return total, err
 		}
 	}

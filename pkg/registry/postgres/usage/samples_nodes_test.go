@@ -122,7 +122,7 @@ func TestRecordNodeMetricsQuietFleet(t *testing.T) {
 	t.Parallel()
 	s, b := setup(t, postgres.Options{})
 	ctx := b.Ctx
-	const nodes = 2100 // the first report in several transactions (ViewSlice)
+	const nodes = 2100 // the first report in several transactions (ViewRowsPerCommit)
 	applyMetricsNodes(t, s, ctx, nodes)
 	rv0 := registryRV(t, s, ctx)
 	t0 := time.Now().UTC().Truncate(time.Second)
@@ -141,8 +141,8 @@ func TestRecordNodeMetricsQuietFleet(t *testing.T) {
 	if got := scrape(0, 300); got.Reported != nodes {
 		t.Fatalf("first scrape reported %d nodes, want %d", got.Reported, nodes)
 	}
-	if n := countRows(t, b, `SELECT count(DISTINCT committed_at) FROM registry_change WHERE resource_version > $1 AND kind = 'NodeCapacity'`, rv0); n != viewSlices(nodes) {
-		t.Errorf("the first scrape reported its %d nodes in %d transactions, want %d of at most %d", nodes, n, viewSlices(nodes), writes.ViewSlice)
+	if n := countRows(t, b, `SELECT count(DISTINCT committed_at) FROM registry_change WHERE resource_version > $1 AND kind = 'NodeCapacity'`, rv0); n != commitsInParts(nodes) {
+		t.Errorf("the first scrape reported its %d nodes in %d transactions, want %d of at most %d", nodes, n, commitsInParts(nodes), writes.ViewRowsPerCommit)
 	}
 	rv := registryRV(t, s, ctx)
 	changes := countRows(t, b, `SELECT count(*) FROM registry_change`)
@@ -159,7 +159,7 @@ func TestRecordNodeMetricsQuietFleet(t *testing.T) {
 	}
 
 	// The scrapes stop: the expiry makes every node's usage unknown, in
-	// transactions of at most ViewSlice.
+	// transactions of at most ViewRowsPerCommit.
 	after := t0.Add(10 * time.Minute)
 	got, err := s.MaintainNodeMetrics(ctx, store.MetricsMaintenance{Now: after, RetainAfter: t0.Add(-time.Hour), UnknownBefore: after})
 	if err != nil {
@@ -168,8 +168,8 @@ func TestRecordNodeMetricsQuietFleet(t *testing.T) {
 	if got.Unknown != nodes {
 		t.Errorf("the expiry made %d nodes' usage unknown, want %d", got.Unknown, nodes)
 	}
-	if n := countRows(t, b, `SELECT count(DISTINCT committed_at) FROM registry_change WHERE resource_version > $1 AND kind = 'NodeCapacity'`, rv); n != viewSlices(nodes) {
-		t.Errorf("the expiry stamped its %d nodes in %d transactions, want %d of at most %d", nodes, n, viewSlices(nodes), writes.ViewSlice)
+	if n := countRows(t, b, `SELECT count(DISTINCT committed_at) FROM registry_change WHERE resource_version > $1 AND kind = 'NodeCapacity'`, rv); n != commitsInParts(nodes) {
+		t.Errorf("the expiry stamped its %d nodes in %d transactions, want %d of at most %d", nodes, n, commitsInParts(nodes), writes.ViewRowsPerCommit)
 	}
 	if u := getNode(t, s, ctx, "c", nodeNameN(nodes-1)).Usage; u != nil {
 		t.Errorf("a node whose scrapes stopped shows usage %+v, want unknown", u)

@@ -15,8 +15,8 @@ import (
 )
 
 // Apply commits a batch in one transaction, fenced by the batch's epoch
-// (a large one, or a relist's last batch of member rows, in steps:
-// apply_peel.go, apply_relist.go).
+// (a large one in parts, apply_parts.go; a relist's last batch of member
+// rows in steps, apply_relist.go).
 // Under the member's lock: the rows of a relist that are gone, which of the
 // batch's namespaces and nodes change (dropUnchanged), the member rows (pods
 // and quotas: deletes, then upserts that skip unchanged rows), the

@@ -212,14 +212,14 @@ func (e *Engine) commitGroup(group []*queuedApply) {
 }
 
 // applyAlone commits one batch in a transaction of its own, after its view
-// rows beyond ViewSlice (apply_peel.go), or a relist's last batch of
+// rows beyond ViewRowsPerCommit in parts (apply_parts.go), or a relist's last batch of
 // member rows in its steps (apply_relist.go).
 func (e *Engine) applyAlone(q *queuedApply) {
 	if relistsMemberRows(&q.b) {
 		q.err = e.applyRelist(q.ctx, q.b)
 		return
 	}
-	q.err = e.applyPeeled(q.ctx, q.b)
+	q.err = e.applyInParts(q.ctx, q.b)
 }
 
 // inSavepoint runs a member section in a savepoint and rolls it back if it

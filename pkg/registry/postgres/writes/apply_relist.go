@@ -19,7 +19,7 @@ import (
 //  1. the batch as a chunk: its rows, and the deletions Replace finds, but
 //     not the aggregates its member rows move, nor the cursor;
 //  2. the aggregates of every node and namespace of the member, computed
-//     again and stamped where they differ, at most ViewSlice rows a
+//     again and stamped where they differ, at most ViewRowsPerCommit rows a
 //     transaction (a relist's chunks, and those of an earlier relist that
 //     never reached its last batch, left theirs to it);
 //  3. the cursor.
@@ -39,7 +39,7 @@ func relistsMemberRows(b *store.Batch) bool {
 func (e *Engine) applyRelist(ctx context.Context, b store.Batch) error {
 	rows := b
 	rows.Chunk, rows.Cursors = true, nil
-	if err := e.applyPeeled(ctx, rows); err != nil {
+	if err := e.applyInParts(ctx, rows); err != nil {
 		return err
 	}
 	f := store.Fence{ClusterID: b.ClusterID, Epoch: b.Epoch, Failovers: b.Failovers}
@@ -54,7 +54,7 @@ func (e *Engine) applyRelist(ctx context.Context, b store.Batch) error {
 }
 
 // restampAggregates computes again the aggregates of every node and
-// namespace of member f.ClusterID and stamps those that differ, ViewSlice
+// namespace of member f.ClusterID and stamps those that differ, ViewRowsPerCommit
 // rows a transaction, each fenced by f under the member's lock. A node or
 // namespace created meanwhile got its aggregates with its row.
 func (e *Engine) restampAggregates(ctx context.Context, f store.Fence) error {
@@ -74,7 +74,7 @@ func (e *Engine) restampAggregates(ctx context.Context, f store.Fence) error {
 	} {
 		keys := v.keys.rows()
 		slices.SortFunc(keys, func(a, b pairRow) int { return cmp.Compare(a.Name, b.Name) })
-		for chunk := range slices.Chunk(keys, ViewSlice) {
+		for chunk := range slices.Chunk(keys, ViewRowsPerCommit) {
 			var computed aggregates
 			err := e.Write(ctx, opRelistAggregates, Sections{
 				Member: func(w *Writer) (err error) {

@@ -166,16 +166,16 @@ func TestChunkedRelistStampsAggregatesOnce(t *testing.T) {
 	relist(func(bool) {})
 }
 
-// TestRelistStampsAggregatesInSlices: a relist's last batch of pods commits
+// TestRelistStampsAggregatesInParts: a relist's last batch of pods commits
 // its rows, then restamps the aggregates of the member's namespaces in
-// transactions of at most ViewSlice, each namespace once, then its cursor;
+// transactions of at most ViewRowsPerCommit, each namespace once, then its cursor;
 // a relist that changes nothing takes no commit ticket and still saves its
 // cursor.
-func TestRelistStampsAggregatesInSlices(t *testing.T) {
+func TestRelistStampsAggregatesInParts(t *testing.T) {
 	t.Parallel()
 	s, b := setup(t, postgres.Options{})
 	ctx := b.Ctx
-	const namespaces = 2*writes.ViewSlice + 100
+	const namespaces = 2*writes.ViewRowsPerCommit + 100
 	batch := store.Batch{ClusterID: "c", Nodes: []store.Node{node(nodeNameN(0), 4000, 16*gib)}}
 	var pods []store.Pod
 	for i := range namespaces {
@@ -203,10 +203,10 @@ func TestRelistStampsAggregatesInSlices(t *testing.T) {
 	if n := countRows(t, b, `SELECT count(*) FROM registry_change WHERE resource_version > $1 AND kind = 'ClusterNamespace'`, rv0); n != namespaces {
 		t.Errorf("%d namespace changes after the relist, want one for each of the %d", n, namespaces)
 	}
-	if n := countRows(t, b, `SELECT count(DISTINCT committed_at) FROM registry_change WHERE resource_version > $1 AND kind = 'ClusterNamespace'`, rv0); n != viewSlices(namespaces) {
-		t.Errorf("the relist stamped its %d namespaces in %d transactions, want %d of at most %d", namespaces, n, viewSlices(namespaces), writes.ViewSlice)
+	if n := countRows(t, b, `SELECT count(DISTINCT committed_at) FROM registry_change WHERE resource_version > $1 AND kind = 'ClusterNamespace'`, rv0); n != commitsInParts(namespaces) {
+		t.Errorf("the relist stamped its %d namespaces in %d transactions, want %d of at most %d", namespaces, n, commitsInParts(namespaces), writes.ViewRowsPerCommit)
 	}
-	for _, i := range []int{0, writes.ViewSlice, namespaces - 1} {
+	for _, i := range []int{0, writes.ViewRowsPerCommit, namespaces - 1} {
 		if ns := getNamespace(t, s, ctx, "c", batch.Namespaces[i].Name); ns.PodCount != 1 {
 			t.Errorf("%s counts %d pods, want 1", batch.Namespaces[i].Name, ns.PodCount)
 		}

@@ -7,9 +7,9 @@
 //   - Engine.Apply (apply.go) queues the batch; apply_group.go commits
 //     small batches of different members together (group commit), a large
 //     one or a relist alone.
-//   - Alone, a batch's view rows beyond the last ViewSlice commit first
-//     (apply_peel.go); a relist's last batch of member rows commits in three
-//     steps: rows, aggregates in slices, cursors (apply_relist.go).
+//   - Alone, a batch's view rows beyond the last ViewRowsPerCommit commit first,
+//     in parts (apply_parts.go); a relist's last batch of member rows commits in three
+//     steps: rows, aggregates in parts, cursors (apply_relist.go).
 //   - applier.sections (apply.go) is a batch's two sections: in the member
 //     section the fence (Writer.Fence), the relist's deletions (replace),
 //     the namespaces and nodes that change (dropUnchanged), the member rows

@@ -53,7 +53,7 @@ type Op string
 // (package usage).
 const (
 	opApply            Op = "apply"
-	opRelistAggregates Op = "relist_aggregates" // a relist's aggregates, restamped in slices (apply_relist.go)
+	opRelistAggregates Op = "relist_aggregates" // a relist's aggregates, restamped in parts (apply_relist.go)
 	opRemoveMember     Op = "remove_member"
 	opMemberState      Op = "member_state"
 )

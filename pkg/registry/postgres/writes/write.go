@@ -148,18 +148,18 @@ const MemberLockClass = 0x706c6174 // "plat"
 // writers that aborted cost it nothing).
 const unpublishedTickets = 32
 
-// ViewSlice bounds the view rows one transaction of a write in slices
+// ViewRowsPerCommit bounds the view rows one transaction of a write in parts
 // stamps: a usage report's due rows (a member's first scrape after its
 // nodes synced finds all of them due), the usage expiry's (a member whose
 // scrapes stopped has all its nodes expired at once), a relist's
 // aggregates (apply_relist.go) and a large batch's namespaces and nodes
-// (apply_peel.go). Every later writer waits for a views section before it
+// (apply_parts.go). Every later writer waits for a views section before it
 // publishes, so its length is what they wait: in the fleet benchmark's
-// sync with three replicas, slices of 1,000 rows left a wait p99 of
+// sync with three replicas, parts of 1,000 rows left a wait p99 of
 // 3.9 s, of 250 of 1.3 s and of 125 of 0.95–1.0 s (docs/benchmarks.md,
-// runs AN, AS, AT and AZ). Slices of 64 left 0.60–0.90 s but wrote nodes
+// runs AN, AS, AT and AZ). Parts of 64 left 0.60–0.90 s but wrote nodes
 // a third slower (runs BA and BB).
-const ViewSlice = 125
+const ViewRowsPerCommit = 125
 
 // Tx is the writer's transaction.
 func (w *Writer) Tx() pgx.Tx { return w.tx }

@@ -214,9 +214,11 @@ var Policy = store.UsageReporting{Threshold: 0.05, Period: 5 * time.Minute}
 // NodeNameN names the metrics tests' node i.
 func NodeNameN(i int) string { return fmt.Sprintf("n%04d", i) }
 
-// ViewSlices is how many transactions a write in slices (writes.ViewSlice
+// CommitsInParts is how many transactions a write in parts (writes.ViewRowsPerCommit
 // rows each) of n rows takes.
-func ViewSlices(n int) int64 { return int64((n + writes.ViewSlice - 1) / writes.ViewSlice) }
+func CommitsInParts(n int) int64 {
+	return int64((n + writes.ViewRowsPerCommit - 1) / writes.ViewRowsPerCommit)
+}
 
 // AsNode, AsNamespace and AsCapacity are a change's record of that kind,
 // nil for none.

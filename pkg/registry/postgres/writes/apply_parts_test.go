@@ -10,15 +10,15 @@ import (
 	"github.com/example/platform-apiserver/pkg/registry/store"
 )
 
-// TestLargeBatchStampsItsViewRowsInSlices: a relist's last batch of more
-// nodes than ViewSlice over a member's rows commits them in transactions
-// of at most ViewSlice changes, deletes the nodes it does not list, and
+// TestLargeBatchStampsItsViewRowsInParts: a relist's last batch of more
+// nodes than ViewRowsPerCommit over a member's rows commits them in transactions
+// of at most ViewRowsPerCommit changes, deletes the nodes it does not list, and
 // saves its cursor; the same relist again takes no commit ticket.
-func TestLargeBatchStampsItsViewRowsInSlices(t *testing.T) {
+func TestLargeBatchStampsItsViewRowsInParts(t *testing.T) {
 	t.Parallel()
 	s, b := setup(t, postgres.Options{})
 	ctx := b.Ctx
-	const kept, gone, added = writes.ViewSlice + 50, 100, writes.ViewSlice + 30
+	const kept, gone, added = writes.ViewRowsPerCommit + 50, 100, writes.ViewRowsPerCommit + 30
 	var before []store.Node
 	for i := range kept + gone {
 		before = append(before, node(nodeNameN(i), 4000, 16*gib))
@@ -53,11 +53,11 @@ func TestLargeBatchStampsItsViewRowsInSlices(t *testing.T) {
 		t.Errorf("the relist logged %d node changes, want %d", n, kept+gone+added)
 	}
 	if n := countRows(t, b, `SELECT max(n) FROM (SELECT count(*) n FROM registry_change
-		WHERE resource_version > $1 AND kind = 'NodeCapacity' GROUP BY committed_at) t`, rv); n > writes.ViewSlice+gone {
-		t.Errorf("one transaction of the relist stamped %d nodes, want at most %d and the deletions (%d)", n, writes.ViewSlice, gone)
+		WHERE resource_version > $1 AND kind = 'NodeCapacity' GROUP BY committed_at) t`, rv); n > writes.ViewRowsPerCommit+gone {
+		t.Errorf("one transaction of the relist stamped %d nodes, want at most %d and the deletions (%d)", n, writes.ViewRowsPerCommit, gone)
 	}
-	if n := countRows(t, b, `SELECT count(DISTINCT committed_at) FROM registry_change WHERE resource_version > $1 AND kind = 'NodeCapacity'`, rv); n < viewSlices(kept+added) {
-		t.Errorf("the relist's %d nodes were stamped in %d transactions, want at least %d", kept+added, n, viewSlices(kept+added))
+	if n := countRows(t, b, `SELECT count(DISTINCT committed_at) FROM registry_change WHERE resource_version > $1 AND kind = 'NodeCapacity'`, rv); n < commitsInParts(kept+added) {
+		t.Errorf("the relist's %d nodes were stamped in %d transactions, want at least %d", kept+added, n, commitsInParts(kept+added))
 	}
 
 	release := holdEarlierTicket(t, b)
@@ -72,15 +72,15 @@ func TestLargeBatchStampsItsViewRowsInSlices(t *testing.T) {
 	}
 }
 
-// TestLargeBatchInterruptedBetweenSlices: a large batch whose last part
-// fails (a pod PostgreSQL cannot store) leaves the slices committed before
+// TestLargeBatchInterruptedBetweenParts: a large batch whose last part
+// fails (a pod PostgreSQL cannot store) leaves the parts committed before
 // it, saves no cursor, and when written again commits the rest: the rows
 // committed already take no new version.
-func TestLargeBatchInterruptedBetweenSlices(t *testing.T) {
+func TestLargeBatchInterruptedBetweenParts(t *testing.T) {
 	t.Parallel()
 	s, b := setup(t, postgres.Options{})
 	ctx := b.Ctx
-	const nodes = 2*writes.ViewSlice + 20
+	const nodes = 2*writes.ViewRowsPerCommit + 20
 	batch := store.Batch{ClusterID: "c", Cursors: map[store.Resource]string{store.ResourceNodes: "7"}}
 	for i := range nodes {
 		batch.Nodes = append(batch.Nodes, node(nodeNameN(i), 4000, 16*gib))
@@ -92,7 +92,7 @@ func TestLargeBatchInterruptedBetweenSlices(t *testing.T) {
 	}
 	committed := countRows(t, b, `SELECT count(*) FROM cluster_node WHERE cluster_id = 'c'`)
 	if committed == 0 || committed >= nodes {
-		t.Errorf("%d of %d nodes committed before the batch failed, want the slices before its last", committed, nodes)
+		t.Errorf("%d of %d nodes committed before the batch failed, want the parts before its last", committed, nodes)
 	}
 	if got, err := s.Cursor(ctx, "c", store.ResourceNodes); err != nil || got != "" {
 		t.Errorf("nodes cursor after the failed batch: %q, %v; want none", got, err)
