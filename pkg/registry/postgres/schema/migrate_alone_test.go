@@ -29,7 +29,7 @@ const (
 func TestMigrationWithoutTransactionInterrupted(t *testing.T) {
 	t.Parallel()
 	s, b := setupUnmigrated(t, postgres.Options{})
-	ctx := b.ctx
+	ctx := b.Ctx
 	if err := schema.MigrateTo(ctx, b.migrationConn(t), changeLogByMember-1); err != nil {
 		t.Fatal(err)
 	}
@@ -42,8 +42,8 @@ func TestMigrationWithoutTransactionInterrupted(t *testing.T) {
 
 	// A transaction that has written the change log and not committed: a
 	// concurrent build waits for it before it reads the table.
-	conn := b.connect(t)
-	blocker, err := b.connect(t).Begin(ctx)
+	conn := b.Connect(t)
+	blocker, err := b.Connect(t).Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,11 +178,11 @@ func TestSplitStatements(t *testing.T) {
 func TestMigrationWithoutTransactionBesideAnOldWaiter(t *testing.T) {
 	t.Parallel()
 	s, b := setupUnmigrated(t, postgres.Options{})
-	ctx := b.ctx
+	ctx := b.Ctx
 	if err := schema.MigrateTo(ctx, b.migrationConn(t), changeLogByMember-1); err != nil {
 		t.Fatal(err)
 	}
-	conn := b.connect(t)
+	conn := b.Connect(t)
 	var deadlockTimeoutMS int
 	if err := conn.QueryRow(ctx, `SELECT setting::int FROM pg_settings WHERE name = 'deadlock_timeout'`).Scan(&deadlockTimeoutMS); err != nil {
 		t.Fatal(err)
@@ -190,7 +190,7 @@ func TestMigrationWithoutTransactionBesideAnOldWaiter(t *testing.T) {
 	deadlockTimeout := time.Duration(deadlockTimeoutMS) * time.Millisecond
 	// The build waits for this transaction first, so that the old waiter
 	// below waits, and has its one deadlock check, before the cycle closes.
-	blocker, err := b.connect(t).Begin(ctx)
+	blocker, err := b.Connect(t).Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,7 +210,7 @@ func TestMigrationWithoutTransactionBesideAnOldWaiter(t *testing.T) {
 
 	// The old release's wait for the migration lock, then what it does
 	// with it when nothing it knows is pending: let it go.
-	old := b.connect(t)
+	old := b.Connect(t)
 	oldDone := make(chan error, 1)
 	go func() {
 		if _, err := old.Exec(ctx, `SELECT pg_advisory_lock($1)`, schema.MigrationLockKey); err != nil {

@@ -24,7 +24,7 @@ const lastMigrationBeforeSources = 28
 func TestSchemaIsAFreshMigration(t *testing.T) {
 	t.Parallel()
 	s, b := setupUnmigrated(t, postgres.Options{})
-	if err := s.Migrate(b.ctx); err != nil {
+	if err := s.Migrate(b.Ctx); err != nil {
 		t.Fatal(err)
 	}
 	checkSchemaFile(t, "a fresh migration", dumpSchema(t, b))
@@ -43,11 +43,11 @@ func TestSchemaIsAFreshMigration(t *testing.T) {
 func TestSchemaUpgradeFromReleaseBeforeSources(t *testing.T) {
 	t.Parallel()
 	s, b := setupUnmigrated(t, postgres.Options{})
-	ctx := b.ctx
+	ctx := b.Ctx
 	if err := schema.MigrateThrough(ctx, b.migrationConn(t), lastMigrationBeforeSources); err != nil {
 		t.Fatal(err)
 	}
-	conn := b.connect(t)
+	conn := b.Connect(t)
 	var sourcesTable *string
 	if err := conn.QueryRow(ctx, `SELECT to_regclass('registry_schema_sources')::text`).Scan(&sourcesTable); err != nil || sourcesTable != nil {
 		t.Fatalf("before the upgrade: registry_schema_sources %v, %v; want none", sourcesTable, err)
@@ -141,8 +141,8 @@ func TestSchemaUpgradeFromReleaseBeforeSources(t *testing.T) {
 // table, as JSON in a stable order.
 func tableRows(t *testing.T, b testBundle) map[string]string {
 	t.Helper()
-	conn := b.connect(t)
-	rows, err := conn.Query(b.ctx, `SELECT tablename FROM pg_tables WHERE schemaname = current_schema() ORDER BY 1`)
+	conn := b.Connect(t)
+	rows, err := conn.Query(b.Ctx, `SELECT tablename FROM pg_tables WHERE schemaname = current_schema() ORDER BY 1`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +160,7 @@ func tableRows(t *testing.T, b testBundle) map[string]string {
 	out := make(map[string]string, len(tables))
 	for _, table := range tables {
 		var j string
-		if err := conn.QueryRow(b.ctx, fmt.Sprintf(`SELECT coalesce(jsonb_agg(to_jsonb(t) ORDER BY to_jsonb(t)::text), '[]')::text FROM %q t`, table)).Scan(&j); err != nil {
+		if err := conn.QueryRow(b.Ctx, fmt.Sprintf(`SELECT coalesce(jsonb_agg(to_jsonb(t) ORDER BY to_jsonb(t)::text), '[]')::text FROM %q t`, table)).Scan(&j); err != nil {
 			t.Fatalf("rows of %s: %v", table, err)
 		}
 		out[table] = j
@@ -174,13 +174,13 @@ func tableRows(t *testing.T, b testBundle) map[string]string {
 func dumpSchema(t *testing.T, b testBundle) string {
 	t.Helper()
 	var version int
-	if err := b.connect(t).QueryRow(b.ctx, `SELECT current_setting('server_version_num')::int`).Scan(&version); err != nil {
+	if err := b.Connect(t).QueryRow(b.Ctx, `SELECT current_setting('server_version_num')::int`).Scan(&version); err != nil {
 		t.Fatal(err)
 	}
 	if version/10000 != 15 {
 		t.Skipf("%s is a dump of PostgreSQL 15; this server is %d", schemaFile, version)
 	}
-	dump, err := schema.DumpSchema(b.ctx, b.dsn)
+	dump, err := schema.DumpSchema(b.Ctx, b.DSN)
 	if err != nil {
 		t.Fatal(err)
 	}

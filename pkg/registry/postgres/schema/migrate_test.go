@@ -14,10 +14,10 @@ func TestMigrateUpDownUp(t *testing.T) {
 	t.Parallel()
 	_, b := setupUnmigrated(t, postgres.Options{})
 	mconn := b.migrationConn(t)
-	conn := b.connect(t)
+	conn := b.Connect(t)
 	tables := func() int {
 		var n int
-		if err := conn.QueryRow(b.ctx, `SELECT count(*) FROM pg_tables WHERE schemaname = 'public' AND tablename NOT IN ('schema_migrations', 'registry_schema_sources')`).Scan(&n); err != nil {
+		if err := conn.QueryRow(b.Ctx, `SELECT count(*) FROM pg_tables WHERE schemaname = 'public' AND tablename NOT IN ('schema_migrations', 'registry_schema_sources')`).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
 		return n
@@ -34,7 +34,7 @@ func TestMigrateUpDownUp(t *testing.T) {
 		{name: "up after down", run: migrate, wantTables: 19},
 	}
 	for _, step := range steps {
-		if err := step.run(b.ctx); err != nil {
+		if err := step.run(b.Ctx); err != nil {
 			t.Fatalf("%s: %v", step.name, err)
 		}
 		if got := tables(); got != step.wantTables {
@@ -42,7 +42,7 @@ func TestMigrateUpDownUp(t *testing.T) {
 		}
 	}
 	var seq int
-	if err := conn.QueryRow(b.ctx, `SELECT count(*) FROM pg_class WHERE relkind = 'S' AND relname IN ('registry_resource_version', 'registry_ticket')`).Scan(&seq); err != nil || seq != 1 {
+	if err := conn.QueryRow(b.Ctx, `SELECT count(*) FROM pg_class WHERE relkind = 'S' AND relname IN ('registry_resource_version', 'registry_ticket')`).Scan(&seq); err != nil || seq != 1 {
 		t.Fatalf("sequences of versions after up/down/up: count %d, err %v; want registry_ticket alone", seq, err)
 	}
 }
@@ -52,7 +52,7 @@ func TestMigrateConcurrently(t *testing.T) {
 	s, b := setupUnmigrated(t, postgres.Options{})
 	errs := make(chan error, 2)
 	for _, conn := range []*pgxpool.Conn{b.migrationConn(t), b.migrationConn(t)} {
-		go func() { errs <- schema.Migrate(b.ctx, conn) }()
+		go func() { errs <- schema.Migrate(b.Ctx, conn) }()
 	}
 	var failed []error
 	for range 2 {
@@ -63,7 +63,7 @@ func TestMigrateConcurrently(t *testing.T) {
 	if len(failed) > 0 {
 		t.Fatalf("concurrent Migrate: %v", failed)
 	}
-	if err := s.Ready(b.ctx); err != nil {
+	if err := s.Ready(b.Ctx); err != nil {
 		t.Fatalf("Ready after concurrent Migrate: %v", err)
 	}
 }

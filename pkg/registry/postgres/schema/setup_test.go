@@ -1,64 +1,37 @@
 package schema_test
 
 import (
-	"context"
 	"testing"
-	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/example/platform-apiserver/pkg/registry/postgres"
 	"github.com/example/platform-apiserver/pkg/registry/postgres/internal/pgtesting"
-	"github.com/example/platform-apiserver/pkg/registry/store"
-	pgtest "github.com/example/platform-apiserver/test/framework/postgres"
+	"github.com/example/platform-apiserver/pkg/registry/postgres/internal/registrytest"
 )
 
-// The helpers below are those of package postgres's tests that the upgrade
-// test writes a registry with.
+// The registry tests' helpers (registrytest), with a connection for the
+// migrations beside them.
 
-// testBundle is what setupUnmigrated returns beside the store.
-type testBundle struct {
-	ctx context.Context //nolint:containedctx // the test's context, cancelled by t.Cleanup
-	dsn string
-}
+type testBundle struct{ registrytest.Bundle }
 
 // setupUnmigrated returns a store on a fresh database, not migrated.
 func setupUnmigrated(t *testing.T, opts postgres.Options) (*postgres.Store, testBundle) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	t.Cleanup(cancel)
-	dsn := pgtest.NewTestDatabase(t)
-	s, err := postgres.Open(ctx, dsn, opts)
-	if err != nil {
-		t.Fatalf("Open: %v", err)
-	}
-	t.Cleanup(s.Close)
-	return s, testBundle{ctx: ctx, dsn: dsn}
-}
-
-// connect opens a connection of the test's own to its database, closed
-// when the test ends.
-func (b testBundle) connect(t *testing.T) *pgx.Conn {
-	t.Helper()
-	conn, err := pgx.Connect(b.ctx, b.dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close(context.Background()) })
-	return conn
+	s, b := registrytest.SetupUnmigrated(t, opts)
+	return s, testBundle{b}
 }
 
 // migrationConn is a pooled connection to the test's database for the
 // migrations, released when the test ends.
 func (b testBundle) migrationConn(t *testing.T) *pgxpool.Conn {
 	t.Helper()
-	pool, err := pgxpool.New(b.ctx, b.dsn)
+	pool, err := pgxpool.New(b.Ctx, b.DSN)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	conn, err := pool.Acquire(b.ctx)
+	conn, err := pool.Acquire(b.Ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +39,12 @@ func (b testBundle) migrationConn(t *testing.T) *pgxpool.Conn {
 	return conn
 }
 
-var policy = store.UsageReporting{Threshold: 0.05, Period: 5 * time.Minute}
+var (
+	policy     = registrytest.Policy
+	mustApply  = registrytest.MustApply
+	getNode    = registrytest.GetNode
+	registryRV = registrytest.RegistryRV
+)
 
 // Records to write (pgtesting's).
 var (
@@ -76,28 +54,3 @@ var (
 	slice     = pgtesting.ResourceSlice
 	claim     = pgtesting.Claim
 )
-
-func mustApply(t *testing.T, s *postgres.Store, ctx context.Context, b store.Batch) {
-	t.Helper()
-	if err := s.Apply(ctx, b); err != nil {
-		t.Fatalf("Apply: %v", err)
-	}
-}
-
-func getNode(t *testing.T, s *postgres.Store, ctx context.Context, cluster, name string) *store.NodeCapacity {
-	t.Helper()
-	n, err := s.GetNodeCapacity(ctx, cluster, name)
-	if err != nil {
-		t.Fatalf("GetNodeCapacity(%s, %s): %v", cluster, name, err)
-	}
-	return n
-}
-
-func registryRV(t *testing.T, s *postgres.Store, ctx context.Context) int64 {
-	t.Helper()
-	p, err := s.NodeCapacities().List(ctx, store.ListOptions{Limit: 1})
-	if err != nil {
-		t.Fatalf("ListNodeCapacities: %v", err)
-	}
-	return p.ResourceVersion
-}
