@@ -1698,10 +1698,15 @@ func schema_pkg_apis_platform_v1alpha1_PlacementReportSpec(ref common.ReferenceC
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
 			SchemaProps: spec.SchemaProps{
-				Description: "PlacementReportSpec is one replica's scheduling requirements, in the words of a pod spec, and the members to consider.",
+				Description: "PlacementReportSpec is one replica's scheduling requirements, in the words of a pod spec, and the members to consider.\n\nIts maps and lists are atomic: a query is created once, never applied or patched, and the server's field manager, which runs before validation, would otherwise track every key (a body of 100,000 requests took 21 s to be refused, 0.4 s atomic). Validation rejects duplicate drivers and members itself.",
 				Type:        []string{"object"},
 				Properties: map[string]spec.Schema{
 					"requests": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-map-type": "atomic",
+							},
+						},
 						SchemaProps: spec.SchemaProps{
 							Description: "Requests are one replica's resource requests, as a pod's (the sum of its containers'): cpu, memory and any other resource by its Kubernetes name (ephemeral-storage, hugepages-2Mi, nvidia.com/gpu). Each replica is one pod, so pods is not a request.",
 							Type:        []string{"object"},
@@ -1718,10 +1723,7 @@ func schema_pkg_apis_platform_v1alpha1_PlacementReportSpec(ref common.ReferenceC
 					"devices": {
 						VendorExtensible: spec.VendorExtensible{
 							Extensions: spec.Extensions{
-								"x-kubernetes-list-map-keys": []interface{}{
-									"driver",
-								},
-								"x-kubernetes-list-type": "map",
+								"x-kubernetes-list-type": "atomic",
 							},
 						},
 						SchemaProps: spec.SchemaProps{
@@ -1744,6 +1746,11 @@ func schema_pkg_apis_platform_v1alpha1_PlacementReportSpec(ref common.ReferenceC
 						},
 					},
 					"nodeSelector": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-map-type": "atomic",
+							},
+						},
 						SchemaProps: spec.SchemaProps{
 							Description: "NodeSelector is the pod's nodeSelector: labels a node must have.",
 							Type:        []string{"object"},
@@ -1803,7 +1810,7 @@ func schema_pkg_apis_platform_v1alpha1_PlacementReportSpec(ref common.ReferenceC
 					"clusters": {
 						VendorExtensible: spec.VendorExtensible{
 							Extensions: spec.Extensions{
-								"x-kubernetes-list-type": "set",
+								"x-kubernetes-list-type": "atomic",
 							},
 						},
 						SchemaProps: spec.SchemaProps{
