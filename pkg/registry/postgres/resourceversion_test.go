@@ -3,7 +3,6 @@ package postgres_test
 import (
 	"context"
 	"fmt"
-	"maps"
 	"testing"
 
 	"github.com/example/platform-apiserver/pkg/registry/postgres"
@@ -88,14 +87,6 @@ func TestResourceVersion(t *testing.T) {
 	if now := registryRV(t, s, ctx); now <= prev {
 		t.Errorf("delete: registry RV %d did not increase from %d", now, prev)
 	}
-}
-
-func withLabel(n store.Node, k, v string) store.Node {
-	labels := map[string]string{}
-	maps.Copy(labels, n.Labels)
-	labels[k] = v
-	n.Labels = labels
-	return n
 }
 
 // snapshotRVs maps "node/<name>" and "ns/<name>" to resource versions.

@@ -24,25 +24,19 @@ var (
 	registryRV      = registrytest.RegistryRV
 	removeMember    = registrytest.RemoveMember
 	nodeKeys        = registrytest.NodeKeys
-	namespaceKeys   = registrytest.NamespaceKeys
 	reportEvery     = registrytest.ReportEvery
-	poll            = registrytest.Poll
-	queryExec       = registrytest.QueryExec
-	changeKey       = registrytest.ChangeKey
+	withLabel       = registrytest.WithLabel
 	asNode          = registrytest.AsNode
 	asNamespace     = registrytest.AsNamespace
 	asCapacity      = registrytest.AsCapacity
-	sameSet         = registrytest.SameSet
 	policy          = registrytest.Policy
 
 	node      = pgtesting.Node
 	namespace = pgtesting.Namespace
 	pod       = pgtesting.Pod
-	slice     = pgtesting.ResourceSlice
 )
 
 const (
-	gpuDriver, gpuClass = pgtesting.GPUDriver, pgtesting.GPUClass
-	metricsNodeCPU      = registrytest.MetricsNodeCPU
-	metricsNodeMem      = registrytest.MetricsNodeMem
+	metricsNodeCPU = registrytest.MetricsNodeCPU
+	metricsNodeMem = registrytest.MetricsNodeMem
 )

@@ -9,6 +9,7 @@ package registrytest
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -225,6 +226,15 @@ func CommitsInParts(n int) int64 {
 func AsNode(o any) *store.NodeCapacity          { n, _ := o.(*store.NodeCapacity); return n }
 func AsNamespace(o any) *store.ClusterNamespace { n, _ := o.(*store.ClusterNamespace); return n }
 func AsCapacity(o any) *store.ClusterCapacity   { c, _ := o.(*store.ClusterCapacity); return c }
+
+// WithLabel is n with label k=v added.
+func WithLabel(n store.Node, k, v string) store.Node {
+	labels := map[string]string{}
+	maps.Copy(labels, n.Labels)
+	labels[k] = v
+	n.Labels = labels
+	return n
+}
 
 // ChangeKey names a change's object: "node/<cluster>/<name>",
 // "ns/<cluster>/<name>" or "cc/<cluster>/<cluster>".

@@ -1,4 +1,4 @@
-package postgres_test
+package views_test
 
 import (
 	"errors"
@@ -10,6 +10,8 @@ import (
 
 	"github.com/example/platform-apiserver/pkg/registry/nodecapacity"
 	"github.com/example/platform-apiserver/pkg/registry/postgres"
+	"github.com/example/platform-apiserver/pkg/registry/postgres/internal/pgtesting"
+	"github.com/example/platform-apiserver/pkg/registry/postgres/internal/registrytest"
 	"github.com/example/platform-apiserver/pkg/registry/store"
 )
 
@@ -19,25 +21,25 @@ import (
 // the nodes each should select.
 func TestAmountFieldSelectors(t *testing.T) {
 	t.Parallel()
-	s, b := setup(t, postgres.Options{})
+	s, b := registrytest.Setup(t, postgres.Options{})
 	ctx := b.Ctx
 	withOther := func(name string, other map[string]int64) store.Node {
-		n := node(name, 4000, 8<<30)
+		n := pgtesting.Node(name, 4000, 8<<30)
 		n.Allocatable.Other = other
 		return n
 	}
 	requesting := func(name, nodeName string, other map[string]int64) store.Pod {
-		p := pod("a", name, nodeName, 100, 1<<20)
+		p := pgtesting.Pod("a", name, nodeName, 100, 1<<20)
 		p.OtherRequests = other
 		return p
 	}
 	done := requesting("done", "gpu", map[string]int64{"nvidia.com/gpu": 8})
 	done.Phase = "Succeeded" // terminal: requests nothing
-	mustApply(t, s, ctx, store.Batch{ClusterID: "c1", Namespaces: []store.Namespace{namespace("a")},
+	registrytest.MustApply(t, s, ctx, store.Batch{ClusterID: "c1", Namespaces: []store.Namespace{pgtesting.Namespace("a")},
 		Nodes: []store.Node{
 			withOther("full", map[string]int64{"nvidia.com/gpu": 8}),
 			withOther("gpu", map[string]int64{"nvidia.com/gpu": 8, "ephemeral-storage": 100 << 30}),
-			node("cpu", 4000, 8<<30),
+			pgtesting.Node("cpu", 4000, 8<<30),
 			withOther("huge", map[string]int64{"hugepages-2Mi": 1 << 30, "ephemeral-storage": 100 << 30}),
 			withOther("over", map[string]int64{"nvidia.com/gpu": 1}),
 		},
@@ -50,7 +52,7 @@ func TestAmountFieldSelectors(t *testing.T) {
 			requesting("p5", "over", map[string]int64{"nvidia.com/gpu": 2}), // bound past the scheduler: -1 free
 			requesting("p6", "cpu", map[string]int64{"example.com/fpga": 1}),
 		}})
-	mustApply(t, s, ctx, store.Batch{ClusterID: "c2", Nodes: []store.Node{withOther("gpu", map[string]int64{"nvidia.com/gpu": 1})}})
+	registrytest.MustApply(t, s, ctx, store.Batch{ClusterID: "c2", Nodes: []store.Node{withOther("gpu", map[string]int64{"nvidia.com/gpu": 1})}})
 
 	const free = "status.available.other.nvidia.com/gpu"
 	for sel, want := range map[string]string{
@@ -81,7 +83,7 @@ func TestAmountFieldSelectors(t *testing.T) {
 				}
 				opts.Fields = append(opts.Fields, req)
 			}
-			got := nodeKeys(listNodes(t, s, ctx, opts).Items)
+			got := registrytest.NodeKeys(registrytest.ListNodes(t, s, ctx, opts).Items)
 			if got != want {
 				t.Errorf("registry: %s, want %s", got, want)
 			}
@@ -91,7 +93,7 @@ func TestAmountFieldSelectors(t *testing.T) {
 				t.Fatal(err)
 			}
 			var matched []string
-			for _, nc := range listNodes(t, s, ctx, store.ListOptions{}).Items {
+			for _, nc := range registrytest.ListNodes(t, s, ctx, store.ListOptions{}).Items {
 				o := nodecapacity.ToObject(&nc)
 				if normalized.Matches(nodecapacity.Kind.FieldValues(&o)) {
 					matched = append(matched, o.Name)
@@ -107,7 +109,7 @@ func TestAmountFieldSelectors(t *testing.T) {
 	// normalized to a whole number never reaches SQL.
 	field := nodecapacity.Kind.MustField("status.available.other.")
 	injected := store.FieldRequirement{Field: field, Op: selection.Equals, Key: "x'); DROP TABLE cluster_node; --", Value: "0"}
-	if got := nodeKeys(listNodes(t, s, ctx, store.ListOptions{Fields: []store.FieldRequirement{injected}}).Items); got != "c1.cpu,c1.full,c1.gpu,c1.huge,c1.over,c2.gpu" {
+	if got := registrytest.NodeKeys(registrytest.ListNodes(t, s, ctx, store.ListOptions{Fields: []store.FieldRequirement{injected}}).Items); got != "c1.cpu,c1.full,c1.gpu,c1.huge,c1.over,c2.gpu" {
 		t.Errorf("a key no node lists: %s, want every node", got)
 	}
 	for _, bad := range []store.FieldRequirement{

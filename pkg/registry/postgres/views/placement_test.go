@@ -1,4 +1,4 @@
-package postgres_test
+package views_test
 
 import (
 	"fmt"
@@ -14,6 +14,8 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/example/platform-apiserver/pkg/registry/postgres"
+	"github.com/example/platform-apiserver/pkg/registry/postgres/internal/pgtesting"
+	"github.com/example/platform-apiserver/pkg/registry/postgres/internal/registrytest"
 	"github.com/example/platform-apiserver/pkg/registry/store"
 )
 
@@ -127,7 +129,7 @@ func simulate(rng *rand.Rand, nodes []simNode, q store.PlacementQuery) (map[stri
 // pods, extended resources and devices, and random pod shapes.
 func TestPlacement(t *testing.T) {
 	t.Parallel()
-	s, b := setup(t, postgres.Options{})
+	s, b := registrytest.Setup(t, postgres.Options{})
 	ctx := b.Ctx
 	rng := rand.New(rand.NewPCG(1, 2))
 	zones := []string{"a", "b", "c"}
@@ -137,9 +139,9 @@ func TestPlacement(t *testing.T) {
 	var exactCPU int64 // a schedulable node's free CPU: a request of all of it fits once there
 	members := []string{"m1", "m2", "m3"}
 	for _, m := range members {
-		batch := store.Batch{ClusterID: m, Namespaces: []store.Namespace{namespace("ns")}}
+		batch := store.Batch{ClusterID: m, Namespaces: []store.Namespace{pgtesting.Namespace("ns")}}
 		for i := range 6 + rng.IntN(8) {
-			n := node(fmt.Sprintf("n%d", i), int64(1000*(1+rng.IntN(8))), int64(1<<30*(1+rng.IntN(16))))
+			n := pgtesting.Node(fmt.Sprintf("n%d", i), int64(1000*(1+rng.IntN(8))), int64(1<<30*(1+rng.IntN(16))))
 			n.Allocatable.Pods = int64(3 + rng.IntN(20))
 			n.Labels["pool"] = []string{"general", "gpu", "db"}[rng.IntN(3)]
 			n.Labels["gen"] = strconv.Itoa(rng.IntN(5))
@@ -160,11 +162,11 @@ func TestPlacement(t *testing.T) {
 				n.Allocatable.Other = map[string]int64{"nvidia.com/gpu": int64(rng.IntN(9))}
 				sn.free["nvidia.com/gpu"] = n.Allocatable.Other["nvidia.com/gpu"]
 				slices := int64(rng.IntN(5))
-				batch.Slices = append(batch.Slices, slice(n.Name+"-gpus", n.Name, 1, int(slices)))
-				sn.free["device/"+gpuDriver] = slices
+				batch.Slices = append(batch.Slices, pgtesting.ResourceSlice(n.Name+"-gpus", n.Name, 1, int(slices)))
+				sn.free["device/"+pgtesting.GPUDriver] = slices
 			}
 			for j := range rng.IntN(4) {
-				p := pod("ns", fmt.Sprintf("%s-p%d", n.Name, j), n.Name, int64(100*rng.IntN(20)), int64(1<<28*rng.IntN(8)))
+				p := pgtesting.Pod("ns", fmt.Sprintf("%s-p%d", n.Name, j), n.Name, int64(100*rng.IntN(20)), int64(1<<28*rng.IntN(8)))
 				if n.Labels["pool"] == "gpu" && rng.IntN(2) == 0 {
 					p.OtherRequests = map[string]int64{"nvidia.com/gpu": 1}
 					sn.free["nvidia.com/gpu"]--
@@ -181,7 +183,7 @@ func TestPlacement(t *testing.T) {
 			batch.Nodes = append(batch.Nodes, n)
 			sim = append(sim, sn)
 		}
-		mustApply(t, s, ctx, batch)
+		registrytest.MustApply(t, s, ctx, batch)
 	}
 	f, err := s.ClaimMember(ctx, "m2", "replica-1")
 	if err != nil {
@@ -207,7 +209,7 @@ func TestPlacement(t *testing.T) {
 		{"no requests", store.PlacementQuery{}},
 		{"gpu, tolerating the gpu taint", store.PlacementQuery{CPUMillis: 500, Other: map[string]int64{"nvidia.com/gpu": 2},
 			Tolerations: []store.Toleration{{Key: "gpu", Operator: "Equal", Value: "true", Effect: "NoSchedule"}}}},
-		{"dra devices", store.PlacementQuery{CPUMillis: 200, Devices: map[string]int64{gpuDriver: 2},
+		{"dra devices", store.PlacementQuery{CPUMillis: 200, Devices: map[string]int64{pgtesting.GPUDriver: 2},
 			Tolerations: []store.Toleration{{Key: "gpu", Operator: "Exists"}}}},
 		{"tolerating everything", store.PlacementQuery{CPUMillis: 700, Tolerations: []store.Toleration{{Operator: "Exists"}}}},
 		{"node selector", store.PlacementQuery{CPUMillis: 250, Nodes: []store.NodeTerm{{Labels: labels.Requirements{req("pool", selection.Equals, "general")}}}}},

@@ -1,4 +1,4 @@
-package postgres_test
+package views_test
 
 import (
 	"maps"
@@ -11,6 +11,8 @@ import (
 	"github.com/example/platform-apiserver/pkg/registry/clusternamespace"
 	"github.com/example/platform-apiserver/pkg/registry/nodecapacity"
 	"github.com/example/platform-apiserver/pkg/registry/postgres"
+	"github.com/example/platform-apiserver/pkg/registry/postgres/internal/pgtesting"
+	"github.com/example/platform-apiserver/pkg/registry/postgres/internal/registrytest"
 	"github.com/example/platform-apiserver/pkg/registry/store"
 )
 
@@ -18,7 +20,7 @@ import (
 // labels.Selector.Matches on the same objects.
 func TestLabelSelectors(t *testing.T) {
 	t.Parallel()
-	s, b := setup(t, postgres.Options{})
+	s, b := registrytest.Setup(t, postgres.Options{})
 	ctx := b.Ctx
 	objects := map[string]map[string]string{
 		"c1.a": {"app": "web", "tier": "front", "size": "3"},
@@ -30,9 +32,9 @@ func TestLabelSelectors(t *testing.T) {
 	}
 	for key, l := range objects {
 		cluster, name, _ := strings.Cut(key, ".")
-		n := node(name, 1000, 1<<30)
+		n := pgtesting.Node(name, 1000, 1<<30)
 		n.Labels = l
-		mustApply(t, s, ctx, store.Batch{ClusterID: cluster, Nodes: []store.Node{n}})
+		registrytest.MustApply(t, s, ctx, store.Batch{ClusterID: cluster, Nodes: []store.Node{n}})
 	}
 	selectors := []string{
 		"", "app=web", "app==db", "app!=web", "app in (web,db)", "app notin (web)", "app", "!app",
@@ -58,8 +60,8 @@ func TestLabelSelectors(t *testing.T) {
 					want = append(want, key)
 				}
 			}
-			got := listNodes(t, s, ctx, store.ListOptions{Labels: reqs}).Items
-			if g, w := sortedKeys(nodeKeys(got)), sortedKeys(strings.Join(want, ",")); g != w {
+			got := registrytest.ListNodes(t, s, ctx, store.ListOptions{Labels: reqs}).Items
+			if g, w := sortedKeys(registrytest.NodeKeys(got)), sortedKeys(strings.Join(want, ",")); g != w {
 				t.Errorf("selector %q: got %s, want %s", sel, g, w)
 			}
 		})
@@ -83,22 +85,22 @@ func sortedKeys(csv string) string {
 
 func TestFieldSelectors(t *testing.T) {
 	t.Parallel()
-	s, b := setup(t, postgres.Options{})
+	s, b := registrytest.Setup(t, postgres.Options{})
 	ctx := b.Ctx
-	ready := node("ready", 1000, 1)
-	cordoned := node("cordoned", 1000, 1)
+	ready := pgtesting.Node("ready", 1000, 1)
+	cordoned := pgtesting.Node("cordoned", 1000, 1)
 	cordoned.Unschedulable = true
-	noSchedule := node("noschedule", 1000, 1)
+	noSchedule := pgtesting.Node("noschedule", 1000, 1)
 	noSchedule.Taints = []store.Taint{{Key: "dedicated", Value: "gpu", Effect: "NoSchedule"}}
-	noExecute := node("noexecute", 1000, 1)
+	noExecute := pgtesting.Node("noexecute", 1000, 1)
 	noExecute.Taints = []store.Taint{{Key: "x", Effect: "PreferNoSchedule"}, {Key: "y", Effect: "NoExecute"}}
-	prefer := node("prefer", 1000, 1)
+	prefer := pgtesting.Node("prefer", 1000, 1)
 	prefer.Taints = []store.Taint{{Key: "x", Effect: "PreferNoSchedule"}}
-	notReady := node("notready", 1000, 1)
+	notReady := pgtesting.Node("notready", 1000, 1)
 	notReady.Ready = false
-	mustApply(t, s, ctx, store.Batch{ClusterID: "c1", Nodes: []store.Node{ready, cordoned, noSchedule, noExecute, prefer, notReady},
-		Namespaces: []store.Namespace{namespace("a"), {Name: "b", Phase: "Terminating"}}})
-	mustApply(t, s, ctx, store.Batch{ClusterID: "c2", Nodes: []store.Node{ready}, Namespaces: []store.Namespace{namespace("a")}})
+	registrytest.MustApply(t, s, ctx, store.Batch{ClusterID: "c1", Nodes: []store.Node{ready, cordoned, noSchedule, noExecute, prefer, notReady},
+		Namespaces: []store.Namespace{pgtesting.Namespace("a"), {Name: "b", Phase: "Terminating"}}})
+	registrytest.MustApply(t, s, ctx, store.Batch{ClusterID: "c2", Nodes: []store.Node{ready}, Namespaces: []store.Namespace{pgtesting.Namespace("a")}})
 
 	eq, ne := selection.Equals, selection.NotEquals
 	nodeTests := []struct {
@@ -117,7 +119,7 @@ func TestFieldSelectors(t *testing.T) {
 	}
 	for _, tc := range nodeTests {
 		t.Run("nodes/"+tc.name, func(t *testing.T) {
-			got := nodeKeys(listNodes(t, s, ctx, store.ListOptions{Fields: tc.fields}).Items)
+			got := registrytest.NodeKeys(registrytest.ListNodes(t, s, ctx, store.ListOptions{Fields: tc.fields}).Items)
 			if got != tc.want {
 				t.Errorf("got %s, want %s", got, tc.want)
 			}
@@ -139,7 +141,7 @@ func TestFieldSelectors(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := namespaceKeys(p.Items); got != tc.want {
+			if got := registrytest.NamespaceKeys(p.Items); got != tc.want {
 				t.Errorf("got %s, want %s", got, tc.want)
 			}
 		})

@@ -1,4 +1,4 @@
-package postgres_test
+package changelog_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/example/platform-apiserver/pkg/registry/postgres"
+	"github.com/example/platform-apiserver/pkg/registry/postgres/internal/registrytest"
 	"github.com/example/platform-apiserver/pkg/registry/store"
 )
 
@@ -17,21 +18,21 @@ import (
 func changeObject(c store.Change) any {
 	switch c.Kind {
 	case store.KindNodeCapacity:
-		return asNode(c.Object)
+		return registrytest.AsNode(c.Object)
 	case store.KindClusterCapacity:
-		return asCapacity(c.Object)
+		return registrytest.AsCapacity(c.Object)
 	}
-	return asNamespace(c.Object)
+	return registrytest.AsNamespace(c.Object)
 }
 
 func changePrev(c store.Change) any {
 	switch {
-	case c.Kind == store.KindNodeCapacity && asNode(c.Prev) != nil:
-		return asNode(c.Prev)
-	case c.Kind == store.KindClusterNamespace && asNamespace(c.Prev) != nil:
-		return asNamespace(c.Prev)
-	case c.Kind == store.KindClusterCapacity && asCapacity(c.Prev) != nil:
-		return asCapacity(c.Prev)
+	case c.Kind == store.KindNodeCapacity && registrytest.AsNode(c.Prev) != nil:
+		return registrytest.AsNode(c.Prev)
+	case c.Kind == store.KindClusterNamespace && registrytest.AsNamespace(c.Prev) != nil:
+		return registrytest.AsNamespace(c.Prev)
+	case c.Kind == store.KindClusterCapacity && registrytest.AsCapacity(c.Prev) != nil:
+		return registrytest.AsCapacity(c.Prev)
 	}
 	return nil
 }
@@ -71,7 +72,7 @@ func withRV(obj any, rv int64) any {
 func viewState(t *testing.T, s *postgres.Store, ctx context.Context) map[string]any {
 	t.Helper()
 	out := map[string]any{}
-	for _, n := range listNodes(t, s, ctx, store.ListOptions{}).Items {
+	for _, n := range registrytest.ListNodes(t, s, ctx, store.ListOptions{}).Items {
 		out["node/"+n.ClusterID+"/"+n.Node.Name] = &n
 	}
 	nss, err := s.ClusterNamespaces().List(ctx, store.ListOptions{})
@@ -122,7 +123,7 @@ func getView(t *testing.T, s *postgres.Store, ctx context.Context, kind store.Ki
 func replay(t *testing.T, state map[string]any, changes []store.Change) {
 	t.Helper()
 	for _, c := range changes {
-		key, obj, prev := changeKey(c), changeObject(c), changePrev(c)
+		key, obj, prev := registrytest.ChangeKey(c), changeObject(c), changePrev(c)
 		cur, present := state[key]
 		if objectRV(obj) != c.ResourceVersion {
 			t.Errorf("change %d %s %s: object at RV %d", c.ResourceVersion, c.Type, key, objectRV(obj))

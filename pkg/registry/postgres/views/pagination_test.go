@@ -1,4 +1,4 @@
-package postgres_test
+package views_test
 
 import (
 	"errors"
@@ -11,12 +11,14 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/example/platform-apiserver/pkg/registry/postgres"
+	"github.com/example/platform-apiserver/pkg/registry/postgres/internal/pgtesting"
+	"github.com/example/platform-apiserver/pkg/registry/postgres/internal/registrytest"
 	"github.com/example/platform-apiserver/pkg/registry/store"
 )
 
 func TestPagination(t *testing.T) {
 	t.Parallel()
-	s, b := setup(t, postgres.Options{})
+	s, b := registrytest.Setup(t, postgres.Options{})
 	ctx := b.Ctx
 	var want []string
 	// 25 nodes over clusters whose bytewise order differs from a locale's ("B" < "a").
@@ -27,8 +29,8 @@ func TestPagination(t *testing.T) {
 		if i%5 == 0 {
 			name = "N" + name
 		}
-		mustApply(t, s, ctx, store.Batch{ClusterID: c, Nodes: []store.Node{node(name, 1000, 1)},
-			Namespaces: []store.Namespace{namespace(name)}})
+		registrytest.MustApply(t, s, ctx, store.Batch{ClusterID: c, Nodes: []store.Node{pgtesting.Node(name, 1000, 1)},
+			Namespaces: []store.Namespace{pgtesting.Namespace(name)}})
 		want = append(want, c+"."+name)
 	}
 	sort.Strings(want) // bytewise, as the list orders
@@ -37,12 +39,12 @@ func TestPagination(t *testing.T) {
 	opts := store.ListOptions{Limit: 7}
 	pages, firstRV := 0, int64(0)
 	for {
-		p := listNodes(t, s, ctx, opts)
+		p := registrytest.ListNodes(t, s, ctx, opts)
 		pages++
 		if pages == 1 {
 			firstRV = p.ResourceVersion
 			// A write between pages does not change the list's version.
-			mustApply(t, s, ctx, store.Batch{ClusterID: "zzz", Nodes: []store.Node{node("late", 1, 1)}})
+			registrytest.MustApply(t, s, ctx, store.Batch{ClusterID: "zzz", Nodes: []store.Node{pgtesting.Node("late", 1, 1)}})
 		} else if p.ResourceVersion != firstRV {
 			t.Errorf("page %d RV %d, want the first page's %d", pages, p.ResourceVersion, firstRV)
 		}
@@ -86,7 +88,7 @@ func TestPagination(t *testing.T) {
 	}
 
 	// An exact multiple of the limit ends without an empty extra page.
-	p := listNodes(t, s, ctx, store.ListOptions{Limit: 26})
+	p := registrytest.ListNodes(t, s, ctx, store.ListOptions{Limit: 26})
 	if p.Continue != "" || len(p.Items) != 26 {
 		t.Errorf("limit = count: %d items, continue %q", len(p.Items), p.Continue)
 	}
@@ -105,11 +107,11 @@ func TestContinueTokens(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
 	clock := func() time.Time { return now }
-	s, b := setup(t, postgres.Options{ContinueTTL: time.Minute, Now: func() time.Time { return clock() }})
+	s, b := registrytest.Setup(t, postgres.Options{ContinueTTL: time.Minute, Now: func() time.Time { return clock() }})
 	ctx := b.Ctx
-	mustApply(t, s, ctx, store.Batch{ClusterID: "c", Nodes: []store.Node{node("a", 1, 1), node("b", 1, 1), node("c", 1, 1)},
-		Namespaces: []store.Namespace{namespace("a"), namespace("b")}})
-	first := listNodes(t, s, ctx, store.ListOptions{Limit: 1})
+	registrytest.MustApply(t, s, ctx, store.Batch{ClusterID: "c", Nodes: []store.Node{pgtesting.Node("a", 1, 1), pgtesting.Node("b", 1, 1), pgtesting.Node("c", 1, 1)},
+		Namespaces: []store.Namespace{pgtesting.Namespace("a"), pgtesting.Namespace("b")}})
+	first := registrytest.ListNodes(t, s, ctx, store.ListOptions{Limit: 1})
 	if first.Continue == "" {
 		t.Fatal("no continue token")
 	}
@@ -156,15 +158,15 @@ func TestContinueTokens(t *testing.T) {
 
 	// One issued by another registry (another database, as after a
 	// re-create) has expired: the client restarts its list (410).
-	recreated, rb := setup(t, postgres.Options{Now: clock})
-	mustApply(t, recreated, rb.Ctx, store.Batch{ClusterID: "c", Nodes: []store.Node{node("a", 1, 1), node("b", 1, 1)}})
-	foreign := listNodes(t, recreated, rb.Ctx, store.ListOptions{Limit: 1})
+	recreated, rb := registrytest.Setup(t, postgres.Options{Now: clock})
+	registrytest.MustApply(t, recreated, rb.Ctx, store.Batch{ClusterID: "c", Nodes: []store.Node{pgtesting.Node("a", 1, 1), pgtesting.Node("b", 1, 1)}})
+	foreign := registrytest.ListNodes(t, recreated, rb.Ctx, store.ListOptions{Limit: 1})
 	if _, err := s.NodeCapacities().List(ctx, store.ListOptions{Limit: 1, Continue: foreign.Continue}); !errors.Is(err, store.ErrExpiredContinue) {
 		t.Errorf("token from another registry: got %v, want %v", err, store.ErrExpiredContinue)
 	}
 }
 
-func listNodesErr(s *postgres.Store, b testBundle) func(store.ListOptions) error {
+func listNodesErr(s *postgres.Store, b registrytest.Bundle) func(store.ListOptions) error {
 	return func(o store.ListOptions) error {
 		_, err := s.NodeCapacities().List(b.Ctx, o)
 		return err

@@ -1,4 +1,4 @@
-package postgres_test
+package changelog_test
 
 import (
 	"context"
@@ -8,12 +8,14 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/example/platform-apiserver/pkg/registry/postgres"
+	"github.com/example/platform-apiserver/pkg/registry/postgres/internal/pgtesting"
+	"github.com/example/platform-apiserver/pkg/registry/postgres/internal/registrytest"
 	"github.com/example/platform-apiserver/pkg/registry/store"
 )
 
 func TestNotifications(t *testing.T) {
 	t.Parallel()
-	s, b := setup(t, postgres.Options{})
+	s, b := registrytest.Setup(t, postgres.Options{})
 	ctx, cancel := context.WithCancel(b.Ctx)
 	defer cancel()
 	notes, err := s.Notifications(ctx)
@@ -22,15 +24,15 @@ func TestNotifications(t *testing.T) {
 	}
 
 	expectNone(t, notes, "idle")
-	batch := store.Batch{ClusterID: "c", Nodes: []store.Node{node("n1", 1000, 1)}}
-	mustApply(t, s, ctx, batch)
+	batch := store.Batch{ClusterID: "c", Nodes: []store.Node{pgtesting.Node("n1", 1000, 1)}}
+	registrytest.MustApply(t, s, ctx, batch)
 	expectOne(t, notes, "after a commit")
-	mustApply(t, s, ctx, batch)
+	registrytest.MustApply(t, s, ctx, batch)
 	expectNone(t, notes, "after a no-op commit")
 
 	// Commits coalesce into one pending value.
 	for i := range 3 {
-		mustApply(t, s, ctx, store.Batch{ClusterID: "c", Nodes: []store.Node{withLabel(node("n1", 1000, 1), "i", string(rune('a'+i)))}})
+		registrytest.MustApply(t, s, ctx, store.Batch{ClusterID: "c", Nodes: []store.Node{registrytest.WithLabel(pgtesting.Node("n1", 1000, 1), "i", string(rune('a'+i)))}})
 	}
 	expectOne(t, notes, "after three commits")
 	// The channel closes when ctx ends.
@@ -58,7 +60,7 @@ func TestNotifications(t *testing.T) {
 		t.Fatal(err)
 	}
 	var old int32
-	poll(t, "the first listener gone, the second listening", func() bool {
+	registrytest.Poll(t, "the first listener gone, the second listening", func() bool {
 		n, pid := listeners()
 		old = pid
 		return n == 1
@@ -67,11 +69,11 @@ func TestNotifications(t *testing.T) {
 		t.Fatal(err)
 	}
 	expectOne(t, notes, "after reconnecting")
-	poll(t, "the listener reconnected", func() bool {
+	registrytest.Poll(t, "the listener reconnected", func() bool {
 		n, pid := listeners()
 		return n == 1 && pid != old
 	})
-	mustApply(t, s, ctx, store.Batch{ClusterID: "c", Deleted: store.Keys{store.ResourceNodes: {{Name: "n1"}}}})
+	registrytest.MustApply(t, s, ctx, store.Batch{ClusterID: "c", Deleted: store.Keys{store.ResourceNodes: {{Name: "n1"}}}})
 	expectOne(t, notes, "after a commit following the reconnect")
 
 	cancel()

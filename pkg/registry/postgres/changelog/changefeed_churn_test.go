@@ -1,4 +1,4 @@
-package postgres_test
+package changelog_test
 
 import (
 	"context"
@@ -12,6 +12,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/example/platform-apiserver/pkg/registry/postgres"
+	"github.com/example/platform-apiserver/pkg/registry/postgres/internal/pgtesting"
+	"github.com/example/platform-apiserver/pkg/registry/postgres/internal/registrytest"
 	"github.com/example/platform-apiserver/pkg/registry/store"
 )
 
@@ -22,7 +24,7 @@ import (
 // version with a replayed state equal to a final list.
 func TestChangeFeedChurn(t *testing.T) {
 	t.Parallel()
-	s, b := setup(t, postgres.Options{})
+	s, b := registrytest.Setup(t, postgres.Options{})
 	ctx := b.Ctx
 	const writers, rounds, limit = 8, 40, 5
 
@@ -94,7 +96,7 @@ func TestChangeFeedChurn(t *testing.T) {
 	if got := rvs(changes); !slices.Equal(got, logged) {
 		t.Fatalf("tail read %d changes, log holds %d; first difference at %d", len(got), len(logged), firstDiff(got, logged))
 	}
-	final := registryRV(t, s, ctx)
+	final := registrytest.RegistryRV(t, s, ctx)
 	if last := logged[len(logged)-1]; last > final {
 		t.Fatalf("last entry %d above the registry version %d", last, final)
 	}
@@ -137,31 +139,31 @@ func churn(ctx context.Context, s *postgres.Store, w, rounds int) error {
 		case 0, 1:
 			b := store.Batch{ClusterID: cluster}
 			for range 1 + rng.IntN(3) {
-				b.Nodes = append(b.Nodes, withLabel(node(nodeName(), 1000, 1<<30), "v", fmt.Sprint(rng.IntN(3))))
+				b.Nodes = append(b.Nodes, registrytest.WithLabel(pgtesting.Node(nodeName(), 1000, 1<<30), "v", fmt.Sprint(rng.IntN(3))))
 			}
-			b.Namespaces = []store.Namespace{namespace(nsName())}
+			b.Namespaces = []store.Namespace{pgtesting.Namespace(nsName())}
 			err = s.Apply(ctx, b)
 		case 2, 3:
 			var pods []store.Pod
 			for range 1 + rng.IntN(4) {
-				pods = append(pods, pod(nsName(), fmt.Sprintf("p%d", rng.IntN(6)), nodeName(), int64(100*rng.IntN(4)), 1<<20))
+				pods = append(pods, pgtesting.Pod(nsName(), fmt.Sprintf("p%d", rng.IntN(6)), nodeName(), int64(100*rng.IntN(4)), 1<<20))
 			}
 			err = s.Apply(ctx, store.Batch{ClusterID: cluster, Pods: pods})
 		case 4:
 			n := nodeName()
 			b := store.Batch{ClusterID: cluster, Deleted: store.Keys{store.ResourceNodes: {{Name: n}}}}
 			if rng.IntN(2) == 0 {
-				b.Nodes = []store.Node{node(n, 2000, 1<<30)} // deleted and re-added
+				b.Nodes = []store.Node{pgtesting.Node(n, 2000, 1<<30)} // deleted and re-added
 			}
 			err = s.Apply(ctx, b)
 		case 5:
 			err = s.Apply(ctx, store.Batch{ClusterID: cluster, Deleted: store.Keys{store.ResourceNamespaces: {{Name: nsName()}}}})
 		case 6:
 			err = s.Apply(ctx, store.Batch{ClusterID: cluster, Replace: []store.Resource{store.ResourceNodes},
-				Nodes: []store.Node{node(nodeName(), 1000, 1<<30), node(nodeName(), 1000, 1<<30)}})
+				Nodes: []store.Node{pgtesting.Node(nodeName(), 1000, 1<<30), pgtesting.Node(nodeName(), 1000, 1<<30)}})
 		case 7:
 			_, err = s.RecordNodeMetrics(ctx, store.Fence{ClusterID: cluster}, []store.NodeMetricsSample{{ClusterID: cluster, Node: nodeName(),
-				CPUNanoCores: int64(rng.IntN(1e6)), MemoryBytes: 1 << 20, ObservedAt: time.Unix(int64(1e9+r), 0), Window: time.Second}}, reportEvery)
+				CPUNanoCores: int64(rng.IntN(1e6)), MemoryBytes: 1 << 20, ObservedAt: time.Unix(int64(1e9+r), 0), Window: time.Second}}, registrytest.ReportEvery)
 		}
 		if err != nil {
 			return fmt.Errorf("%s round %d: %w", cluster, r, err)

@@ -1,4 +1,4 @@
-package postgres_test
+package changelog_test
 
 import (
 	"errors"
@@ -8,34 +8,36 @@ import (
 	"time"
 
 	"github.com/example/platform-apiserver/pkg/registry/postgres"
+	"github.com/example/platform-apiserver/pkg/registry/postgres/internal/pgtesting"
+	"github.com/example/platform-apiserver/pkg/registry/postgres/internal/registrytest"
 	"github.com/example/platform-apiserver/pkg/registry/store"
 )
 
 func TestCompact(t *testing.T) {
 	t.Parallel()
-	s, b := setup(t, postgres.Options{})
+	s, b := registrytest.Setup(t, postgres.Options{})
 	ctx := b.Ctx
 
 	// Enough entries for several compaction batches.
 	var nodes []store.Node
 	for i := range 2500 {
-		nodes = append(nodes, node(fmt.Sprintf("n%04d", i), 1000, 1<<30))
+		nodes = append(nodes, pgtesting.Node(fmt.Sprintf("n%04d", i), 1000, 1<<30))
 	}
-	mustApply(t, s, ctx, store.Batch{ClusterID: "old", Nodes: nodes})
-	old := registryRV(t, s, ctx)
+	registrytest.MustApply(t, s, ctx, store.Batch{ClusterID: "old", Nodes: nodes})
+	old := registrytest.RegistryRV(t, s, ctx)
 	cut := time.Now() // after every commit so far
 	// The writes below start (and take their commit time) once the
 	// database's clock has passed the cut.
-	poll(t, "the database clock past the cut", func() bool {
-		n, err := queryExec(t, b, `SELECT 1 WHERE clock_timestamp() > $1`, cut)
+	registrytest.Poll(t, "the database clock past the cut", func() bool {
+		n, err := registrytest.QueryExec(t, b, `SELECT 1 WHERE clock_timestamp() > $1`, cut)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return n == 1
 	})
-	mustApply(t, s, ctx, store.Batch{ClusterID: "new", Nodes: []store.Node{node("n1", 1000, 1<<30)}})
-	mustApply(t, s, ctx, store.Batch{ClusterID: "old", Deleted: store.Keys{store.ResourceNodes: {{Name: "n0000"}}}})
-	now := registryRV(t, s, ctx)
+	registrytest.MustApply(t, s, ctx, store.Batch{ClusterID: "new", Nodes: []store.Node{pgtesting.Node("n1", 1000, 1<<30)}})
+	registrytest.MustApply(t, s, ctx, store.Batch{ClusterID: "old", Deleted: store.Keys{store.ResourceNodes: {{Name: "n0000"}}}})
+	now := registrytest.RegistryRV(t, s, ctx)
 
 	if h, err := s.Compact(ctx, cut.Add(-time.Hour)); err != nil || h != 0 {
 		t.Fatalf("Compact(before everything) = %d, %v; want horizon 0", h, err)
@@ -59,7 +61,7 @@ func TestCompact(t *testing.T) {
 	}
 	var got []string
 	for _, c := range changes {
-		got = append(got, string(c.Type)+" "+changeKey(c))
+		got = append(got, string(c.Type)+" "+registrytest.ChangeKey(c))
 	}
 	want := []string{"ADDED node/new/n1", "ADDED cc/new/new", "DELETED node/old/n0000", "MODIFIED cc/old/old"}
 	if !slices.Equal(got, want) || readAt != now {
@@ -74,7 +76,7 @@ func TestCompact(t *testing.T) {
 	if changes, readAt, err := s.Changes(ctx, store.ChangeFilter{}, now, 10); err != nil || len(changes) != 0 || readAt != now {
 		t.Errorf("Changes at the present after full compaction = %v at %d, %v", changes, readAt, err)
 	}
-	mustApply(t, s, ctx, store.Batch{ClusterID: "new", Deleted: store.Keys{store.ResourceNodes: {{Name: "n1"}}}})
+	registrytest.MustApply(t, s, ctx, store.Batch{ClusterID: "new", Deleted: store.Keys{store.ResourceNodes: {{Name: "n1"}}}})
 	if changes, _, err := s.Changes(ctx, store.ChangeFilter{}, now, 10); err != nil || len(changes) != 2 || changes[0].Type != store.ChangeDeleted || changes[1].Kind != store.KindClusterCapacity {
 		t.Errorf("Changes after a write following full compaction = %v, %v; want the node DELETED, then its ClusterCapacity", changes, err)
 	}
@@ -84,20 +86,20 @@ func TestCompact(t *testing.T) {
 // log existed cannot be resumed from.
 func TestChangeFeedHistoryStartsAtMigration(t *testing.T) {
 	t.Parallel()
-	s, b := setup(t, postgres.Options{})
+	s, b := registrytest.Setup(t, postgres.Options{})
 	ctx := b.Ctx
-	mustApply(t, s, ctx, store.Batch{ClusterID: "c", Nodes: []store.Node{node("n1", 1000, 1)}})
+	registrytest.MustApply(t, s, ctx, store.Batch{ClusterID: "c", Nodes: []store.Node{pgtesting.Node("n1", 1000, 1)}})
 	// Revert down to before 002_change_feed (the migrations after it too).
 	if err := s.MigrateDownTo(ctx, 1); err != nil {
 		t.Fatal(err)
 	}
 	// A write of a server from before the change log (this code expects it).
-	if _, err := queryExec(t, b, `
+	if _, err := registrytest.QueryExec(t, b, `
 		WITH v AS (SELECT nextval('registry_resource_version') AS rv)
 		INSERT INTO cluster_node (cluster_id, name, resource_version) SELECT 'c', 'n2', rv FROM v`); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := queryExec(t, b, `UPDATE registry_state SET resource_version = (SELECT max(resource_version) FROM cluster_node)`); err != nil {
+	if _, err := registrytest.QueryExec(t, b, `UPDATE registry_state SET resource_version = (SELECT max(resource_version) FROM cluster_node)`); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Migrate(ctx); err != nil {
@@ -105,14 +107,14 @@ func TestChangeFeedHistoryStartsAtMigration(t *testing.T) {
 	}
 	// 002 started the history at n2's version, the registry's then; 009
 	// summed member c into its ClusterCapacity, the one change after it.
-	at002 := getNode(t, s, ctx, "c", "n2").ResourceVersion
-	rv := registryRV(t, s, ctx)
+	at002 := registrytest.GetNode(t, s, ctx, "c", "n2").ResourceVersion
+	rv := registrytest.RegistryRV(t, s, ctx)
 	if _, _, err := s.Changes(ctx, store.ChangeFilter{}, at002-1, 10); !errors.Is(err, store.ErrCompacted) {
 		t.Errorf("Changes before the migration's version: %v, want ErrCompacted", err)
 	}
 	changes, readAt, err := s.Changes(ctx, store.ChangeFilter{}, at002, 10)
 	if err != nil || len(changes) != 1 || changes[0].Type != store.ChangeAdded || changes[0].Kind != store.KindClusterCapacity ||
-		asCapacity(changes[0].Object).Nodes != 2 || readAt != rv {
+		registrytest.AsCapacity(changes[0].Object).Nodes != 2 || readAt != rv {
 		t.Errorf("Changes at the migration's version = %+v at %d (registry %d), %v; want member c's ClusterCapacity ADDED with 2 nodes", changes, readAt, rv, err)
 	}
 }

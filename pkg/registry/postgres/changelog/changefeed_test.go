@@ -1,4 +1,4 @@
-package postgres_test
+package changelog_test
 
 import (
 	"reflect"
@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/example/platform-apiserver/pkg/registry/postgres"
+	"github.com/example/platform-apiserver/pkg/registry/postgres/internal/pgtesting"
+	"github.com/example/platform-apiserver/pkg/registry/postgres/internal/registrytest"
 	"github.com/example/platform-apiserver/pkg/registry/store"
 )
 
@@ -16,14 +18,14 @@ import (
 // commit.
 func TestChangeFeed(t *testing.T) {
 	t.Parallel()
-	s, b := setup(t, postgres.Options{})
+	s, b := registrytest.Setup(t, postgres.Options{})
 	ctx := b.Ctx
 	const c = "prod-1"
 	initial := store.Batch{
 		ClusterID:  c,
-		Nodes:      []store.Node{node("n1", 4000, 8<<30), node("n2", 2000, 4<<30), node("n3", 1000, 1<<30)},
-		Namespaces: []store.Namespace{namespace("a"), namespace("b")},
-		Pods:       []store.Pod{pod("a", "p1", "n1", 500, 1<<30)},
+		Nodes:      []store.Node{pgtesting.Node("n1", 4000, 8<<30), pgtesting.Node("n2", 2000, 4<<30), pgtesting.Node("n3", 1000, 1<<30)},
+		Namespaces: []store.Namespace{pgtesting.Namespace("a"), pgtesting.Namespace("b")},
+		Pods:       []store.Pod{pgtesting.Pod("a", "p1", "n1", 500, 1<<30)},
 		Quotas:     []store.Quota{{Namespace: "a", Name: "q", Hard: map[string]string{"pods": "10"}}},
 	}
 	sample := store.NodeMetricsSample{ClusterID: c, Node: "n1", CPUNanoCores: 12345, MemoryBytes: 1 << 28,
@@ -40,25 +42,25 @@ func TestChangeFeed(t *testing.T) {
 			return s.Apply(ctx, store.Batch{ClusterID: c, Cursors: map[store.Resource]string{store.ResourcePods: "7"}})
 		}},
 		{name: "pod added (aggregates only)", write: func() error {
-			return s.Apply(ctx, store.Batch{ClusterID: c, Pods: []store.Pod{pod("b", "p2", "n2", 250, 1<<20)}})
+			return s.Apply(ctx, store.Batch{ClusterID: c, Pods: []store.Pod{pgtesting.Pod("b", "p2", "n2", 250, 1<<20)}})
 		}, want: []string{"MODIFIED node/prod-1/n2", "MODIFIED ns/prod-1/b", "MODIFIED cc/prod-1/prod-1"}},
 		{name: "quota used (aggregates only)", write: func() error {
 			return s.Apply(ctx, store.Batch{ClusterID: c, Quotas: []store.Quota{{Namespace: "a", Name: "q", Hard: map[string]string{"pods": "10"}, Used: map[string]string{"pods": "1"}}}})
 		}, want: []string{"MODIFIED ns/prod-1/a"}},
 		{name: "metrics sample", write: func() error {
-			_, err := s.RecordNodeMetrics(ctx, store.Fence{ClusterID: c}, []store.NodeMetricsSample{sample}, reportEvery)
+			_, err := s.RecordNodeMetrics(ctx, store.Fence{ClusterID: c}, []store.NodeMetricsSample{sample}, registrytest.ReportEvery)
 			return err
 		},
 			want: []string{"MODIFIED node/prod-1/n1", "MODIFIED cc/prod-1/prod-1"}},
 		{name: "duplicate metrics sample", write: func() error {
-			_, err := s.RecordNodeMetrics(ctx, store.Fence{ClusterID: c}, []store.NodeMetricsSample{sample}, reportEvery)
+			_, err := s.RecordNodeMetrics(ctx, store.Fence{ClusterID: c}, []store.NodeMetricsSample{sample}, registrytest.ReportEvery)
 			return err
 		}},
 		{name: "node cordoned and tainted, pod moved onto it", write: func() error {
-			n := withLabel(node("n2", 2000, 4<<30), "zone", "b")
+			n := registrytest.WithLabel(pgtesting.Node("n2", 2000, 4<<30), "zone", "b")
 			n.Unschedulable = true
 			n.Taints = []store.Taint{{Key: "k", Effect: "NoSchedule"}}
-			return s.Apply(ctx, store.Batch{ClusterID: c, Nodes: []store.Node{n}, Pods: []store.Pod{pod("a", "p1", "n2", 500, 1<<30)}})
+			return s.Apply(ctx, store.Batch{ClusterID: c, Nodes: []store.Node{n}, Pods: []store.Pod{pgtesting.Pod("a", "p1", "n2", 500, 1<<30)}})
 		}, want: []string{"MODIFIED node/prod-1/n1", "MODIFIED node/prod-1/n2", "MODIFIED cc/prod-1/prod-1"}},
 		{name: "node deleted", write: func() error {
 			return s.Apply(ctx, store.Batch{ClusterID: c, Deleted: store.Keys{store.ResourceNodes: {{Name: "n1"}}}})
@@ -67,10 +69,10 @@ func TestChangeFeed(t *testing.T) {
 			return s.Apply(ctx, store.Batch{ClusterID: c, Deleted: store.Keys{store.ResourceNamespaces: {{Name: "b"}}, store.ResourcePods: {{Namespace: "b", Name: "p2"}}}})
 		}, want: []string{"DELETED ns/prod-1/b", "MODIFIED node/prod-1/n2", "MODIFIED cc/prod-1/prod-1"}},
 		{name: "deleted and re-added in one batch", write: func() error {
-			return s.Apply(ctx, store.Batch{ClusterID: c, Deleted: store.Keys{store.ResourceNodes: {{Name: "n3"}}}, Nodes: []store.Node{withLabel(node("n3", 1000, 1<<30), "x", "y")}})
+			return s.Apply(ctx, store.Batch{ClusterID: c, Deleted: store.Keys{store.ResourceNodes: {{Name: "n3"}}}, Nodes: []store.Node{registrytest.WithLabel(pgtesting.Node("n3", 1000, 1<<30), "x", "y")}})
 		}, want: []string{"DELETED node/prod-1/n3", "ADDED node/prod-1/n3", "MODIFIED cc/prod-1/prod-1"}},
 		{name: "relist (Replace) drops absent rows", write: func() error {
-			return s.Apply(ctx, store.Batch{ClusterID: c, Replace: []store.Resource{store.ResourceNodes}, Nodes: []store.Node{withLabel(node("n3", 1000, 1<<30), "x", "y")}})
+			return s.Apply(ctx, store.Batch{ClusterID: c, Replace: []store.Resource{store.ResourceNodes}, Nodes: []store.Node{registrytest.WithLabel(pgtesting.Node("n3", 1000, 1<<30), "x", "y")}})
 		}, want: []string{"DELETED node/prod-1/n2", "MODIFIED cc/prod-1/prod-1"}},
 		{name: "member removed", write: func() error {
 			_, err := s.ReconcileMembers(ctx, store.MembersView{Unconfigured: []string{c}})
@@ -91,30 +93,30 @@ func TestChangeFeed(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: Changes(%d): %v", step.name, after, err)
 		}
-		if rv := registryRV(t, s, ctx); readAt != rv {
+		if rv := registrytest.RegistryRV(t, s, ctx); readAt != rv {
 			t.Errorf("%s: Changes read at %d, registry RV %d", step.name, readAt, rv)
 		}
 		var got []string
 		for i, ch := range changes {
-			got = append(got, string(ch.Type)+" "+changeKey(ch))
+			got = append(got, string(ch.Type)+" "+registrytest.ChangeKey(ch))
 			if ch.ResourceVersion <= after || ch.ResourceVersion > readAt || (i > 0 && ch.ResourceVersion <= changes[i-1].ResourceVersion) {
 				t.Errorf("%s: change RVs %v out of order or outside (%d, %d]", step.name, rvs(changes), after, readAt)
 			}
-			key := strings.SplitN(changeKey(ch), "/", 3)
+			key := strings.SplitN(registrytest.ChangeKey(ch), "/", 3)
 			current := getView(t, s, ctx, ch.Kind, key[1], key[2])
 			switch {
-			case ch.Type == store.ChangeDeleted && i == len(changes)-1 || ch.Type == store.ChangeDeleted && changeKey(changes[i+1]) != changeKey(ch):
+			case ch.Type == store.ChangeDeleted && i == len(changes)-1 || ch.Type == store.ChangeDeleted && registrytest.ChangeKey(changes[i+1]) != registrytest.ChangeKey(ch):
 				if current != nil {
-					t.Errorf("%s: %s deleted but get returns %+v", step.name, changeKey(ch), current)
+					t.Errorf("%s: %s deleted but get returns %+v", step.name, registrytest.ChangeKey(ch), current)
 				}
 			case ch.Type != store.ChangeDeleted && !reflect.DeepEqual(changeObject(ch), current):
-				t.Errorf("%s: %s %s decodes to\n%+v\nget returns\n%+v", step.name, ch.Type, changeKey(ch), changeObject(ch), current)
+				t.Errorf("%s: %s %s decodes to\n%+v\nget returns\n%+v", step.name, ch.Type, registrytest.ChangeKey(ch), changeObject(ch), current)
 			}
-			if ch.Type != store.ChangeAdded && !reflect.DeepEqual(changePrev(ch), before[changeKey(ch)]) {
-				t.Errorf("%s: %s %s prev\n%+v\nwant the state before the commit\n%+v", step.name, ch.Type, changeKey(ch), changePrev(ch), before[changeKey(ch)])
+			if ch.Type != store.ChangeAdded && !reflect.DeepEqual(changePrev(ch), before[registrytest.ChangeKey(ch)]) {
+				t.Errorf("%s: %s %s prev\n%+v\nwant the state before the commit\n%+v", step.name, ch.Type, registrytest.ChangeKey(ch), changePrev(ch), before[registrytest.ChangeKey(ch)])
 			}
 		}
-		if !sameSet(got, step.want) {
+		if !registrytest.SameSet(got, step.want) {
 			t.Errorf("%s: changes %q, want %q", step.name, got, step.want)
 		}
 		replay(t, state, changes)
@@ -138,8 +140,8 @@ func TestChangeFeed(t *testing.T) {
 	}
 	// The usage sample round-trips through the log exactly (sub-second time, fractional window).
 	for _, ch := range changes {
-		if ch.Type == store.ChangeDeleted && ch.Kind == store.KindNodeCapacity && asNode(ch.Object).Node.Name == "n1" {
-			u := asNode(ch.Object).Usage
+		if ch.Type == store.ChangeDeleted && ch.Kind == store.KindNodeCapacity && registrytest.AsNode(ch.Object).Node.Name == "n1" {
+			u := registrytest.AsNode(ch.Object).Usage
 			if u == nil || u.CPUNanoCores != 12345 || !u.Timestamp.Equal(sample.ObservedAt) || u.Window != sample.Window {
 				t.Errorf("n1 tombstone usage %+v, want the sample %+v", u, sample)
 			}
@@ -149,10 +151,10 @@ func TestChangeFeed(t *testing.T) {
 
 func TestChangesLimit(t *testing.T) {
 	t.Parallel()
-	s, b := setup(t, postgres.Options{})
+	s, b := registrytest.Setup(t, postgres.Options{})
 	ctx := b.Ctx
-	nodes := []store.Node{node("n1", 1000, 1), node("n2", 1000, 1), node("n3", 1000, 1)}
-	mustApply(t, s, ctx, store.Batch{ClusterID: "c", Nodes: nodes, Namespaces: []store.Namespace{namespace("a"), namespace("b")}})
+	nodes := []store.Node{pgtesting.Node("n1", 1000, 1), pgtesting.Node("n2", 1000, 1), pgtesting.Node("n3", 1000, 1)}
+	registrytest.MustApply(t, s, ctx, store.Batch{ClusterID: "c", Nodes: nodes, Namespaces: []store.Namespace{pgtesting.Namespace("a"), pgtesting.Namespace("b")}})
 	all, readAt, err := s.Changes(ctx, store.ChangeFilter{}, 0, 100)
 	if err != nil || len(all) != 6 {
 		t.Fatalf("Changes = %d changes, %v; want 6 (3 nodes, 2 namespaces, their ClusterCapacity)", len(all), err)
@@ -198,15 +200,15 @@ func rvs(changes []store.Change) []int64 {
 // result reaches the snapshot's version, as an unfiltered one does.
 func TestChangesFiltered(t *testing.T) {
 	t.Parallel()
-	s, b := setup(t, postgres.Options{})
+	s, b := registrytest.Setup(t, postgres.Options{})
 	ctx := b.Ctx
-	from := registryRV(t, s, ctx)
+	from := registrytest.RegistryRV(t, s, ctx)
 	for _, c := range []string{"a", "b"} {
-		mustApply(t, s, ctx, store.Batch{ClusterID: c,
-			Nodes:      []store.Node{node("n1", 1000, 1<<30), node("n2", 1000, 1<<30), node("n3", 1000, 1<<30)},
-			Namespaces: []store.Namespace{namespace("x")}})
+		registrytest.MustApply(t, s, ctx, store.Batch{ClusterID: c,
+			Nodes:      []store.Node{pgtesting.Node("n1", 1000, 1<<30), pgtesting.Node("n2", 1000, 1<<30), pgtesting.Node("n3", 1000, 1<<30)},
+			Namespaces: []store.Namespace{pgtesting.Namespace("x")}})
 	}
-	present := registryRV(t, s, ctx)
+	present := registrytest.RegistryRV(t, s, ctx)
 	keys := func(changes []store.Change) []string {
 		var out []string
 		for _, c := range changes {
@@ -260,11 +262,11 @@ func withoutSizes(changes []store.Change) []store.Change {
 // says so, instead of a change without an object.
 func TestChangesInconsistentLog(t *testing.T) {
 	t.Parallel()
-	s, b := setup(t, postgres.Options{})
+	s, b := registrytest.Setup(t, postgres.Options{})
 	ctx := b.Ctx
-	mustApply(t, s, ctx, store.Batch{ClusterID: "a", Nodes: []store.Node{node("n1", 4000, 8<<30)}})
-	mustApply(t, s, ctx, store.Batch{ClusterID: "a", Nodes: []store.Node{node("n1", 8000, 8<<30)}})
-	if n, err := queryExec(t, b, `DELETE FROM registry_change WHERE kind = 'NodeCapacity' AND type = 'MODIFIED'`); err != nil || n != 1 {
+	registrytest.MustApply(t, s, ctx, store.Batch{ClusterID: "a", Nodes: []store.Node{pgtesting.Node("n1", 4000, 8<<30)}})
+	registrytest.MustApply(t, s, ctx, store.Batch{ClusterID: "a", Nodes: []store.Node{pgtesting.Node("n1", 8000, 8<<30)}})
+	if n, err := registrytest.QueryExec(t, b, `DELETE FROM registry_change WHERE kind = 'NodeCapacity' AND type = 'MODIFIED'`); err != nil || n != 1 {
 		t.Fatalf("delete the MODIFIED entry: %d, %v", n, err)
 	}
 	_, _, err := s.Changes(ctx, store.ChangeFilter{Kind: store.KindNodeCapacity}, 0, 10)

@@ -1,4 +1,4 @@
-package postgres
+package views_test
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/example/platform-apiserver/pkg/registry/postgres"
+	"github.com/example/platform-apiserver/pkg/registry/postgres/internal/registrytest"
 	"github.com/example/platform-apiserver/pkg/registry/postgres/pgdb"
 	"github.com/example/platform-apiserver/pkg/registry/postgres/views"
 	"github.com/example/platform-apiserver/pkg/registry/store"
@@ -20,8 +22,8 @@ import (
 // on labels, also next to a notin.
 func TestSelectorValuesArrayParameter(t *testing.T) {
 	t.Parallel()
-	ctx := t.Context()
-	s := migratedStore(t)
+	s, b := registrytest.Setup(t, postgres.Options{})
+	ctx := b.Ctx
 	var nodes []store.Node
 	for i := range 40 {
 		n := store.Node{Name: fmt.Sprintf("n%02d", i), UID: fmt.Sprintf("uid-%d", i), Labels: map[string]string{"pool": fmt.Sprintf("p%d", i%4)}}
@@ -71,21 +73,22 @@ func TestSelectorValuesArrayParameter(t *testing.T) {
 	// The plan, with sequential scans made unattractive: a table this
 	// small would be scanned anyway, what matters is that the index can
 	// serve the in.
+	conn := b.Connect(t)
 	for _, sel := range []string{"pool in (p1,p2)", "pool in (p1,p2),pool notin (" + many("p3") + ")"} {
 		reqs, _ := labels.ParseToRequirements(sel)
 		var args pgdb.Args
 		conds, _ := views.SelectorSQL(&args, reqs, nil)
-		plan := explain(t, ctx, s, "SELECT name FROM cluster_node WHERE "+strings.Join(conds, " AND "), args)
+		plan := explain(t, ctx, conn, "SELECT name FROM cluster_node WHERE "+strings.Join(conds, " AND "), args)
 		if !strings.Contains(plan, "cluster_node_labels_idx") {
 			t.Errorf("%.40s...: the plan does not use the labels index:\n%s", sel, plan)
 		}
 	}
 }
 
-func explain(t *testing.T, ctx context.Context, s *Store, query string, args []any) string {
+func explain(t *testing.T, ctx context.Context, conn *pgx.Conn, query string, args []any) string {
 	t.Helper()
 	var lines []string
-	err := pgx.BeginFunc(ctx, s.reads, func(tx pgx.Tx) error {
+	err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, "SET LOCAL enable_seqscan = off"); err != nil {
 			return err
 		}
