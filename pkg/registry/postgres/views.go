@@ -81,9 +81,9 @@ func (r *viewReader) ReadTx(ctx context.Context, f store.Freshness, fn func(pgx.
 	return (*Store)(r).readTx(ctx, f, fn)
 }
 
-// Lost reads the recorded failover bounds in tx (replicas.Epoch.Lost).
+// Lost reads the recorded failover bounds in tx (replicas.LostVersions.Lost).
 func (r *viewReader) Lost(ctx context.Context, tx pgx.Tx, rv int64) (bool, error) {
-	ep, err := replicas.ReadEpoch(ctx, tx)
+	ep, err := replicas.ReadLostVersions(ctx, tx)
 	if err != nil {
 		return false, err
 	}

@@ -79,7 +79,7 @@ func (l *Log) Read(ctx context.Context, tx pgx.Tx, filter store.ChangeFilter, af
 	kinds := filter.KindList()
 	// upTo is the version of the last entry within limit, 0 if none.
 	var readAt, horizon, upTo int64
-	var ep replicas.Epoch
+	var ep replicas.LostVersions
 	query, args := sqlChangesWindow, []any{after, max(limit, 0)}
 	switch {
 	case filter.Kind != "" && filter.ClusterID != "":

@@ -25,8 +25,11 @@ const failoverTickets = 1 << 20
 // ticket (migration 023).
 const ticketBits = 22
 
-// Epoch is the registry's record of failovers (migration 007).
-type Epoch struct {
+// LostVersions is the range of versions the registry's failovers and
+// rewinds lost, as recorded in the table registry_epoch (migration 007; the
+// table keeps its name for history: "epoch" in the code means only a
+// member's ownership, store.Fence.Epoch).
+type LostVersions struct {
 	// LostAfter and Floor bound the versions a failover lost: a change
 	// with LostAfter < version < Floor may have been seen by clients but
 	// is not in the registry; watches and continue tokens from there get
@@ -34,19 +37,19 @@ type Epoch struct {
 	LostAfter, Floor int64
 }
 
-// sqlEpoch reads the recorded failover bounds.
-var sqlEpoch = statement("epoch_bounds")
+// sqlLostVersions reads the recorded failover bounds.
+var sqlLostVersions = statement("lost_versions")
 
 // Lost reports whether a client at rv may have seen changes a failover lost.
-func (e Epoch) Lost(rv int64) bool { return rv > e.LostAfter && rv < e.Floor }
+func (e LostVersions) Lost(rv int64) bool { return rv > e.LostAfter && rv < e.Floor }
 
-// ReadEpoch reads the recorded failover bounds with q, a connection or a
+// ReadLostVersions reads the recorded failover bounds with q, a connection or a
 // transaction (a reader's snapshot, to judge a version it began at).
-func ReadEpoch(ctx context.Context, q interface {
+func ReadLostVersions(ctx context.Context, q interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}) (Epoch, error) {
-	var ep Epoch
-	err := q.QueryRow(ctx, sqlEpoch).Scan(&ep.LostAfter, &ep.Floor)
+}) (LostVersions, error) {
+	var ep LostVersions
+	err := q.QueryRow(ctx, sqlLostVersions).Scan(&ep.LostAfter, &ep.Floor)
 	return ep, err
 }
 
@@ -62,7 +65,7 @@ func (r *Set) AfterConnect(ctx context.Context, conn *pgx.Conn) error {
 	if err := checkTimeline(ctx, conn); err != nil {
 		return err
 	}
-	ep, err := ReadEpoch(ctx, conn)
+	ep, err := ReadLostVersions(ctx, conn)
 	var pgErr *pgconn.PgError
 	switch {
 	case errors.As(err, &pgErr) && pgErr.Code == pgerrcode.UndefinedTable, errors.Is(err, pgx.ErrNoRows): // migrations pending
@@ -75,7 +78,7 @@ func (r *Set) AfterConnect(ctx context.Context, conn *pgx.Conn) error {
 }
 
 // checkTimeline records a failover: on a new timeline it records it once
-// for all replicas (the epoch row is locked), before this connection writes
+// for all replicas (the registry_epoch row is locked), before this connection writes
 // or reads. A database not migrated yet, or a standby, is left alone.
 func checkTimeline(ctx context.Context, conn *pgx.Conn) error {
 	var recovering bool
@@ -123,7 +126,7 @@ func checkTimeline(ctx context.Context, conn *pgx.Conn) error {
 }
 
 // recordFailover records in tx, which holds the tickets' barrier alone
-// (schema.TakeTicketsAlone) and the epoch row, that the versions above the
+// (schema.TakeTicketsAlone) and the registry_epoch row, that the versions above the
 // registry's present may have been lost: it moves the versions writers take
 // far past the present and seen (moveVersionsPast), sets the present to
 // that floor, and counts one more failover with its lost range (and the
