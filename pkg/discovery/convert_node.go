@@ -43,8 +43,8 @@ func convertNode(n *corev1.Node) (store.Node, []issue) {
 	return rec, q.issues
 }
 
-func nodeResources(q *quantities, field string, list corev1.ResourceList) store.Resources {
-	return store.Resources{
+func nodeResources(q *quantities, field string, list corev1.ResourceList) store.Quantities {
+	return store.Quantities{
 		CPUMillis:   q.milli(field, list, corev1.ResourceCPU),
 		MemoryBytes: q.value(field, list, corev1.ResourceMemory),
 		Pods:        q.value(field, list, corev1.ResourcePods),

@@ -170,8 +170,8 @@ func TestConvertNode(t *testing.T) {
 			tc.mutate(n)
 			want := store.Node{
 				Name: "node-1", UID: "n1", Labels: map[string]string{"zone": "a"}, CreatedAt: created.Time,
-				Capacity:    store.Resources{CPUMillis: 4000, MemoryBytes: 16 << 30, Pods: 110},
-				Allocatable: store.Resources{CPUMillis: 3920, MemoryBytes: 15 << 30, Pods: 110},
+				Capacity:    store.Quantities{CPUMillis: 4000, MemoryBytes: 16 << 30, Pods: 110},
+				Allocatable: store.Quantities{CPUMillis: 3920, MemoryBytes: 15 << 30, Pods: 110},
 				Ready:       true,
 				Conditions: []store.NodeCondition{
 					{Type: "MemoryPressure", Status: "False", LastTransitionTime: transition.Time},

@@ -59,7 +59,7 @@ func TestScraperStoresUsage(t *testing.T) {
 	if err := reg.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	alloc := store.Resources{CPUMillis: 4000, MemoryBytes: 16 << 30}
+	alloc := store.Quantities{CPUMillis: 4000, MemoryBytes: 16 << 30}
 	nodes := []store.Node{{Name: "a", Ready: true, Allocatable: alloc}, {Name: "b", Ready: true, Allocatable: alloc}, {Name: "c", Ready: true, Allocatable: alloc}}
 	namespaces := []store.Namespace{{Name: "team-a", UID: "a", Phase: "Active"}, {Name: "team-b", UID: "b", Phase: "Active"}, {Name: "idle", UID: "i", Phase: "Active"}}
 	if err := reg.Apply(ctx, store.Batch{ClusterID: "m", Nodes: nodes, Namespaces: namespaces}); err != nil {

@@ -13,7 +13,7 @@ import (
 )
 
 // Resources is the API form of an amount of node resources.
-func Resources(r store.Resources) platform.NodeResources {
+func Resources(r store.Quantities) platform.NodeResources {
 	return platform.NodeResources{
 		CPU:    *resource.NewMilliQuantity(r.CPUMillis, resource.DecimalSI),
 		Memory: *resource.NewQuantity(r.MemoryBytes, resource.BinarySI),
@@ -23,8 +23,8 @@ func Resources(r store.Resources) platform.NodeResources {
 }
 
 // Available is allocatable minus requested, for every resource either has.
-func Available(allocatable, requested store.Resources) store.Resources {
-	out := store.Resources{
+func Available(allocatable, requested store.Quantities) store.Quantities {
+	out := store.Quantities{
 		CPUMillis:   allocatable.CPUMillis - requested.CPUMillis,
 		MemoryBytes: allocatable.MemoryBytes - requested.MemoryBytes,
 		Pods:        allocatable.Pods - requested.Pods,
@@ -41,7 +41,7 @@ func Available(allocatable, requested store.Resources) store.Resources {
 	return out
 }
 
-// OtherQuantities is the API form of other resources (store.Resources.Other):
+// OtherQuantities is the API form of other resources (store.Quantities.Other):
 // bytes in binary units (ephemeral-storage, hugepages-<size>), counts in
 // decimal ones; nil for none.
 func OtherQuantities(other map[string]int64) map[string]resource.Quantity {

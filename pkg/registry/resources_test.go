@@ -8,10 +8,10 @@ import (
 )
 
 func TestAvailable(t *testing.T) {
-	alloc := store.Resources{CPUMillis: 4000, MemoryBytes: 8 << 30, Pods: 110, Other: map[string]int64{"nvidia.com/gpu": 8, "ephemeral-storage": 100 << 30}}
-	req := store.Resources{CPUMillis: 1500, MemoryBytes: 2 << 30, Pods: 3, Other: map[string]int64{"nvidia.com/gpu": 6, "example.com/fpga": 1}}
+	alloc := store.Quantities{CPUMillis: 4000, MemoryBytes: 8 << 30, Pods: 110, Other: map[string]int64{"nvidia.com/gpu": 8, "ephemeral-storage": 100 << 30}}
+	req := store.Quantities{CPUMillis: 1500, MemoryBytes: 2 << 30, Pods: 3, Other: map[string]int64{"nvidia.com/gpu": 6, "example.com/fpga": 1}}
 	got := Available(alloc, req)
-	want := store.Resources{CPUMillis: 2500, MemoryBytes: 6 << 30, Pods: 107,
+	want := store.Quantities{CPUMillis: 2500, MemoryBytes: 6 << 30, Pods: 107,
 		Other: map[string]int64{"nvidia.com/gpu": 2, "ephemeral-storage": 100 << 30, "example.com/fpga": -1}}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("Available = %+v, want %+v", got, want)
@@ -19,7 +19,7 @@ func TestAvailable(t *testing.T) {
 	if alloc.Other["nvidia.com/gpu"] != 8 {
 		t.Error("Available changed allocatable")
 	}
-	if a := Available(store.Resources{}, store.Resources{}); a.Other != nil {
+	if a := Available(store.Quantities{}, store.Quantities{}); a.Other != nil {
 		t.Errorf("no other resources: Other = %v, want nil", a.Other)
 	}
 }

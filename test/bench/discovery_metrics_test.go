@@ -267,7 +267,7 @@ func (d *discoveryEnv) ensureMirrored(ctx context.Context) error {
 // report, and that nothing else may change.
 type fleet struct {
 	base        time.Time // scrape k is observed k intervals after it
-	allocatable []store.Resources
+	allocatable []store.Quantities
 	phase       []float64                 // each node's offset into the period, as cluster_node_usage_phase
 	reported    []store.NodeMetricsSample // ObservedAt zero: none
 }
@@ -277,7 +277,7 @@ type fleet struct {
 func (d *discoveryEnv) newFleet(ctx context.Context) (*fleet, error) {
 	f := &fleet{
 		base:        time.Now().UTC().Truncate(time.Second),
-		allocatable: make([]store.Resources, nodeCount),
+		allocatable: make([]store.Quantities, nodeCount),
 		phase:       make([]float64, nodeCount),
 		reported:    make([]store.NodeMetricsSample, nodeCount),
 	}
@@ -297,7 +297,7 @@ func (d *discoveryEnv) newFleet(ctx context.Context) (*fleet, error) {
 		if usage {
 			return fmt.Errorf("node %s already reports usage; the discovery environment has no metrics.k8s.io", name)
 		}
-		f.allocatable[i], f.phase[i] = store.Resources{CPUMillis: cpu, MemoryBytes: mem}, phase
+		f.allocatable[i], f.phase[i] = store.Quantities{CPUMillis: cpu, MemoryBytes: mem}, phase
 		return nil
 	})
 	if err != nil {

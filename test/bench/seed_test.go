@@ -89,8 +89,8 @@ func storeNode(i int, now time.Time) store.Node {
 			"topology.kubernetes.io/zone":      fmt.Sprintf("eu-west-1%c", 'a'+i%3),
 			"platform.example.io/pool":         "general",
 		},
-		Capacity:    store.Resources{CPUMillis: it.cpuMillis, MemoryBytes: it.memoryBytes, Pods: it.maxPods},
-		Allocatable: store.Resources{CPUMillis: it.cpuMillis - it.reservedCPU, MemoryBytes: it.memoryBytes - it.reservedMem, Pods: it.maxPods},
+		Capacity:    store.Quantities{CPUMillis: it.cpuMillis, MemoryBytes: it.memoryBytes, Pods: it.maxPods},
+		Allocatable: store.Quantities{CPUMillis: it.cpuMillis - it.reservedCPU, MemoryBytes: it.memoryBytes - it.reservedMem, Pods: it.maxPods},
 		Ready:       true,
 		Conditions: []store.NodeCondition{
 			{Type: "MemoryPressure", Status: "False", Reason: "KubeletHasSufficientMemory", Message: "kubelet has sufficient memory available", LastTransitionTime: created},
@@ -123,7 +123,7 @@ func storeNode(i int, now time.Time) store.Node {
 // which makes them larger than these.
 func kubeNode(i int, n store.Node, now time.Time) *corev1.Node {
 	it := instanceTypes[i%len(instanceTypes)]
-	resources := func(r store.Resources, ephemeral int64) corev1.ResourceList {
+	resources := func(r store.Quantities, ephemeral int64) corev1.ResourceList {
 		l := kubeResources(r)
 		l[corev1.ResourceEphemeralStorage] = *resource.NewQuantity(ephemeral, resource.BinarySI)
 		l["hugepages-1Gi"], l["hugepages-2Mi"] = *resource.NewQuantity(0, resource.DecimalSI), *resource.NewQuantity(0, resource.DecimalSI)
@@ -182,7 +182,7 @@ func kubeNode(i int, n store.Node, now time.Time) *corev1.Node {
 }
 
 // kubeResources is r as a Node's resource list.
-func kubeResources(r store.Resources) corev1.ResourceList {
+func kubeResources(r store.Quantities) corev1.ResourceList {
 	return corev1.ResourceList{
 		corev1.ResourceCPU:    *resource.NewMilliQuantity(r.CPUMillis, resource.DecimalSI),
 		corev1.ResourceMemory: *resource.NewQuantity(r.MemoryBytes, resource.BinarySI),

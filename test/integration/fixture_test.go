@@ -42,8 +42,8 @@ func node(name string) store.Node {
 	return store.Node{
 		Name: name, UID: "uid-" + name, CreatedAt: fixtureTime,
 		Labels:      map[string]string{"kubernetes.io/hostname": name},
-		Capacity:    store.Resources{CPUMillis: 4000, MemoryBytes: 16 * gi, Pods: 110},
-		Allocatable: store.Resources{CPUMillis: 3920, MemoryBytes: 15 * gi, Pods: 110},
+		Capacity:    store.Quantities{CPUMillis: 4000, MemoryBytes: 16 * gi, Pods: 110},
+		Allocatable: store.Quantities{CPUMillis: 3920, MemoryBytes: 15 * gi, Pods: 110},
 		Ready:       true,
 		Conditions:  []store.NodeCondition{{Type: "Ready", Status: "True", Reason: "KubeletReady", LastTransitionTime: fixtureTime}},
 	}

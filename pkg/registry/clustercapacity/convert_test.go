@@ -20,12 +20,12 @@ func record() store.ClusterCapacity {
 	since := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 	return store.ClusterCapacity{
 		ClusterID: "prod-1", Nodes: 5, NodesReady: 4, NodesSchedulable: 3, NodesCordoned: 1, NodesTainted: 1,
-		All: store.CapacitySums{Allocatable: store.Resources{CPUMillis: 80000, MemoryBytes: 320 << 30, Pods: 550},
-			Requested: store.Resources{CPUMillis: 60000, MemoryBytes: 100 << 30, Pods: 70}},
-		Schedulable: store.CapacitySums{Allocatable: store.Resources{CPUMillis: 64000, MemoryBytes: 256 << 30, Pods: 330},
-			Requested:         store.Resources{CPUMillis: 52000, MemoryBytes: 64 << 30, Pods: 40},
+		All: store.CapacitySums{Allocatable: store.Quantities{CPUMillis: 80000, MemoryBytes: 320 << 30, Pods: 550},
+			Requested: store.Quantities{CPUMillis: 60000, MemoryBytes: 100 << 30, Pods: 70}},
+		Schedulable: store.CapacitySums{Allocatable: store.Quantities{CPUMillis: 64000, MemoryBytes: 256 << 30, Pods: 330},
+			Requested:         store.Quantities{CPUMillis: 52000, MemoryBytes: 64 << 30, Pods: 40},
 			UsageCPUNanoCores: 30_500_000_000, UsageMemoryBytes: 50 << 30, UsageNodes: 2},
-		MaxFree: &store.Resources{CPUMillis: 6500, MemoryBytes: 90 << 30},
+		MaxFree: &store.Quantities{CPUMillis: 6500, MemoryBytes: 90 << 30},
 		HasRoom: true, HasRoomSince: since, Namespaces: 7, Pods: 75, ResourceVersion: 42,
 	}
 }
@@ -86,7 +86,7 @@ func TestToObject(t *testing.T) {
 	}{
 		{"room", func(*store.ClusterCapacity) {}, metav1.ConditionTrue, platform.ReasonRoomLeft},
 		{"no schedulable node", func(c *store.ClusterCapacity) { c.HasRoom, c.NodesSchedulable, c.MaxFree = false, 0, nil }, metav1.ConditionFalse, platform.ReasonNoSchedulableNode},
-		{"full", func(c *store.ClusterCapacity) { c.HasRoom, c.MaxFree = false, &store.Resources{MemoryBytes: 1 << 30} }, metav1.ConditionFalse, platform.ReasonSchedulableFull},
+		{"full", func(c *store.ClusterCapacity) { c.HasRoom, c.MaxFree = false, &store.Quantities{MemoryBytes: 1 << 30} }, metav1.ConditionFalse, platform.ReasonSchedulableFull},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

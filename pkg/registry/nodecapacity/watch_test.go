@@ -45,7 +45,7 @@ func newStack(t *testing.T, opts feed.Options, bookmarks time.Duration) *stack {
 
 func nc(cluster, name string, lbls map[string]string) store.NodeCapacity {
 	return store.NodeCapacity{ClusterID: cluster, Node: store.Node{Name: name, UID: "uid-" + name, Labels: lbls,
-		Allocatable: store.Resources{CPUMillis: 1000, MemoryBytes: 1 << 30, Pods: 110}, Ready: true}}
+		Allocatable: store.Quantities{CPUMillis: 1000, MemoryBytes: 1 << 30, Pods: 110}, Ready: true}}
 }
 
 func (s *stack) watch(t *testing.T, opts metainternalversion.ListOptions) watch.Interface {

@@ -54,9 +54,9 @@ func sumCapacity(nodes []store.NodeCapacity, nss []store.ClusterNamespace) store
 		}
 		c.NodesSchedulable++
 		add(&c.Schedulable, n)
-		free := store.Resources{CPUMillis: n.Node.Allocatable.CPUMillis - n.Requested.CPUMillis, MemoryBytes: n.Node.Allocatable.MemoryBytes - n.Requested.MemoryBytes}
+		free := store.Quantities{CPUMillis: n.Node.Allocatable.CPUMillis - n.Requested.CPUMillis, MemoryBytes: n.Node.Allocatable.MemoryBytes - n.Requested.MemoryBytes}
 		if c.MaxFree == nil {
-			c.MaxFree = &store.Resources{CPUMillis: free.CPUMillis, MemoryBytes: free.MemoryBytes}
+			c.MaxFree = &store.Quantities{CPUMillis: free.CPUMillis, MemoryBytes: free.MemoryBytes}
 		}
 		c.MaxFree.CPUMillis = max(c.MaxFree.CPUMillis, free.CPUMillis)
 		c.MaxFree.MemoryBytes = max(c.MaxFree.MemoryBytes, free.MemoryBytes)

@@ -93,9 +93,12 @@ const (
 	ResourceResourceQuotas Resource = "resourcequotas"
 )
 
-// Resources is an amount of compute. Pods is a pod count (capacity,
-// allocatable) or the number of pods making up a request sum.
-type Resources struct {
+// Quantities are amounts of a node's resources, each a whole number of its
+// unit (Kubernetes' resource quantities: capacity, allocatable, requests,
+// usage). Pods is a pod count (capacity, allocatable) or the number of pods
+// making up a request sum. Not to be confused with Resource, a resource
+// discovery mirrors, nor with Amount, a field selector's keyed amount.
+type Quantities struct {
 	CPUMillis   int64
 	MemoryBytes int64
 	Pods        int64
@@ -128,8 +131,8 @@ type Node struct {
 	UID           string
 	Labels        map[string]string
 	CreatedAt     time.Time
-	Capacity      Resources
-	Allocatable   Resources
+	Capacity      Quantities
+	Allocatable   Quantities
 	Unschedulable bool
 	Ready         bool
 	Conditions    []NodeCondition
@@ -155,7 +158,7 @@ type Pod struct {
 	CPURequestMillis   int64
 	MemoryRequestBytes int64
 	// OtherRequests are the pod's requests of every other resource, as
-	// Resources.Other holds them.
+	// Quantities.Other holds them.
 	OtherRequests map[string]int64
 }
 
@@ -201,7 +204,7 @@ type Usage struct {
 type NodeCapacity struct {
 	ClusterID   string
 	Node        Node
-	Requested   Resources
+	Requested   Quantities
 	Usage       *Usage
 	Schedulable bool
 	// UnschedulableReason says why the node is not schedulable ("" when it is).
@@ -247,7 +250,7 @@ type ClusterNamespace struct {
 	ClusterID string
 	Namespace Namespace
 	PodCount  int64
-	Requested Resources // CPUMillis and MemoryBytes of non-terminal pods
+	Requested Quantities // CPUMillis and MemoryBytes of non-terminal pods
 	// Usage is the namespace's reported usage (nil while unknown).
 	Usage  *NamespaceUsage
 	Quotas []Quota
@@ -265,7 +268,7 @@ type ClusterCapacity struct {
 	// Node counts; Cordoned and Tainted count every node with the flag
 	// (NoSchedule or NoExecute taints), so they may overlap.
 	Nodes, NodesReady, NodesSchedulable, NodesCordoned, NodesTainted int64
-	// NodesWith counts, per other resource (Resources.Other), the nodes
+	// NodesWith counts, per other resource (Quantities.Other), the nodes
 	// whose allocatable lists it.
 	NodesWith map[string]int64
 	// All sums every node, Schedulable the schedulable ones.
@@ -273,7 +276,7 @@ type ClusterCapacity struct {
 	// MaxFree is the most CPU and the most memory (each on its own) that
 	// one schedulable node has left, and in Other the same per other
 	// resource; nil without a schedulable node.
-	MaxFree *Resources
+	MaxFree *Quantities
 	// HasRoom: some schedulable node has CPU and memory left; since
 	// HasRoomSince.
 	HasRoom      bool
@@ -330,8 +333,8 @@ const (
 // non-terminal pods bound to them; the usage sums are over the UsageNodes
 // among them that have a reported usage.
 type CapacitySums struct {
-	Allocatable       Resources
-	Requested         Resources
+	Allocatable       Quantities
+	Requested         Quantities
 	UsageCPUNanoCores int64
 	UsageMemoryBytes  int64
 	UsageNodes        int64

@@ -28,7 +28,7 @@ func TestQuietScrapePlansNoRescanOfTheScrape(t *testing.T) {
 	b := store.Batch{ClusterID: "quiet"}
 	for i := range n {
 		name := fmt.Sprintf("o-%04d", i)
-		b.Nodes = append(b.Nodes, store.Node{Name: name, UID: "node" + name, Allocatable: store.Resources{CPUMillis: 4000, MemoryBytes: 1 << 34}})
+		b.Nodes = append(b.Nodes, store.Node{Name: name, UID: "node" + name, Allocatable: store.Quantities{CPUMillis: 4000, MemoryBytes: 1 << 34}})
 		b.Namespaces = append(b.Namespaces, store.Namespace{Name: name, UID: "ns" + name})
 	}
 	if err := engine.Apply(ctx, b); err != nil {

@@ -64,10 +64,10 @@ func clusterCapacityColumns() []Column[store.ClusterCapacity] {
 	}
 	return append(append(cols,
 		Column[store.ClusterCapacity]{name: "max_free_cpu_millis", target: func(c *store.ClusterCapacity) any {
-			return maxFree{c, func(r *store.Resources) *int64 { return &r.CPUMillis }}
+			return maxFree{c, func(r *store.Quantities) *int64 { return &r.CPUMillis }}
 		}},
 		Column[store.ClusterCapacity]{name: "max_free_memory_bytes", target: func(c *store.ClusterCapacity) any {
-			return maxFree{c, func(r *store.Resources) *int64 { return &r.MemoryBytes }}
+			return maxFree{c, func(r *store.Quantities) *int64 { return &r.MemoryBytes }}
 		}},
 		// after max_free_cpu_millis, which decides whether MaxFree is set
 		Column[store.ClusterCapacity]{name: "max_free_other", target: func(c *store.ClusterCapacity) any { return maxFreeOther{c} }},
@@ -135,7 +135,7 @@ func (m memberAPIs) Scan(src any) error {
 // NULL (no schedulable node) in both columns together, into MaxFree.
 type maxFree struct {
 	c     *store.ClusterCapacity
-	field func(*store.Resources) *int64
+	field func(*store.Quantities) *int64
 }
 
 // ScanNumeric implements pgtype.NumericScanner.
@@ -145,7 +145,7 @@ func (m maxFree) ScanNumeric(n pgtype.Numeric) error {
 		return nil
 	}
 	if m.c.MaxFree == nil {
-		m.c.MaxFree = &store.Resources{}
+		m.c.MaxFree = &store.Quantities{}
 	}
 	return sat(m.field(m.c.MaxFree)).ScanNumeric(n)
 }

@@ -104,7 +104,7 @@ func (a amounts) Scan(src any) error {
 	return nil
 }
 
-// otherField declares an input column of other resources (store.Resources.Other).
+// otherField declares an input column of other resources (store.Quantities.Other).
 func otherField[R any](name string, target func(*R) *map[string]int64) Column[R] {
 	c := JSONField(name, target, "{}")
 	c.target = func(r *R) any { return amounts{target(r)} }

@@ -16,7 +16,7 @@ func TestBatchRowsAreJSON(t *testing.T) {
 	created := time.Date(2026, 12, 2, 7, 30, 1, 123456000, time.FixedZone("x", 3600))
 	nodes := []store.NodeCapacity{
 		{Node: store.Node{Name: `n"1\`, UID: "ü\u2028\x01<>&", Labels: map[string]string{"a": `"q"`}, CreatedAt: created,
-			Capacity: store.Resources{CPUMillis: -1, MemoryBytes: 1 << 62, Pods: 110}, Ready: true,
+			Capacity: store.Quantities{CPUMillis: -1, MemoryBytes: 1 << 62, Pods: 110}, Ready: true,
 			Conditions: []store.NodeCondition{{Type: "Ready", Status: "True"}}}},
 		{Node: store.Node{Name: "n2"}}, // zero time, nil maps and slices
 	}
@@ -52,7 +52,7 @@ func BenchmarkBatchRows(b *testing.B) {
 	for i := range nodes {
 		nodes[i].Node = store.Node{Name: "node-" + string(rune('a'+i%26)), UID: "0f6c2b1e-9a7d-4c1e-8a55-3c2d1e0f9a7b",
 			Labels:    map[string]string{"kubernetes.io/hostname": "node", "topology.kubernetes.io/zone": "zone-a"},
-			CreatedAt: time.Now(), Capacity: store.Resources{CPUMillis: 8000, MemoryBytes: 32 << 30, Pods: 110},
+			CreatedAt: time.Now(), Capacity: store.Quantities{CPUMillis: 8000, MemoryBytes: 32 << 30, Pods: 110},
 			Conditions: []store.NodeCondition{{Type: "Ready", Status: "True", Reason: "KubeletReady", Message: "kubelet is posting ready status"}}}
 	}
 	for b.Loop() {

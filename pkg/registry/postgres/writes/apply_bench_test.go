@@ -247,8 +247,8 @@ func benchNode(i, version int) store.Node {
 		Name: name, UID: "uid-" + name, CreatedAt: at,
 		Labels: map[string]string{"kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
 			"node.kubernetes.io/instance-type": "m5.xlarge", "topology.kubernetes.io/zone": fmt.Sprintf("zone-%d", i%3)},
-		Capacity:    store.Resources{CPUMillis: 4000, MemoryBytes: 16 << 30, Pods: 110},
-		Allocatable: store.Resources{CPUMillis: 3920 - int64(version), MemoryBytes: 15 << 30, Pods: 110},
+		Capacity:    store.Quantities{CPUMillis: 4000, MemoryBytes: 16 << 30, Pods: 110},
+		Allocatable: store.Quantities{CPUMillis: 3920 - int64(version), MemoryBytes: 15 << 30, Pods: 110},
 		Ready:       true,
 		Conditions: []store.NodeCondition{
 			{Type: "MemoryPressure", Status: "False", Reason: "KubeletHasSufficientMemory", LastTransitionTime: at},

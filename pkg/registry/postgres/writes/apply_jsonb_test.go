@@ -25,8 +25,8 @@ func TestApplyKeepsLargeInt64(t *testing.T) {
 	s, b := setup(t, postgres.Options{})
 	ctx := b.Ctx
 	n := node("big", 4000, 1<<30)
-	n.Capacity = store.Resources{CPUMillis: above2to53, MemoryBytes: math.MaxInt64, Pods: above2to53 + 2}
-	n.Allocatable = store.Resources{CPUMillis: above2to53 - 2, MemoryBytes: math.MaxInt64 - 1, Pods: math.MinInt64}
+	n.Capacity = store.Quantities{CPUMillis: above2to53, MemoryBytes: math.MaxInt64, Pods: above2to53 + 2}
+	n.Allocatable = store.Quantities{CPUMillis: above2to53 - 2, MemoryBytes: math.MaxInt64 - 1, Pods: math.MinInt64}
 	n.Capacity.Other = map[string]int64{"nvidia.com/gpu": above2to53, "example.com/big": math.MaxInt64}
 	n.Allocatable.Other = map[string]int64{"nvidia.com/gpu": above2to53 - 2, "example.com/big": math.MaxInt64}
 	p1, p2 := pod("a", "p1", "big", above2to53, above2to53+2), pod("a", "p2", "big", 2, 4)
@@ -44,7 +44,7 @@ func TestApplyKeepsLargeInt64(t *testing.T) {
 	if !reflect.DeepEqual(got.Node.Capacity, n.Capacity) || !reflect.DeepEqual(got.Node.Allocatable, n.Allocatable) {
 		t.Errorf("capacity %+v, allocatable %+v; want %+v, %+v", got.Node.Capacity, got.Node.Allocatable, n.Capacity, n.Allocatable)
 	}
-	want := store.Resources{CPUMillis: above2to53 + 2, MemoryBytes: above2to53 + 6, Pods: 2,
+	want := store.Quantities{CPUMillis: above2to53 + 2, MemoryBytes: above2to53 + 6, Pods: 2,
 		Other: map[string]int64{"nvidia.com/gpu": above2to53 + 2, "example.com/big": math.MaxInt64}}
 	if !reflect.DeepEqual(got.Requested, want) {
 		t.Errorf("node requests %+v, want %+v", got.Requested, want)

@@ -36,8 +36,8 @@ func Node(name string, cpu, mem int64) store.Node {
 		UID:         "uid-" + name,
 		Labels:      map[string]string{"kubernetes.io/hostname": name},
 		CreatedAt:   created,
-		Capacity:    store.Resources{CPUMillis: cpu, MemoryBytes: mem, Pods: 110},
-		Allocatable: store.Resources{CPUMillis: cpu - 80, MemoryBytes: mem - 1<<20, Pods: 110},
+		Capacity:    store.Quantities{CPUMillis: cpu, MemoryBytes: mem, Pods: 110},
+		Allocatable: store.Quantities{CPUMillis: cpu - 80, MemoryBytes: mem - 1<<20, Pods: 110},
 		Ready:       true,
 		Conditions:  []store.NodeCondition{{Type: "Ready", Status: "True", LastTransitionTime: created}},
 	}
