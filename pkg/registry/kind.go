@@ -106,17 +106,17 @@ func (k *Kind[R, O]) GroupResource() schema.GroupResource { return platform.Reso
 
 // FieldTable is the kind's selectable fields, as list and watch check them.
 func (k *Kind[R, O]) FieldTable() Fields {
-	t := Fields{kind: k.Kind, byPath: make(map[string]store.Field, len(k.Fields))}
+	t := Fields{kind: k.Kind, byPath: make(map[string]store.FieldColumns, len(k.Fields))}
 	for _, f := range k.Fields {
 		if f.Prefix != "" {
 			amount := f.Amount
-			sf := store.Field{Path: f.Prefix, Amount: &amount}
+			sf := store.FieldColumns{Path: f.Prefix, Amount: &amount}
 			t.byPath[f.Prefix] = sf
 			t.keyed = append(t.keyed, keyedField{field: sf, key: f.Key})
 			t.paths = append(t.paths, f.Prefix+"<"+f.Key.Name+">")
 			continue
 		}
-		t.byPath[f.Path] = store.Field{Path: f.Path, Columns: f.Columns, Bool: f.Bool, Values: f.Values}
+		t.byPath[f.Path] = store.FieldColumns{Path: f.Path, Columns: f.Columns, Bool: f.Bool, Values: f.Values}
 		t.paths = append(t.paths, f.Path)
 	}
 	slices.Sort(t.paths)
@@ -248,18 +248,18 @@ func validateKeyed[O any](f Field[O]) []string {
 // prefix).
 type Fields struct {
 	kind   string
-	byPath map[string]store.Field
+	byPath map[string]store.FieldColumns
 	keyed  []keyedField
 	paths  []string
 }
 
 type keyedField struct {
-	field store.Field
+	field store.FieldColumns
 	key   Key
 }
 
 // Lookup returns the field at path (a keyed field at its prefix).
-func (t Fields) Lookup(path string) (store.Field, bool) {
+func (t Fields) Lookup(path string) (store.FieldColumns, bool) {
 	f, ok := t.byPath[path]
 	return f, ok
 }
@@ -379,7 +379,7 @@ func (k *Kind[R, O]) Declaration() Declaration {
 
 // MustField returns the field at path as the registry matches it; it
 // panics if the kind has none (for tests and fixed selectors).
-func (k *Kind[R, O]) MustField(path string) store.Field {
+func (k *Kind[R, O]) MustField(path string) store.FieldColumns {
 	f, ok := k.FieldTable().Lookup(path)
 	if !ok {
 		panic(k.FieldTable().unsupported(path))

@@ -142,8 +142,8 @@ func TestKindServesThroughTheDescriptor(t *testing.T) {
 		t.Errorf("list: %d items at resourceVersion %q, want the in-memory store's 3 at 3", len(list.Items), list.ResourceVersion)
 	}
 	want := []store.FieldRequirement{
-		{Field: store.Field{Path: "status.cluster", Columns: []string{"cluster_id"}}, Op: "=", Value: "c1"},
-		{Field: store.Field{Path: "status.ready", Columns: []string{"ready"}, Bool: true}, Op: "=", Value: "false"},
+		{Field: store.FieldColumns{Path: "status.cluster", Columns: []string{"cluster_id"}}, Op: "=", Value: "c1"},
+		{Field: store.FieldColumns{Path: "status.ready", Columns: []string{"ready"}, Bool: true}, Op: "=", Value: "false"},
 	}
 	if got := (*asked)[0].Fields; len(got) != 2 || !sameRequirement(got[0], want[0]) || !sameRequirement(got[1], want[1]) {
 		t.Errorf("the store was asked for %+v, want %+v", got, want)

@@ -15,7 +15,7 @@ import (
 	"github.com/example/platform-apiserver/pkg/registry/store"
 )
 
-var limitsTestFields = Fields{kind: "Widget", byPath: map[string]store.Field{
+var limitsTestFields = Fields{kind: "Widget", byPath: map[string]store.FieldColumns{
 	"metadata.name":      {Path: "metadata.name", Columns: []string{"name"}},
 	"metadata.namespace": {Path: "metadata.namespace", Columns: []string{"namespace"}},
 }}

@@ -284,7 +284,7 @@ func gpuNode(name string, gpus int64) store.Node {
 
 func checkCapacity(t *testing.T, s *postgres.Store, b testBundle, cluster, step string) {
 	t.Helper()
-	sel := []store.FieldRequirement{{Field: store.Field{Path: "status.cluster", Columns: []string{"cluster_id"}}, Op: "=", Value: cluster}}
+	sel := []store.FieldRequirement{{Field: store.FieldColumns{Path: "status.cluster", Columns: []string{"cluster_id"}}, Op: "=", Value: cluster}}
 	nodes := listNodes(t, s, b.Ctx, store.ListOptions{Fields: sel}).Items
 	nss, err := s.ClusterNamespaces().List(b.Ctx, store.ListOptions{Fields: sel})
 	if err != nil {

@@ -340,8 +340,11 @@ type CapacitySums struct {
 	UsageNodes        int64
 }
 
-// Field is a selectable field as the registry matches it.
-type Field struct {
+// FieldColumns is a selectable field as the registry matches it: its path,
+// the columns of its kind's table and the values they may hold, no getter.
+// The kind declares the field once (registry.Field, with the getter that
+// watches filter with) and derives this from it.
+type FieldColumns struct {
 	// Path is the field's path in the API object, for messages.
 	Path string
 	// Columns are the columns of the kind's table the value is matched
@@ -368,7 +371,7 @@ type Amount struct {
 // FieldRequirement is one field-selector term; Op is selection.Equals,
 // selection.DoubleEquals or selection.NotEquals.
 type FieldRequirement struct {
-	Field Field
+	Field FieldColumns
 	Op    selection.Operator
 	Value string
 	// Key is what follows an Amount field's prefix in the selector's path.

@@ -32,8 +32,8 @@ func TestUnschedulableReason(t *testing.T) {
 }
 
 func TestValidateValue(t *testing.T) {
-	reason := Field{Path: "status.unschedulableReason", Columns: []string{"unschedulable_reason"}, Values: []string{"", ReasonNotReady, ReasonCordoned, ReasonTainted}}
-	flag := Field{Path: "status.ready", Columns: []string{"ready"}, Bool: true}
+	reason := FieldColumns{Path: "status.unschedulableReason", Columns: []string{"unschedulable_reason"}, Values: []string{"", ReasonNotReady, ReasonCordoned, ReasonTainted}}
+	flag := FieldColumns{Path: "status.ready", Columns: []string{"ready"}, Bool: true}
 	tests := []struct {
 		name    string
 		req     FieldRequirement
@@ -44,7 +44,7 @@ func TestValidateValue(t *testing.T) {
 		{"unlisted value", FieldRequirement{Field: reason, Value: "cordoned"}, `field selector status.unschedulableReason: value "cordoned" is not one of "", "NotReady", "Cordoned", "Tainted"`},
 		{"bool", FieldRequirement{Field: flag, Value: "false"}, ""},
 		{"not a bool", FieldRequirement{Field: flag, Value: "yes"}, `value "yes" is not "true" or "false"`},
-		{"free text", FieldRequirement{Field: Field{Path: "status.cluster", Columns: []string{"cluster_id"}}, Value: "anything"}, ""},
+		{"free text", FieldRequirement{Field: FieldColumns{Path: "status.cluster", Columns: []string{"cluster_id"}}, Value: "anything"}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -20,7 +20,7 @@ const ClusterLabel = platform.ClusterLabel
 
 // SelectorSQL turns label and field requirements into SQL conditions (to be
 // ANDed) over a view table with labels and cluster_id columns; a field
-// requirement names its own columns (see store.Field).
+// requirement names its own columns (see store.FieldColumns).
 func SelectorSQL(a *pgdb.Args, reqs labels.Requirements, fields []store.FieldRequirement) ([]string, error) {
 	var conds []string
 	for _, r := range reqs {
@@ -143,7 +143,7 @@ func fieldOp(f store.FieldRequirement) (string, error) {
 	}
 }
 
-// fieldSQL matches a field's columns (see store.Field). Column names come
+// fieldSQL matches a field's columns (see store.FieldColumns). Column names come
 // from the kinds' declarations, never from a request.
 func fieldSQL(a *pgdb.Args, f store.FieldRequirement) (string, error) {
 	op, err := fieldOp(f)
