@@ -284,8 +284,9 @@ func (s *syncer) loadCursor(ctx context.Context) (string, bool) {
 }
 
 // relist lists the resource page by page, converting each page as it comes,
-// and commits it in chunks of BatchSize objects, so memory and the writer
-// lock's hold stay bounded however large the member: the chunks upsert
+// and commits it in chunks of BatchSize objects, so memory and each commit
+// stay bounded however large the member (a chunk of pods takes no commit
+// ticket at all): the chunks upsert
 // what was listed, and the last one carries the keys of the others, Replace
 // (rows the list did not have are deleted) and the list's resourceVersion,
 // which it returns. A relist cut short commits no cursor and starts over.

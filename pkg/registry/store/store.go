@@ -753,8 +753,9 @@ func (f ChangeFilter) KindList() []Kind {
 }
 
 // ChangeFeed reads the registry's changes in resourceVersion order. Writers
-// are serialized, so a change feed never shows a version before all lower
-// versions are visible.
+// take their versions from commit tickets and commit in ticket order (they
+// run side by side; only their commits are ordered), so a change feed never
+// shows a version before all lower versions are visible.
 type ChangeFeed interface {
 	// Changes returns up to limit changes with ResourceVersion > after, in
 	// order, and the registry resourceVersion they were read at (every

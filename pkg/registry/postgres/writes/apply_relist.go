@@ -74,14 +74,14 @@ func (e *Engine) restampAggregates(ctx context.Context, f store.Fence) error {
 	} {
 		keys := v.keys.rows()
 		slices.SortFunc(keys, func(a, b pairRow) int { return cmp.Compare(a.Name, b.Name) })
-		for chunk := range slices.Chunk(keys, ViewRowsPerCommit) {
+		for part := range slices.Chunk(keys, ViewRowsPerCommit) {
 			var computed aggregates
 			err := e.Write(ctx, opRelistAggregates, Sections{
 				Member: func(w *Writer) (err error) {
 					if err := w.Fence(f); err != nil {
 						return err
 					}
-					computed, err = w.aggregateRows(v.what, v.sql, v.stampSQL, chunk, []string{})
+					computed, err = w.aggregateRows(v.what, v.sql, v.stampSQL, part, []string{})
 					return err
 				},
 				SkipViews: func() bool { return computed.n == 0 },

@@ -12,11 +12,12 @@ import (
 	"github.com/example/platform-apiserver/pkg/registry/store"
 )
 
-// TestUnchangedRowsTakeNoWriterLock: the batch's namespaces and nodes are
-// compared with the member's rows before its commit ticket, so a relist that
-// changes no view row commits while another transaction holds that lock,
-// and one that changes a node writes that node alone under it.
-func TestUnchangedRowsTakeNoWriterLock(t *testing.T) {
+// TestUnchangedRowsTakeNoTicket: the batch's namespaces and nodes are
+// compared with the member's rows before it takes a commit ticket, so a
+// relist that changes no view row takes none and commits while an earlier
+// ticket is open, and one that changes a node waits for that ticket and
+// writes that node alone under its own.
+func TestUnchangedRowsTakeNoTicket(t *testing.T) {
 	t.Parallel()
 	s, b := setup(t, postgres.Options{})
 	ctx := b.Ctx

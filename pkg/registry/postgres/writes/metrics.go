@@ -9,19 +9,20 @@ const metricsSubsystem = "platform_registry"
 // Writes commit in ticket order (docs/write-path.md): how long a writer waits
 // for its turn and how long it holds its ticket are what a fleet's write
 // throughput depends on, so they are measured per operation. The metrics
-// keep their names from when a single writer lock gave the order.
+// keep their names (writer_lock_*) from when a single writer lock gave the
+// order, so dashboards and alerts keep working; they measure tickets.
 var (
 	writerLockWait = metrics.NewHistogramVec(&metrics.HistogramOpts{
 		Subsystem:      metricsSubsystem,
 		Name:           "writer_lock_wait_seconds",
-		Help:           "Time a write transaction waited for its turn to commit (taking a commit ticket, then waiting for every earlier ticket's transaction to end), by operation.",
+		Help:           "Time a write transaction waited for its turn to commit (taking a commit ticket, then waiting for every earlier ticket's transaction to end), by operation (named for the single writer lock that ordered commits before commit tickets).",
 		Buckets:        metrics.ExponentialBuckets(0.0005, 2, 16),
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"op"})
 	writerLockHold = metrics.NewHistogramVec(&metrics.HistogramOpts{
 		Subsystem:      metricsSubsystem,
 		Name:           "writer_lock_hold_seconds",
-		Help:           "Time a write transaction held its commit ticket, from taking it until its commit finished, less its wait for earlier tickets, by operation.",
+		Help:           "Time a write transaction held its commit ticket, from taking it until its commit finished, less its wait for earlier tickets, by operation (named for the single writer lock that ordered commits before commit tickets).",
 		Buckets:        metrics.ExponentialBuckets(0.0005, 2, 16),
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"op"})
