@@ -45,15 +45,15 @@ func (a *applier) sections() Sections {
 	return Sections{
 		Member: func(w *Writer) error {
 			a.Writer = w
-			steps := []func() error{
+			statements := []func() error{
 				func() error {
 					return w.Fence(store.Fence{ClusterID: b.ClusterID, Epoch: b.Epoch, Failovers: b.Failovers})
 				},
 				a.replace,
 				a.dropUnchanged,
 			}
-			steps = append(steps, a.writes(false)...)
-			return a.run(append(steps, a.computeAggregates, a.saveCursors)...)
+			statements = append(statements, a.writes(false)...)
+			return a.run(append(statements, a.computeAggregates, a.saveCursors)...)
 		},
 		SkipViews: a.noViewChanges,
 		Views: func(w *Writer) error {
@@ -83,10 +83,10 @@ type applier struct {
 	nodeAggregates, namespaceAggregates aggregates
 }
 
-// run runs steps in order until one fails.
-func (a *applier) run(steps ...func() error) error {
-	for _, step := range steps {
-		if err := step(); err != nil {
+// run runs a section's statements in order until one fails.
+func (a *applier) run(statements ...func() error) error {
+	for _, statement := range statements {
+		if err := statement(); err != nil {
 			return err
 		}
 	}

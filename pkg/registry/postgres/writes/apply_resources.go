@@ -6,8 +6,8 @@ import (
 
 // memberTable is how Apply writes one member resource of a batch: which
 // section its rows are written in, the rows a relist of it leaves absent,
-// and its delete and upsert steps. A member resource is added here, with
-// its slot in store.Batch and its steps.
+// and its delete and upsert statements. A member resource is added here,
+// with its slot in store.Batch and its statements.
 type memberTable struct {
 	resource store.Resource
 	// view: its rows are view rows (namespaces, nodes), written under a
@@ -83,7 +83,7 @@ func memberTableOf(r store.Resource) (memberTable, bool) {
 	return memberTable{}, false
 }
 
-// writes returns the steps writing the member resources of one section
+// writes returns the statements writing the member resources of one section
 // (view or member rows): their deletes, then their upserts.
 func (a *applier) writes(view bool) []func() error {
 	var deletes, upserts []func() error
