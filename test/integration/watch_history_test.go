@@ -39,26 +39,10 @@ func (e *env) testResumesBelowTheWindow(t *testing.T) {
 		e.apply(t, store.Batch{ClusterID: cluster, Nodes: []store.Node{node(fmt.Sprintf("r%03d", i))}})
 	}
 	selector := platform.ClusterLabel + "=" + cluster
-	nodes, err := e.platform.PlatformV1alpha1().NodeCapacities().List(ctx, metav1.ListOptions{LabelSelector: selector})
-	if err != nil {
-		t.Fatal(err)
+	versions := e.nodeVersions(t, selector)
+	if len(versions) != watches {
+		t.Fatalf("%d nodes of %s, want %d", len(versions), cluster, watches)
 	}
-	if len(nodes.Items) != watches {
-		t.Fatalf("%d nodes of %s, want %d", len(nodes.Items), cluster, watches)
-	}
-	type version struct {
-		rv   int64
-		name string
-	}
-	var versions []version
-	for _, nc := range nodes.Items {
-		rv, err := strconv.ParseInt(nc.ResourceVersion, 10, 64)
-		if err != nil {
-			t.Fatal(err)
-		}
-		versions = append(versions, version{rv, nc.Name})
-	}
-	slices.SortFunc(versions, func(a, b version) int { return int(a.rv - b.rv) })
 	// Push them out of the window (10,000 changes).
 	e.burstNodes(t, "window-filler", 0, 10500)
 	database := e.metric(t, e.cp.PlatformMetrics, "platform_watch_history_reads_total", `source="database"`)
@@ -168,6 +152,32 @@ func (e *env) testResumesBelowTheWindow(t *testing.T) {
 	}
 }
 
+// nodeVersion is a NodeCapacity's resourceVersion and name.
+type nodeVersion struct {
+	rv   int64
+	name string
+}
+
+// nodeVersions lists the NodeCapacities selector selects, in the order of
+// their versions.
+func (e *env) nodeVersions(t *testing.T, selector string) []nodeVersion {
+	t.Helper()
+	nodes, err := e.platform.PlatformV1alpha1().NodeCapacities().List(t.Context(), metav1.ListOptions{LabelSelector: selector})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var versions []nodeVersion
+	for _, nc := range nodes.Items {
+		rv, err := strconv.ParseInt(nc.ResourceVersion, 10, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		versions = append(versions, nodeVersion{rv, nc.Name})
+	}
+	slices.SortFunc(versions, func(a, b nodeVersion) int { return cmp.Compare(a.rv, b.rv) })
+	return versions
+}
+
 // receiveUntil returns the names of the ADDED events w delivers until the
 // one named last (included), or until timeout.
 func receiveUntil(ctx context.Context, w watch.Interface, last string, timeout time.Duration) []string {
@@ -222,24 +232,7 @@ func (e *env) testTenantResumes(t *testing.T) {
 	for i, cfg := range users {
 		clients[i] = versioned.NewForConfigOrDie(cfg)
 	}
-	nodes, err := e.platform.PlatformV1alpha1().NodeCapacities().List(ctx, metav1.ListOptions{LabelSelector: platform.ClusterLabel + "=" + cluster})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The nodes' versions in order, and their names.
-	type version struct {
-		rv   int64
-		name string
-	}
-	var byVersion []version
-	for _, nc := range nodes.Items {
-		rv, err := strconv.ParseInt(nc.ResourceVersion, 10, 64)
-		if err != nil {
-			t.Fatal(err)
-		}
-		byVersion = append(byVersion, version{rv, nc.Name})
-	}
-	slices.SortFunc(byVersion, func(a, b version) int { return cmp.Compare(a.rv, b.rv) })
+	byVersion := e.nodeVersions(t, platform.ClusterLabel+"="+cluster)
 	versions, names := make([]int64, len(byVersion)), make([]string, len(byVersion))
 	for i, v := range byVersion {
 		versions[i], names[i] = v.rv, v.name
