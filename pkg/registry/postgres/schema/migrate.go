@@ -65,6 +65,9 @@ type migration struct {
 	Name    string // e.g. 001_registry
 	Up      string
 	Down    string
+	// UpAlone and DownAlone are the statements of a noTransaction file,
+	// nil for a file that runs in one transaction.
+	UpAlone, DownAlone []string
 }
 
 // noTransaction is the first line of a migration file whose statements
@@ -78,11 +81,13 @@ type migration struct {
 // (functions live in functions/).
 const noTransaction = "-- registry:no-transaction"
 
-// inTransaction tells whether the migration file body runs in one
-// transaction (not marked noTransaction).
-func inTransaction(body string) bool {
-	first, _, _ := strings.Cut(body, "\n")
-	return strings.TrimSpace(first) != noTransaction
+// aloneStatements returns the statements of a noTransaction migration
+// file, nil for one that runs in one transaction.
+func aloneStatements(file, body string) ([]string, error) {
+	if first, _, _ := strings.Cut(body, "\n"); strings.TrimSpace(first) != noTransaction {
+		return nil, nil
+	}
+	return splitStatements(file, body)
 }
 
 // splitStatements splits a noTransaction migration into its statements: each
@@ -153,15 +158,14 @@ func migrations() ([]migration, error) {
 			m = &migration{Version: v, Name: base}
 			byName[base] = m
 		}
-		if !inTransaction(string(body)) {
-			if _, err := splitStatements(file, string(body)); err != nil {
-				return nil, err
-			}
+		alone, err := aloneStatements(file, string(body))
+		if err != nil {
+			return nil, err
 		}
 		if dir == "up" {
-			m.Up = string(body)
+			m.Up, m.UpAlone = string(body), alone
 		} else {
-			m.Down = string(body)
+			m.Down, m.DownAlone = string(body), alone
 		}
 	}
 	out := make([]migration, 0, len(byName))
@@ -275,8 +279,8 @@ func migrateUpOnce(ctx context.Context, conn *pgxpool.Conn, all []migration, thr
 				called = nil
 			}
 			withSources := sources != nil && i == len(pending)-1
-			if !inTransaction(m.Up) {
-				if err := migrateAlone(ctx, conn, m.Name, m.Up, sqlMigrateRecord, m.Version, m.Name); err != nil {
+			if m.UpAlone != nil {
+				if err := migrateAlone(ctx, conn, m.Name, m.UpAlone, sqlMigrateRecord, m.Version, m.Name); err != nil {
 					return err
 				}
 				logger.Info("Applied registry migration", "migration", m.Name)
@@ -335,26 +339,28 @@ const migrationAttempts = 3
 func migrationTx(ctx context.Context, conn *pgxpool.Conn, fn func(pgx.Tx) error) error {
 	for attempt := 1; ; attempt++ {
 		err := pgx.BeginFunc(ctx, conn, fn)
-		var pgErr *pgconn.PgError
-		if err == nil || attempt == migrationAttempts || !errors.As(err, &pgErr) || pgErr.Code != pgerrcode.DeadlockDetected {
+		if attempt == migrationAttempts || !isDeadlock(err) {
 			return err
 		}
 		klog.FromContext(ctx).Info("Registry migration ended by a deadlock; running it again", "attempt", attempt, "err", err)
 	}
 }
 
+// isDeadlock tells whether PostgreSQL ended err's statement to break a
+// deadlock.
+func isDeadlock(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == pgerrcode.DeadlockDetected
+}
+
 // migrateAlone runs the statements of a noTransaction migration file one
 // by one on conn, then record (its recording or forgetting in
 // schema_migrations) with args. A failure leaves it unrecorded, to run
 // again whole.
-func migrateAlone(ctx context.Context, conn *pgxpool.Conn, name, body, record string, args ...any) error {
-	stmts, err := splitStatements(name, body)
-	if err != nil {
-		return err
-	}
+func migrateAlone(ctx context.Context, conn *pgxpool.Conn, name string, stmts []string, record string, args ...any) error {
 	for _, stmt := range stmts {
 		if _, err := conn.Exec(ctx, stmt); err != nil {
-			if pgErr := (*pgconn.PgError)(nil); errors.As(err, &pgErr) && pgErr.Code == pgerrcode.DeadlockDetected {
+			if isDeadlock(err) {
 				err = fmt.Errorf("%w: %w", errStartOver, err)
 			}
 			return fmt.Errorf("migration %s (run without a transaction; running it again starts it over): %q: %w", name, stmt, pgdb.InterpretError(err))
@@ -395,29 +401,33 @@ func migrateDown(ctx context.Context, conn *pgxpool.Conn, steps, floor int) erro
 			if !applied[m.Version] {
 				continue
 			}
-			if !inTransaction(m.Down) {
-				if err := migrateAlone(ctx, conn, m.Name, m.Down, sqlMigrateForget, m.Version); err != nil {
-					return err
-				}
-				klog.FromContext(ctx).Info("Reverted registry migration", "migration", m.Name)
-				steps--
-				continue
-			}
-			err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-				if _, err := tx.Exec(ctx, m.Down); err != nil {
-					return err
-				}
-				_, err := tx.Exec(ctx, sqlMigrateForget, m.Version)
+			if err := revert(ctx, conn, m); err != nil {
 				return err
-			})
-			if err != nil {
-				return fmt.Errorf("revert migration %s: %w", m.Name, pgdb.InterpretError(err))
 			}
 			klog.FromContext(ctx).Info("Reverted registry migration", "migration", m.Name)
 			steps--
 		}
 		return nil
 	})
+}
+
+// revert runs m's down file and forgets m in schema_migrations: in one
+// transaction, or statement by statement for a noTransaction file.
+func revert(ctx context.Context, conn *pgxpool.Conn, m migration) error {
+	if m.DownAlone != nil {
+		return migrateAlone(ctx, conn, m.Name, m.DownAlone, sqlMigrateForget, m.Version)
+	}
+	err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, m.Down); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, sqlMigrateForget, m.Version)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("revert migration %s: %w", m.Name, pgdb.InterpretError(err))
+	}
+	return nil
 }
 
 // Pending names the embedded migrations not yet applied to conn's

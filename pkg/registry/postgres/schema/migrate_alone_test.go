@@ -40,26 +40,8 @@ func TestMigrationWithoutTransactionInterrupted(t *testing.T) {
 	mustApply(t, s, ctx, store.Batch{ClusterID: "c", Epoch: fence.Epoch, Failovers: fence.Failovers,
 		Nodes: []store.Node{node("n1", 4000, 8<<30)}})
 
-	// A transaction that has written the change log and not committed: a
-	// concurrent build waits for it before it reads the table.
 	conn := b.Connect(t)
-	blocker, err := b.Connect(t).Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := blocker.Exec(ctx, `LOCK TABLE registry_change IN ROW EXCLUSIVE MODE`); err != nil {
-		t.Fatal(err)
-	}
-	migrating := make(chan error, 1)
-	mconn := b.migrationConn(t)
-	pid := mconn.Conn().PgConn().PID()
-	go func() { migrating <- schema.Migrate(ctx, mconn) }()
-	waitFor(t, "the build to wait for the open transaction", func() bool {
-		var waiting bool
-		err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_stat_activity
-			WHERE pid = $1 AND wait_event_type = 'Lock' AND query LIKE 'CREATE INDEX CONCURRENTLY%')`, pid).Scan(&waiting)
-		return err == nil && waiting
-	})
+	blocker, pid, migrating := migrateCaughtInTheBuild(t, b, conn)
 
 	// Writers go on while it waits.
 	committed := make(chan error, 1)
@@ -118,6 +100,34 @@ func TestMigrationWithoutTransactionInterrupted(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkSchemaFile(t, "migration 029 down and up", dumpSchema(t, b))
+}
+
+// migrateCaughtInTheBuild runs Migrate on a connection of its own while
+// blocker, a transaction that has taken the change log's writers' lock and
+// not committed, keeps 029's concurrent build waiting before it reads the
+// table; it returns once the build waits, with the migrating session's pid
+// and Migrate's result to come.
+func migrateCaughtInTheBuild(t *testing.T, b testBundle, conn *pgx.Conn) (blocker pgx.Tx, pid uint32, migrating <-chan error) {
+	t.Helper()
+	ctx := b.Ctx
+	blocker, err := b.Connect(t).Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := blocker.Exec(ctx, `LOCK TABLE registry_change IN ROW EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	mconn := b.migrationConn(t)
+	pid = mconn.Conn().PgConn().PID()
+	result := make(chan error, 1)
+	go func() { result <- schema.Migrate(ctx, mconn) }()
+	waitFor(t, "the build to wait for the open transaction", func() bool {
+		var waiting bool
+		err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_stat_activity
+			WHERE pid = $1 AND wait_event_type = 'Lock' AND query LIKE 'CREATE INDEX CONCURRENTLY%')`, pid).Scan(&waiting)
+		return err == nil && waiting
+	})
+	return blocker, pid, result
 }
 
 // indexState tells whether migration 029's index exists and is valid.
@@ -188,25 +198,9 @@ func TestMigrationWithoutTransactionBesideAnOldWaiter(t *testing.T) {
 		t.Fatal(err)
 	}
 	deadlockTimeout := time.Duration(deadlockTimeoutMS) * time.Millisecond
-	// The build waits for this transaction first, so that the old waiter
-	// below waits, and has its one deadlock check, before the cycle closes.
-	blocker, err := b.Connect(t).Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := blocker.Exec(ctx, `LOCK TABLE registry_change IN ROW EXCLUSIVE MODE`); err != nil {
-		t.Fatal(err)
-	}
-	mconn := b.migrationConn(t)
-	pid := mconn.Conn().PgConn().PID()
-	migrating := make(chan error, 1)
-	go func() { migrating <- schema.Migrate(ctx, mconn) }()
-	waitFor(t, "the build to wait for the open transaction", func() bool {
-		var waiting bool
-		err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_stat_activity
-			WHERE pid = $1 AND wait_event_type = 'Lock' AND query LIKE 'CREATE INDEX CONCURRENTLY%')`, pid).Scan(&waiting)
-		return err == nil && waiting
-	})
+	// The build waits for the blocker first, so that the old waiter below
+	// waits, and has its one deadlock check, before the cycle closes.
+	blocker, _, migrating := migrateCaughtInTheBuild(t, b, conn)
 
 	// The old release's wait for the migration lock, then what it does
 	// with it when nothing it knows is pending: let it go.
