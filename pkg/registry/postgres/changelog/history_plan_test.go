@@ -13,9 +13,9 @@ import (
 	"github.com/example/platform-apiserver/pkg/registry/postgres"
 	"github.com/example/platform-apiserver/pkg/registry/postgres/changelog"
 	"github.com/example/platform-apiserver/pkg/registry/postgres/internal/pgtesting"
+	"github.com/example/platform-apiserver/pkg/registry/postgres/internal/registrytest"
 	"github.com/example/platform-apiserver/pkg/registry/postgres/views"
 	"github.com/example/platform-apiserver/pkg/registry/store"
-	pgtest "github.com/example/platform-apiserver/test/framework/postgres"
 )
 
 // TestHistoryReadOfAMemberReadsItsEntriesOnly: a watch's history read
@@ -31,35 +31,19 @@ import (
 // index statistics, read last).
 func TestHistoryReadOfAMemberReadsItsEntriesOnly(t *testing.T) {
 	t.Parallel()
-	ctx := t.Context()
-	dsn := pgtest.NewTestDatabase(t)
-	s, err := postgres.Open(ctx, dsn, postgres.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Close)
-	if err := s.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	s, b := registrytest.Setup(t, postgres.Options{})
+	ctx := b.Ctx
 	for i := 0; i < 3000; i += 500 {
 		var nodes []store.Node
 		for j := i; j < i+500; j++ {
 			nodes = append(nodes, pgtesting.Node(fmt.Sprintf("n%04d", j), 4000, 8<<30))
 		}
-		if err := s.Apply(ctx, store.Batch{ClusterID: "big", Nodes: nodes}); err != nil {
-			t.Fatal(err)
-		}
+		registrytest.MustApply(t, s, ctx, store.Batch{ClusterID: "big", Nodes: nodes})
 	}
 	for _, name := range []string{"a", "b", "c"} {
-		if err := s.Apply(ctx, store.Batch{ClusterID: "small", Nodes: []store.Node{pgtesting.Node(name, 1000, 1<<30)}}); err != nil {
-			t.Fatal(err)
-		}
+		registrytest.MustApply(t, s, ctx, store.Batch{ClusterID: "small", Nodes: []store.Node{pgtesting.Node(name, 1000, 1<<30)}})
 	}
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close(context.Background()) })
+	conn := b.Connect(t)
 	if _, err := conn.Exec(ctx, `ANALYZE registry_change`); err != nil {
 		t.Fatal(err)
 	}
@@ -126,25 +110,13 @@ func indexReads(t *testing.T, conn *pgx.Conn) map[string]int64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reads, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (struct {
-		name string
-		n    int64
-	}, error) {
-		var v struct {
-			name string
-			n    int64
-		}
-		err := r.Scan(&v.name, &v.n)
-		return v, err
-	})
-	if err != nil {
+	reads := map[string]int64{}
+	var name string
+	var n int64
+	if _, err := pgx.ForEachRow(rows, []any{&name, &n}, func() error { reads[name] = n; return nil }); err != nil {
 		t.Fatal(err)
 	}
-	m := map[string]int64{}
-	for _, r := range reads {
-		m[r.name] = r.n
-	}
-	return m
+	return reads
 }
 
 // entriesTouched runs sql as a prepared statement under plan_cache_mode
