@@ -14,6 +14,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/example/platform-apiserver/pkg/apis/platform"
 	"github.com/example/platform-apiserver/pkg/apis/platform/v1alpha1"
 	"github.com/example/platform-apiserver/pkg/generated/clientset/versioned"
@@ -48,15 +50,7 @@ func (e *env) testResumesBelowTheWindow(t *testing.T) {
 	database := e.metric(t, e.cp.PlatformMetrics, "platform_watch_history_reads_total", `source="database"`)
 
 	// Hold every read of the change log while the watches start.
-	db := e.db(t)
-	lock, err := db.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = lock.Rollback(context.Background()) }()
-	if _, err := lock.Exec(ctx, `LOCK TABLE registry_change IN ACCESS EXCLUSIVE MODE`); err != nil {
-		t.Fatal(err)
-	}
+	lock := e.holdChangeLog(t)
 
 	cfg := e.cp.PlatformDirectConfig()
 	cfg.QPS, cfg.Burst = 1000, 1000
@@ -152,6 +146,21 @@ func (e *env) testResumesBelowTheWindow(t *testing.T) {
 	}
 }
 
+// holdChangeLog locks the change log against every read until the
+// returned transaction ends (at the latest with the test).
+func (e *env) holdChangeLog(t *testing.T) pgx.Tx {
+	t.Helper()
+	lock, err := e.db(t).Begin(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = lock.Rollback(context.Background()) })
+	if _, err := lock.Exec(t.Context(), `LOCK TABLE registry_change IN ACCESS EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	return lock
+}
+
 // nodeVersion is a NodeCapacity's resourceVersion and name.
 type nodeVersion struct {
 	rv   int64
@@ -243,15 +252,7 @@ func (e *env) testTenantResumes(t *testing.T) {
 	// Below the window: 10,000 changes after the newest.
 	e.burstNodes(t, "tenant-filler", 0, 10500)
 
-	db := e.db(t)
-	lock, err := db.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = lock.Rollback(context.Background()) }()
-	if _, err := lock.Exec(ctx, `LOCK TABLE registry_change IN ACCESS EXCLUSIVE MODE`); err != nil {
-		t.Fatal(err)
-	}
+	lock := e.holdChangeLog(t)
 
 	type resume struct {
 		client   int
