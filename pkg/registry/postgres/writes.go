@@ -3,21 +3,11 @@ package postgres
 import (
 	"context"
 
-	"github.com/example/platform-apiserver/pkg/registry/postgres/schema"
-	"github.com/example/platform-apiserver/pkg/registry/postgres/writes"
 	"github.com/example/platform-apiserver/pkg/registry/store"
 )
 
 // The registry's writes are package writes' (the write engine); the store
 // runs them on its writes pool (docs/write-path.md).
-
-// TicketClass is the first key of the commit tickets' advisory locks
-// (schema.TicketClass); MemberLockClass that of the members' locks
-// (writes.MemberLockClass).
-const (
-	TicketClass     = schema.TicketClass
-	MemberLockClass = writes.MemberLockClass
-)
 
 // Apply commits a discovery batch, fenced by its epoch (writes.Engine.Apply).
 func (s *Store) Apply(ctx context.Context, b store.Batch) error {

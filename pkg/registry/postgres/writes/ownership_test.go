@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/example/platform-apiserver/pkg/registry/postgres"
+	"github.com/example/platform-apiserver/pkg/registry/postgres/writes"
 	"github.com/example/platform-apiserver/pkg/registry/store"
 )
 
@@ -178,7 +179,7 @@ func TestMaintenanceTakesTurns(t *testing.T) {
 // a write in flight does, until the test commits or ends it.
 func holdMemberLock(t *testing.T, b testBundle, id string) pgx.Tx {
 	t.Helper()
-	return holdLock(t, b, `SELECT pg_advisory_xact_lock($1, hashtext($2))`, postgres.MemberLockClass, id)
+	return holdLock(t, b, `SELECT pg_advisory_xact_lock($1, hashtext($2))`, writes.MemberLockClass, id)
 }
 
 // holdLock opens a transaction on a connection of its own that takes a

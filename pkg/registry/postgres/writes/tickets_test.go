@@ -13,6 +13,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/example/platform-apiserver/pkg/registry/postgres"
+	"github.com/example/platform-apiserver/pkg/registry/postgres/schema"
+	"github.com/example/platform-apiserver/pkg/registry/postgres/writes"
 	"github.com/example/platform-apiserver/pkg/registry/store"
 )
 
@@ -48,7 +50,7 @@ func TestViewsSectionsRunSideBySideAndCommitInTicketOrder(t *testing.T) {
 	}()
 	poll(t, "the later write to wait for the earlier ticket", func() bool {
 		return count(`SELECT count(*) FROM pg_locks WHERE database = (SELECT oid FROM pg_database WHERE datname = current_database()) AND locktype = 'advisory' AND classid::bigint = $1 AND mode = 'ShareLock' AND NOT granted`,
-			int64(postgres.TicketClass)) == 1
+			int64(schema.TicketClass)) == 1
 	})
 	// Its views section ran: the rows are stamped, in its own transaction.
 	if got := count(`SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() AND query LIKE '%registry_wait_tickets%'`); got != 1 {
@@ -155,7 +157,7 @@ func TestUsageExpirySkipsABusyMember(t *testing.T) {
 		}
 	}
 	maintenance := store.MetricsMaintenance{Now: t0, RetainAfter: t0.Add(-24 * time.Hour), UnknownBefore: t0.Add(-time.Hour)}
-	busy := holdLock(t, b, `SELECT pg_advisory_xact_lock($1, hashtext('busy'))`, postgres.MemberLockClass)
+	busy := holdLock(t, b, `SELECT pg_advisory_xact_lock($1, hashtext('busy'))`, writes.MemberLockClass)
 	got, err := s.MaintainNodeMetrics(ctx, maintenance)
 	if err != nil || got.Unknown != 1 {
 		t.Fatalf("MaintainNodeMetrics while member busy is locked = %+v, %v; want the free member's node alone made unknown", got, err)
@@ -258,7 +260,7 @@ func ticketLocks(t *testing.T, ctx context.Context, conn *pgx.Conn, pid int32, m
 	t.Helper()
 	if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE pid = $1 AND locktype = 'advisory' AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
 			AND classid::bigint = $2 AND objsubid = 2 AND ($3 = '' OR mode = $3) AND ($4::bigint < 0 AND objid::bigint <> 4294967295 OR objid::bigint = $4::bigint % 2147483648)`,
-		pid, int64(postgres.TicketClass), mode, ticket).Scan(&n); err != nil {
+		pid, int64(schema.TicketClass), mode, ticket).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	return n
@@ -354,7 +356,7 @@ type stepTaker struct {
 
 func newStepTaker(t *testing.T, b testBundle) *stepTaker {
 	t.Helper()
-	tx := holdLock(t, b, `SELECT pg_advisory_xact_lock_shared($1, -1)`, postgres.TicketClass)
+	tx := holdLock(t, b, `SELECT pg_advisory_xact_lock_shared($1, -1)`, schema.TicketClass)
 	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
 	return &stepTaker{t: t, ctx: b.Ctx, tx: tx}
 }
@@ -368,7 +370,7 @@ func (x *stepTaker) nextval() (ticket int64) {
 }
 
 func (x *stepTaker) lock(ticket int64) error {
-	_, err := x.tx.Exec(x.ctx, `SELECT pg_advisory_xact_lock($1, ($2::bigint % 2147483648)::int)`, postgres.TicketClass, ticket)
+	_, err := x.tx.Exec(x.ctx, `SELECT pg_advisory_xact_lock($1, ($2::bigint % 2147483648)::int)`, schema.TicketClass, ticket)
 	return err
 }
 
@@ -402,7 +404,7 @@ func waitShareLock(t *testing.T, ctx context.Context, conn *pgx.Conn, pid int32,
 	poll(t, "the writer to wait for the earlier ticket", func() bool {
 		var n int64
 		if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE pid = $1 AND locktype = 'advisory' AND classid::bigint = $2
-				AND objid::bigint = $3::bigint % 2147483648 AND mode = 'ShareLock' AND NOT granted`, pid, int64(postgres.TicketClass), ticket).Scan(&n); err != nil {
+				AND objid::bigint = $3::bigint % 2147483648 AND mode = 'ShareLock' AND NOT granted`, pid, int64(schema.TicketClass), ticket).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
 		return n == 1
@@ -496,7 +498,7 @@ func TestWaitCoversATakerTakingATicketAgain(t *testing.T) {
 	if err := old.QueryRow(ctx, `SELECT current_setting('registry.ticket')::bigint`).Scan(&oldTicket); err != nil || oldTicket != first+1 {
 		t.Fatalf("the other writer's ticket %d (%v), want %d", oldTicket, err, first+1)
 	}
-	if _, err := old.Exec(ctx, `SELECT pg_advisory_xact_lock_shared($1, ($2::bigint % 2147483648)::int)`, postgres.TicketClass, first); err != nil {
+	if _, err := old.Exec(ctx, `SELECT pg_advisory_xact_lock_shared($1, ($2::bigint % 2147483648)::int)`, schema.TicketClass, first); err != nil {
 		t.Fatal(err)
 	}
 	locked := make(chan error, 1)
@@ -504,7 +506,7 @@ func TestWaitCoversATakerTakingATicketAgain(t *testing.T) {
 	poll(t, "the taker to wait for its ticket's lock", func() bool {
 		var n int64
 		if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE database = (SELECT oid FROM pg_database WHERE datname = current_database()) AND locktype = 'advisory' AND classid::bigint = $1 AND mode = 'ExclusiveLock' AND NOT granted`,
-			int64(postgres.TicketClass)).Scan(&n); err != nil {
+			int64(schema.TicketClass)).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
 		return n == 1
@@ -555,18 +557,18 @@ func TestWaitBehindAWaiterLockingEveryTicketDoesNotDeadlock(t *testing.T) {
 	}
 	old := holdLock(t, b, `SELECT registry_take_ticket()`)
 	t.Cleanup(func() { _ = old.Rollback(context.Background()) })
-	if _, err := old.Exec(ctx, `SELECT pg_advisory_xact_lock_shared($1, ($2::bigint % 2147483648)::int)`, postgres.TicketClass, ticket); err != nil {
+	if _, err := old.Exec(ctx, `SELECT pg_advisory_xact_lock_shared($1, ($2::bigint % 2147483648)::int)`, schema.TicketClass, ticket); err != nil {
 		t.Fatal(err)
 	}
 	oldWaited := make(chan error, 1)
 	go func() {
-		_, err := old.Exec(ctx, `SELECT pg_advisory_xact_lock_shared($1, ($2::bigint % 2147483648)::int)`, postgres.TicketClass, later)
+		_, err := old.Exec(ctx, `SELECT pg_advisory_xact_lock_shared($1, ($2::bigint % 2147483648)::int)`, schema.TicketClass, later)
 		oldWaited <- err
 	}()
 	poll(t, "the other writer to wait for the writer's ticket", func() bool {
 		var n int64
 		if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE database = (SELECT oid FROM pg_database WHERE datname = current_database()) AND locktype = 'advisory' AND classid::bigint = $1 AND objid::bigint = $2::bigint % 2147483648 AND NOT granted`,
-			int64(postgres.TicketClass), later).Scan(&n); err != nil {
+			int64(schema.TicketClass), later).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
 		return n == 1
