@@ -216,10 +216,10 @@ func (c CompletedConfig) newServer(reg *postgres.Store) (*Server, error) {
 	group := genericapiserver.NewDefaultAPIGroupInfo(platform.GroupName, Scheme, metav1ParameterCodec, Codecs)
 	storages := map[string]rest.Storage{}
 	staleness := registry.MemberStaleness{StaleAfter: c.watch.MemberStaleAfter}
-	kinds := kindConfig{watch: watches, staleness: staleness,
-		heartbeats: &registry.MemberHeartbeats{Load: reg.MemberHeartbeats, Staleness: staleness}}
-	for _, k := range served {
-		storages[k.Resource] = k.storage(reg, kinds)
+	kinds := KindConfig{Watch: watches, Staleness: staleness,
+		Heartbeats: &registry.MemberHeartbeats{Load: reg.MemberHeartbeats, Staleness: staleness}}
+	for _, k := range servedKinds() {
+		storages[k.Resource] = k.Storage(reg, kinds)
 	}
 	// Each report is authorized by what it asks, with the server's own
 	// (delegated) authorizer: one implementation, two front doors.

@@ -8,7 +8,6 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 
 	"github.com/example/platform-apiserver/pkg/apis/platform/install"
-	"github.com/example/platform-apiserver/pkg/apis/platform/v1alpha1"
 )
 
 var (
@@ -21,11 +20,7 @@ var (
 
 func init() {
 	install.Install(Scheme)
-	// Field selectors a kind cannot select are refused with 400 before
-	// they reach the storage, naming the ones it can.
-	for _, k := range served {
-		utilruntime.Must(Scheme.AddFieldLabelConversionFunc(v1alpha1.SchemeGroupVersion.WithKind(k.Kind), k.FieldLabelConversion))
-	}
+	utilruntime.Must(addFieldLabelConversions(served))
 
 	// Options and status types the generic server decodes in every group.
 	metav1.AddToGroupVersion(Scheme, schema.GroupVersion{Version: "v1"})

@@ -42,7 +42,7 @@ func (cp *ControlPlane) KubectlBinaryAs(ctx context.Context, binary, kubeconfig 
 func (cp *ControlPlane) KubectlPlugin(ctx context.Context, kubeconfig string, args ...string) (stdout, stderr string, err error) {
 	dir := filepath.Join(cp.workDir, "plugins")
 	cp.pluginsOnce.Do(func() {
-		cp.pluginsErr = buildCommand(ctx, "./cmd/kubectl-platform", filepath.Join(dir, "kubectl-platform"))
+		cp.pluginsErr = BuildCommand(ctx, "./cmd/kubectl-platform", filepath.Join(dir, "kubectl-platform"))
 	})
 	if cp.pluginsErr != nil {
 		return "", "", cp.pluginsErr

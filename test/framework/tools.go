@@ -77,11 +77,12 @@ func resolveBinDir(ctx context.Context, binDir string, log io.Writer) (string, e
 
 // BuildPlatformAPIServer builds ./cmd/apiserver of this module to out.
 func BuildPlatformAPIServer(ctx context.Context, out string) error {
-	return buildCommand(ctx, "./cmd/apiserver", out)
+	return BuildCommand(ctx, "./cmd/apiserver", out)
 }
 
-// buildCommand builds the command pkg of this module to out.
-func buildCommand(ctx context.Context, pkg, out string) error {
+// BuildCommand builds the command pkg of this module (such as
+// ./cmd/apiserver) to out.
+func BuildCommand(ctx context.Context, pkg, out string) error {
 	root, err := ModuleRoot()
 	if err != nil {
 		return err

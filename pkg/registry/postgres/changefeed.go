@@ -81,3 +81,11 @@ func (s *Store) Notifications(ctx context.Context) (<-chan struct{}, error) {
 
 // registryLog is the change log of the registry's views.
 var registryLog = changelog.New(views.InChangeLog()...)
+
+// changeLogOf is the change log of the registry's views and ext's.
+func changeLogOf(ext Extension) *changelog.Log {
+	if len(ext.Views) == 0 {
+		return registryLog
+	}
+	return changelog.New(append(views.InChangeLog(), ext.Views...)...)
+}

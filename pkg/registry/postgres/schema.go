@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -19,17 +20,19 @@ import (
 // Migrate applies every pending migration and the function sources that
 // changed (schema.Migrate).
 func (s *Store) Migrate(ctx context.Context) error {
-	return s.withMigrationConn(ctx, func(conn *pgxpool.Conn) error { return schema.Migrate(ctx, conn) })
+	return s.withMigrationConn(ctx, func(conn *pgxpool.Conn) error { return schema.Migrate(ctx, conn, s.extraMigrations()...) })
 }
 
 // MigrateDown reverts the newest steps applied migrations (all if steps < 0).
 func (s *Store) MigrateDown(ctx context.Context, steps int) error {
-	return s.withMigrationConn(ctx, func(conn *pgxpool.Conn) error { return schema.MigrateDown(ctx, conn, steps) })
+	return s.withMigrationConn(ctx, func(conn *pgxpool.Conn) error { return schema.MigrateDown(ctx, conn, steps, s.extraMigrations()...) })
 }
 
 // MigrateDownTo reverts every applied migration newer than version.
 func (s *Store) MigrateDownTo(ctx context.Context, version int) error {
-	return s.withMigrationConn(ctx, func(conn *pgxpool.Conn) error { return schema.MigrateDownTo(ctx, conn, version) })
+	return s.withMigrationConn(ctx, func(conn *pgxpool.Conn) error {
+		return schema.MigrateDownTo(ctx, conn, version, s.extraMigrations()...)
+	})
 }
 
 // MigrationStatus lists the embedded migrations and those recorded in the
@@ -40,25 +43,33 @@ func (s *Store) MigrationStatus(ctx context.Context) ([]schema.MigrationState, e
 		return nil, fmt.Errorf("migration status: %w", pgdb.InterpretError(err))
 	}
 	defer conn.Release()
-	return schema.MigrationStatus(ctx, conn)
+	return schema.MigrationStatus(ctx, conn, s.extraMigrations()...)
 }
 
-// PendingMigrations names the embedded migrations not yet applied.
+// PendingMigrations names the migrations not yet applied.
 func (s *Store) PendingMigrations(ctx context.Context) ([]string, error) {
-	return pendingMigrations(ctx, s.writes.Pool)
+	return s.pendingMigrations(ctx, s.writes.Pool)
+}
+
+// extraMigrations are the extension's migrations, beside the registry's own.
+func (s *Store) extraMigrations() []fs.FS {
+	if s.opts.Extension.Migrations == nil {
+		return nil
+	}
+	return []fs.FS{s.opts.Extension.Migrations}
 }
 
 // errConnectionLost marks a check that failed because its connection died
 // under it.
 var errConnectionLost = errors.New("connection lost")
 
-func pendingMigrations(ctx context.Context, pool *pgxpool.Pool) ([]string, error) {
+func (s *Store) pendingMigrations(ctx context.Context, pool *pgxpool.Pool) ([]string, error) {
 	conn, err := pool.Acquire(ctx)
 	if err != nil {
 		return nil, pgdb.InterpretError(err)
 	}
 	defer conn.Release()
-	pending, err := schema.Pending(ctx, conn)
+	pending, err := schema.Pending(ctx, conn, s.extraMigrations()...)
 	if err != nil {
 		if conn.Conn().IsClosed() {
 			return nil, fmt.Errorf("%w: %w", errConnectionLost, err)
@@ -72,7 +83,7 @@ func pendingMigrations(ctx context.Context, pool *pgxpool.Pool) ([]string, error
 // otherwise an error wrapping store.ErrUnavailable that says what is wrong.
 // It uses the health-check pool.
 func (s *Store) Ready(ctx context.Context) error {
-	pending, err := pendingMigrations(ctx, s.health.Pool)
+	pending, err := s.pendingMigrations(ctx, s.health.Pool)
 	for range healthPoolSize {
 		if !errors.Is(err, errConnectionLost) {
 			break
@@ -81,7 +92,7 @@ func (s *Store) Ready(ctx context.Context) error {
 		// its next query; that is not the database's answer. Ask again:
 		// the pool dropped the dead one, so this takes another
 		// connection, each idle one at most once.
-		pending, err = pendingMigrations(ctx, s.health.Pool)
+		pending, err = s.pendingMigrations(ctx, s.health.Pool)
 	}
 	if err != nil {
 		if errors.Is(err, store.ErrUnavailable) {

@@ -13,6 +13,7 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"io/fs"
 	"strings"
 	"sync"
 	"time"
@@ -26,6 +27,7 @@ import (
 	"github.com/example/platform-apiserver/pkg/registry/postgres/replicas"
 	"github.com/example/platform-apiserver/pkg/registry/postgres/schema"
 	"github.com/example/platform-apiserver/pkg/registry/postgres/usage"
+	"github.com/example/platform-apiserver/pkg/registry/postgres/views"
 	"github.com/example/platform-apiserver/pkg/registry/postgres/writes"
 	"github.com/example/platform-apiserver/pkg/registry/store"
 )
@@ -81,6 +83,18 @@ type Options struct {
 	// AcquireTimeout bounds an API read's wait for a connection (see
 	// openPools); zero: DefaultAcquireTimeout.
 	AcquireTimeout time.Duration
+	// Extension adds views of kinds declared outside the registry.
+	Extension Extension
+}
+
+// Extension is what kinds declared outside the registry add to it
+// (docs/kinds.md, "A kind outside this repository"): their views, in the
+// change log beside the registry's own, and the migrations that make
+// their tables (NNN_name.up.sql and .down.sql at its root, numbered apart
+// from the registry's own).
+type Extension struct {
+	Views      []views.Logged
+	Migrations fs.FS
 }
 
 // Store is the PostgreSQL registry. It is safe for concurrent use.
@@ -130,7 +144,7 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	// Timeouts, TLS errors, the DSN file's credentials:
 	pgdb.ConfigureConnections(cfg, dsn, pgdb.ConnOptions{DSNFile: opts.DSNFile, TCPUserTimeout: opts.TCPUserTimeout, TCPKeepAlive: opts.TCPKeepAlive})
 	schema.SetWriteProtocol(cfg)
-	s := &Store{opts: opts, changeLog: registryLog, replicas: replicas.New(replicas.Options{
+	s := &Store{opts: opts, changeLog: changeLogOf(opts.Extension), replicas: replicas.New(replicas.Options{
 		Wait: opts.StandbyWait, MaxLag: opts.StandbyMaxLag, NoPrimaryReads: opts.NoPrimaryReads,
 	})}
 	// Every new connection to the primary first checks for a failover.

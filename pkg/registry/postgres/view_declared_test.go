@@ -1,13 +1,11 @@
 package postgres
 
 import (
-	"slices"
-	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -15,149 +13,44 @@ import (
 
 	"github.com/example/platform-apiserver/pkg/registry"
 	"github.com/example/platform-apiserver/pkg/registry/feed"
-	"github.com/example/platform-apiserver/pkg/registry/postgres/changelog"
 	"github.com/example/platform-apiserver/pkg/registry/postgres/views"
-	"github.com/example/platform-apiserver/pkg/registry/postgres/writes"
 	"github.com/example/platform-apiserver/pkg/registry/store"
 	pgtest "github.com/example/platform-apiserver/test/framework/postgres"
+	"github.com/example/platform-apiserver/test/kinds/gadget"
 )
 
-// A throwaway kind declared only in this file, to prove that a registry
-// view is one declaration: the record, its view (below) and its table
-// (gadgetMigration) are all a kind needs to be served from PostgreSQL —
-// get, list with label and field selectors, watch and tables — through the
-// API layer's own declaration (registry.Kind).
-type gadget struct {
-	ClusterID, Name string
-	Labels          map[string]string
-	Color           string
-	FirstSeen       time.Time
-	ResourceVersion int64
-}
-
-var gadgetView = views.Declare(views.View[gadget]{
-	Kind: "Gadget", Resource: "gadgets", Table: "test_gadget",
-	Order: [2]string{"cluster_id", "name"},
-	Key:   func(g *gadget) store.ListKey { return store.ListKey{g.ClusterID, g.Name} },
-	Name: func(_, name string) (store.ListKey, bool) {
-		k, ok := gadgetKey(name)
-		return k, ok
-	},
-	Columns: []views.Column[gadget]{
-		views.Col("cluster_id", func(g *gadget) *string { return &g.ClusterID }),
-		views.Field("name", "text", func(g *gadget) *string { return &g.Name }),
-		views.JSONField("labels", func(g *gadget) *map[string]string { return &g.Labels }, "{}"),
-		views.Field("color", "text", func(g *gadget) *string { return &g.Color }),
-		views.Col("first_seen", func(g *gadget) *time.Time { return &g.FirstSeen }),
-		views.Col("resource_version", func(g *gadget) *int64 { return &g.ResourceVersion }),
-	},
-})
-
-// gadgetMigration is the kind's one migration: its table, and the call
-// that makes it a view table in the change log (its three log triggers and
-// the kind in the log's list of kinds).
-const gadgetMigration = `
-CREATE TABLE test_gadget (
-	cluster_id text NOT NULL, name text NOT NULL, labels jsonb NOT NULL, color text NOT NULL,
-	first_seen timestamptz NOT NULL DEFAULT now(), resource_version bigint NOT NULL,
-	PRIMARY KEY (cluster_id, name));
-SELECT registry_define_view('test_gadget', 'Gadget');`
-
-func gadgetKey(name string) (store.ListKey, bool) {
-	for i := range len(name) {
-		if name[i] == '.' {
-			return store.ListKey{name[:i], name[i+1:]}, i > 0 && i < len(name)-1
-		}
-	}
-	return store.ListKey{}, false
-}
-
-// Gadget is the kind's API object.
-type Gadget struct {
-	metav1.TypeMeta
-	metav1.ObjectMeta
-	Color string
-}
-
-func (g *Gadget) DeepCopyObject() runtime.Object {
-	c := *g
-	g.ObjectMeta.DeepCopyInto(&c.ObjectMeta) //nolint:staticcheck // QF1008: copies the metadata only
-	return &c
-}
-
-type GadgetList struct {
-	metav1.TypeMeta
-	metav1.ListMeta
-	Items []Gadget
-}
-
-func (l *GadgetList) DeepCopyObject() runtime.Object {
-	c := *l
-	c.Items = slices.Clone(l.Items)
-	return &c
-}
-
-var gadgetKind = &registry.Kind[gadget, Gadget]{
-	Kind: "Gadget", Resource: "gadgets", Singular: "gadget",
-	Fields: []registry.Field[Gadget]{
-		{Path: "metadata.name", Value: func(g *Gadget) string { return g.Name }, Columns: []string{"cluster_id", "name"}},
-		{Path: "status.color", Value: func(g *Gadget) string { return g.Color }, Columns: []string{"color"}},
-	},
-	ToObject: func(g *gadget) Gadget {
-		return Gadget{ObjectMeta: metav1.ObjectMeta{Name: g.ClusterID + "." + g.Name, Labels: g.Labels,
-			ResourceVersion: strconv.FormatInt(g.ResourceVersion, 10)}, Color: g.Color}
-	},
-	NewList: func(items []Gadget) runtime.Object { return &GadgetList{Items: items} },
-	Key: func(g *gadget) registry.ChangeKey {
-		return registry.ChangeKey{Name: g.ClusterID + "." + g.Name, Cluster: g.ClusterID}
-	},
-	Columns: []registry.Column[Gadget]{
-		{Name: "Name", Type: "string", Cell: func(g *Gadget) any { return g.Name }},
-		{Name: "Color", Type: "string", Cell: func(g *Gadget) any { return g.Color }},
-	},
-}
-
-// putGadgets writes gadgets of cluster through the view's upsert, the way
-// discovery's batches write every view, and returns the version reached.
-func putGadgets(t *testing.T, s *Store, cluster string, gs ...gadget) {
-	t.Helper()
-	rows, err := gadgetView.BatchRows(gs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = s.engine.Write(t.Context(), "test_gadgets", writes.Sections{Views: func(w *writes.Writer) error {
-		return w.Stamp("upsert gadgets", gadgetView.UpsertSQL(), cluster, rows)
-	}})
-	if err != nil {
-		t.Fatalf("write gadgets: %v", err)
-	}
-}
-
-// TestViewDeclaredOnce: the throwaway Gadget kind is served end to end
-// from PostgreSQL through its record, its view, its registry.Kind and one
-// migration (a table and a call of registry_define_view).
+// TestViewDeclaredOnce: the throwaway Gadget kind (test/kinds/gadget) is
+// served end to end from PostgreSQL through its record, its view, its
+// registry.Kind and one migration (a table and a call of
+// registry_define_view), given to the store as an Extension.
 func TestViewDeclaredOnce(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	s := openStore(t, pgtest.NewTestDatabase(t), Options{})
+	s := openStore(t, pgtest.NewTestDatabase(t), Options{Extension: Extension{
+		Views: []views.Logged{gadget.View.Logged()}, Migrations: gadget.Migrations}})
 	if err := s.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.writes.Exec(ctx, gadgetMigration); err != nil {
-		t.Fatal(err)
+	if pending, err := s.PendingMigrations(ctx); err != nil || len(pending) != 0 {
+		t.Fatalf("pending migrations after Migrate: %v, %v", pending, err)
 	}
-	s.changeLog = changelog.New(append(views.InChangeLog(), gadgetView.Logged())...)
 	f := feed.New(s, feed.Options{PollInterval: 20 * time.Millisecond})
 	go f.Run(ctx)
 	if err := f.WaitSynced(ctx); err != nil {
 		t.Fatal(err)
 	}
-	r := registry.NewREST[gadget, Gadget, *Gadget](gadgetKind, Source(s, gadgetView), registry.WatchConfig{Follower: f})
+	r := registry.NewREST[gadget.Record, gadget.Gadget, *gadget.Gadget](gadget.Kind, Source(s, gadget.View), registry.WatchConfig{Follower: f})
+	put := func(cluster string, gs ...gadget.Record) {
+		t.Helper()
+		if err := gadget.Put(ctx, s.engine, cluster, gs...); err != nil {
+			t.Fatalf("write gadgets: %v", err)
+		}
+	}
 
-	putGadgets(t, s, "c1",
-		gadget{Name: "a", Color: "red", Labels: map[string]string{"size": "s"}},
-		gadget{Name: "b", Color: "blue", Labels: map[string]string{"size": "l"}})
-	putGadgets(t, s, "c2", gadget{Name: "a", Color: "red"})
+	put("c1",
+		gadget.Record{Name: "a", Color: "red", Labels: map[string]string{"size": "s"}},
+		gadget.Record{Name: "b", Color: "blue", Labels: map[string]string{"size": "l"}})
+	put("c2", gadget.Record{Name: "a", Color: "red"})
 
 	// A list with a field and a label selector, answered by SQL.
 	obj, err := r.List(ctx, &metainternalversion.ListOptions{
@@ -167,20 +60,20 @@ func TestViewDeclaredOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if items := obj.(*GadgetList).Items; len(items) != 1 || items[0].Name != "c1.a" || items[0].Color != "red" {
+	if items := obj.(*gadget.GadgetList).Items; len(items) != 1 || items[0].Name != "c1.a" || items[0].Status.Color != "red" {
 		t.Errorf("red small gadgets: %+v, want c1.a", items)
 	}
 	all, err := r.List(ctx, &metainternalversion.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	list := all.(*GadgetList)
+	list := all.(*gadget.GadgetList)
 	if len(list.Items) != 3 || list.Items[2].Name != "c2.a" {
 		t.Errorf("all gadgets: %+v, want c1.a, c1.b, c2.a", list.Items)
 	}
 
 	got, err := r.Get(ctx, "c1.b", nil)
-	if err != nil || got.(*Gadget).Color != "blue" || got.(*Gadget).Labels["size"] != "l" {
+	if err != nil || got.(*gadget.Gadget).Status.Color != "blue" || got.(*gadget.Gadget).Labels["size"] != "l" {
 		t.Errorf("get c1.b: %+v, %v", got, err)
 	}
 	if _, err := r.Get(ctx, "c1", nil); err == nil {
@@ -188,7 +81,7 @@ func TestViewDeclaredOnce(t *testing.T) {
 	}
 
 	table, err := r.ConvertToTable(ctx, list, nil)
-	if err != nil || len(table.Rows) != 3 || table.Rows[1].Cells[1] != "blue" {
+	if err != nil || len(table.Rows) != 3 || table.Rows[1].Cells[2] != "blue" {
 		t.Errorf("table: %+v, %v", table, err)
 	}
 
@@ -200,15 +93,15 @@ func TestViewDeclaredOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer w.Stop()
-	putGadgets(t, s, "c2", gadget{Name: "a", Color: "red"}) // unchanged: no new version
-	putGadgets(t, s, "c1", gadget{Name: "b", Color: "green", Labels: map[string]string{"size": "l"}})
+	put("c2", gadget.Record{Name: "a", Color: "red"}) // unchanged: no new version
+	put("c1", gadget.Record{Name: "b", Color: "green", Labels: map[string]string{"size": "l"}})
 	select {
 	case ev := <-w.ResultChan():
 		obj := ev.Object
 		if co, ok := obj.(runtime.CacheableObject); ok {
 			obj = co.GetObject()
 		}
-		if g, ok := obj.(*Gadget); ev.Type != watch.Added || !ok || g.Name != "c1.b" || g.Color != "green" {
+		if g, ok := obj.(*gadget.Gadget); ev.Type != watch.Added || !ok || g.Name != "c1.b" || g.Status.Color != "green" {
 			t.Errorf("watch event %s %+v, want c1.b turning green (ADDED to the selection)", ev.Type, obj)
 		}
 	case <-time.After(30 * time.Second):
@@ -222,8 +115,20 @@ func TestViewDeclaredOnce(t *testing.T) {
 		t.Errorf("the change feed holds %d Gadget changes, want 4 (three added, one modified; the unchanged write none)", len(changes))
 	}
 	for _, c := range changes {
-		if g, _ := store.Records[gadget](&c); g == nil || c.ClusterID != g.ClusterID || c.Size <= 0 {
+		if g, _ := store.Records[gadget.Record](&c); g == nil || c.ClusterID != g.ClusterID || c.Size <= 0 {
 			t.Errorf("change %d: record %+v, cluster %q, size %d", c.ResourceVersion, g, c.ClusterID, c.Size)
 		}
+	}
+	// The kind's down migration is the newest: it goes first, and leaves
+	// the change log's list of kinds as it was.
+	if err := s.MigrateDown(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	var gadgets *string
+	var kinds string
+	err = s.writes.QueryRow(ctx, `SELECT to_regclass('test_gadget')::text, pg_get_constraintdef(oid) FROM pg_constraint
+		WHERE conrelid = 'registry_change'::regclass AND conname = 'registry_change_kind_check'`).Scan(&gadgets, &kinds)
+	if err != nil || gadgets != nil || strings.Contains(kinds, "Gadget") || !strings.Contains(kinds, "ClusterCapacity") {
+		t.Errorf("after the gadget's down migration: table %v, kinds %s, %v; want no test_gadget and the registry's kinds", gadgets, kinds, err)
 	}
 }

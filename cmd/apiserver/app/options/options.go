@@ -17,7 +17,6 @@ import (
 	netutils "k8s.io/utils/net"
 
 	"github.com/example/platform-apiserver/pkg/apiserver"
-	generatedopenapi "github.com/example/platform-apiserver/pkg/generated/openapi"
 )
 
 // Options are all of platform-apiserver's flags.
@@ -128,10 +127,10 @@ func (o *Options) genericConfig(ctx context.Context) (*genericapiserver.Recommen
 		return nil, err
 	}
 	namer := openapinamer.NewDefinitionNamer(apiserver.Scheme)
-	config.OpenAPIConfig = genericapiserver.DefaultOpenAPIConfig(generatedopenapi.GetOpenAPIDefinitions, namer)
+	config.OpenAPIConfig = genericapiserver.DefaultOpenAPIConfig(apiserver.OpenAPIDefinitions, namer)
 	config.OpenAPIConfig.Info.Title = "platform.example.io"
 	config.OpenAPIConfig.Info.Version = "v1alpha1"
-	config.OpenAPIV3Config = genericapiserver.DefaultOpenAPIV3Config(generatedopenapi.GetOpenAPIDefinitions, namer)
+	config.OpenAPIV3Config = genericapiserver.DefaultOpenAPIV3Config(apiserver.OpenAPIDefinitions, namer)
 	config.OpenAPIV3Config.Info.Title = "platform.example.io"
 	config.OpenAPIV3Config.Info.Version = "v1alpha1"
 

@@ -156,7 +156,8 @@ func (o *PostgresOptions) ApplyTo(c *apiserver.RegistryConfig) {
 func (o *PostgresOptions) StoreOptions() postgres.Options {
 	opts := postgres.Options{ContinueTTL: o.ContinueTTL, ReadDSNs: o.ReadDSNs, ReadDSNFiles: o.ReadDSNFiles, NoPrimaryReads: !o.ReadFromPrimary,
 		StandbyWait: o.StandbyWait, StandbyMaxLag: o.StandbyMaxLag,
-		TCPUserTimeout: offIfZero(o.TCPUserTimeout), TCPKeepAlive: offIfZero(o.TCPKeepAlive), AcquireTimeout: o.AcquireTimeout}
+		TCPUserTimeout: offIfZero(o.TCPUserTimeout), TCPKeepAlive: offIfZero(o.TCPKeepAlive), AcquireTimeout: o.AcquireTimeout,
+		Extension: apiserver.RegistryExtension()}
 	if o.dsnFromFile {
 		opts.DSNFile = o.DSNFile
 	}

@@ -2,9 +2,11 @@ package schema
 
 import (
 	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"testing/fstest"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -142,5 +144,37 @@ func TestMigrationCallsDefineView(t *testing.T) {
 	}
 	if err != nil || len(applied) != 0 {
 		t.Errorf("Migrate again applied %v, %v; want nothing", applied, err)
+	}
+}
+
+// TestExtensionMigrations: an extension's migrations are ordered with the
+// registry's own by version; one that takes a registry migration's version
+// or name is refused, naming it.
+func TestExtensionMigrations(t *testing.T) {
+	file := func(name string) *fstest.MapFile { return &fstest.MapFile{Data: []byte("SELECT 1; -- " + name)} }
+	ext := fstest.MapFS{"9001_gadget.up.sql": file("up"), "9001_gadget.down.sql": file("down")}
+	all, err := migrations(ext)
+	if err != nil {
+		t.Fatal(err)
+	}
+	own, err := migrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if last := all[len(all)-1]; len(all) != len(own)+1 || last.Name != "9001_gadget" || last.Version != 9001 || last.Down != "SELECT 1; -- down" {
+		t.Errorf("with the extension: %d migrations ending in %+v, want the registry's %d then 9001_gadget", len(all), last, len(own))
+	}
+	for _, tc := range []struct {
+		ext  fstest.MapFS
+		want string
+	}{
+		{fstest.MapFS{"001_other.up.sql": file("up"), "001_other.down.sql": file("down")}, "share a version"},
+		{fstest.MapFS{own[0].Name + ".up.sql": file("up"), own[0].Name + ".down.sql": file("down")}, "is the registry's and an extension's"},
+		{fstest.MapFS{"9002_half.up.sql": file("up")}, "9002_half lacks its up or down file"},
+		{fstest.MapFS{"gadget.up.sql": file("up")}, "want a numeric prefix"},
+	} {
+		if _, err := migrations(tc.ext); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("migrations(%v): %v, want an error saying %q", slices.Collect(maps.Keys(tc.ext)), err, tc.want)
+		}
 	}
 }

@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"path"
 	"sort"
 	"strconv"
 	"strings"
@@ -131,41 +130,25 @@ func LatestVersion() (int, error) {
 	return all[len(all)-1].Version, nil
 }
 
-// migrations parses the embedded NNN_name.{up,down}.sql files, in order.
-func migrations() ([]migration, error) {
-	entries, err := fs.ReadDir(migrationFiles, "migrations")
+// migrations parses the embedded NNN_name.{up,down}.sql files and those
+// at the root of each of extra (an extension's, docs/kinds.md), in order
+// of version; no two may share one.
+func migrations(extra ...fs.FS) ([]migration, error) {
+	own, err := fs.Sub(migrationFiles, "migrations")
 	if err != nil {
 		return nil, err
 	}
 	byName := map[string]*migration{}
-	for _, e := range entries {
-		file := e.Name()
-		base, dir, ok := strings.Cut(strings.TrimSuffix(file, ".sql"), ".")
-		if !ok || (dir != "up" && dir != "down") {
-			return nil, fmt.Errorf("migration %s: want NNN_name.up.sql or NNN_name.down.sql", file)
-		}
-		num, _, _ := strings.Cut(base, "_")
-		v, err := strconv.Atoi(num)
-		if err != nil {
-			return nil, fmt.Errorf("migration %s: want a numeric prefix: %w", file, err)
-		}
-		body, err := fs.ReadFile(migrationFiles, path.Join("migrations", file))
+	for _, fsys := range append([]fs.FS{own}, extra...) {
+		ms, err := parseMigrations(fsys)
 		if err != nil {
 			return nil, err
 		}
-		m := byName[base]
-		if m == nil {
-			m = &migration{Version: v, Name: base}
-			byName[base] = m
-		}
-		alone, err := aloneStatements(file, string(body))
-		if err != nil {
-			return nil, err
-		}
-		if dir == "up" {
-			m.Up, m.UpAlone = string(body), alone
-		} else {
-			m.Down, m.DownAlone = string(body), alone
+		for name, m := range ms {
+			if byName[name] != nil {
+				return nil, fmt.Errorf("migration %s is the registry's and an extension's", name)
+			}
+			byName[name] = m
 		}
 	}
 	out := make([]migration, 0, len(byName))
@@ -184,15 +167,55 @@ func migrations() ([]migration, error) {
 	return out, nil
 }
 
+// parseMigrations parses the migration files at the root of fsys, by name.
+func parseMigrations(fsys fs.FS) (map[string]*migration, error) {
+	entries, err := fs.ReadDir(fsys, ".")
+	if err != nil {
+		return nil, err
+	}
+	byName := map[string]*migration{}
+	for _, e := range entries {
+		file := e.Name()
+		base, dir, ok := strings.Cut(strings.TrimSuffix(file, ".sql"), ".")
+		if !ok || (dir != "up" && dir != "down") {
+			return nil, fmt.Errorf("migration %s: want NNN_name.up.sql or NNN_name.down.sql", file)
+		}
+		num, _, _ := strings.Cut(base, "_")
+		v, err := strconv.Atoi(num)
+		if err != nil {
+			return nil, fmt.Errorf("migration %s: want a numeric prefix: %w", file, err)
+		}
+		body, err := fs.ReadFile(fsys, file)
+		if err != nil {
+			return nil, err
+		}
+		m := byName[base]
+		if m == nil {
+			m = &migration{Version: v, Name: base}
+			byName[base] = m
+		}
+		alone, err := aloneStatements(file, string(body))
+		if err != nil {
+			return nil, err
+		}
+		if dir == "up" {
+			m.Up, m.UpAlone = string(body), alone
+		} else {
+			m.Down, m.DownAlone = string(body), alone
+		}
+	}
+	return byName, nil
+}
+
 // Migrate applies every pending migration, each in its own transaction,
 // and the function sources (migrate_sources.go) that changed, in the
 // transaction of the last migration it applies or in one of their own. An
 // advisory lock makes replicas that start together take turns. conn is a
 // connection of the migration's own, without a statement timeout: the
 // migrations, and the wait for another replica's, may take longer than any
-// request.
-func Migrate(ctx context.Context, conn *pgxpool.Conn) error {
-	return migrateUp(ctx, conn, -1, functionFiles)
+// request. extra are an extension's migrations (see migrations).
+func Migrate(ctx context.Context, conn *pgxpool.Conn, extra ...fs.FS) error {
+	return migrateUp(ctx, conn, -1, functionFiles, extra...)
 }
 
 // errStartOver is a migration without a transaction ended by a deadlock:
@@ -206,8 +229,8 @@ var errStartOver = errors.New("ended by a deadlock with a replica waiting for th
 // < 0), then the function sources of fsys unless it is nil. A binary that
 // does not know every applied migration leaves the sources alone: a newer
 // one applied them, and this one's would be older.
-func migrateUp(ctx context.Context, conn *pgxpool.Conn, through int, fsys fs.FS) error {
-	all, err := migrations()
+func migrateUp(ctx context.Context, conn *pgxpool.Conn, through int, fsys fs.FS, extra ...fs.FS) error {
+	all, err := migrations(extra...)
 	if err != nil {
 		return err
 	}
@@ -373,21 +396,21 @@ func migrateAlone(ctx context.Context, conn *pgxpool.Conn, name string, stmts []
 }
 
 // MigrateDown reverts the newest steps applied migrations (all if steps <
-// 0), on conn (as for Migrate).
-func MigrateDown(ctx context.Context, conn *pgxpool.Conn, steps int) error {
-	return migrateDown(ctx, conn, steps, 0)
+// 0), on conn, with extra (as for Migrate).
+func MigrateDown(ctx context.Context, conn *pgxpool.Conn, steps int, extra ...fs.FS) error {
+	return migrateDown(ctx, conn, steps, 0, extra...)
 }
 
 // MigrateDownTo reverts every applied migration newer than version, on
-// conn (as for Migrate).
-func MigrateDownTo(ctx context.Context, conn *pgxpool.Conn, version int) error {
-	return migrateDown(ctx, conn, -1, version)
+// conn, with extra (as for Migrate).
+func MigrateDownTo(ctx context.Context, conn *pgxpool.Conn, version int, extra ...fs.FS) error {
+	return migrateDown(ctx, conn, -1, version, extra...)
 }
 
 // migrateDown reverts up to steps (all if < 0) applied migrations newer
 // than floor, newest first.
-func migrateDown(ctx context.Context, conn *pgxpool.Conn, steps, floor int) error {
-	all, err := migrations()
+func migrateDown(ctx context.Context, conn *pgxpool.Conn, steps, floor int, extra ...fs.FS) error {
+	all, err := migrations(extra...)
 	if err != nil {
 		return err
 	}
@@ -430,10 +453,10 @@ func revert(ctx context.Context, conn *pgxpool.Conn, m migration) error {
 	return nil
 }
 
-// Pending names the embedded migrations not yet applied to conn's
-// database.
-func Pending(ctx context.Context, conn *pgxpool.Conn) ([]string, error) {
-	all, err := migrations()
+// Pending names the embedded migrations, and those of extra, not yet
+// applied to conn's database.
+func Pending(ctx context.Context, conn *pgxpool.Conn, extra ...fs.FS) ([]string, error) {
+	all, err := migrations(extra...)
 	if err != nil {
 		return nil, err
 	}

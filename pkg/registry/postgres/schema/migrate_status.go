@@ -3,6 +3,7 @@ package schema
 import (
 	"context"
 	"fmt"
+	"io/fs"
 	"sort"
 	"time"
 
@@ -32,8 +33,8 @@ type MigrationState struct {
 // MigrationStatus lists the embedded migrations and those recorded in
 // conn's database, by version. It changes nothing: without a
 // schema_migrations table every embedded migration is pending.
-func MigrationStatus(ctx context.Context, conn *pgxpool.Conn) ([]MigrationState, error) {
-	all, err := migrations()
+func MigrationStatus(ctx context.Context, conn *pgxpool.Conn, extra ...fs.FS) ([]MigrationState, error) {
+	all, err := migrations(extra...)
 	if err != nil {
 		return nil, err
 	}

@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io/fs"
 	"maps"
 	"slices"
 	"strings"
@@ -107,7 +108,7 @@ func CheckStatementsPrepare(ctx context.Context, t testing.TB, conn *pgx.Conn, l
 // MigratedConn is a connection to a fresh test database that migrate (the
 // schema's Migrate; this package cannot import it) has migrated, released
 // when the test ends.
-func MigratedConn(t testing.TB, migrate func(context.Context, *pgxpool.Conn) error) *pgxpool.Conn {
+func MigratedConn(t testing.TB, migrate func(context.Context, *pgxpool.Conn, ...fs.FS) error) *pgxpool.Conn {
 	t.Helper()
 	pool, err := pgxpool.New(context.Background(), pgtest.NewTestDatabase(t))
 	if err != nil {
@@ -145,7 +146,7 @@ func Pool(t testing.TB, dsn string, configure func(*pgxpool.Config)) *pgdb.Pool 
 
 // MigratedPool is a Pool on a fresh test database that migrate has
 // migrated.
-func MigratedPool(t testing.TB, migrate func(context.Context, *pgxpool.Conn) error, configure func(*pgxpool.Config)) *pgdb.Pool {
+func MigratedPool(t testing.TB, migrate func(context.Context, *pgxpool.Conn, ...fs.FS) error, configure func(*pgxpool.Config)) *pgdb.Pool {
 	t.Helper()
 	pool := Pool(t, pgtest.NewTestDatabase(t), configure)
 	conn, err := pool.Acquire(t.Context())
