@@ -24,6 +24,7 @@ import (
 	"github.com/example/platform-apiserver/pkg/registry/feed"
 	"github.com/example/platform-apiserver/pkg/registry/placementreport"
 	"github.com/example/platform-apiserver/pkg/registry/postgres"
+	"github.com/example/platform-apiserver/pkg/registry/postgres/views"
 	"github.com/example/platform-apiserver/pkg/registry/usagereport"
 )
 
@@ -226,7 +227,7 @@ func (c CompletedConfig) newServer(reg *postgres.Store) (*Server, error) {
 	if c.generic.Authorization.Authorizer == nil {
 		return nil, fmt.Errorf("usage reports need an authorizer (delegated authorization)")
 	}
-	reports := usagereport.NewREST(reg, c.generic.Authorization.Authorizer, c.registry.UsageRetention).WithLimits(c.limits)
+	reports := usagereport.NewREST(reg, postgres.Source(reg, views.ClusterNamespace).Get, c.generic.Authorization.Authorizer, c.registry.UsageRetention).WithLimits(c.limits)
 	storages["usagereports"], storages["localusagereports"] = reports, reports.Local()
 	storages["placementreports"] = placementreport.NewREST(reg, c.generic.Authorization.Authorizer, c.limits, staleness)
 	group.VersionedResourcesStorageMap[v1alpha1.SchemeGroupVersion.Version] = storages

@@ -1,6 +1,8 @@
 package platform
 
 import (
+	"time"
+
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -63,6 +65,68 @@ type UsageReportSpec struct {
 	// length: whole hours, aligned to multiples of the step since the Unix
 	// epoch, at most MaxUsageBuckets in a window.
 	Step *metav1.Duration
+	// Recommend, when set, also answers right-sized requests and quota for
+	// the namespace from its usage over the window (Status.Recommendation).
+	// Only with Namespace; a zero Window is then DefaultRecommendWindow, at
+	// most the history the server keeps.
+	Recommend *RecommendOptions
+}
+
+// RecommendOptions say how a namespace's requests are sized from its usage.
+type RecommendOptions struct {
+	// Percentile of the usage samples the requests are sized for, 50–100;
+	// 0 is DefaultRecommendPercentile.
+	Percentile int32
+	// HeadroomPercent is added on top of the percentile (and of the
+	// maximum, for the quota), 0–100; nil is DefaultRecommendHeadroomPercent.
+	HeadroomPercent *int32
+}
+
+// The defaults of a recommendation.
+const (
+	DefaultRecommendWindow          = 7 * 24 * time.Hour
+	DefaultRecommendPercentile      = 95
+	DefaultRecommendHeadroomPercent = 15
+)
+
+// UsageRecommendation is a namespace's right-sized requests and quota
+// from its usage over a window, next to what it has now.
+type UsageRecommendation struct {
+	// Percentile and HeadroomPercent are those the recommendation used.
+	Percentile      int32
+	HeadroomPercent int32
+	// Requests are the CPU and memory the namespace's pods should request
+	// in sum: the percentile of its usage plus the headroom, rounded up (CPU
+	// to millicores, memory to MiB).
+	Requests RecommendedAmounts
+	// Quota is the ResourceQuota hard limit to set on requests.cpu and
+	// requests.memory: the window's maximum usage plus the headroom, at
+	// least Requests.
+	Quota RecommendedAmounts
+	// Covered is the share of the window's samples at or below Requests,
+	// per resource, e.g. "96.4%".
+	Covered CoveredShares
+	// CurrentRequests are the requests of the namespace's pods now.
+	CurrentRequests RecommendedAmounts
+	// CurrentQuota is the least hard limit of the namespace's quotas on
+	// requests.cpu (or cpu) and requests.memory (or memory) now; absent
+	// without a quota limiting either.
+	CurrentQuota *RecommendedAmounts
+	// Frees is CurrentRequests minus Requests: what right-sizing gives
+	// back (negative where the pods request too little).
+	Frees RecommendedAmounts
+}
+
+// RecommendedAmounts are a CPU and a memory amount.
+type RecommendedAmounts struct {
+	CPU    resource.Quantity
+	Memory resource.Quantity
+}
+
+// CoveredShares are shares of samples per resource, as percentages.
+type CoveredShares struct {
+	CPU    string
+	Memory string
 }
 
 // MaxUsageBuckets bounds the buckets a UsageReport's window holds.
@@ -93,6 +157,8 @@ type UsageReportStatus struct {
 	// SamplesCompleteAsOf is the member's usage heartbeat: samples after
 	// it are not recorded (yet).
 	SamplesCompleteAsOf *metav1.Time
+	// Recommendation answers Spec.Recommend; absent without samples.
+	Recommendation *UsageRecommendation
 }
 
 // UsageBucket summarizes the samples of one step of a window.

@@ -30,6 +30,7 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		v1alpha1.ClusterNamespaceList{}.OpenAPIModelName():    schema_pkg_apis_platform_v1alpha1_ClusterNamespaceList(ref),
 		v1alpha1.ClusterNamespaceStatus{}.OpenAPIModelName():  schema_pkg_apis_platform_v1alpha1_ClusterNamespaceStatus(ref),
 		v1alpha1.ComputeResources{}.OpenAPIModelName():        schema_pkg_apis_platform_v1alpha1_ComputeResources(ref),
+		v1alpha1.CoveredShares{}.OpenAPIModelName():           schema_pkg_apis_platform_v1alpha1_CoveredShares(ref),
 		v1alpha1.DeviceClaimCount{}.OpenAPIModelName():        schema_pkg_apis_platform_v1alpha1_DeviceClaimCount(ref),
 		v1alpha1.DeviceCount{}.OpenAPIModelName():             schema_pkg_apis_platform_v1alpha1_DeviceCount(ref),
 		v1alpha1.DeviceRequest{}.OpenAPIModelName():           schema_pkg_apis_platform_v1alpha1_DeviceRequest(ref),
@@ -51,12 +52,15 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		v1alpha1.PlacementReport{}.OpenAPIModelName():         schema_pkg_apis_platform_v1alpha1_PlacementReport(ref),
 		v1alpha1.PlacementReportSpec{}.OpenAPIModelName():     schema_pkg_apis_platform_v1alpha1_PlacementReportSpec(ref),
 		v1alpha1.PlacementReportStatus{}.OpenAPIModelName():   schema_pkg_apis_platform_v1alpha1_PlacementReportStatus(ref),
+		v1alpha1.RecommendOptions{}.OpenAPIModelName():        schema_pkg_apis_platform_v1alpha1_RecommendOptions(ref),
+		v1alpha1.RecommendedAmounts{}.OpenAPIModelName():      schema_pkg_apis_platform_v1alpha1_RecommendedAmounts(ref),
 		v1alpha1.ResourceQuotaStatus{}.OpenAPIModelName():     schema_pkg_apis_platform_v1alpha1_ResourceQuotaStatus(ref),
 		v1alpha1.Taint{}.OpenAPIModelName():                   schema_pkg_apis_platform_v1alpha1_Taint(ref),
 		v1alpha1.Toleration{}.OpenAPIModelName():              schema_pkg_apis_platform_v1alpha1_Toleration(ref),
 		v1alpha1.TopologySpread{}.OpenAPIModelName():          schema_pkg_apis_platform_v1alpha1_TopologySpread(ref),
 		v1alpha1.UsageBucket{}.OpenAPIModelName():             schema_pkg_apis_platform_v1alpha1_UsageBucket(ref),
 		v1alpha1.UsagePoint{}.OpenAPIModelName():              schema_pkg_apis_platform_v1alpha1_UsagePoint(ref),
+		v1alpha1.UsageRecommendation{}.OpenAPIModelName():     schema_pkg_apis_platform_v1alpha1_UsageRecommendation(ref),
 		v1alpha1.UsageReport{}.OpenAPIModelName():             schema_pkg_apis_platform_v1alpha1_UsageReport(ref),
 		v1alpha1.UsageReportSpec{}.OpenAPIModelName():         schema_pkg_apis_platform_v1alpha1_UsageReportSpec(ref),
 		v1alpha1.UsageReportStatus{}.OpenAPIModelName():       schema_pkg_apis_platform_v1alpha1_UsageReportStatus(ref),
@@ -628,6 +632,34 @@ func schema_pkg_apis_platform_v1alpha1_ComputeResources(ref common.ReferenceCall
 		},
 		Dependencies: []string{
 			resource.Quantity{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_platform_v1alpha1_CoveredShares(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "CoveredShares are shares of samples per resource, as percentages.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"cpu": {
+						SchemaProps: spec.SchemaProps{
+							Default: "",
+							Type:    []string{"string"},
+							Format:  "",
+						},
+					},
+					"memory": {
+						SchemaProps: spec.SchemaProps{
+							Default: "",
+							Type:    []string{"string"},
+							Format:  "",
+						},
+					},
+				},
+				Required: []string{"cpu", "memory"},
+			},
+		},
 	}
 }
 
@@ -1886,6 +1918,61 @@ func schema_pkg_apis_platform_v1alpha1_PlacementReportStatus(ref common.Referenc
 	}
 }
 
+func schema_pkg_apis_platform_v1alpha1_RecommendOptions(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "RecommendOptions say how a namespace's requests are sized from its usage.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"percentile": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Percentile of the usage samples the requests are sized for, 50–100. Default 95.",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"headroomPercent": {
+						SchemaProps: spec.SchemaProps{
+							Description: "HeadroomPercent is added on top of the percentile (and of the maximum, for the quota), 0–100. Default 15.",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+				},
+			},
+		},
+	}
+}
+
+func schema_pkg_apis_platform_v1alpha1_RecommendedAmounts(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "RecommendedAmounts are a CPU and a memory amount.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"cpu": {
+						SchemaProps: spec.SchemaProps{
+							Description: "CPU in cores, e.g. 1250m.",
+							Ref:         ref(resource.Quantity{}.OpenAPIModelName()),
+						},
+					},
+					"memory": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Memory in bytes, e.g. 3200Mi.",
+							Ref:         ref(resource.Quantity{}.OpenAPIModelName()),
+						},
+					},
+				},
+				Required: []string{"cpu", "memory"},
+			},
+		},
+		Dependencies: []string{
+			resource.Quantity{}.OpenAPIModelName()},
+	}
+}
+
 func schema_pkg_apis_platform_v1alpha1_ResourceQuotaStatus(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
@@ -2121,6 +2208,78 @@ func schema_pkg_apis_platform_v1alpha1_UsagePoint(ref common.ReferenceCallback) 
 	}
 }
 
+func schema_pkg_apis_platform_v1alpha1_UsageRecommendation(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "UsageRecommendation is a namespace's right-sized requests and quota from its usage over the window, next to what it has now. It is for the namespace as a whole: usage is recorded per namespace (the sum of its pods' metrics at each scrape), not per workload.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"percentile": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Percentile and HeadroomPercent are those the recommendation used.",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"headroomPercent": {
+						SchemaProps: spec.SchemaProps{
+							Default: 0,
+							Type:    []string{"integer"},
+							Format:  "int32",
+						},
+					},
+					"requests": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Requests are the CPU and memory the namespace's pods should request in sum: the percentile of its usage plus the headroom, rounded up (CPU to millicores, memory to MiB).",
+							Default:     map[string]interface{}{},
+							Ref:         ref(v1alpha1.RecommendedAmounts{}.OpenAPIModelName()),
+						},
+					},
+					"quota": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Quota is the ResourceQuota hard limit to set on requests.cpu and requests.memory: the window's maximum usage plus the headroom, at least requests.",
+							Default:     map[string]interface{}{},
+							Ref:         ref(v1alpha1.RecommendedAmounts{}.OpenAPIModelName()),
+						},
+					},
+					"covered": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Covered is the share of the window's samples at or below requests, per resource, e.g. \"96.4%\" (read from the histograms: within the accuracy of the percentiles).",
+							Default:     map[string]interface{}{},
+							Ref:         ref(v1alpha1.CoveredShares{}.OpenAPIModelName()),
+						},
+					},
+					"currentRequests": {
+						SchemaProps: spec.SchemaProps{
+							Description: "CurrentRequests are the requests of the namespace's pods now.",
+							Default:     map[string]interface{}{},
+							Ref:         ref(v1alpha1.RecommendedAmounts{}.OpenAPIModelName()),
+						},
+					},
+					"currentQuota": {
+						SchemaProps: spec.SchemaProps{
+							Description: "CurrentQuota is the least hard limit of the namespace's quotas on requests.cpu (or cpu) and requests.memory (or memory) now; absent without a quota limiting either (a resource no quota limits is 0).",
+							Ref:         ref(v1alpha1.RecommendedAmounts{}.OpenAPIModelName()),
+						},
+					},
+					"frees": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Frees is currentRequests minus requests: what right-sizing gives back (negative where the pods request too little).",
+							Default:     map[string]interface{}{},
+							Ref:         ref(v1alpha1.RecommendedAmounts{}.OpenAPIModelName()),
+						},
+					},
+				},
+				Required: []string{"percentile", "headroomPercent", "requests", "quota", "covered", "currentRequests", "frees"},
+			},
+		},
+		Dependencies: []string{
+			v1alpha1.CoveredShares{}.OpenAPIModelName(), v1alpha1.RecommendedAmounts{}.OpenAPIModelName()},
+	}
+}
+
 func schema_pkg_apis_platform_v1alpha1_UsageReport(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
@@ -2219,12 +2378,18 @@ func schema_pkg_apis_platform_v1alpha1_UsageReportSpec(ref common.ReferenceCallb
 							Ref:         ref(v1.Duration{}.OpenAPIModelName()),
 						},
 					},
+					"recommend": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Recommend, when set, also answers right-sized requests and quota for spec.namespace (a LocalUsageReport's own) from its usage over the window, in status.recommendation. A window left unset is then 168h (a week), or the whole history the server keeps if that is shorter.",
+							Ref:         ref(v1alpha1.RecommendOptions{}.OpenAPIModelName()),
+						},
+					},
 				},
 				Required: []string{"cluster", "window"},
 			},
 		},
 		Dependencies: []string{
-			v1.Duration{}.OpenAPIModelName()},
+			v1alpha1.RecommendOptions{}.OpenAPIModelName(), v1.Duration{}.OpenAPIModelName()},
 	}
 }
 
@@ -2305,12 +2470,18 @@ func schema_pkg_apis_platform_v1alpha1_UsageReportStatus(ref common.ReferenceCal
 							Ref:         ref(v1.Time{}.OpenAPIModelName()),
 						},
 					},
+					"recommendation": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Recommendation answers spec.recommend; absent without samples.",
+							Ref:         ref(v1alpha1.UsageRecommendation{}.OpenAPIModelName()),
+						},
+					},
 				},
 				Required: []string{"nodes", "samples"},
 			},
 		},
 		Dependencies: []string{
-			v1alpha1.UsageBucket{}.OpenAPIModelName(), v1alpha1.UsageStatistics{}.OpenAPIModelName(), v1.Time{}.OpenAPIModelName()},
+			v1alpha1.UsageBucket{}.OpenAPIModelName(), v1alpha1.UsageRecommendation{}.OpenAPIModelName(), v1alpha1.UsageStatistics{}.OpenAPIModelName(), v1.Time{}.OpenAPIModelName()},
 	}
 }
 

@@ -78,7 +78,7 @@ func FuzzHTTPBoundary(f *testing.F) {
 		{"clusternamespaces", clusternamespace.NewREST(s.ClusterNamespaces(), w, nil), true},
 		{"clustercapacities", clustercapacity.NewREST(s.ClusterCapacities(), w, registry.MemberStaleness{}), false},
 	}
-	reports := usagereport.NewREST(s, allowAll{}, 24*time.Hour)
+	reports := usagereport.NewREST(s, Source(s, views.ClusterNamespace).Get, allowAll{}, 24*time.Hour)
 	decoder := apiserver.Codecs.UniversalDecoder(platform.SchemeGroupVersion)
 
 	for i, seed := range []struct{ query, name, body string }{

@@ -22,6 +22,33 @@ type UsageQuery struct {
 	// bucket: buckets of Step aligned to multiples of it since the Unix
 	// epoch.
 	Step time.Duration
+	// Recommend, when set, also sizes requests from the samples
+	// (UsageHistory.Recommendation).
+	Recommend *RecommendQuery
+}
+
+// RecommendQuery says how requests are sized from usage samples: the
+// Percentile (0–1) of the samples plus Headroom (a fraction: 0.15 adds
+// 15 %).
+type RecommendQuery struct {
+	Percentile, Headroom float64
+}
+
+// UsageRecommendation is requests sized from the samples: CPU in
+// nanocores rounded up to whole millicores, memory in bytes rounded up
+// to whole MiB.
+type UsageRecommendation struct {
+	// Requests is the percentile plus the headroom, Quota the maximum plus
+	// the headroom (at least Requests).
+	Requests, Quota UsageAmounts
+	// CPUCovered and MemoryCovered are the shares (0–1) of the samples at
+	// or below Requests, read from the histograms.
+	CPUCovered, MemoryCovered float64
+}
+
+// UsageAmounts are a CPU (nanocores) and a memory (bytes) amount.
+type UsageAmounts struct {
+	CPU, Memory int64
 }
 
 // UsageHistory summarizes the samples a UsageQuery selects. Each sample is
@@ -41,6 +68,8 @@ type UsageHistory struct {
 	// SamplesAsOf is the member's usage heartbeat: when the newest node
 	// metrics sample recorded of it was taken; zero before one.
 	SamplesAsOf time.Time
+	// Recommendation answers the query's Recommend; nil without samples.
+	Recommendation *UsageRecommendation
 }
 
 // UsageBucket summarizes the samples of one step.

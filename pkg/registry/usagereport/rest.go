@@ -34,10 +34,15 @@ type History interface {
 	UsageHistory(ctx context.Context, q store.UsageQuery) (*store.UsageHistory, error)
 }
 
+// NamespaceGetter reads a member namespace's record: namespace, then
+// the member's id (store.Source.Get of ClusterNamespace).
+type NamespaceGetter func(ctx context.Context, namespace, cluster string) (*store.ClusterNamespace, error)
+
 // answerer answers the questions of both kinds.
 type answerer struct {
-	history   History
-	authz     authorizer.UnconditionalAuthorizer
+	history    History
+	namespaces NamespaceGetter // a recommendation's current requests and quota
+	authz      authorizer.UnconditionalAuthorizer
 	retention time.Duration
 	now       func() time.Time
 	limits    registry.Limits // of nodeSelector; zero fields are the defaults
@@ -59,12 +64,13 @@ var (
 	_ rest.SingularNameProvider = &LocalREST{}
 )
 
-// NewREST answers reports from history, for windows up to retention (how
+// NewREST answers reports from history, and recommendations with the
+// namespaces' current requests and quotas, for windows up to retention (how
 // long the history is kept: discovery's --metrics-retention), to the users
 // authz allows to read what they ask about (the generic server's
 // authorizer: SubjectAccessReviews to the hosting cluster).
-func NewREST(history History, authz authorizer.UnconditionalAuthorizer, retention time.Duration) *REST {
-	return &REST{&answerer{history: history, authz: authz, retention: retention, now: time.Now}}
+func NewREST(history History, namespaces NamespaceGetter, authz authorizer.UnconditionalAuthorizer, retention time.Duration) *REST {
+	return &REST{&answerer{history: history, namespaces: namespaces, authz: authz, retention: retention, now: time.Now}}
 }
 
 // WithLimits bounds the node selectors reports may ask (the server's
@@ -161,9 +167,12 @@ func (a *answerer) answer(ctx context.Context, q question, admit func() error) (
 	}
 	spec := q.spec
 	uq := store.UsageQuery{ClusterID: spec.Cluster, Node: spec.NodeName, Namespace: spec.Namespace,
-		Since: a.now().Add(-spec.Window.Duration)}
+		Since: a.now().Add(-a.window(spec))}
 	if spec.Step != nil {
 		uq.Step = spec.Step.Duration
+	}
+	if r := spec.Recommend; r != nil {
+		uq.Recommend = &store.RecommendQuery{Percentile: float64(percentile(r)) / 100, Headroom: float64(headroom(r)) / 100}
 	}
 	if spec.NodeSelector != "" {
 		sel, _ := labels.Parse(spec.NodeSelector) // validated
@@ -180,7 +189,18 @@ func (a *answerer) answer(ctx context.Context, q question, admit func() error) (
 	case err != nil:
 		return platform.UsageReportStatus{}, registry.QueryError(err, q.resource, q.name)
 	}
-	return status(h), nil
+	st := status(h)
+	if h.Recommendation != nil {
+		ns, err := a.namespaces(ctx, uq.Namespace, uq.ClusterID)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			return platform.UsageReportStatus{}, apierrors.NewNotFound(platform.Resource("clusternamespaces"), uq.Namespace+"/"+uq.ClusterID)
+		case err != nil:
+			return platform.UsageReportStatus{}, registry.QueryError(err, q.resource, q.name)
+		}
+		st.Recommendation = recommendation(spec.Recommend, h.Recommendation, ns)
+	}
+	return st, nil
 }
 
 // validate says what is wrong with spec, each problem with how to fix it.
@@ -213,16 +233,26 @@ func (a *answerer) validate(spec *platform.UsageReportSpec) field.ErrorList {
 	if spec.Namespace != "" && (spec.NodeName != "" || spec.NodeSelector != "") {
 		errs = append(errs, field.Invalid(path.Child("namespace"), spec.Namespace, "asks a namespace's usage: set no spec.nodeName or spec.nodeSelector with it"))
 	}
-	switch w := spec.Window.Duration; {
+	errs = append(errs, validateRecommend(path.Child("recommend"), spec)...)
+	switch w := a.window(*spec); {
 	case w <= 0:
-		errs = append(errs, field.Invalid(path.Child("window"), spec.Window.String(), "must be positive, e.g. 1h or 24h"))
+		errs = append(errs, field.Invalid(path.Child("window"), spec.Window.Duration.String(), "must be positive, e.g. 1h or 24h"))
 	case w > a.retention:
-		errs = append(errs, field.Invalid(path.Child("window"), spec.Window.String(),
+		errs = append(errs, field.Invalid(path.Child("window"), spec.Window.Duration.String(),
 			fmt.Sprintf("longer than the usage history the server keeps (%s, --metrics-retention): ask for %s or less", a.retention, a.retention)))
 	default:
 		errs = append(errs, validateStep(path.Child("step"), spec.Step, w)...)
 	}
 	return errs
+}
+
+// window is the spec's window: a recommendation's unset one is
+// DefaultRecommendWindow, at most the retention.
+func (a *answerer) window(spec platform.UsageReportSpec) time.Duration {
+	if spec.Recommend != nil && spec.Window.Duration == 0 {
+		return min(platform.DefaultRecommendWindow, a.retention)
+	}
+	return spec.Window.Duration
 }
 
 // validateStep says what is wrong with a step for a window of w: it must be

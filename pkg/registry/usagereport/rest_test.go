@@ -56,11 +56,29 @@ func (f *fakeHistory) UsageHistory(_ context.Context, q store.UsageQuery) (*stor
 	}
 	h := &store.UsageHistory{Nodes: 1, Samples: 12, From: time.Now().Add(-time.Hour), To: time.Now(),
 		CPU: store.UsageStats{Average: 1e9, Max: 2e9}, Memory: store.UsageStats{Average: 1 << 30, Max: 2 << 30}}
+	if q.Recommend != nil {
+		h.Recommendation = &store.UsageRecommendation{
+			Requests: store.UsageAmounts{CPU: 1_250_000_000, Memory: 3 << 30}, Quota: store.UsageAmounts{CPU: 2e9, Memory: 4 << 30},
+			CPUCovered: 0.96498, MemoryCovered: 0.99}
+	}
 	if q.Step > 0 {
 		h.Series = []store.UsageBucket{{Start: time.Unix(3600, 0), Samples: 12,
 			CPU: store.UsageStats{Average: 914995400, P95: 1_000_500_000, Max: 2e9}, Memory: store.UsageStats{Average: 1707116258, P95: 1 << 30, Max: 2 << 30}}}
 	}
 	return h, nil
+}
+
+// teamA is the namespace record every report of team-a in prod-1 reads:
+// its pods request 4 CPUs and 8Gi; its two quotas limit requests.cpu to
+// 10 and cpu to 6 (the least binds), and requests.memory to 16Gi.
+func teamA(_ context.Context, namespace, cluster string) (*store.ClusterNamespace, error) {
+	if namespace != "team-a" || cluster != "prod-1" {
+		return nil, store.ErrNotFound
+	}
+	return &store.ClusterNamespace{ClusterID: cluster, Namespace: store.Namespace{Name: namespace},
+		Requested: store.Quantities{CPUMillis: 4000, MemoryBytes: 8 << 30},
+		Quotas: []store.Quota{{Name: "compute", Hard: map[string]string{"requests.cpu": "10", "requests.memory": "16Gi"}},
+			{Name: "cap", Hard: map[string]string{"cpu": "6", "pods": "20"}}}}, nil
 }
 
 func hour() metav1.Duration { return metav1.Duration{Duration: time.Hour} }
@@ -147,7 +165,7 @@ func TestAuthorization(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			authz, history := &fakeAuthorizer{allowed: tc.allowed}, &fakeHistory{}
-			r := NewREST(history, authz, 24*time.Hour)
+			r := NewREST(history, teamA, authz, 24*time.Hour)
 			ctx := request.WithUser(t.Context(), &user.DefaultInfo{Name: "alice", Groups: []string{"team-a"}})
 			var obj runtime.Object
 			var err error
@@ -203,7 +221,7 @@ func reportStatus(obj runtime.Object) platform.UsageReportStatus {
 // server's filter does (500), and the history is not asked.
 func TestAuthorizerFailure(t *testing.T) {
 	history := &fakeHistory{}
-	r := NewREST(history, &fakeAuthorizer{err: errors.New("webhook unreachable")}, 24*time.Hour)
+	r := NewREST(history, teamA, &fakeAuthorizer{err: errors.New("webhook unreachable")}, 24*time.Hour)
 	ctx := request.WithUser(t.Context(), &user.DefaultInfo{Name: "alice"})
 	_, err := r.Create(ctx, &platform.UsageReport{Spec: platform.UsageReportSpec{Cluster: "prod-1", Window: hour()}}, nil, nil)
 	if !apierrors.IsInternalError(err) || !strings.Contains(err.Error(), "webhook unreachable") || len(history.asked) > 0 {
@@ -219,7 +237,7 @@ func TestAuthorizerFailure(t *testing.T) {
 // reaches the history and the buckets come back in canonical quantities.
 func TestStep(t *testing.T) {
 	authz := &fakeAuthorizer{allowed: map[string]bool{"get clustercapacities /prod-1": true}}
-	r := NewREST(&fakeHistory{}, authz, 90*24*time.Hour)
+	r := NewREST(&fakeHistory{}, teamA, authz, 90*24*time.Hour)
 	ctx := request.WithUser(t.Context(), &user.DefaultInfo{Name: "alice"})
 	d := func(d time.Duration) *metav1.Duration { return &metav1.Duration{Duration: d} }
 	for _, tc := range []struct {

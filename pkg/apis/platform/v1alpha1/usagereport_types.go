@@ -80,6 +80,70 @@ type UsageReportSpec struct {
 	// step since the Unix epoch (24h: UTC days), at most 1000 in a window.
 	// +optional
 	Step *metav1.Duration `json:"step,omitempty"`
+	// Recommend, when set, also answers right-sized requests and quota for
+	// spec.namespace (a LocalUsageReport's own) from its usage over the
+	// window, in status.recommendation. A window left unset is then 168h
+	// (a week), or the whole history the server keeps if that is shorter.
+	// +optional
+	Recommend *RecommendOptions `json:"recommend,omitempty"`
+}
+
+// RecommendOptions say how a namespace's requests are sized from its usage.
+type RecommendOptions struct {
+	// Percentile of the usage samples the requests are sized for, 50–100.
+	// Default 95.
+	// +optional
+	Percentile int32 `json:"percentile,omitempty"`
+	// HeadroomPercent is added on top of the percentile (and of the
+	// maximum, for the quota), 0–100. Default 15.
+	// +optional
+	HeadroomPercent *int32 `json:"headroomPercent,omitempty"`
+}
+
+// UsageRecommendation is a namespace's right-sized requests and quota
+// from its usage over the window, next to what it has now. It is for the
+// namespace as a whole: usage is recorded per namespace (the sum of its
+// pods' metrics at each scrape), not per workload.
+type UsageRecommendation struct {
+	// Percentile and HeadroomPercent are those the recommendation used.
+	Percentile      int32 `json:"percentile"`
+	HeadroomPercent int32 `json:"headroomPercent"`
+	// Requests are the CPU and memory the namespace's pods should request
+	// in sum: the percentile of its usage plus the headroom, rounded up
+	// (CPU to millicores, memory to MiB).
+	Requests RecommendedAmounts `json:"requests"`
+	// Quota is the ResourceQuota hard limit to set on requests.cpu and
+	// requests.memory: the window's maximum usage plus the headroom, at
+	// least requests.
+	Quota RecommendedAmounts `json:"quota"`
+	// Covered is the share of the window's samples at or below requests,
+	// per resource, e.g. "96.4%" (read from the histograms: within the
+	// accuracy of the percentiles).
+	Covered CoveredShares `json:"covered"`
+	// CurrentRequests are the requests of the namespace's pods now.
+	CurrentRequests RecommendedAmounts `json:"currentRequests"`
+	// CurrentQuota is the least hard limit of the namespace's quotas on
+	// requests.cpu (or cpu) and requests.memory (or memory) now; absent
+	// without a quota limiting either (a resource no quota limits is 0).
+	// +optional
+	CurrentQuota *RecommendedAmounts `json:"currentQuota,omitempty"`
+	// Frees is currentRequests minus requests: what right-sizing gives
+	// back (negative where the pods request too little).
+	Frees RecommendedAmounts `json:"frees"`
+}
+
+// RecommendedAmounts are a CPU and a memory amount.
+type RecommendedAmounts struct {
+	// CPU in cores, e.g. 1250m.
+	CPU resource.Quantity `json:"cpu"`
+	// Memory in bytes, e.g. 3200Mi.
+	Memory resource.Quantity `json:"memory"`
+}
+
+// CoveredShares are shares of samples per resource, as percentages.
+type CoveredShares struct {
+	CPU    string `json:"cpu"`
+	Memory string `json:"memory"`
 }
 
 // UsageReportStatus summarizes the samples: each is one node's usage at
@@ -121,6 +185,9 @@ type UsageReportStatus struct {
 	// not answer). Unset before a sample.
 	// +optional
 	SamplesCompleteAsOf *metav1.Time `json:"samplesCompleteAsOf,omitempty"`
+	// Recommendation answers spec.recommend; absent without samples.
+	// +optional
+	Recommendation *UsageRecommendation `json:"recommendation,omitempty"`
 }
 
 // UsageBucket summarizes the samples of one step of a UsageReport's

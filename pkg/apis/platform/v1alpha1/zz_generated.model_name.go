@@ -55,6 +55,11 @@ func (in ComputeResources) OpenAPIModelName() string {
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
+func (in CoveredShares) OpenAPIModelName() string {
+	return "io.example.platform.v1alpha1.CoveredShares"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in DeviceClaimCount) OpenAPIModelName() string {
 	return "io.example.platform.v1alpha1.DeviceClaimCount"
 }
@@ -160,6 +165,16 @@ func (in PlacementReportStatus) OpenAPIModelName() string {
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
+func (in RecommendOptions) OpenAPIModelName() string {
+	return "io.example.platform.v1alpha1.RecommendOptions"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in RecommendedAmounts) OpenAPIModelName() string {
+	return "io.example.platform.v1alpha1.RecommendedAmounts"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in ResourceQuotaStatus) OpenAPIModelName() string {
 	return "io.example.platform.v1alpha1.ResourceQuotaStatus"
 }
@@ -187,6 +202,11 @@ func (in UsageBucket) OpenAPIModelName() string {
 // OpenAPIModelName returns the OpenAPI model name for this type.
 func (in UsagePoint) OpenAPIModelName() string {
 	return "io.example.platform.v1alpha1.UsagePoint"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in UsageRecommendation) OpenAPIModelName() string {
+	return "io.example.platform.v1alpha1.UsageRecommendation"
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.

@@ -96,7 +96,7 @@ func History(ctx context.Context, readTx ReadTx, nodes NodeSelector, q store.Usa
 				return err
 			}
 		}
-		return usagePercentiles(ctx, tx, table, filter, args, q.Step, h)
+		return usagePercentiles(ctx, tx, table, filter, args, q, h)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("usage history of %s: %w", q.ClusterID, pgdb.InterpretError(err))
@@ -134,11 +134,12 @@ func binnedHour(args *pgdb.Args, step time.Duration) string {
 }
 
 // usagePercentiles fills the percentiles of h, and of each bucket of its
-// series, from the histograms of the rows of table that filter selects.
-func usagePercentiles(ctx context.Context, tx pgx.Tx, table, filter string, args pgdb.Args, step time.Duration, h *store.UsageHistory) error {
+// series, from the histograms of the rows of table that filter selects,
+// and the recommendation q asks.
+func usagePercentiles(ctx context.Context, tx pgx.Tx, table, filter string, args pgdb.Args, q store.UsageQuery, h *store.UsageHistory) error {
 	args, start := slices.Clone(args), "NULL::timestamptz"
-	if step > 0 {
-		start = binnedHour(&args, step)
+	if q.Step > 0 {
+		start = binnedHour(&args, q.Step)
 	}
 	rows, err := tx.Query(ctx, `SELECT `+start+`, cpu_buckets, cpu_counts, memory_buckets, memory_counts FROM `+table+` WHERE `+filter, args...)
 	if err != nil {
@@ -169,6 +170,9 @@ func usagePercentiles(ctx context.Context, tx pgx.Tx, table, filter string, args
 	}
 	cpu.fill(&h.CPU)
 	memory.fill(&h.Memory)
+	if r := q.Recommend; r != nil {
+		h.Recommendation = recommend(cpu, memory, *r)
+	}
 	for i := range h.Series {
 		p := buckets[h.Series[i].Start]
 		p.cpu.fill(&h.Series[i].CPU)
@@ -198,6 +202,50 @@ func (h *histogram) add(buckets []int16, counts []int64) {
 // fill sets the percentiles of st.
 func (h *histogram) fill(st *store.UsageStats) {
 	st.P50, st.P95, st.P99 = h.percentile(0.50), h.percentile(0.95), h.percentile(0.99)
+}
+
+// recommend sizes requests from the histograms of the samples.
+func recommend(cpu, memory *histogram, r store.RecommendQuery) *store.UsageRecommendation {
+	rec := &store.UsageRecommendation{
+		Requests: store.UsageAmounts{CPU: roundUp(grow(cpu.percentile(r.Percentile), r.Headroom), nanocoresPerMilli),
+			Memory: roundUp(grow(memory.percentile(r.Percentile), r.Headroom), bytesPerMiB)},
+	}
+	rec.Quota = store.UsageAmounts{CPU: max(roundUp(grow(cpu.max, r.Headroom), nanocoresPerMilli), rec.Requests.CPU),
+		Memory: max(roundUp(grow(memory.max, r.Headroom), bytesPerMiB), rec.Requests.Memory)}
+	rec.CPUCovered, rec.MemoryCovered = cpu.shareAtOrBelow(rec.Requests.CPU), memory.shareAtOrBelow(rec.Requests.Memory)
+	return rec
+}
+
+const (
+	nanocoresPerMilli = 1_000_000
+	bytesPerMiB       = 1 << 20
+)
+
+// grow adds the fraction headroom to v, rounding up.
+func grow(v int64, headroom float64) int64 {
+	return int64(math.Ceil(float64(v) * (1 + headroom)))
+}
+
+// roundUp rounds v up to a multiple of unit.
+func roundUp(v, unit int64) int64 {
+	return (v + unit - 1) / unit * unit
+}
+
+// shareAtOrBelow is the share (0–1) of the samples whose bucket's
+// representative (at most the maximum, as for percentile) is at most v:
+// within a bucket's 2 % of the exact share.
+func (h *histogram) shareAtOrBelow(v int64) float64 {
+	var total, below int64
+	for b, n := range h.counts {
+		total += n
+		if min(bucketValue(b), h.max) <= v {
+			below += n
+		}
+	}
+	if total == 0 {
+		return 0
+	}
+	return float64(below) / float64(total)
 }
 
 // bucketGrowth is usage_bucket's ratio between a bucket's bounds.
