@@ -25,6 +25,7 @@ import (
 	"github.com/example/platform-apiserver/pkg/registry/clusternamespace"
 	"github.com/example/platform-apiserver/pkg/registry/nodecapacity"
 	"github.com/example/platform-apiserver/pkg/registry/postgres"
+	"github.com/example/platform-apiserver/pkg/registry/postgres/views"
 	"github.com/example/platform-apiserver/pkg/registry/store"
 	"github.com/example/platform-apiserver/pkg/registry/usagereport"
 	pgtest "github.com/example/platform-apiserver/test/framework/postgres"
@@ -78,7 +79,7 @@ func FuzzHTTPBoundary(f *testing.F) {
 		{"clusternamespaces", clusternamespace.NewREST(s.ClusterNamespaces(), w, nil), true},
 		{"clustercapacities", clustercapacity.NewREST(s.ClusterCapacities(), w, registry.MemberStaleness{}), false},
 	}
-	reports := usagereport.NewREST(s, Source(s, views.ClusterNamespace).Get, allowAll{}, 24*time.Hour)
+	reports := usagereport.NewREST(s, postgres.Source(s, views.ClusterNamespace).Get, allowAll{}, 24*time.Hour)
 	decoder := apiserver.Codecs.UniversalDecoder(platform.SchemeGroupVersion)
 
 	for i, seed := range []struct{ query, name, body string }{
