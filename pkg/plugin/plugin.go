@@ -18,12 +18,13 @@ func NewCommand(streams genericiooptions.IOStreams) *cobra.Command {
 		Short: "Read platform.example.io answers as people read them",
 		Long: `kubectl platform reads the platform.example.io API (ClusterCapacity, NodeCapacity,
 ClusterNamespace, UsageReport) with your kubeconfig and prints what kubectl get and
-kubectl create -o yaml cannot: usage over time next to requests.`,
+kubectl create -o yaml cannot: usage over time next to requests, and right-sized
+requests from it.`,
 		Annotations:   map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl platform"},
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
 	flags.AddFlags(cmd.PersistentFlags())
-	cmd.AddCommand(newUsageCommand(flags, streams))
+	cmd.AddCommand(newUsageCommand(flags, streams), newRecommendCommand(flags, streams))
 	return cmd
 }

@@ -49,3 +49,34 @@ memory     6Gi         16Gi          7600Mi    14Gi    15Gi    ·▁▃▅·▇�
 		t.Errorf("got\n%s\nwant\n%s", out.String(), want)
 	}
 }
+
+// TestRenderRecommendation: a recommendation as a table, a quota that
+// limits CPU only shown as none for memory; without samples, says so.
+func TestRenderRecommendation(t *testing.T) {
+	from, to := metav1.NewTime(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)), metav1.NewTime(time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC))
+	st := v1alpha1.UsageReportStatus{Samples: 1008, From: &from, To: &to, Recommendation: &v1alpha1.UsageRecommendation{
+		Percentile: 95, HeadroomPercent: 15,
+		Requests:        v1alpha1.RecommendedAmounts{CPU: *q("1250m"), Memory: *q("3200Mi")},
+		Quota:           v1alpha1.RecommendedAmounts{CPU: *q("2"), Memory: *q("4Gi")},
+		Covered:         v1alpha1.CoveredShares{CPU: "96.4%", Memory: "99.0%"},
+		CurrentRequests: v1alpha1.RecommendedAmounts{CPU: *q("3"), Memory: *q("6Gi")},
+		CurrentQuota:    &v1alpha1.RecommendedAmounts{CPU: *q("10"), Memory: *q("0")},
+		Frees:           v1alpha1.RecommendedAmounts{CPU: *q("1750m"), Memory: *q("2944Mi")},
+	}}
+	var out bytes.Buffer
+	if err := renderRecommendation(&out, "namespace team-a in prod-1", st); err != nil {
+		t.Fatal(err)
+	}
+	want := `namespace team-a in prod-1: 1008 samples, 2026-11-30 12:00 to 2026-12-07 12:00 UTC; requests at p95 + 15%, quota at max + 15%
+RESOURCE   REQUESTS NOW   RECOMMENDED   FREES    COVERED   QUOTA NOW   RECOMMENDED QUOTA
+cpu        3              1250m         1750m    96.4%     10          2
+memory     6Gi            3200Mi        2944Mi   99.0%     <none>      4Gi
+`
+	if out.String() != want {
+		t.Errorf("got\n%s\nwant\n%s", out.String(), want)
+	}
+	out.Reset()
+	if err := renderRecommendation(&out, "namespace team-a in prod-1", v1alpha1.UsageReportStatus{}); err != nil || out.String() != "namespace team-a in prod-1: no samples in the window, nothing to recommend\n" {
+		t.Errorf("without samples: %q, %v", out.String(), err)
+	}
+}

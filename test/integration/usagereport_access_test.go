@@ -69,6 +69,7 @@ func (e *env) testUsageReportAccess(t *testing.T, nsSamples int) {
 	local := func(cluster string) string {
 		return file("local-"+cluster+".yaml", "apiVersion: platform.example.io/v1alpha1\nkind: LocalUsageReport\nspec:\n  cluster: "+cluster+"\n  window: 6h\n")
 	}
+	recommend := file("recommend.yaml", "apiVersion: platform.example.io/v1alpha1\nkind: LocalUsageReport\nspec:\n  cluster: prod-2\n  recommend: {}\n")
 	report := func(name, spec string) string {
 		return file(name+".yaml", "apiVersion: platform.example.io/v1alpha1\nkind: UsageReport\nspec:\n  window: 6h\n"+spec)
 	}
@@ -144,6 +145,11 @@ func (e *env) testUsageReportAccess(t *testing.T, nsSamples int) {
 					t.Errorf("team-a's usage in prod-2: %+v, want %d samples", st, nsSamples)
 				}
 			}
+			// Its own right-sized requests, and nobody else's.
+			if st := answered(t, "tenant", "-n", "team-a", "-f", recommend); st.Recommendation == nil || st.Samples != int64(nsSamples) {
+				t.Errorf("team-a's recommendation in prod-2: %+v", st)
+			}
+			refused(t, "tenant", `in the namespace "team-b"`, "-n", "team-b", "-f", recommend)
 			teamB := refused(t, "tenant", `cannot create resource "localusagereports" in API group "platform.example.io" in the namespace "team-b"`, "-n", "team-b", "-f", local("prod-1"))
 			unknown := refused(t, "tenant", `in the namespace "nope"`, "-n", "nope", "-f", local("prod-1"))
 			if strings.ReplaceAll(unknown, "nope", "team-b") != teamB {
