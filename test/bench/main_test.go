@@ -34,7 +34,8 @@ func setup(b *testing.B) *env {
 	b.Helper()
 	shared.once.Do(func() {
 		begin := time.Now()
-		shared.env, shared.err = startEnv(context.Background(), envOptions{name: "shared", prepare: func(ctx context.Context, e *env) error { return e.seed(ctx) }})
+		// A week of history: BenchmarkRecommendation asks one.
+		shared.env, shared.err = startEnv(context.Background(), envOptions{name: "shared", platformArgs: []string{"--metrics-retention=192h"}, prepare: func(ctx context.Context, e *env) error { return e.seed(ctx) }})
 		if shared.err == nil {
 			fmt.Fprintf(os.Stderr, "benchmark environment ready in %s\n", time.Since(begin).Round(time.Second))
 		}

@@ -165,6 +165,7 @@ func TestRecommendationsBacktested(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%v\n%s", err, stderr)
 		}
+		t.Logf("kubectl platform recommend prod-1 -n team-a --window 168h:\n%s", out)
 		if !strings.Contains(out, "namespace team-a in prod-1: ") || !strings.Contains(out, "requests at p95 + 15%") {
 			t.Errorf("no heading:\n%s", out)
 		}

@@ -53,7 +53,7 @@ func recommendation(opts *platform.RecommendOptions, rec *store.UsageRecommendat
 	out := &platform.UsageRecommendation{
 		Percentile: percentile(opts), HeadroomPercent: headroom(opts),
 		Requests: amounts(rec.Requests), Quota: amounts(rec.Quota),
-		Covered:         platform.CoveredShares{CPU: share(rec.CPUCovered), Memory: share(rec.MemoryCovered)},
+		Covered: platform.CoveredShares{CPU: share(rec.CPUCovered), Memory: share(rec.MemoryCovered)},
 	}
 	cur := currentRequests(ns)
 	out.CurrentRequests = amounts(cur)

@@ -43,9 +43,9 @@ type answerer struct {
 	history    History
 	namespaces NamespaceGetter // a recommendation's current requests and quota
 	authz      authorizer.UnconditionalAuthorizer
-	retention time.Duration
-	now       func() time.Time
-	limits    registry.Limits // of nodeSelector; zero fields are the defaults
+	retention  time.Duration
+	now        func() time.Time
+	limits     registry.Limits // of nodeSelector; zero fields are the defaults
 }
 
 // REST is the UsageReport storage (cluster-scoped: any question).
