@@ -42,6 +42,8 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 		&UsageReport{},
 		&LocalUsageReport{},
 		&PlacementReport{},
+		&QuotaReport{},
+		&LocalQuotaReport{},
 	)
 	return nil
 }

@@ -34,6 +34,7 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		v1alpha1.DeviceClaimCount{}.OpenAPIModelName():        schema_pkg_apis_platform_v1alpha1_DeviceClaimCount(ref),
 		v1alpha1.DeviceCount{}.OpenAPIModelName():             schema_pkg_apis_platform_v1alpha1_DeviceCount(ref),
 		v1alpha1.DeviceRequest{}.OpenAPIModelName():           schema_pkg_apis_platform_v1alpha1_DeviceRequest(ref),
+		v1alpha1.LocalQuotaReport{}.OpenAPIModelName():        schema_pkg_apis_platform_v1alpha1_LocalQuotaReport(ref),
 		v1alpha1.LocalUsageReport{}.OpenAPIModelName():        schema_pkg_apis_platform_v1alpha1_LocalUsageReport(ref),
 		v1alpha1.MemberDeviceCount{}.OpenAPIModelName():       schema_pkg_apis_platform_v1alpha1_MemberDeviceCount(ref),
 		v1alpha1.MemberDevices{}.OpenAPIModelName():           schema_pkg_apis_platform_v1alpha1_MemberDevices(ref),
@@ -52,6 +53,11 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		v1alpha1.PlacementReport{}.OpenAPIModelName():         schema_pkg_apis_platform_v1alpha1_PlacementReport(ref),
 		v1alpha1.PlacementReportSpec{}.OpenAPIModelName():     schema_pkg_apis_platform_v1alpha1_PlacementReportSpec(ref),
 		v1alpha1.PlacementReportStatus{}.OpenAPIModelName():   schema_pkg_apis_platform_v1alpha1_PlacementReportStatus(ref),
+		v1alpha1.QuotaClusterAnswer{}.OpenAPIModelName():      schema_pkg_apis_platform_v1alpha1_QuotaClusterAnswer(ref),
+		v1alpha1.QuotaReport{}.OpenAPIModelName():             schema_pkg_apis_platform_v1alpha1_QuotaReport(ref),
+		v1alpha1.QuotaReportSpec{}.OpenAPIModelName():         schema_pkg_apis_platform_v1alpha1_QuotaReportSpec(ref),
+		v1alpha1.QuotaReportStatus{}.OpenAPIModelName():       schema_pkg_apis_platform_v1alpha1_QuotaReportStatus(ref),
+		v1alpha1.QuotaResourceAnswer{}.OpenAPIModelName():     schema_pkg_apis_platform_v1alpha1_QuotaResourceAnswer(ref),
 		v1alpha1.RecommendOptions{}.OpenAPIModelName():        schema_pkg_apis_platform_v1alpha1_RecommendOptions(ref),
 		v1alpha1.RecommendedAmounts{}.OpenAPIModelName():      schema_pkg_apis_platform_v1alpha1_RecommendedAmounts(ref),
 		v1alpha1.ResourceQuotaStatus{}.OpenAPIModelName():     schema_pkg_apis_platform_v1alpha1_ResourceQuotaStatus(ref),
@@ -774,6 +780,56 @@ func schema_pkg_apis_platform_v1alpha1_DeviceRequest(ref common.ReferenceCallbac
 				Required: []string{"driver", "count"},
 			},
 		},
+	}
+}
+
+func schema_pkg_apis_platform_v1alpha1_LocalQuotaReport(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "LocalQuotaReport is QuotaReport for the namespace it is created in, as LocalUsageReport is to UsageReport: `kubectl create -n team-a -f quota.yaml`. Its spec.namespace, if set, must be its own.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"kind": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"apiVersion": {
+						SchemaProps: spec.SchemaProps{
+							Description: "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"metadata": {
+						SchemaProps: spec.SchemaProps{
+							Default: map[string]interface{}{},
+							Ref:     ref(v1.ObjectMeta{}.OpenAPIModelName()),
+						},
+					},
+					"spec": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Spec is the question.",
+							Default:     map[string]interface{}{},
+							Ref:         ref(v1alpha1.QuotaReportSpec{}.OpenAPIModelName()),
+						},
+					},
+					"status": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Status is the answer, filled by the server.",
+							Default:     map[string]interface{}{},
+							Ref:         ref(v1alpha1.QuotaReportStatus{}.OpenAPIModelName()),
+						},
+					},
+				},
+				Required: []string{"spec"},
+			},
+		},
+		Dependencies: []string{
+			v1alpha1.QuotaReportSpec{}.OpenAPIModelName(), v1alpha1.QuotaReportStatus{}.OpenAPIModelName(), v1.ObjectMeta{}.OpenAPIModelName()},
 	}
 }
 
@@ -1915,6 +1971,316 @@ func schema_pkg_apis_platform_v1alpha1_PlacementReportStatus(ref common.Referenc
 		},
 		Dependencies: []string{
 			v1alpha1.PlacementClusterFit{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_platform_v1alpha1_QuotaClusterAnswer(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "QuotaClusterAnswer is one member's answer.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"cluster": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Cluster is the member's id.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"verdict": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Verdict is Fits or ExceedsPolicy; Reason names the resources past the policy.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"reason": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"string"},
+							Format: "",
+						},
+					},
+					"resources": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "Resources answers each resource of spec.hard, in its order by name.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(v1alpha1.QuotaResourceAnswer{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
+					"usageP95": {
+						SchemaProps: spec.SchemaProps{
+							Description: "UsageP95 is the namespace's 95th percentile usage in the member over the window; absent without samples.",
+							Ref:         ref(v1alpha1.RecommendedAmounts{}.OpenAPIModelName()),
+						},
+					},
+					"mirroring": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Mirroring, Stale and DataAge say how current the member's data is, as in a PlacementReport: a stale member's answer is from what the registry last saw of it.\n\nPossible enum values:\n - `\"Lagging\"` : changes arrive from the member but a commit keeps failing.\n - `\"Stale\"` : judged by the reader, whatever discovery last recorded: the mirror's heartbeat (CompleteAsOf) is older than the server's --member-stale-after, so nothing vouches for the data (the member's writer may be unable to write).\n - `\"Synced\"` : every resource is listed and watched, and changes commit.\n - `\"Syncing\"` : a first list (or a relist) of the member is running.\n - `\"Unreachable\"` : the member does not answer or refuses access.",
+							Type:        []string{"string"},
+							Format:      "",
+							Enum:        []interface{}{"Lagging", "Stale", "Synced", "Syncing", "Unreachable"},
+						},
+					},
+					"stale": {
+						SchemaProps: spec.SchemaProps{
+							Default: false,
+							Type:    []string{"boolean"},
+							Format:  "",
+						},
+					},
+					"dataAge": {
+						SchemaProps: spec.SchemaProps{
+							Ref: ref(v1.Duration{}.OpenAPIModelName()),
+						},
+					},
+				},
+				Required: []string{"cluster", "verdict", "resources", "stale"},
+			},
+		},
+		Dependencies: []string{
+			v1alpha1.QuotaResourceAnswer{}.OpenAPIModelName(), v1alpha1.RecommendedAmounts{}.OpenAPIModelName(), v1.Duration{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_platform_v1alpha1_QuotaReport(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "QuotaReport asks whether a proposed ResourceQuota for a namespace can be backed by each member cluster: what the member's quotas promise before and after it, against its schedulable allocatable and the platform's overcommit policy, next to the namespace's usage there. Create one and the answer is in the returned status (nothing is stored). RBAC verb create on quotareports, get on the ClusterCapacity of every member named (list clustercapacities for every member), and get on the namespace's ClusterNamespace in each. Tenants ask with a LocalQuotaReport. docs/clustercapacity.md.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"kind": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"apiVersion": {
+						SchemaProps: spec.SchemaProps{
+							Description: "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"metadata": {
+						SchemaProps: spec.SchemaProps{
+							Default: map[string]interface{}{},
+							Ref:     ref(v1.ObjectMeta{}.OpenAPIModelName()),
+						},
+					},
+					"spec": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Spec is the question: the namespace, the proposed quota, the members.",
+							Default:     map[string]interface{}{},
+							Ref:         ref(v1alpha1.QuotaReportSpec{}.OpenAPIModelName()),
+						},
+					},
+					"status": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Status is the answer, filled by the server.",
+							Default:     map[string]interface{}{},
+							Ref:         ref(v1alpha1.QuotaReportStatus{}.OpenAPIModelName()),
+						},
+					},
+				},
+				Required: []string{"spec"},
+			},
+		},
+		Dependencies: []string{
+			v1alpha1.QuotaReportSpec{}.OpenAPIModelName(), v1alpha1.QuotaReportStatus{}.OpenAPIModelName(), v1.ObjectMeta{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_platform_v1alpha1_QuotaReportSpec(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "QuotaReportSpec is a proposed quota for a namespace and the members to answer for. Its map and list are atomic (created once, never patched).",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"namespace": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Namespace is the namespace the quota is for. Required in a QuotaReport; a LocalQuotaReport's is its own.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"hard": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-map-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "Hard is the proposed quota's spec.hard on what pods use: pods, requests.<resource> and limits.<resource> (cpu, memory and ephemeral-storage as requests.cpu, requests.memory and requests.ephemeral-storage, as quota admission counts them). It replaces what the namespace's quotas promise now.",
+							Type:        []string{"object"},
+							AdditionalProperties: &spec.SchemaOrBool{
+								Allows: true,
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(resource.Quantity{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
+					"clusters": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "Clusters names the members to answer for; empty: every member.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"string"},
+										Format: "",
+									},
+								},
+							},
+						},
+					},
+					"window": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Window is how far back the namespace's usage is read (its p95 in each member): 168h by default, at most the history the server keeps.",
+							Ref:         ref(v1.Duration{}.OpenAPIModelName()),
+						},
+					},
+				},
+				Required: []string{"hard"},
+			},
+		},
+		Dependencies: []string{
+			resource.Quantity{}.OpenAPIModelName(), v1.Duration{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_platform_v1alpha1_QuotaReportStatus(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "QuotaReportStatus answers per member, best first: those where the quota fits the policy before those where it does not, then most room left (the lowest share of allocatable its tightest resource would be committed at), stale members last.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"clusters": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Type: []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(v1alpha1.QuotaClusterAnswer{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
+				},
+			},
+		},
+		Dependencies: []string{
+			v1alpha1.QuotaClusterAnswer{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_platform_v1alpha1_QuotaResourceAnswer(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "QuotaResourceAnswer is one resource of the proposed quota in a member.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"name": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Name is the resource as the quota names it (requests.cpu).",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"proposed": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Proposed is spec.hard's amount; Current what the namespace's quotas promise now (the least hard of its quotas without scopes), absent without one.",
+							Ref:         ref(resource.Quantity{}.OpenAPIModelName()),
+						},
+					},
+					"current": {
+						SchemaProps: spec.SchemaProps{
+							Ref: ref(resource.Quantity{}.OpenAPIModelName()),
+						},
+					},
+					"committedBefore": {
+						SchemaProps: spec.SchemaProps{
+							Description: "CommittedBefore is what the member's quotas promise now (ClusterCapacity status.committed.hard), CommittedAfter the same with the proposal in place of Current.",
+							Ref:         ref(resource.Quantity{}.OpenAPIModelName()),
+						},
+					},
+					"committedAfter": {
+						SchemaProps: spec.SchemaProps{
+							Ref: ref(resource.Quantity{}.OpenAPIModelName()),
+						},
+					},
+					"allocatable": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Allocatable and Requested are the schedulable nodes' of the resource the quota limits (requests.cpu and limits.cpu limit cpu); absent for a resource no schedulable node has.",
+							Ref:         ref(resource.Quantity{}.OpenAPIModelName()),
+						},
+					},
+					"requested": {
+						SchemaProps: spec.SchemaProps{
+							Ref: ref(resource.Quantity{}.OpenAPIModelName()),
+						},
+					},
+					"percentAfter": {
+						SchemaProps: spec.SchemaProps{
+							Description: "PercentAfter is CommittedAfter in percent of Allocatable, rounded up; absent without allocatable.",
+							Type:        []string{"integer"},
+							Format:      "int64",
+						},
+					},
+					"maxPercent": {
+						SchemaProps: spec.SchemaProps{
+							Description: "MaxPercent is the policy's bound for the resource in this member (--quota-max-overcommit or the member's label); absent: unbounded.",
+							Type:        []string{"integer"},
+							Format:      "int64",
+						},
+					},
+					"fits": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Fits is true when CommittedAfter stays within MaxPercent of Allocatable (always without a bound; never without allocatable under a bound).",
+							Default:     false,
+							Type:        []string{"boolean"},
+							Format:      "",
+						},
+					},
+				},
+				Required: []string{"name", "proposed", "committedBefore", "committedAfter", "fits"},
+			},
+		},
+		Dependencies: []string{
+			resource.Quantity{}.OpenAPIModelName()},
 	}
 }
 

@@ -36,6 +36,8 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 		&UsageReport{},
 		&LocalUsageReport{},
 		&PlacementReport{},
+		&QuotaReport{},
+		&LocalQuotaReport{},
 	)
 	metav1.AddToGroupVersion(scheme, SchemeGroupVersion)
 	return nil

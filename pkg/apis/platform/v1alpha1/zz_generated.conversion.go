@@ -154,6 +154,16 @@ func RegisterConversions(s *runtime.Scheme) error {
 	}); err != nil {
 		return err
 	}
+	if err := s.AddGeneratedConversionFunc((*LocalQuotaReport)(nil), (*platform.LocalQuotaReport)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1alpha1_LocalQuotaReport_To_platform_LocalQuotaReport(a.(*LocalQuotaReport), b.(*platform.LocalQuotaReport), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*platform.LocalQuotaReport)(nil), (*LocalQuotaReport)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_platform_LocalQuotaReport_To_v1alpha1_LocalQuotaReport(a.(*platform.LocalQuotaReport), b.(*LocalQuotaReport), scope)
+	}); err != nil {
+		return err
+	}
 	if err := s.AddGeneratedConversionFunc((*LocalUsageReport)(nil), (*platform.LocalUsageReport)(nil), func(a, b interface{}, scope conversion.Scope) error {
 		return Convert_v1alpha1_LocalUsageReport_To_platform_LocalUsageReport(a.(*LocalUsageReport), b.(*platform.LocalUsageReport), scope)
 	}); err != nil {
@@ -331,6 +341,56 @@ func RegisterConversions(s *runtime.Scheme) error {
 	}
 	if err := s.AddGeneratedConversionFunc((*platform.PlacementReportStatus)(nil), (*PlacementReportStatus)(nil), func(a, b interface{}, scope conversion.Scope) error {
 		return Convert_platform_PlacementReportStatus_To_v1alpha1_PlacementReportStatus(a.(*platform.PlacementReportStatus), b.(*PlacementReportStatus), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*QuotaClusterAnswer)(nil), (*platform.QuotaClusterAnswer)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1alpha1_QuotaClusterAnswer_To_platform_QuotaClusterAnswer(a.(*QuotaClusterAnswer), b.(*platform.QuotaClusterAnswer), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*platform.QuotaClusterAnswer)(nil), (*QuotaClusterAnswer)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_platform_QuotaClusterAnswer_To_v1alpha1_QuotaClusterAnswer(a.(*platform.QuotaClusterAnswer), b.(*QuotaClusterAnswer), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*QuotaReport)(nil), (*platform.QuotaReport)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1alpha1_QuotaReport_To_platform_QuotaReport(a.(*QuotaReport), b.(*platform.QuotaReport), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*platform.QuotaReport)(nil), (*QuotaReport)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_platform_QuotaReport_To_v1alpha1_QuotaReport(a.(*platform.QuotaReport), b.(*QuotaReport), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*QuotaReportSpec)(nil), (*platform.QuotaReportSpec)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1alpha1_QuotaReportSpec_To_platform_QuotaReportSpec(a.(*QuotaReportSpec), b.(*platform.QuotaReportSpec), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*platform.QuotaReportSpec)(nil), (*QuotaReportSpec)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_platform_QuotaReportSpec_To_v1alpha1_QuotaReportSpec(a.(*platform.QuotaReportSpec), b.(*QuotaReportSpec), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*QuotaReportStatus)(nil), (*platform.QuotaReportStatus)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1alpha1_QuotaReportStatus_To_platform_QuotaReportStatus(a.(*QuotaReportStatus), b.(*platform.QuotaReportStatus), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*platform.QuotaReportStatus)(nil), (*QuotaReportStatus)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_platform_QuotaReportStatus_To_v1alpha1_QuotaReportStatus(a.(*platform.QuotaReportStatus), b.(*QuotaReportStatus), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*QuotaResourceAnswer)(nil), (*platform.QuotaResourceAnswer)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1alpha1_QuotaResourceAnswer_To_platform_QuotaResourceAnswer(a.(*QuotaResourceAnswer), b.(*platform.QuotaResourceAnswer), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*platform.QuotaResourceAnswer)(nil), (*QuotaResourceAnswer)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_platform_QuotaResourceAnswer_To_v1alpha1_QuotaResourceAnswer(a.(*platform.QuotaResourceAnswer), b.(*QuotaResourceAnswer), scope)
 	}); err != nil {
 		return err
 	}
@@ -743,6 +803,38 @@ func Convert_platform_DeviceRequest_To_v1alpha1_DeviceRequest(in *platform.Devic
 	return autoConvert_platform_DeviceRequest_To_v1alpha1_DeviceRequest(in, out, s)
 }
 
+func autoConvert_v1alpha1_LocalQuotaReport_To_platform_LocalQuotaReport(in *LocalQuotaReport, out *platform.LocalQuotaReport, s conversion.Scope) error {
+	out.ObjectMeta = in.ObjectMeta
+	if err := Convert_v1alpha1_QuotaReportSpec_To_platform_QuotaReportSpec(&in.Spec, &out.Spec, s); err != nil {
+		return err
+	}
+	if err := Convert_v1alpha1_QuotaReportStatus_To_platform_QuotaReportStatus(&in.Status, &out.Status, s); err != nil {
+		return err
+	}
+	return nil
+}
+
+// Convert_v1alpha1_LocalQuotaReport_To_platform_LocalQuotaReport is an autogenerated conversion function.
+func Convert_v1alpha1_LocalQuotaReport_To_platform_LocalQuotaReport(in *LocalQuotaReport, out *platform.LocalQuotaReport, s conversion.Scope) error {
+	return autoConvert_v1alpha1_LocalQuotaReport_To_platform_LocalQuotaReport(in, out, s)
+}
+
+func autoConvert_platform_LocalQuotaReport_To_v1alpha1_LocalQuotaReport(in *platform.LocalQuotaReport, out *LocalQuotaReport, s conversion.Scope) error {
+	out.ObjectMeta = in.ObjectMeta
+	if err := Convert_platform_QuotaReportSpec_To_v1alpha1_QuotaReportSpec(&in.Spec, &out.Spec, s); err != nil {
+		return err
+	}
+	if err := Convert_platform_QuotaReportStatus_To_v1alpha1_QuotaReportStatus(&in.Status, &out.Status, s); err != nil {
+		return err
+	}
+	return nil
+}
+
+// Convert_platform_LocalQuotaReport_To_v1alpha1_LocalQuotaReport is an autogenerated conversion function.
+func Convert_platform_LocalQuotaReport_To_v1alpha1_LocalQuotaReport(in *platform.LocalQuotaReport, out *LocalQuotaReport, s conversion.Scope) error {
+	return autoConvert_platform_LocalQuotaReport_To_v1alpha1_LocalQuotaReport(in, out, s)
+}
+
 func autoConvert_v1alpha1_LocalUsageReport_To_platform_LocalUsageReport(in *LocalUsageReport, out *platform.LocalUsageReport, s conversion.Scope) error {
 	out.ObjectMeta = in.ObjectMeta
 	if err := Convert_v1alpha1_UsageReportSpec_To_platform_UsageReportSpec(&in.Spec, &out.Spec, s); err != nil {
@@ -1133,6 +1225,118 @@ func autoConvert_platform_PlacementReportStatus_To_v1alpha1_PlacementReportStatu
 // Convert_platform_PlacementReportStatus_To_v1alpha1_PlacementReportStatus is an autogenerated conversion function.
 func Convert_platform_PlacementReportStatus_To_v1alpha1_PlacementReportStatus(in *platform.PlacementReportStatus, out *PlacementReportStatus, s conversion.Scope) error {
 	return autoConvert_platform_PlacementReportStatus_To_v1alpha1_PlacementReportStatus(in, out, s)
+}
+
+func autoConvert_v1alpha1_QuotaClusterAnswer_To_platform_QuotaClusterAnswer(in *QuotaClusterAnswer, out *platform.QuotaClusterAnswer, s conversion.Scope) error {
+	*out = *(*platform.QuotaClusterAnswer)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_v1alpha1_QuotaClusterAnswer_To_platform_QuotaClusterAnswer is an autogenerated conversion function.
+func Convert_v1alpha1_QuotaClusterAnswer_To_platform_QuotaClusterAnswer(in *QuotaClusterAnswer, out *platform.QuotaClusterAnswer, s conversion.Scope) error {
+	return autoConvert_v1alpha1_QuotaClusterAnswer_To_platform_QuotaClusterAnswer(in, out, s)
+}
+
+func autoConvert_platform_QuotaClusterAnswer_To_v1alpha1_QuotaClusterAnswer(in *platform.QuotaClusterAnswer, out *QuotaClusterAnswer, s conversion.Scope) error {
+	*out = *(*QuotaClusterAnswer)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_platform_QuotaClusterAnswer_To_v1alpha1_QuotaClusterAnswer is an autogenerated conversion function.
+func Convert_platform_QuotaClusterAnswer_To_v1alpha1_QuotaClusterAnswer(in *platform.QuotaClusterAnswer, out *QuotaClusterAnswer, s conversion.Scope) error {
+	return autoConvert_platform_QuotaClusterAnswer_To_v1alpha1_QuotaClusterAnswer(in, out, s)
+}
+
+func autoConvert_v1alpha1_QuotaReport_To_platform_QuotaReport(in *QuotaReport, out *platform.QuotaReport, s conversion.Scope) error {
+	out.ObjectMeta = in.ObjectMeta
+	if err := Convert_v1alpha1_QuotaReportSpec_To_platform_QuotaReportSpec(&in.Spec, &out.Spec, s); err != nil {
+		return err
+	}
+	if err := Convert_v1alpha1_QuotaReportStatus_To_platform_QuotaReportStatus(&in.Status, &out.Status, s); err != nil {
+		return err
+	}
+	return nil
+}
+
+// Convert_v1alpha1_QuotaReport_To_platform_QuotaReport is an autogenerated conversion function.
+func Convert_v1alpha1_QuotaReport_To_platform_QuotaReport(in *QuotaReport, out *platform.QuotaReport, s conversion.Scope) error {
+	return autoConvert_v1alpha1_QuotaReport_To_platform_QuotaReport(in, out, s)
+}
+
+func autoConvert_platform_QuotaReport_To_v1alpha1_QuotaReport(in *platform.QuotaReport, out *QuotaReport, s conversion.Scope) error {
+	out.ObjectMeta = in.ObjectMeta
+	if err := Convert_platform_QuotaReportSpec_To_v1alpha1_QuotaReportSpec(&in.Spec, &out.Spec, s); err != nil {
+		return err
+	}
+	if err := Convert_platform_QuotaReportStatus_To_v1alpha1_QuotaReportStatus(&in.Status, &out.Status, s); err != nil {
+		return err
+	}
+	return nil
+}
+
+// Convert_platform_QuotaReport_To_v1alpha1_QuotaReport is an autogenerated conversion function.
+func Convert_platform_QuotaReport_To_v1alpha1_QuotaReport(in *platform.QuotaReport, out *QuotaReport, s conversion.Scope) error {
+	return autoConvert_platform_QuotaReport_To_v1alpha1_QuotaReport(in, out, s)
+}
+
+func autoConvert_v1alpha1_QuotaReportSpec_To_platform_QuotaReportSpec(in *QuotaReportSpec, out *platform.QuotaReportSpec, s conversion.Scope) error {
+	*out = *(*platform.QuotaReportSpec)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_v1alpha1_QuotaReportSpec_To_platform_QuotaReportSpec is an autogenerated conversion function.
+func Convert_v1alpha1_QuotaReportSpec_To_platform_QuotaReportSpec(in *QuotaReportSpec, out *platform.QuotaReportSpec, s conversion.Scope) error {
+	return autoConvert_v1alpha1_QuotaReportSpec_To_platform_QuotaReportSpec(in, out, s)
+}
+
+func autoConvert_platform_QuotaReportSpec_To_v1alpha1_QuotaReportSpec(in *platform.QuotaReportSpec, out *QuotaReportSpec, s conversion.Scope) error {
+	*out = *(*QuotaReportSpec)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_platform_QuotaReportSpec_To_v1alpha1_QuotaReportSpec is an autogenerated conversion function.
+func Convert_platform_QuotaReportSpec_To_v1alpha1_QuotaReportSpec(in *platform.QuotaReportSpec, out *QuotaReportSpec, s conversion.Scope) error {
+	return autoConvert_platform_QuotaReportSpec_To_v1alpha1_QuotaReportSpec(in, out, s)
+}
+
+func autoConvert_v1alpha1_QuotaReportStatus_To_platform_QuotaReportStatus(in *QuotaReportStatus, out *platform.QuotaReportStatus, s conversion.Scope) error {
+	*out = *(*platform.QuotaReportStatus)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_v1alpha1_QuotaReportStatus_To_platform_QuotaReportStatus is an autogenerated conversion function.
+func Convert_v1alpha1_QuotaReportStatus_To_platform_QuotaReportStatus(in *QuotaReportStatus, out *platform.QuotaReportStatus, s conversion.Scope) error {
+	return autoConvert_v1alpha1_QuotaReportStatus_To_platform_QuotaReportStatus(in, out, s)
+}
+
+func autoConvert_platform_QuotaReportStatus_To_v1alpha1_QuotaReportStatus(in *platform.QuotaReportStatus, out *QuotaReportStatus, s conversion.Scope) error {
+	*out = *(*QuotaReportStatus)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_platform_QuotaReportStatus_To_v1alpha1_QuotaReportStatus is an autogenerated conversion function.
+func Convert_platform_QuotaReportStatus_To_v1alpha1_QuotaReportStatus(in *platform.QuotaReportStatus, out *QuotaReportStatus, s conversion.Scope) error {
+	return autoConvert_platform_QuotaReportStatus_To_v1alpha1_QuotaReportStatus(in, out, s)
+}
+
+func autoConvert_v1alpha1_QuotaResourceAnswer_To_platform_QuotaResourceAnswer(in *QuotaResourceAnswer, out *platform.QuotaResourceAnswer, s conversion.Scope) error {
+	*out = *(*platform.QuotaResourceAnswer)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_v1alpha1_QuotaResourceAnswer_To_platform_QuotaResourceAnswer is an autogenerated conversion function.
+func Convert_v1alpha1_QuotaResourceAnswer_To_platform_QuotaResourceAnswer(in *QuotaResourceAnswer, out *platform.QuotaResourceAnswer, s conversion.Scope) error {
+	return autoConvert_v1alpha1_QuotaResourceAnswer_To_platform_QuotaResourceAnswer(in, out, s)
+}
+
+func autoConvert_platform_QuotaResourceAnswer_To_v1alpha1_QuotaResourceAnswer(in *platform.QuotaResourceAnswer, out *QuotaResourceAnswer, s conversion.Scope) error {
+	*out = *(*QuotaResourceAnswer)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_platform_QuotaResourceAnswer_To_v1alpha1_QuotaResourceAnswer is an autogenerated conversion function.
+func Convert_platform_QuotaResourceAnswer_To_v1alpha1_QuotaResourceAnswer(in *platform.QuotaResourceAnswer, out *QuotaResourceAnswer, s conversion.Scope) error {
+	return autoConvert_platform_QuotaResourceAnswer_To_v1alpha1_QuotaResourceAnswer(in, out, s)
 }
 
 func autoConvert_v1alpha1_RecommendOptions_To_platform_RecommendOptions(in *RecommendOptions, out *platform.RecommendOptions, s conversion.Scope) error {

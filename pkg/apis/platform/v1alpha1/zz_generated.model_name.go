@@ -75,6 +75,11 @@ func (in DeviceRequest) OpenAPIModelName() string {
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
+func (in LocalQuotaReport) OpenAPIModelName() string {
+	return "io.example.platform.v1alpha1.LocalQuotaReport"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in LocalUsageReport) OpenAPIModelName() string {
 	return "io.example.platform.v1alpha1.LocalUsageReport"
 }
@@ -162,6 +167,31 @@ func (in PlacementReportSpec) OpenAPIModelName() string {
 // OpenAPIModelName returns the OpenAPI model name for this type.
 func (in PlacementReportStatus) OpenAPIModelName() string {
 	return "io.example.platform.v1alpha1.PlacementReportStatus"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in QuotaClusterAnswer) OpenAPIModelName() string {
+	return "io.example.platform.v1alpha1.QuotaClusterAnswer"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in QuotaReport) OpenAPIModelName() string {
+	return "io.example.platform.v1alpha1.QuotaReport"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in QuotaReportSpec) OpenAPIModelName() string {
+	return "io.example.platform.v1alpha1.QuotaReportSpec"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in QuotaReportStatus) OpenAPIModelName() string {
+	return "io.example.platform.v1alpha1.QuotaReportStatus"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in QuotaResourceAnswer) OpenAPIModelName() string {
+	return "io.example.platform.v1alpha1.QuotaResourceAnswer"
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.

@@ -10,10 +10,14 @@ type ClusterCapacityExpansion interface{}
 
 type ClusterNamespaceExpansion interface{}
 
+type LocalQuotaReportExpansion interface{}
+
 type LocalUsageReportExpansion interface{}
 
 type NodeCapacityExpansion interface{}
 
 type PlacementReportExpansion interface{}
+
+type QuotaReportExpansion interface{}
 
 type UsageReportExpansion interface{}

@@ -18,9 +18,11 @@ type PlatformV1alpha1Interface interface {
 	RESTClient() rest.Interface
 	ClusterCapacitiesGetter
 	ClusterNamespacesGetter
+	LocalQuotaReportsGetter
 	LocalUsageReportsGetter
 	NodeCapacitiesGetter
 	PlacementReportsGetter
+	QuotaReportsGetter
 	UsageReportsGetter
 }
 
@@ -37,6 +39,10 @@ func (c *PlatformV1alpha1Client) ClusterNamespaces(namespace string) ClusterName
 	return newClusterNamespaces(c, namespace)
 }
 
+func (c *PlatformV1alpha1Client) LocalQuotaReports(namespace string) LocalQuotaReportInterface {
+	return newLocalQuotaReports(c, namespace)
+}
+
 func (c *PlatformV1alpha1Client) LocalUsageReports(namespace string) LocalUsageReportInterface {
 	return newLocalUsageReports(c, namespace)
 }
@@ -47,6 +53,10 @@ func (c *PlatformV1alpha1Client) NodeCapacities() NodeCapacityInterface {
 
 func (c *PlatformV1alpha1Client) PlacementReports() PlacementReportInterface {
 	return newPlacementReports(c)
+}
+
+func (c *PlatformV1alpha1Client) QuotaReports() QuotaReportInterface {
+	return newQuotaReports(c)
 }
 
 func (c *PlatformV1alpha1Client) UsageReports() UsageReportInterface {

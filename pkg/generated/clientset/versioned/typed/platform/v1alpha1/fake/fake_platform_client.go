@@ -24,6 +24,10 @@ func (c *FakePlatformV1alpha1) ClusterNamespaces(namespace string) v1alpha1.Clus
 	return newFakeClusterNamespaces(c, namespace)
 }
 
+func (c *FakePlatformV1alpha1) LocalQuotaReports(namespace string) v1alpha1.LocalQuotaReportInterface {
+	return newFakeLocalQuotaReports(c, namespace)
+}
+
 func (c *FakePlatformV1alpha1) LocalUsageReports(namespace string) v1alpha1.LocalUsageReportInterface {
 	return newFakeLocalUsageReports(c, namespace)
 }
@@ -34,6 +38,10 @@ func (c *FakePlatformV1alpha1) NodeCapacities() v1alpha1.NodeCapacityInterface {
 
 func (c *FakePlatformV1alpha1) PlacementReports() v1alpha1.PlacementReportInterface {
 	return newFakePlacementReports(c)
+}
+
+func (c *FakePlatformV1alpha1) QuotaReports() v1alpha1.QuotaReportInterface {
+	return newFakeQuotaReports(c)
 }
 
 func (c *FakePlatformV1alpha1) UsageReports() v1alpha1.UsageReportInterface {
