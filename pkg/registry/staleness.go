@@ -5,6 +5,11 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/example/platform-apiserver/pkg/apis/platform"
+	"github.com/example/platform-apiserver/pkg/registry/store"
 )
 
 // DefaultMemberStaleAfter is --member-stale-after's default. A quiet
@@ -49,6 +54,35 @@ func (f MemberStaleness) Since(t time.Time) time.Duration {
 		now = f.Now
 	}
 	return max(now().Sub(t), 0).Truncate(time.Second)
+}
+
+// Freshness is how current a member's data is, as a report answers for it.
+type Freshness struct {
+	// Mirroring is the member's recorded state, Stale when judged stale.
+	Mirroring platform.MirroringState
+	// Stale is true unless the member is Synced and its heartbeat within
+	// the bound: the answer is from what the registry last saw of it.
+	Stale bool
+	// DataAge is its heartbeat's age; without a heartbeat, for a member
+	// out of Synced, how long since it left.
+	DataAge *metav1.Duration
+}
+
+// Judge is the freshness of a member in state since since whose heartbeat
+// is completeAsOf.
+func (f MemberStaleness) Judge(state store.MemberState, since, completeAsOf time.Time) Freshness {
+	out := Freshness{Mirroring: platform.MirroringState(state), Stale: state != store.MemberSynced}
+	age, stale := f.Age(completeAsOf)
+	switch {
+	case !completeAsOf.IsZero():
+		out.DataAge = &metav1.Duration{Duration: age}
+	case out.Stale && !since.IsZero():
+		out.DataAge = &metav1.Duration{Duration: f.Since(since)}
+	}
+	if stale {
+		out.Stale, out.Mirroring = true, platform.MirroringStale
+	}
+	return out
 }
 
 // heartbeatsTTL is how long MemberHeartbeats serves what it read.

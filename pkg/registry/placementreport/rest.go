@@ -160,23 +160,13 @@ func nodeQuestions(spec *platform.PlacementReportSpec) []string {
 func status(fits []store.MemberFit, replicas int64, staleness registry.MemberStaleness, nodes bool) platform.PlacementReportStatus {
 	var s platform.PlacementReportStatus
 	for _, f := range fits {
-		c := platform.PlacementClusterFit{Cluster: f.ClusterID, Fits: f.Fits,
-			Mirroring: platform.MirroringState(f.Mirroring), Stale: f.Mirroring != store.MemberSynced}
+		fresh := staleness.Judge(f.Mirroring, f.MirroringSince, f.CompleteAsOf)
+		c := platform.PlacementClusterFit{Cluster: f.ClusterID, Fits: f.Fits, Mirroring: fresh.Mirroring, Stale: fresh.Stale, DataAge: fresh.DataAge}
 		if nodes {
 			c.Nodes = new(f.Nodes)
 		}
 		if replicas > 0 {
 			c.FitsAll = new(f.Fits >= replicas)
-		}
-		age, stale := staleness.Age(f.CompleteAsOf)
-		switch {
-		case !f.CompleteAsOf.IsZero():
-			c.DataAge = &metav1.Duration{Duration: age}
-		case c.Stale && !f.MirroringSince.IsZero():
-			c.DataAge = &metav1.Duration{Duration: staleness.Since(f.MirroringSince)}
-		}
-		if stale {
-			c.Stale, c.Mirroring = true, platform.MirroringStale
 		}
 		s.Fits += f.Fits
 		s.Clusters = append(s.Clusters, c)
