@@ -244,6 +244,26 @@ func TestConvertQuota(t *testing.T) {
 	}
 }
 
+// TestConvertQuotaScopes: spec.scopes, then the scope selector's
+// expressions, each with its values.
+func TestConvertQuotaScopes(t *testing.T) {
+	q := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "q"},
+		Spec: corev1.ResourceQuotaSpec{
+			Scopes: []corev1.ResourceQuotaScope{corev1.ResourceQuotaScopeNotBestEffort},
+			ScopeSelector: &corev1.ScopeSelector{MatchExpressions: []corev1.ScopedResourceSelectorRequirement{
+				{ScopeName: corev1.ResourceQuotaScopePriorityClass, Operator: corev1.ScopeSelectorOpIn, Values: []string{"high", "low"}},
+				{ScopeName: corev1.ResourceQuotaScopeCrossNamespacePodAffinity, Operator: corev1.ScopeSelectorOpExists},
+			}},
+		}}
+	want := []string{"NotBestEffort", "PriorityClass In high,low", "CrossNamespacePodAffinity Exists"}
+	if got := convertQuota(q).Scopes; !reflect.DeepEqual(got, want) {
+		t.Errorf("scopes %q, want %q", got, want)
+	}
+	if got := convertQuota(&corev1.ResourceQuota{}).Scopes; got != nil {
+		t.Errorf("a quota without scopes has scopes %q", got)
+	}
+}
+
 func TestConvertResourceSlice(t *testing.T) {
 	base := resourcev1.ResourceSlice{
 		ObjectMeta: metav1.ObjectMeta{Name: "node-1-gpu.example.com-x7k2p"},

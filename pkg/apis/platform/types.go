@@ -63,9 +63,10 @@ type ComputeResources struct {
 
 // ResourceQuotaStatus is one member ResourceQuota's hard limits and usage.
 type ResourceQuotaStatus struct {
-	Name string
-	Hard map[string]resource.Quantity
-	Used map[string]resource.Quantity
+	Name   string
+	Hard   map[string]resource.Quantity
+	Used   map[string]resource.Quantity
+	Scopes []string
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
@@ -187,7 +188,17 @@ type ClusterCapacityStatus struct {
 	Namespaces  int64
 	Mirroring   MemberMirroring
 	Devices     *MemberDevices
+	Committed   *QuotaCommitment
 	Conditions  []metav1.Condition
+}
+
+// QuotaCommitment is what a member's ResourceQuotas promise its namespaces.
+type QuotaCommitment struct {
+	Hard                 map[string]resource.Quantity
+	Used                 map[string]resource.Quantity
+	ScopedHard           map[string]resource.Quantity
+	ScopedUsed           map[string]resource.Quantity
+	PercentOfAllocatable map[string]int64
 }
 
 // MemberDevices are a member's DRA devices.

@@ -54,6 +54,7 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		v1alpha1.PlacementReportSpec{}.OpenAPIModelName():     schema_pkg_apis_platform_v1alpha1_PlacementReportSpec(ref),
 		v1alpha1.PlacementReportStatus{}.OpenAPIModelName():   schema_pkg_apis_platform_v1alpha1_PlacementReportStatus(ref),
 		v1alpha1.QuotaClusterAnswer{}.OpenAPIModelName():      schema_pkg_apis_platform_v1alpha1_QuotaClusterAnswer(ref),
+		v1alpha1.QuotaCommitment{}.OpenAPIModelName():         schema_pkg_apis_platform_v1alpha1_QuotaCommitment(ref),
 		v1alpha1.QuotaReport{}.OpenAPIModelName():             schema_pkg_apis_platform_v1alpha1_QuotaReport(ref),
 		v1alpha1.QuotaReportSpec{}.OpenAPIModelName():         schema_pkg_apis_platform_v1alpha1_QuotaReportSpec(ref),
 		v1alpha1.QuotaReportStatus{}.OpenAPIModelName():       schema_pkg_apis_platform_v1alpha1_QuotaReportStatus(ref),
@@ -370,6 +371,12 @@ func schema_pkg_apis_platform_v1alpha1_ClusterCapacityStatus(ref common.Referenc
 							Ref:         ref(v1alpha1.MemberDevices{}.OpenAPIModelName()),
 						},
 					},
+					"committed": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Committed is what the member's ResourceQuotas promise its namespaces, summed over them, beside the schedulable allocatable: the member's overcommit. Consistent with the ClusterNamespaces' quotas at every resourceVersion. Absent while no namespace has a quota limiting pods.",
+							Ref:         ref(v1alpha1.QuotaCommitment{}.OpenAPIModelName()),
+						},
+					},
 					"conditions": {
 						VendorExtensible: spec.VendorExtensible{
 							Extensions: spec.Extensions{
@@ -396,7 +403,7 @@ func schema_pkg_apis_platform_v1alpha1_ClusterCapacityStatus(ref common.Referenc
 			},
 		},
 		Dependencies: []string{
-			v1alpha1.CapacitySummary{}.OpenAPIModelName(), v1alpha1.ComputeResources{}.OpenAPIModelName(), v1alpha1.MemberDevices{}.OpenAPIModelName(), v1alpha1.MemberMirroring{}.OpenAPIModelName(), v1alpha1.NodeCounts{}.OpenAPIModelName(), v1.Condition{}.OpenAPIModelName()},
+			v1alpha1.CapacitySummary{}.OpenAPIModelName(), v1alpha1.ComputeResources{}.OpenAPIModelName(), v1alpha1.MemberDevices{}.OpenAPIModelName(), v1alpha1.MemberMirroring{}.OpenAPIModelName(), v1alpha1.NodeCounts{}.OpenAPIModelName(), v1alpha1.QuotaCommitment{}.OpenAPIModelName(), v1.Condition{}.OpenAPIModelName()},
 	}
 }
 
@@ -2056,6 +2063,92 @@ func schema_pkg_apis_platform_v1alpha1_QuotaClusterAnswer(ref common.ReferenceCa
 	}
 }
 
+func schema_pkg_apis_platform_v1alpha1_QuotaCommitment(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "QuotaCommitment sums, over a member's namespaces, what each namespace's ResourceQuotas promise its pods, per resource that quotas limit on pods: pods, requests.<resource> and limits.<resource> (requests.storage, a PersistentVolumeClaim's, is left out; cpu, memory and ephemeral-storage count as requests.cpu, requests.memory and requests.ephemeral-storage, as quota admission counts them).\n\nQuotas do not add up within a namespace: quota admission admits a pod only if it fits every quota of its namespace that matches it. So a namespace promises, per resource, the least hard among its quotas without scopes that limit it (every pod matches those), with that quota's used; that is counted in Hard and Used. Where only quotas with scopes (spec.scopes, spec.scopeSelector) limit a resource, each bounds only the pods it matches, pods matching none are not bounded, and the namespace's bound is unknown: the sum of those quotas' hard and used is counted in ScopedHard and ScopedUsed instead (an upper bound of what the scoped pods may take, above it when scopes overlap). Quotas with scopes in a namespace that also has an unscoped one for the resource are not counted: the unscoped one bounds the namespace.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"hard": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Hard sums, per resource, the namespaces' least unscoped hard.",
+							Type:        []string{"object"},
+							AdditionalProperties: &spec.SchemaOrBool{
+								Allows: true,
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(resource.Quantity{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
+					"used": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Used sums, per resource, the used of the quotas counted in Hard.",
+							Type:        []string{"object"},
+							AdditionalProperties: &spec.SchemaOrBool{
+								Allows: true,
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(resource.Quantity{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
+					"scopedHard": {
+						SchemaProps: spec.SchemaProps{
+							Description: "ScopedHard sums, per resource, the hard of the quotas with scopes of the namespaces that have no unscoped quota limiting it.",
+							Type:        []string{"object"},
+							AdditionalProperties: &spec.SchemaOrBool{
+								Allows: true,
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(resource.Quantity{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
+					"scopedUsed": {
+						SchemaProps: spec.SchemaProps{
+							Description: "ScopedUsed sums the used of the quotas counted in ScopedHard.",
+							Type:        []string{"object"},
+							AdditionalProperties: &spec.SchemaOrBool{
+								Allows: true,
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(resource.Quantity{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
+					"percentOfAllocatable": {
+						SchemaProps: spec.SchemaProps{
+							Description: "PercentOfAllocatable is, per resource of Hard, Hard in percent of the schedulable nodes' allocatable of the resource it limits (requests.cpu and limits.cpu limit cpu, requests.<r> and limits.<r> limit <r>, pods limits pods), rounded down: 125 is an overcommit of 1.25. Absent for a resource the schedulable nodes have none of.",
+							Type:        []string{"object"},
+							AdditionalProperties: &spec.SchemaOrBool{
+								Allows: true,
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"integer"},
+										Format: "int64",
+									},
+								},
+							},
+						},
+					},
+				},
+			},
+		},
+		Dependencies: []string{
+			resource.Quantity{}.OpenAPIModelName()},
+	}
+}
+
 func schema_pkg_apis_platform_v1alpha1_QuotaReport(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
@@ -2377,6 +2470,25 @@ func schema_pkg_apis_platform_v1alpha1_ResourceQuotaStatus(ref common.ReferenceC
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
 										Ref: ref(resource.Quantity{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
+					"scopes": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "Scopes are the quota's scopes: spec.scopes, then each expression of spec.scopeSelector as \"<scope> <operator>\" followed by its values, comma-separated (\"PriorityClass In high,low\"). Empty for a quota that every pod of the namespace counts against.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"string"},
+										Format: "",
 									},
 								},
 							},

@@ -2,6 +2,8 @@ package clustercapacity
 
 import (
 	"fmt"
+	"math/big"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -34,6 +36,7 @@ func ToObject(cc *store.ClusterCapacity) platform.ClusterCapacity {
 			Pods:        cc.Pods,
 			Namespaces:  cc.Namespaces,
 			Devices:     registry.MemberDevices(cc.Devices),
+			Committed:   committed(cc.Committed, cc.Schedulable.Allocatable),
 		},
 	}
 	if f := cc.MaxFree; f != nil {
@@ -149,6 +152,97 @@ func summary(s store.CapacitySums) platform.CapacitySummary {
 		}
 		// Print usage in the units people read (millicores), not nanocores.
 		out.Usage.CPU.SetMilli(out.Usage.CPU.MilliValue())
+	}
+	return out
+}
+
+// committed is the API form of the member's committed quota, with each
+// Hard in percent of the schedulable allocatable it limits; nil when the
+// member's quotas limit nothing on pods.
+func committed(c store.QuotaCommitment, allocatable store.Quantities) *platform.QuotaCommitment {
+	if len(c.Hard)+len(c.Used)+len(c.ScopedHard)+len(c.ScopedUsed) == 0 {
+		return nil
+	}
+	out := &platform.QuotaCommitment{
+		Hard: decimalQuantities(c.Hard), Used: decimalQuantities(c.Used),
+		ScopedHard: decimalQuantities(c.ScopedHard), ScopedUsed: decimalQuantities(c.ScopedUsed),
+	}
+	for name, text := range c.Hard {
+		hard, ok := new(big.Rat).SetString(text)
+		alloc, known := allocatableOf(name, allocatable)
+		if !ok || !known || alloc.Sign() <= 0 {
+			continue
+		}
+		if out.PercentOfAllocatable == nil {
+			out.PercentOfAllocatable = map[string]int64{}
+		}
+		out.PercentOfAllocatable[name] = percent(hard, alloc)
+	}
+	return out
+}
+
+// LimitedResource is the node resource a quota's resource name limits:
+// requests.<r> and limits.<r> limit <r>, pods limits pods; "" for any
+// other name.
+func LimitedResource(quotaResource string) string {
+	if quotaResource == "pods" {
+		return "pods"
+	}
+	for _, prefix := range []string{"requests.", "limits."} {
+		if r, ok := strings.CutPrefix(quotaResource, prefix); ok {
+			return r
+		}
+	}
+	return ""
+}
+
+// allocatableOf is the schedulable allocatable of the node resource the
+// quota resource limits, in the unit of the committed amounts (cores for
+// cpu: millicores / 1000 is kept exact as a rational).
+func allocatableOf(quotaResource string, a store.Quantities) (*big.Rat, bool) {
+	switch r := LimitedResource(quotaResource); r {
+	case "":
+		return nil, false
+	case "cpu":
+		return big.NewRat(a.CPUMillis, 1000), true
+	case "memory":
+		return big.NewRat(a.MemoryBytes, 1), true
+	case "pods":
+		return big.NewRat(a.Pods, 1), true
+	default:
+		v, ok := a.Other[r]
+		return big.NewRat(v, 1), ok
+	}
+}
+
+// percent is part in percent of whole, rounded down.
+func percent(part, whole *big.Rat) int64 {
+	v := new(big.Rat).Mul(part, big.NewRat(100, 1))
+	v.Quo(v, whole)
+	q := new(big.Int).Quo(v.Num(), v.Denom())
+	if !q.IsInt64() {
+		return 1<<63 - 1
+	}
+	return q.Int64()
+}
+
+// decimalQuantities parses the registry's decimal amounts in base units
+// into quantities, in binary units for bytes (memory, ephemeral-storage,
+// hugepages); an amount that does not parse is left out.
+func decimalQuantities(in map[string]string) map[string]resource.Quantity {
+	if len(in) == 0 {
+		return nil
+	}
+	out := make(map[string]resource.Quantity, len(in))
+	for name, v := range in {
+		q, err := resource.ParseQuantity(v)
+		if err != nil {
+			continue
+		}
+		if r := LimitedResource(name); r == "memory" || r == "ephemeral-storage" || strings.HasPrefix(r, "hugepages-") {
+			q.Format = resource.BinarySI
+		}
+		out[name] = resource.MustParse(q.String()) // canonical, so a watcher's copy equals a fresh read's
 	}
 	return out
 }

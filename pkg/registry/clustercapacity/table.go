@@ -4,6 +4,8 @@ import (
 	"strconv"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/resource"
+
 	"github.com/example/platform-apiserver/pkg/apis/platform"
 	"github.com/example/platform-apiserver/pkg/registry"
 )
@@ -81,6 +83,18 @@ var columns = []registry.Column[platform.ClusterCapacity]{
 			return registry.Ratio(cores(a.Requested.CPU.MilliValue()), cores(a.Allocatable.CPU.MilliValue()),
 				float64(a.Requested.CPU.MilliValue()), float64(a.Allocatable.CPU.MilliValue()))
 		}},
+	{Name: "CPU Committed", Type: "string", Priority: 1,
+		Description: "requests.cpu the namespaces' ResourceQuotas promise (status.committed.hard) over allocatable CPU of the schedulable nodes, in cores, and in percent: over 100% is overcommitted",
+		Cell: func(o *platform.ClusterCapacity) any {
+			return committedCell(o, "requests.cpu", func(q resource.Quantity) string { return cores(q.MilliValue()) },
+				cores(o.Status.Schedulable.Allocatable.CPU.MilliValue()))
+		}},
+	{Name: "Mem Committed", Type: "string", Priority: 1,
+		Description: "requests.memory the namespaces' ResourceQuotas promise (status.committed.hard) over allocatable memory of the schedulable nodes, and in percent: over 100% is overcommitted",
+		Cell: func(o *platform.ClusterCapacity) any {
+			return committedCell(o, "requests.memory", func(q resource.Quantity) string { return registry.Bytes(q.Value()) },
+				registry.Bytes(o.Status.Schedulable.Allocatable.Memory.Value()))
+		}},
 	{Name: "Namespaces", Type: "integer", Priority: 1, Description: "Namespaces of the member",
 		Cell: func(o *platform.ClusterCapacity) any { return o.Status.Namespaces }},
 	{Name: "All Pods", Type: "integer", Priority: 1, Description: "Non-terminal pods of the member, scheduled or not",
@@ -135,4 +149,22 @@ func cores(m int64) string {
 		return strconv.FormatInt(m/1000, 10)
 	}
 	return strconv.FormatFloat(float64(m)/1000, 'f', 1, 64)
+}
+
+// committedCell prints a committed hard over the schedulable allocatable it
+// limits (whole, printed), with status.committed.percentOfAllocatable:
+// "12/8 (150%)"; <none> while no quota without scopes limits the resource.
+func committedCell(o *platform.ClusterCapacity, name string, format func(resource.Quantity) string, whole string) string {
+	c := o.Status.Committed
+	if c == nil {
+		return registry.None
+	}
+	hard, ok := c.Hard[name]
+	if !ok {
+		return registry.None
+	}
+	if p, ok := c.PercentOfAllocatable[name]; ok {
+		return format(hard) + "/" + whole + " (" + strconv.FormatInt(p, 10) + "%)"
+	}
+	return format(hard) + "/" + whole
 }

@@ -54,7 +54,7 @@ func ToObject(cn *store.ClusterNamespace) platform.ClusterNamespace {
 	}
 	for _, q := range cn.Quotas {
 		obj.Status.Quotas = append(obj.Status.Quotas, platform.ResourceQuotaStatus{
-			Name: q.Name, Hard: quantities(q.Hard), Used: quantities(q.Used),
+			Name: q.Name, Hard: quantities(q.Hard), Used: quantities(q.Used), Scopes: q.Scopes,
 		})
 	}
 	return obj

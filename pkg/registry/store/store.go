@@ -168,6 +168,10 @@ type Quota struct {
 	Name      string            `json:"name"`
 	Hard      map[string]string `json:"hard,omitempty"`
 	Used      map[string]string `json:"used,omitempty"`
+	// Scopes are the quota's scopes (spec.scopes, then each expression of
+	// spec.scopeSelector as "<scope> <operator>[ <values, comma-separated>]");
+	// empty for a quota every pod of its namespace counts against.
+	Scopes []string `json:"scopes,omitempty"`
 }
 
 // ObjectKey names a member object; Namespace is empty for cluster-scoped
@@ -299,9 +303,24 @@ type ClusterCapacity struct {
 	CompleteAsOf time.Time
 	// Devices are the member's DRA devices; nil before discovery looked
 	// at its resource.k8s.io API.
-	Devices         *MemberDevices
+	Devices *MemberDevices
+	// Committed is what the member's ResourceQuotas promise its namespaces.
+	Committed       QuotaCommitment
 	FirstSeen       time.Time
 	ResourceVersion int64
+}
+
+// QuotaCommitment sums, per resource that ResourceQuotas limit on pods
+// (pods, requests.<resource>, limits.<resource>; cpu, memory and
+// ephemeral-storage as requests.<them>), what each namespace's quotas
+// promise, as the registry computes it (registry_quota_commitment): Hard
+// and Used over the namespaces where a quota without scopes limits the
+// resource (the least such hard, and that quota's used), ScopedHard and
+// ScopedUsed over those where only quotas with scopes do (the sums of
+// theirs). Amounts are decimal texts in the resource's base unit (cores,
+// bytes, pods: "0.5", "2147483648"); a zero sum is left out.
+type QuotaCommitment struct {
+	Hard, Used, ScopedHard, ScopedUsed map[string]string
 }
 
 // MemberStatus is what a member's writer reports of its mirroring: the

@@ -125,6 +125,13 @@ type ResourceQuotaStatus struct {
 	// Used is the observed usage per resource name.
 	// +optional
 	Used map[string]resource.Quantity `json:"used,omitempty"`
+	// Scopes are the quota's scopes: spec.scopes, then each expression of
+	// spec.scopeSelector as "<scope> <operator>" followed by its values,
+	// comma-separated ("PriorityClass In high,low"). Empty for a quota that
+	// every pod of the namespace counts against.
+	// +optional
+	// +listType=atomic
+	Scopes []string `json:"scopes,omitempty"`
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
@@ -361,6 +368,12 @@ type ClusterCapacityStatus struct {
 	// Absent before discovery looked at the member's resource.k8s.io API.
 	// +optional
 	Devices *MemberDevices `json:"devices,omitempty"`
+	// Committed is what the member's ResourceQuotas promise its namespaces,
+	// summed over them, beside the schedulable allocatable: the member's
+	// overcommit. Consistent with the ClusterNamespaces' quotas at every
+	// resourceVersion. Absent while no namespace has a quota limiting pods.
+	// +optional
+	Committed *QuotaCommitment `json:"committed,omitempty"`
 	// Conditions: HasSchedulableCapacity is True while some schedulable
 	// node has CPU and memory left; Synced is True while the member's
 	// mirroring is Synced (its reason is the state otherwise, NotReported
@@ -369,6 +382,48 @@ type ClusterCapacityStatus struct {
 	// +listType=map
 	// +listMapKey=type
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// QuotaCommitment sums, over a member's namespaces, what each namespace's
+// ResourceQuotas promise its pods, per resource that quotas limit on pods:
+// pods, requests.<resource> and limits.<resource> (requests.storage, a
+// PersistentVolumeClaim's, is left out; cpu, memory and ephemeral-storage
+// count as requests.cpu, requests.memory and requests.ephemeral-storage,
+// as quota admission counts them).
+//
+// Quotas do not add up within a namespace: quota admission admits a pod
+// only if it fits every quota of its namespace that matches it. So a
+// namespace promises, per resource, the least hard among its quotas
+// without scopes that limit it (every pod matches those), with that quota's
+// used; that is counted in Hard and Used. Where only quotas with scopes
+// (spec.scopes, spec.scopeSelector) limit a resource, each bounds only
+// the pods it matches, pods matching none are not bounded, and the
+// namespace's bound is unknown: the sum of those quotas' hard and used is
+// counted in ScopedHard and ScopedUsed instead (an upper bound of what the
+// scoped pods may take, above it when scopes overlap). Quotas with scopes
+// in a namespace that also has an unscoped one for the resource are not
+// counted: the unscoped one bounds the namespace.
+type QuotaCommitment struct {
+	// Hard sums, per resource, the namespaces' least unscoped hard.
+	// +optional
+	Hard map[string]resource.Quantity `json:"hard,omitempty"`
+	// Used sums, per resource, the used of the quotas counted in Hard.
+	// +optional
+	Used map[string]resource.Quantity `json:"used,omitempty"`
+	// ScopedHard sums, per resource, the hard of the quotas with scopes of
+	// the namespaces that have no unscoped quota limiting it.
+	// +optional
+	ScopedHard map[string]resource.Quantity `json:"scopedHard,omitempty"`
+	// ScopedUsed sums the used of the quotas counted in ScopedHard.
+	// +optional
+	ScopedUsed map[string]resource.Quantity `json:"scopedUsed,omitempty"`
+	// PercentOfAllocatable is, per resource of Hard, Hard in percent of the
+	// schedulable nodes' allocatable of the resource it limits
+	// (requests.cpu and limits.cpu limit cpu, requests.<r> and limits.<r>
+	// limit <r>, pods limits pods), rounded down: 125 is an overcommit of
+	// 1.25. Absent for a resource the schedulable nodes have none of.
+	// +optional
+	PercentOfAllocatable map[string]int64 `json:"percentOfAllocatable,omitempty"`
 }
 
 // MemberDevices are a member's DRA devices.

@@ -175,6 +175,11 @@ func (in QuotaClusterAnswer) OpenAPIModelName() string {
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
+func (in QuotaCommitment) OpenAPIModelName() string {
+	return "io.example.platform.v1alpha1.QuotaCommitment"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in QuotaReport) OpenAPIModelName() string {
 	return "io.example.platform.v1alpha1.QuotaReport"
 }

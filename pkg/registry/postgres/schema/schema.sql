@@ -45,18 +45,45 @@ CREATE FUNCTION public.cluster_capacity_add_namespaces(added public.cluster_name
         SELECT 1 AS s, a.* FROM unnest(added) AS a
         UNION ALL
         SELECT -1, o.* FROM unnest(removed) AS o
-    ), d AS (
+    ), counts AS (
         SELECT cluster_id, sum(s)::bigint AS namespaces, sum(s * pod_count)::bigint AS pods
         FROM r GROUP BY cluster_id
+    ), quota AS (
+        -- the committed sums' changes per member and map, without zero changes
+        SELECT cluster_id,
+            coalesce(jsonb_object_agg(resource, v) FILTER (WHERE map = 'hard'), '{}') AS quota_hard,
+            coalesce(jsonb_object_agg(resource, v) FILTER (WHERE map = 'used'), '{}') AS quota_used,
+            coalesce(jsonb_object_agg(resource, v) FILTER (WHERE map = 'scoped_hard'), '{}') AS quota_scoped_hard,
+            coalesce(jsonb_object_agg(resource, v) FILTER (WHERE map = 'scoped_used'), '{}') AS quota_scoped_used
+        FROM (
+            SELECT x.cluster_id, k.map, k.resource, sum(x.s * k.amount) AS v
+            FROM (
+                SELECT cluster_id, name, quotas, sum(s) AS s FROM r WHERE quotas <> '[]'
+                GROUP BY 1, 2, 3 HAVING sum(s) <> 0
+            ) x CROSS JOIN LATERAL registry_quota_commitment(x.quotas) AS k
+            GROUP BY 1, 2, 3 HAVING sum(x.s * k.amount) <> 0
+        ) c GROUP BY cluster_id
+    ), d AS (
+        SELECT counts.*, coalesce(q.quota_hard, '{}') AS quota_hard, coalesce(q.quota_used, '{}') AS quota_used,
+            coalesce(q.quota_scoped_hard, '{}') AS quota_scoped_hard, coalesce(q.quota_scoped_used, '{}') AS quota_scoped_used
+        FROM counts LEFT JOIN quota q USING (cluster_id)
     ), updated AS (
         UPDATE cluster_capacity c SET namespaces = c.namespaces + d.namespaces, pods = c.pods + d.pods,
+            quota_hard = CASE WHEN d.quota_hard = '{}' THEN c.quota_hard ELSE registry_jsonb_add(c.quota_hard, d.quota_hard) END,
+            quota_used = CASE WHEN d.quota_used = '{}' THEN c.quota_used ELSE registry_jsonb_add(c.quota_used, d.quota_used) END,
+            quota_scoped_hard = CASE WHEN d.quota_scoped_hard = '{}' THEN c.quota_scoped_hard
+                ELSE registry_jsonb_add(c.quota_scoped_hard, d.quota_scoped_hard) END,
+            quota_scoped_used = CASE WHEN d.quota_scoped_used = '{}' THEN c.quota_scoped_used
+                ELSE registry_jsonb_add(c.quota_scoped_used, d.quota_scoped_used) END,
             resource_version = registry_next_rv()
         FROM d
-        WHERE c.cluster_id = d.cluster_id AND (d.namespaces, d.pods) IS DISTINCT FROM (0, 0)
+        WHERE c.cluster_id = d.cluster_id AND ((d.namespaces, d.pods) IS DISTINCT FROM (0, 0)
+            OR (d.quota_hard, d.quota_used, d.quota_scoped_hard, d.quota_scoped_used)
+                IS DISTINCT FROM ('{}'::jsonb, '{}'::jsonb, '{}'::jsonb, '{}'::jsonb))
         RETURNING 1
     )
-    INSERT INTO cluster_capacity (cluster_id, namespaces, pods, resource_version)
-    SELECT d.cluster_id, d.namespaces, d.pods, registry_next_rv()
+    INSERT INTO cluster_capacity (cluster_id, namespaces, pods, quota_hard, quota_used, quota_scoped_hard, quota_scoped_used, resource_version)
+    SELECT d.cluster_id, d.namespaces, d.pods, d.quota_hard, d.quota_used, d.quota_scoped_hard, d.quota_scoped_used, registry_next_rv()
     FROM d WHERE NOT EXISTS (SELECT 1 FROM cluster_capacity c WHERE c.cluster_id = d.cluster_id)
         AND d.cluster_id IN (SELECT cluster_id FROM unnest(added));
 END$$;
@@ -750,6 +777,10 @@ BEGIN
             || CASE WHEN (o).member_apis IS DISTINCT FROM (n).member_apis THEN jsonb_build_object('member_apis', (o).member_apis) ELSE '{}' END
             || CASE WHEN (o).usage_observed_at IS DISTINCT FROM (n).usage_observed_at THEN jsonb_build_object('usage_observed_at', (o).usage_observed_at) ELSE '{}' END
             || CASE WHEN (o).complete_as_of IS DISTINCT FROM (n).complete_as_of THEN jsonb_build_object('complete_as_of', (o).complete_as_of) ELSE '{}' END
+            || CASE WHEN (o).quota_hard IS DISTINCT FROM (n).quota_hard THEN jsonb_build_object('quota_hard', (o).quota_hard) ELSE '{}' END
+            || CASE WHEN (o).quota_used IS DISTINCT FROM (n).quota_used THEN jsonb_build_object('quota_used', (o).quota_used) ELSE '{}' END
+            || CASE WHEN (o).quota_scoped_hard IS DISTINCT FROM (n).quota_scoped_hard THEN jsonb_build_object('quota_scoped_hard', (o).quota_scoped_hard) ELSE '{}' END
+            || CASE WHEN (o).quota_scoped_used IS DISTINCT FROM (n).quota_scoped_used THEN jsonb_build_object('quota_scoped_used', (o).quota_scoped_used) ELSE '{}' END
         FROM ch WHERE ch.old_rv <= start_rv AND ch.new_rv > start_rv
         RETURNING 1
     )
@@ -923,6 +954,53 @@ BEGIN
     PERFORM pg_notify('registry_change', NEW.resource_version::text);
     RETURN NULL;
 END $$;
+
+--
+-- Name: registry_quantity(text); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.registry_quantity(q text) RETURNS numeric
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $_$
+    SELECT trim_scale(substring(q FROM '^[+-]?[0-9]*\.?[0-9]+')::numeric * CASE substring(q FROM '^[+-]?[0-9]*\.?[0-9]+(.*)$')
+        WHEN '' THEN 1 WHEN 'n' THEN 0.000000001 WHEN 'u' THEN 0.000001 WHEN 'm' THEN 0.001
+        WHEN 'k' THEN 1000 WHEN 'M' THEN 1000000 WHEN 'G' THEN 1000000000 WHEN 'T' THEN 1000000000000
+        WHEN 'P' THEN 1000000000000000 WHEN 'E' THEN 1000000000000000000
+        WHEN 'Ki' THEN 1024 WHEN 'Mi' THEN 1048576 WHEN 'Gi' THEN 1073741824 WHEN 'Ti' THEN 1099511627776
+        WHEN 'Pi' THEN 1125899906842624 WHEN 'Ei' THEN 1152921504606846976
+        ELSE ('1e' || substring(q FROM '^[+-]?[0-9]*\.?[0-9]+[eE]([+-]?[0-9]+)$'))::numeric END)
+$_$;
+
+--
+-- Name: registry_quota_commitment(jsonb); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.registry_quota_commitment(quotas jsonb) RETURNS TABLE(map text, resource text, amount numeric)
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$
+    WITH e AS (
+        SELECT DISTINCT ON (q.ord, r.resource) q.ord, q.value->>'name' AS quota,
+            coalesce(jsonb_array_length(CASE jsonb_typeof(q.value->'scopes') WHEN 'array' THEN q.value->'scopes' END), 0) > 0 AS scoped,
+            r.resource, r.hard, coalesce(registry_quantity(q.value->'used'->>h.key), 0) AS used
+        FROM jsonb_array_elements(quotas) WITH ORDINALITY AS q(value, ord)
+        CROSS JOIN LATERAL jsonb_each_text(CASE jsonb_typeof(q.value->'hard') WHEN 'object' THEN q.value->'hard' ELSE '{}' END) AS h
+        CROSS JOIN LATERAL (SELECT CASE WHEN h.key IN ('cpu', 'memory', 'ephemeral-storage') THEN 'requests.' || h.key ELSE h.key END AS resource,
+            registry_quantity(h.value) AS hard) r
+        WHERE r.hard IS NOT NULL
+            AND (r.resource = 'pods' OR r.resource LIKE 'limits.%' OR r.resource LIKE 'requests.%' AND r.resource <> 'requests.storage')
+        ORDER BY q.ord, r.resource, r.hard
+    ), n AS (
+        SELECT resource, bool_and(scoped) AS scoped_only,
+            CASE WHEN bool_and(scoped) THEN sum(hard)
+                ELSE (array_agg(hard ORDER BY hard, quota) FILTER (WHERE NOT scoped))[1] END AS hard,
+            CASE WHEN bool_and(scoped) THEN sum(used)
+                ELSE (array_agg(used ORDER BY hard, quota) FILTER (WHERE NOT scoped))[1] END AS used
+        FROM e GROUP BY resource
+    )
+    SELECT CASE WHEN scoped_only THEN 'scoped_hard' ELSE 'hard' END, resource, hard FROM n
+    UNION ALL
+    SELECT CASE WHEN scoped_only THEN 'scoped_used' ELSE 'used' END, resource, used FROM n
+$$;
 
 --
 -- Name: registry_take_ticket(); Type: FUNCTION; Schema: public; Owner: -
@@ -1116,7 +1194,11 @@ CREATE TABLE public.cluster_capacity (
     devices_nodes jsonb DEFAULT '{}'::jsonb NOT NULL,
     member_apis jsonb DEFAULT '{}'::jsonb NOT NULL,
     usage_observed_at timestamp with time zone,
-    complete_as_of timestamp with time zone
+    complete_as_of timestamp with time zone,
+    quota_hard jsonb DEFAULT '{}'::jsonb NOT NULL,
+    quota_used jsonb DEFAULT '{}'::jsonb NOT NULL,
+    quota_scoped_hard jsonb DEFAULT '{}'::jsonb NOT NULL,
+    quota_scoped_used jsonb DEFAULT '{}'::jsonb NOT NULL
 );
 
 --
@@ -1225,7 +1307,8 @@ CREATE TABLE public.cluster_resource_quota (
     namespace text NOT NULL COLLATE pg_catalog."C",
     name text NOT NULL COLLATE pg_catalog."C",
     hard jsonb DEFAULT '{}'::jsonb NOT NULL,
-    used jsonb DEFAULT '{}'::jsonb NOT NULL
+    used jsonb DEFAULT '{}'::jsonb NOT NULL,
+    scopes jsonb
 );
 
 --

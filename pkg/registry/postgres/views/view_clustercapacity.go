@@ -85,6 +85,10 @@ func clusterCapacityColumns() []Column[store.ClusterCapacity] {
 		Column[store.ClusterCapacity]{name: "complete_as_of", target: func(c *store.ClusterCapacity) any { return nullable(&c.CompleteAsOf) }},
 		Column[store.ClusterCapacity]{name: "member_apis", target: func(c *store.ClusterCapacity) any { return memberAPIs{c} }},
 		otherCol("devices_nodes", func(c *store.ClusterCapacity) *map[string]int64 { return &memberDevices(c).Nodes }),
+		decimalCol("quota_hard", func(c *store.ClusterCapacity) *map[string]string { return &c.Committed.Hard }),
+		decimalCol("quota_used", func(c *store.ClusterCapacity) *map[string]string { return &c.Committed.Used }),
+		decimalCol("quota_scoped_hard", func(c *store.ClusterCapacity) *map[string]string { return &c.Committed.ScopedHard }),
+		decimalCol("quota_scoped_used", func(c *store.ClusterCapacity) *map[string]string { return &c.Committed.ScopedUsed }),
 	), deviceCols("devices", func(c *store.ClusterCapacity) *map[string]store.DeviceCount { return &memberDevices(c).Drivers })...)
 }
 

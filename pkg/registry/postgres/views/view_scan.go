@@ -116,6 +116,41 @@ func otherCol[R any](name string, target func(*R) *map[string]int64) Column[R] {
 	return Column[R]{name: name, target: func(r *R) any { return amounts{target(r)} }}
 }
 
+// decimals scans a jsonb object of numbers that need not be whole (the
+// committed quota, in base units: 0.5 cores) into their decimal texts by
+// key; nil for NULL (a change-log entry from before the column) or {}.
+type decimals struct{ into *map[string]string }
+
+// Scan implements sql.Scanner.
+func (d decimals) Scan(src any) error {
+	raw, err := jsonbBytes(src, "decimal amounts")
+	if err != nil || raw == nil {
+		*d.into = nil
+		return err
+	}
+	var m map[string]json.Number
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if err := dec.Decode(&m); err != nil {
+		return fmt.Errorf("decimal amounts: %w", err)
+	}
+	if len(m) == 0 {
+		*d.into = nil
+		return nil
+	}
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[k] = v.String()
+	}
+	*d.into = out
+	return nil
+}
+
+// decimalCol declares a jsonb column of decimal amounts (decimals).
+func decimalCol[R any](name string, target func(*R) *map[string]string) Column[R] {
+	return Column[R]{name: name, target: func(r *R) any { return decimals{target(r)} }}
+}
+
 // deviceCounts scans one of a node's or member's device columns
 // (devices_total, devices_allocated: counts per driver) into the counts per
 // driver; the two columns fill the same map, in either order.

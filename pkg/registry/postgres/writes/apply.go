@@ -436,6 +436,9 @@ type quotaRow struct {
 	Name      string          `json:"name"`
 	Hard      json.RawMessage `json:"hard"`
 	Used      json.RawMessage `json:"used"`
+	// Scopes is never null: a NULL row was written by a release before
+	// migration 030, which did not know them (cluster_cursor.sql).
+	Scopes json.RawMessage `json:"scopes"`
 }
 
 func (a *applier) upsertQuotas() error {
@@ -448,7 +451,8 @@ func (a *applier) upsertQuotas() error {
 		if err := CheckText("resource quota", q.Namespace, q.Name); err != nil {
 			return fmt.Errorf("upsert quotas: %w", err)
 		}
-		rows[i] = quotaRow{Namespace: q.Namespace, Name: q.Name, Hard: views.RawJSON(q.Hard, "{}"), Used: views.RawJSON(q.Used, "{}")}
+		rows[i] = quotaRow{Namespace: q.Namespace, Name: q.Name, Hard: views.RawJSON(q.Hard, "{}"), Used: views.RawJSON(q.Used, "{}"),
+			Scopes: views.RawJSON(q.Scopes, "[]")}
 	}
 	param, err := JSONRows(rows)
 	if err != nil {

@@ -32,7 +32,10 @@ WITH written AS (
 	GROUP BY cluster_id, name
 ), quotas AS (
 	SELECT t.cluster_id, t.name,
-		coalesce(jsonb_agg(jsonb_build_object('name', q.name, 'hard', q.hard, 'used', q.used) ORDER BY q.name)
+		-- scopes only for a quota that has some (migration 030), so a
+		-- namespace's quotas without scopes read as before
+		coalesce(jsonb_agg(jsonb_build_object('name', q.name, 'hard', q.hard, 'used', q.used)
+			|| CASE WHEN q.scopes <> '[]' THEN jsonb_build_object('scopes', q.scopes) ELSE '{}' END ORDER BY q.name)
 			FILTER (WHERE q.name IS NOT NULL), '[]'::jsonb) AS quotas
 	FROM t LEFT JOIN cluster_resource_quota q ON q.cluster_id = t.cluster_id AND q.namespace = t.name
 	GROUP BY t.cluster_id, t.name
