@@ -1,8 +1,10 @@
 package schema_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -70,7 +72,16 @@ func TestSchemaUpgradeFromReleaseBeforeSources(t *testing.T) {
 		Claims:     []store.ResourceClaim{claim("a", "train", "n1", "gpu-0", "gpu-1")},
 		Cursors:    map[store.Resource]string{store.ResourceNodes: "17", store.ResourcePods: "42"},
 	}
+	// This binary's writer records quotas' scopes (migration 030), which
+	// the release before had no column for: one stands in while the batch
+	// is written, and goes before the upgrade.
+	if _, err := conn.Exec(ctx, `ALTER TABLE cluster_resource_quota ADD COLUMN scopes jsonb`); err != nil {
+		t.Fatal(err)
+	}
 	mustApply(t, s, ctx, batch)
+	if _, err := conn.Exec(ctx, `ALTER TABLE cluster_resource_quota DROP COLUMN scopes`); err != nil {
+		t.Fatal(err)
+	}
 	now := time.Now().UTC().Truncate(time.Second)
 	if _, err := s.RecordNodeMetrics(ctx, fence, []store.NodeMetricsSample{
 		{ClusterID: "c", Node: "n1", CPUNanoCores: 1.5e9, MemoryBytes: 3 << 30, ObservedAt: now.Add(-time.Minute)},
@@ -115,6 +126,21 @@ func TestSchemaUpgradeFromReleaseBeforeSources(t *testing.T) {
 		t.Errorf("schema_migrations's rows before the upgrade are not all kept:\nbefore %s\nafter  %s", migrationsBefore, migrationsAfter)
 	}
 	delete(after, "schema_migrations")
+	// Migration 030 adds columns and backfills the committed quota: the
+	// member's ClusterCapacity row changes at a new version, logged and
+	// published; every other value stays.
+	committed := after["cluster_capacity"]
+	if !strings.Contains(committed, `"quota_hard": {"requests.cpu": 2}`) || !strings.Contains(committed, `"quota_used": {"requests.cpu": 0.6}`) {
+		t.Errorf("ClusterCapacity after migration 030's backfill: %s; want quota_hard requests.cpu 2, quota_used 0.6", committed)
+	}
+	for table, keys := range map[string][]string{
+		"cluster_capacity":       {"quota_hard", "quota_used", "quota_scoped_hard", "quota_scoped_used", "resource_version"},
+		"cluster_resource_quota": {"scopes"},
+		"registry_state":         {"resource_version"},
+	} {
+		before[table], after[table] = withoutKeys(t, before[table], keys...), withoutKeys(t, after[table], keys...)
+	}
+	after["registry_change"] = entriesThrough(t, after["registry_change"], version)
 	for table, rows := range before {
 		if after[table] != rows {
 			t.Errorf("%s's rows changed in the upgrade:\nbefore %s\nafter  %s", table, rows, after[table])
@@ -166,6 +192,52 @@ func tableRows(t *testing.T, b testBundle) map[string]string {
 		out[table] = j
 	}
 	return out
+}
+
+// withoutKeys is rows (tableRows' JSON of a table) without the keys named,
+// in a stable order.
+func withoutKeys(t *testing.T, rows string, keys ...string) string {
+	t.Helper()
+	var objs []map[string]any
+	if err := json.Unmarshal([]byte(rows), &objs); err != nil {
+		t.Fatal(err)
+	}
+	out := make([]string, len(objs))
+	for i, o := range objs {
+		for _, k := range keys {
+			delete(o, k)
+		}
+		b, err := json.Marshal(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[i] = string(b)
+	}
+	slices.Sort(out)
+	return "[" + strings.Join(out, ", ") + "]"
+}
+
+// entriesThrough is rows (tableRows' JSON of registry_change) without the
+// entries above version, as tableRows has it.
+func entriesThrough(t *testing.T, rows string, version int64) string {
+	t.Helper()
+	var objs []json.RawMessage
+	if err := json.Unmarshal([]byte(rows), &objs); err != nil {
+		t.Fatal(err)
+	}
+	var kept []string
+	for _, o := range objs {
+		var e struct {
+			ResourceVersion int64 `json:"resource_version"`
+		}
+		if err := json.Unmarshal(o, &e); err != nil {
+			t.Fatal(err)
+		}
+		if e.ResourceVersion <= version {
+			kept = append(kept, string(o))
+		}
+	}
+	return "[" + strings.Join(kept, ", ") + "]"
 }
 
 // dumpSchema is schema.DumpSchema of the test's database. schema.sql is
