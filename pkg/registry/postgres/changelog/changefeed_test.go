@@ -44,8 +44,11 @@ func TestChangeFeed(t *testing.T) {
 		{name: "pod added (aggregates only)", write: func() error {
 			return s.Apply(ctx, store.Batch{ClusterID: c, Pods: []store.Pod{pgtesting.Pod("b", "p2", "n2", 250, 1<<20)}})
 		}, want: []string{"MODIFIED node/prod-1/n2", "MODIFIED ns/prod-1/b", "MODIFIED cc/prod-1/prod-1"}},
-		{name: "quota used (aggregates only)", write: func() error {
+		{name: "quota used (aggregates only; the member's committed quota moves)", write: func() error {
 			return s.Apply(ctx, store.Batch{ClusterID: c, Quotas: []store.Quota{{Namespace: "a", Name: "q", Hard: map[string]string{"pods": "10"}, Used: map[string]string{"pods": "1"}}}})
+		}, want: []string{"MODIFIED ns/prod-1/a", "MODIFIED cc/prod-1/prod-1"}},
+		{name: "quota of objects (aggregates only; nothing committed on pods)", write: func() error {
+			return s.Apply(ctx, store.Batch{ClusterID: c, Quotas: []store.Quota{{Namespace: "a", Name: "objects", Hard: map[string]string{"count/configmaps": "10"}}}})
 		}, want: []string{"MODIFIED ns/prod-1/a"}},
 		{name: "metrics sample", write: func() error {
 			_, err := s.RecordNodeMetrics(ctx, store.Fence{ClusterID: c}, []store.NodeMetricsSample{sample}, registrytest.ReportEvery)

@@ -34,7 +34,7 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
             registry_quantity(h.value) AS hard) r
         WHERE r.hard IS NOT NULL
             AND (r.resource = 'pods' OR r.resource LIKE 'limits.%' OR r.resource LIKE 'requests.%' AND r.resource <> 'requests.storage')
-        ORDER BY q.ord, r.resource, r.hard
+        ORDER BY q.ord, r.resource, r.hard, h.key
     ), n AS (
         SELECT resource, bool_and(scoped) AS scoped_only,
             CASE WHEN bool_and(scoped) THEN sum(hard)
