@@ -240,9 +240,9 @@ func decimalQuantities(in map[string]string) map[string]resource.Quantity {
 			continue
 		}
 		if r := LimitedResource(name); r == "memory" || r == "ephemeral-storage" || strings.HasPrefix(r, "hugepages-") {
-			q.Format = resource.BinarySI
+			q = *resource.NewDecimalQuantity(*q.AsDec(), resource.BinarySI)
 		}
-		out[name] = resource.MustParse(q.String()) // canonical, so a watcher's copy equals a fresh read's
+		out[name] = q
 	}
 	return out
 }
