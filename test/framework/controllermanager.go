@@ -37,6 +37,8 @@ func (cp *ControlPlane) startControllerManager(ctx context.Context) error {
 		// must compute, and nodes whose not-ready taint (added at creation)
 		// the node lifecycle controller lifts once kwok reports them Ready.
 		controllers = append(slices.Clone(controllers), "resourcequota-controller", "node-lifecycle-controller")
+	} else if cp.opts.StartQuotaController {
+		controllers = append(slices.Clone(controllers), "resourcequota-controller")
 	}
 	p := cp.pki
 	args := append(cp.componentServingArgs(port, p.componentServing),

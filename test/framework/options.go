@@ -49,6 +49,12 @@ type Options struct {
 	// deletion (and garbage collection) needs.
 	StartControllerManager bool
 
+	// StartQuotaController adds the resourcequota controller to
+	// kube-controller-manager (with StartControllerManager), which fills
+	// ResourceQuotas' status as a real cluster's does (StartSimulator adds
+	// it too).
+	StartQuotaController bool
+
 	// StartScheduler starts kube-scheduler with its default profile, so
 	// pods without spec.nodeName are placed as in a real cluster (on kwok's
 	// nodes with StartSimulator).

@@ -33,7 +33,8 @@ func TestClusterCapacityCommittedQuota(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, framework.Options{
 		PlatformAPIServerBinary: os.Getenv("PLATFORM_APISERVER_BINARY"),
-		StartControllerManager:  true, // the quota controller fills the quotas' status
+		StartControllerManager:  true,
+		StartQuotaController:    true, // fills the quotas' status, as in a real cluster
 		ExtraPlatformArgs:       []string{"--cluster-id=local", "--kubeconfig=kubeconfig", "--discovery-batch-delay=50ms"},
 	})
 	ctx := t.Context()
@@ -89,9 +90,18 @@ func TestClusterCapacityCommittedQuota(t *testing.T) {
 	// A pod in quota-a: its requests show as used (quota admission and the
 	// quota controller record them in the quotas' status).
 	create(t, e.kube.CoreV1().Pods("quota-a").Create, testPod("quota-a", "p1", "quota-1", "500m", "256Mi"))
-	eventually(t, "the pod's requests used", mirrorTimeout, committed(func(c *v1alpha1.QuotaCommitment) bool {
+	usedCommitted := committed(func(c *v1alpha1.QuotaCommitment) bool {
 		return amount(c.Used, "requests.cpu") == "500m" && amount(c.Used, "requests.memory") == "256Mi" && amount(c.Used, "pods") == "1"
-	}))
+	})
+	eventually(t, "the pod's requests used", mirrorTimeout, func(ctx context.Context) (bool, string) {
+		ok, seen := usedCommitted(ctx)
+		if !ok {
+			member, _, _ := e.cp.Kubectl(ctx, "get", "resourcequota", "-n", "quota-a", "-o", "yaml")
+			mirror, _, _ := e.cp.Kubectl(ctx, "get", "clusternamespace", "local", "-n", "quota-a", "-o", "yaml")
+			seen += "\nthe member's quotas:\n" + member + "\ntheir mirror:\n" + mirror
+		}
+		return ok, seen
+	})
 	rec.check(t, e, 3)
 
 	// One quota's hard edited on the member: the sum moves in one event.
@@ -227,7 +237,12 @@ func (rec *quotaRecorder) checkedThrough(t *testing.T, e *env) int64 {
 		}
 		n, c := rec.replay(rec.snapshot(), nil)
 		through, _ = registry.ParseResourceVersion(ccs.ResourceVersion)
-		return sameVersions(n, nss.Items) && sameVersions(c, ccs.Items),
+		same := len(n) == len(nss.Items) // keyed by namespace/name: every ClusterNamespace is named for its member
+		for _, ns := range nss.Items {
+			r, ok := n[ns.Namespace+"/"+ns.Name]
+			same = same && ok && r.ResourceVersion == ns.ResourceVersion
+		}
+		return same && sameVersions(c, ccs.Items),
 			fmt.Sprintf("replayed %d namespaces and %d capacities, listed %d and %d", len(n), len(c), len(nss.Items), len(ccs.Items))
 	})
 	return through
@@ -270,6 +285,7 @@ func (rec *quotaRecorder) check(t *testing.T, e *env, atLeast int) {
 	if checked < atLeast {
 		t.Errorf("checked the committed quota at %d ClusterCapacity versions, want at least %d", checked, atLeast)
 	}
+	t.Logf("the committed quota equals the rule over the ClusterNamespaces at each of %d ClusterCapacity versions", checked)
 }
 
 // replay applies the lists and then the events in resourceVersion order,
