@@ -17,9 +17,9 @@ import (
 )
 
 // previousRelease is the commit of the release before this one: the last
-// one landed before the migrations this release adds (029). Move it to the
+// one landed before the migrations this release adds (030). Move it to the
 // last landed commit whenever a release adds a migration.
-const previousRelease = "5266e524e7db664cca45d40a4eebf4603a5e64dc"
+const previousRelease = "28910c797947c39803b3c8457728add19d571e6d"
 
 // TestRollingUpgradeSideBySide: the previous release mirrors a member and
 // serves informers of every kind; a replica of this release starts beside
