@@ -10,6 +10,9 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/example/platform-apiserver/pkg/generated/informers/externalversions"
@@ -68,6 +71,23 @@ func TestRollingUpgradeSideBySide(t *testing.T) {
 			t.Fatalf("the %s informer never synced", kind)
 		}
 	}
+	// Quotas the previous release mirrors without their scopes (migration
+	// 030): this release counts the scoped one apart once it has relisted
+	// them (docs/clustercapacity.md, "Committed quota").
+	create(t, e.kube.CoreV1().Namespaces().Create, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "upgrade-quotas"}})
+	for _, rq := range []*corev1.ResourceQuota{
+		{ObjectMeta: metav1.ObjectMeta{Namespace: "upgrade-quotas", Name: "all"},
+			Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{"requests.memory": resource.MustParse("2Gi")}}},
+		{ObjectMeta: metav1.ObjectMeta{Namespace: "upgrade-quotas", Name: "not-best-effort"},
+			Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{"requests.cpu": resource.MustParse("3")},
+				Scopes: []corev1.ResourceQuotaScope{corev1.ResourceQuotaScopeNotBestEffort}}},
+	} {
+		create(t, e.kube.CoreV1().ResourceQuotas("upgrade-quotas").Create, rq)
+	}
+	eventually(t, "the quotas on the previous release's mirror", mirrorTimeout, func(ctx context.Context) (bool, string) {
+		got := e.jsonpath(ctx, `{.status.quotas[*].name}`, "get", "clusternamespace", "local", "-n", "upgrade-quotas")
+		return got == "all not-best-effort", got
+	})
 	stopWrites := e.createNodesEverySecond(t, "upgrade")
 
 	replica, err := e.cp.StartPlatformReplicaOf(ctx, "platform-apiserver-new", current)
@@ -102,6 +122,19 @@ func TestRollingUpgradeSideBySide(t *testing.T) {
 	eventually(t, "the mirror after the upgrade", 2*mirrorTimeout, func(ctx context.Context) (bool, string) {
 		d := e.mirrorDiff(ctx, "local")
 		return d == "", d
+	})
+	eventually(t, "the committed quota, the scoped quota apart", mirrorTimeout, func(ctx context.Context) (bool, string) {
+		cc, err := e.platform.PlatformV1alpha1().ClusterCapacities().Get(ctx, "local", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		c := cc.Status.Committed
+		if c == nil {
+			return false, "no committed quota"
+		}
+		mem, cpu := c.Hard["requests.memory"], c.ScopedHard["requests.cpu"]
+		_, unscopedCPU := c.Hard["requests.cpu"]
+		return mem.String() == "2Gi" && cpu.String() == "3" && !unscopedCPU, fmt.Sprintf("%+v", c)
 	})
 	eventually(t, "every informer equal to a fresh list", mirrorTimeout, func(ctx context.Context) (bool, string) {
 		var diffs []string
