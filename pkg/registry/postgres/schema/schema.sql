@@ -56,12 +56,12 @@ CREATE FUNCTION public.cluster_capacity_add_namespaces(added public.cluster_name
             coalesce(jsonb_object_agg(resource, v) FILTER (WHERE map = 'scoped_hard'), '{}') AS quota_scoped_hard,
             coalesce(jsonb_object_agg(resource, v) FILTER (WHERE map = 'scoped_used'), '{}') AS quota_scoped_used
         FROM (
-            SELECT x.cluster_id, k.map, k.resource, sum(x.s * k.amount) AS v
+            SELECT k.member AS cluster_id, k.map, k.resource, k.amount AS v
             FROM (
-                SELECT cluster_id, name, quotas, sum(s) AS s FROM r WHERE quotas <> '[]'
-                GROUP BY 1, 2, 3 HAVING sum(s) <> 0
-            ) x CROSS JOIN LATERAL registry_quota_commitment(x.quotas) AS k
-            GROUP BY 1, 2, 3 HAVING sum(x.s * k.amount) <> 0
+                SELECT array_agg(cluster_id) AS members, array_agg(s) AS signs, array_agg(quotas) AS quotas FROM (
+                    SELECT cluster_id, name, quotas, sum(s)::int AS s FROM r WHERE quotas <> '[]'
+                    GROUP BY 1, 2, 3 HAVING sum(s) <> 0) x
+            ) x CROSS JOIN LATERAL registry_quota_commitment(x.members, x.signs, x.quotas) AS k
         ) c GROUP BY cluster_id
     ), d AS (
         SELECT counts.*, coalesce(q.quota_hard, '{}') AS quota_hard, coalesce(q.quota_used, '{}') AS quota_used,
@@ -962,44 +962,53 @@ END $$;
 CREATE FUNCTION public.registry_quantity(q text) RETURNS numeric
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
     AS $_$
-    SELECT trim_scale(substring(q FROM '^[+-]?[0-9]*\.?[0-9]+')::numeric * CASE substring(q FROM '^[+-]?[0-9]*\.?[0-9]+(.*)$')
-        WHEN '' THEN 1 WHEN 'n' THEN 0.000000001 WHEN 'u' THEN 0.000001 WHEN 'm' THEN 0.001
-        WHEN 'k' THEN 1000 WHEN 'M' THEN 1000000 WHEN 'G' THEN 1000000000 WHEN 'T' THEN 1000000000000
-        WHEN 'P' THEN 1000000000000000 WHEN 'E' THEN 1000000000000000000
-        WHEN 'Ki' THEN 1024 WHEN 'Mi' THEN 1048576 WHEN 'Gi' THEN 1073741824 WHEN 'Ti' THEN 1099511627776
-        WHEN 'Pi' THEN 1125899906842624 WHEN 'Ei' THEN 1152921504606846976
-        ELSE ('1e' || substring(q FROM '^[+-]?[0-9]*\.?[0-9]+[eE]([+-]?[0-9]+)$'))::numeric END)
+    SELECT CASE WHEN q ~ '^[+-]?[0-9]*\.?[0-9]+([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$' THEN trim_scale(CASE translate(q, '0123456789.+-', '')
+        WHEN '' THEN q::numeric
+        WHEN 'n' THEN left(q, -1)::numeric * 0.000000001 WHEN 'u' THEN left(q, -1)::numeric * 0.000001
+        WHEN 'm' THEN left(q, -1)::numeric * 0.001 WHEN 'k' THEN left(q, -1)::numeric * 1000
+        WHEN 'M' THEN left(q, -1)::numeric * 1000000 WHEN 'G' THEN left(q, -1)::numeric * 1000000000
+        WHEN 'T' THEN left(q, -1)::numeric * 1000000000000 WHEN 'P' THEN left(q, -1)::numeric * 1000000000000000
+        WHEN 'Ki' THEN left(q, -2)::numeric * 1024 WHEN 'Mi' THEN left(q, -2)::numeric * 1048576
+        WHEN 'Gi' THEN left(q, -2)::numeric * 1073741824 WHEN 'Ti' THEN left(q, -2)::numeric * 1099511627776
+        WHEN 'Pi' THEN left(q, -2)::numeric * 1125899906842624 WHEN 'Ei' THEN left(q, -2)::numeric * 1152921504606846976
+        -- E: the exa suffix ("2E"), or an exponent ("2E3"), as e is
+        WHEN 'E' THEN CASE WHEN right(q, 1) = 'E' THEN left(q, -1)::numeric * 1000000000000000000 ELSE q::numeric END
+        ELSE q::numeric END) END
 $_$;
 
 --
--- Name: registry_quota_commitment(jsonb); Type: FUNCTION; Schema: public; Owner: -
+-- Name: registry_quota_commitment(text[], integer[], jsonb[]); Type: FUNCTION; Schema: public; Owner: -
 --
 
-CREATE FUNCTION public.registry_quota_commitment(quotas jsonb) RETURNS TABLE(map text, resource text, amount numeric)
+CREATE FUNCTION public.registry_quota_commitment(members text[], signs integer[], quotas jsonb[]) RETURNS TABLE(member text, map text, resource text, amount numeric)
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
     AS $$
-    WITH e AS (
-        SELECT DISTINCT ON (q.ord, r.resource) q.ord, q.value->>'name' AS quota,
+    WITH k AS MATERIALIZED (
+        SELECT n.i, n.m, n.s, q.ord, q.value->>'name' AS quota,
             coalesce(jsonb_array_length(CASE jsonb_typeof(q.value->'scopes') WHEN 'array' THEN q.value->'scopes' END), 0) > 0 AS scoped,
-            r.resource, r.hard, coalesce(registry_quantity(q.value->'used'->>h.key), 0) AS used
-        FROM jsonb_array_elements(quotas) WITH ORDINALITY AS q(value, ord)
+            h.key, CASE WHEN h.key IN ('cpu', 'memory', 'ephemeral-storage') THEN 'requests.' || h.key ELSE h.key END AS res,
+            registry_quantity(h.value) AS hard, q.value->'used'->>h.key AS used
+        FROM unnest(members, signs, quotas) WITH ORDINALITY AS n(m, s, quotas, i)
+        CROSS JOIN LATERAL jsonb_array_elements(CASE jsonb_typeof(n.quotas) WHEN 'array' THEN n.quotas ELSE '[]' END) WITH ORDINALITY AS q(value, ord)
         CROSS JOIN LATERAL jsonb_each_text(CASE jsonb_typeof(q.value->'hard') WHEN 'object' THEN q.value->'hard' ELSE '{}' END) AS h
-        CROSS JOIN LATERAL (SELECT CASE WHEN h.key IN ('cpu', 'memory', 'ephemeral-storage') THEN 'requests.' || h.key ELSE h.key END AS resource,
-            registry_quantity(h.value) AS hard) r
-        WHERE r.hard IS NOT NULL
-            AND (r.resource = 'pods' OR r.resource LIKE 'limits.%' OR r.resource LIKE 'requests.%' AND r.resource <> 'requests.storage')
-        ORDER BY q.ord, r.resource, r.hard, h.key
-    ), n AS (
-        SELECT resource, bool_and(scoped) AS scoped_only,
-            CASE WHEN bool_and(scoped) THEN sum(hard)
-                ELSE (array_agg(hard ORDER BY hard, quota) FILTER (WHERE NOT scoped))[1] END AS hard,
-            CASE WHEN bool_and(scoped) THEN sum(used)
-                ELSE (array_agg(used ORDER BY hard, quota) FILTER (WHERE NOT scoped))[1] END AS used
-        FROM e GROUP BY resource
+        WHERE h.key IN ('cpu', 'memory', 'ephemeral-storage', 'pods') OR h.key LIKE 'limits.%'
+            OR h.key LIKE 'requests.%' AND h.key <> 'requests.storage'
+    ), e AS (
+        -- per quota and resource: the least hard (cpu and requests.cpu are one), and its used
+        SELECT DISTINCT ON (i, ord, res) i, m, s, quota, scoped, res, hard, coalesce(registry_quantity(used), 0) AS used
+        FROM k WHERE hard IS NOT NULL ORDER BY i, ord, res, hard, key
+    ), u AS (
+        -- per namespace row and resource: the least hard without scopes, the first quota by name among equals
+        SELECT DISTINCT ON (i, res) i, m, s, res, hard, used FROM e WHERE NOT scoped ORDER BY i, res, hard, quota
+    ), a AS (
+        SELECT m, 'hard' AS map, res, s * hard AS amount FROM u
+        UNION ALL SELECT m, 'used', res, s * used FROM u
+        UNION ALL SELECT m, 'scoped_hard', res, s * hard FROM e
+            WHERE scoped AND NOT EXISTS (SELECT 1 FROM u WHERE u.i = e.i AND u.res = e.res)
+        UNION ALL SELECT m, 'scoped_used', res, s * used FROM e
+            WHERE scoped AND NOT EXISTS (SELECT 1 FROM u WHERE u.i = e.i AND u.res = e.res)
     )
-    SELECT CASE WHEN scoped_only THEN 'scoped_hard' ELSE 'hard' END, resource, hard FROM n
-    UNION ALL
-    SELECT CASE WHEN scoped_only THEN 'scoped_used' ELSE 'used' END, resource, used FROM n
+    SELECT m, map, res, sum(amount) FROM a GROUP BY 1, 2, 3 HAVING sum(amount) <> 0
 $$;
 
 --

@@ -9,7 +9,8 @@
 -- quota_scoped_hard and quota_scoped_used sum registry_quota_commitment
 -- over the member's namespaces. Only the rows whose quotas change are read:
 -- an updated row whose old and new quotas agree cancels out before the
--- quotas are parsed, so a pod count's change costs a grouping, no parse.
+-- quotas are parsed, so a pod count's change costs a grouping, no parse;
+-- the others are read in one call (BenchmarkApplyQuotas).
 CREATE OR REPLACE FUNCTION cluster_capacity_add_namespaces(added cluster_namespace[], removed cluster_namespace[]) RETURNS void LANGUAGE plpgsql SET jit = off SET plan_cache_mode = force_generic_plan AS $$BEGIN
 
     WITH r AS (
@@ -27,12 +28,12 @@ CREATE OR REPLACE FUNCTION cluster_capacity_add_namespaces(added cluster_namespa
             coalesce(jsonb_object_agg(resource, v) FILTER (WHERE map = 'scoped_hard'), '{}') AS quota_scoped_hard,
             coalesce(jsonb_object_agg(resource, v) FILTER (WHERE map = 'scoped_used'), '{}') AS quota_scoped_used
         FROM (
-            SELECT x.cluster_id, k.map, k.resource, sum(x.s * k.amount) AS v
+            SELECT k.member AS cluster_id, k.map, k.resource, k.amount AS v
             FROM (
-                SELECT cluster_id, name, quotas, sum(s) AS s FROM r WHERE quotas <> '[]'
-                GROUP BY 1, 2, 3 HAVING sum(s) <> 0
-            ) x CROSS JOIN LATERAL registry_quota_commitment(x.quotas) AS k
-            GROUP BY 1, 2, 3 HAVING sum(x.s * k.amount) <> 0
+                SELECT array_agg(cluster_id) AS members, array_agg(s) AS signs, array_agg(quotas) AS quotas FROM (
+                    SELECT cluster_id, name, quotas, sum(s)::int AS s FROM r WHERE quotas <> '[]'
+                    GROUP BY 1, 2, 3 HAVING sum(s) <> 0) x
+            ) x CROSS JOIN LATERAL registry_quota_commitment(x.members, x.signs, x.quotas) AS k
         ) c GROUP BY cluster_id
     ), d AS (
         SELECT counts.*, coalesce(q.quota_hard, '{}') AS quota_hard, coalesce(q.quota_used, '{}') AS quota_used,

@@ -5,7 +5,7 @@ ALTER TABLE cluster_capacity
     DROP COLUMN quota_scoped_used;
 SELECT registry_define_log_update('cluster_capacity', 'ClusterCapacity');
 ALTER TABLE cluster_resource_quota DROP COLUMN scopes;
-DROP FUNCTION IF EXISTS registry_quota_commitment(jsonb);
+DROP FUNCTION IF EXISTS registry_quota_commitment(text[], int[], jsonb[]);
 DROP FUNCTION IF EXISTS registry_quantity(text);
 
 -- cluster_capacity_add_namespaces as release 029 had it (its file then).

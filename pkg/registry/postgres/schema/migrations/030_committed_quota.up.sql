@@ -36,10 +36,10 @@ DO $$BEGIN
                 coalesce(jsonb_object_agg(resource, v) FILTER (WHERE map = 'scoped_hard'), '{}') AS quota_scoped_hard,
                 coalesce(jsonb_object_agg(resource, v) FILTER (WHERE map = 'scoped_used'), '{}') AS quota_scoped_used
             FROM (
-                SELECT n.cluster_id, k.map, k.resource, sum(k.amount) AS v
-                FROM cluster_namespace n CROSS JOIN LATERAL registry_quota_commitment(n.quotas) AS k
-                WHERE n.quotas <> '[]'
-                GROUP BY 1, 2, 3 HAVING sum(k.amount) <> 0
+                SELECT k.member AS cluster_id, k.map, k.resource, k.amount AS v
+                FROM (SELECT array_agg(cluster_id) AS members, array_agg(1) AS signs, array_agg(quotas) AS quotas
+                    FROM cluster_namespace WHERE quotas <> '[]') n
+                CROSS JOIN LATERAL registry_quota_commitment(n.members, n.signs, n.quotas) AS k
             ) x GROUP BY cluster_id
         ) s
         WHERE c.cluster_id = s.cluster_id;
