@@ -37,7 +37,7 @@ func TestNamespaceCommitment(t *testing.T) {
 			want: Commitment{Hard: quantities("requests.cpu", "4", "pods", "10"), Used: quantities("requests.cpu", "1500m", "pods", "2")}},
 		{name: "bare names count as requests",
 			quotas: []Quota{{Name: "q", Hard: quantities("cpu", "2", "memory", "1Gi", "ephemeral-storage", "10Gi"), Used: quantities("cpu", "1")}},
-			want: Commitment{Hard: quantities("requests.cpu", "2", "requests.memory", "1Gi", "requests.ephemeral-storage", "10Gi"), Used: quantities("requests.cpu", "1")}},
+			want:   Commitment{Hard: quantities("requests.cpu", "2", "requests.memory", "1Gi", "requests.ephemeral-storage", "10Gi"), Used: quantities("requests.cpu", "1")}},
 		{name: "cpu and requests.cpu in one quota: the lesser",
 			quotas: []Quota{{Name: "q", Hard: quantities("cpu", "3", "requests.cpu", "2"), Used: quantities("cpu", "1", "requests.cpu", "1")}},
 			want:   Commitment{Hard: quantities("requests.cpu", "2"), Used: quantities("requests.cpu", "1")}},
