@@ -192,6 +192,54 @@ func TestCursors(t *testing.T) {
 	}
 }
 
+// TestClaimRelistsQuotasWithoutScopes: a member with a quota whose scopes
+// are not recorded (NULL: mirrored by a release before migration 030)
+// loses its resourcequotas cursor when claimed, so the new owner relists
+// them; the other cursors stay, and once the scopes are written a claim
+// keeps the cursor.
+func TestClaimRelistsQuotasWithoutScopes(t *testing.T) {
+	t.Parallel()
+	s, b := setup(t, postgres.Options{})
+	ctx := b.Ctx
+	quotas := []store.Quota{{Namespace: "a", Name: "q", Hard: map[string]string{"pods": "3"}, Scopes: []string{"BestEffort"}}}
+	cursors := map[store.Resource]string{store.ResourceResourceQuotas: "50", store.ResourcePods: "60"}
+	mustApply(t, s, ctx, store.Batch{ClusterID: "c", Namespaces: []store.Namespace{namespace("a")}, Quotas: quotas, Cursors: cursors})
+	mustApply(t, s, ctx, store.Batch{ClusterID: "other", Namespaces: []store.Namespace{namespace("a")}, Quotas: quotas, Cursors: cursors})
+	if _, err := b.Connect(t).Exec(ctx, `UPDATE cluster_resource_quota SET scopes = NULL WHERE cluster_id = 'c'`); err != nil {
+		t.Fatal(err)
+	}
+	cursor := func(cluster string, r store.Resource) string {
+		t.Helper()
+		got, err := s.Cursor(ctx, cluster, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	fence, err := s.ClaimMember(ctx, "c", "replica-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cursor("c", store.ResourceResourceQuotas); got != "" {
+		t.Errorf("quotas cursor after a claim with scopes unknown: %q, want none (a relist)", got)
+	}
+	if got, other := cursor("c", store.ResourcePods), cursor("other", store.ResourceResourceQuotas); got != "60" || other != "50" {
+		t.Errorf("pods cursor %q, the other member's quotas cursor %q: want both kept", got, other)
+	}
+	// The relist writes the scopes; the next claim keeps the cursor.
+	mustApply(t, s, ctx, store.Batch{ClusterID: "c", Epoch: fence.Epoch, Quotas: quotas, Replace: []store.Resource{store.ResourceResourceQuotas},
+		Cursors: map[store.Resource]string{store.ResourceResourceQuotas: "70"}})
+	if _, err := s.ClaimMember(ctx, "c", "replica-b"); err != nil {
+		t.Fatal(err)
+	}
+	if got := cursor("c", store.ResourceResourceQuotas); got != "70" {
+		t.Errorf("quotas cursor after the relist and a claim: %q, want 70", got)
+	}
+	if ns := getNamespace(t, s, ctx, "c", "a"); len(ns.Quotas) != 1 || len(ns.Quotas[0].Scopes) != 1 {
+		t.Errorf("namespace a's quotas after the relist: %+v, want its scope", ns.Quotas)
+	}
+}
+
 // TestRemoveMember: a removal deletes the member's rows and cursors, not
 // another member's, and what comes back when it is listed anew starts
 // afresh.

@@ -437,7 +437,7 @@ type quotaRow struct {
 	Hard      json.RawMessage `json:"hard"`
 	Used      json.RawMessage `json:"used"`
 	// Scopes is never null: a NULL row was written by a release before
-	// migration 030, which did not know them (cluster_cursor.sql).
+	// migration 030, which did not know them (cluster_claim_quota_scopes.sql).
 	Scopes json.RawMessage `json:"scopes"`
 }
 

@@ -22,6 +22,7 @@ var (
 	sqlClusters                = statement("cluster_list")
 	sqlMemberIdentity          = statement("cluster_member_identity")
 	sqlDropCursors             = statement("cluster_drop_cursors")
+	sqlClaimQuotaScopes        = statement("cluster_claim_quota_scopes")
 	sqlRecordIdentity          = statement("cluster_record_identity")
 	sqlReconcileMembers        = statement("member_reconcile")
 	sqlRemoveMember            = statement("member_remove")
@@ -43,7 +44,10 @@ func (e *Engine) Cursor(ctx context.Context, clusterID string, r store.Resource)
 // ClaimMember gives the member a fresh epoch from discovery_member_epoch
 // under the member's lock, so it waits for a write in flight and every later
 // write carrying an older epoch fails with store.ErrFenced. A removed member
-// is refused (store.ErrMemberRemoved).
+// is refused (store.ErrMemberRemoved). A member whose quotas' scopes are
+// not all recorded (mirrored before migration 030) loses its resourcequotas
+// cursor in the claim, so its new owner relists them
+// (cluster_claim_quota_scopes.sql).
 func (e *Engine) ClaimMember(ctx context.Context, clusterID, owner string) (store.Fence, error) {
 	var f store.Fence
 	err := pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
@@ -56,6 +60,10 @@ func (e *Engine) ClaimMember(ctx context.Context, clusterID, owner string) (stor
 		if errors.Is(err, pgx.ErrNoRows) {
 			return store.ErrMemberRemoved
 		}
+		if err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, sqlClaimQuotaScopes, clusterID)
 		return err
 	})
 	if err != nil {

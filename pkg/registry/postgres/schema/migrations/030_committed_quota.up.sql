@@ -9,9 +9,10 @@
 -- columns and writes quotas without scopes; its writes keep the sums too,
 -- as the trigger lives in the database. A quota row whose scopes are NULL
 -- (mirrored before this migration, or by the release before beside it)
--- counts as unscoped, and its member's quotas are relisted at the next
--- sync of a replica that knows scopes (writes/sql/cluster_cursor.sql), which
--- writes them: scopes are immutable in Kubernetes, so once is enough.
+-- counts as unscoped, and its member's quotas are relisted when a replica
+-- that knows scopes claims the member (writes/sql/cluster_claim_quota_scopes.sql
+-- drops the quotas' cursor), which writes them: scopes are immutable in
+-- Kubernetes, so once is enough.
 ALTER TABLE cluster_resource_quota ADD COLUMN scopes jsonb;
 ALTER TABLE cluster_capacity
     ADD COLUMN quota_hard        jsonb NOT NULL DEFAULT '{}',
