@@ -22,7 +22,7 @@ import (
 // previousRelease is the commit of the release before this one: the last
 // one landed before the migrations this release adds (030). Move it to the
 // last landed commit whenever a release adds a migration.
-const previousRelease = "28910c797947c39803b3c8457728add19d571e6d"
+const previousRelease = "c7c4f7b1fe986cb5432434f866c4560dce3370b9"
 
 // TestRollingUpgradeSideBySide: the previous release mirrors a member and
 // serves informers of every kind; a replica of this release starts beside
