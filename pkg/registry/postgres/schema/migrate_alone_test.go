@@ -33,14 +33,22 @@ func TestMigrationWithoutTransactionInterrupted(t *testing.T) {
 	if err := schema.MigrateTo(ctx, b.migrationConn(t), changeLogByMember-1); err != nil {
 		t.Fatal(err)
 	}
+	// This binary's claim reads quotas' scopes (migration 030): a column
+	// stands in for it while it claims.
+	conn := b.Connect(t)
+	if _, err := conn.Exec(ctx, `ALTER TABLE cluster_resource_quota ADD COLUMN scopes jsonb`); err != nil {
+		t.Fatal(err)
+	}
 	fence, err := s.ClaimMember(ctx, "c", "replica-a")
 	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, `ALTER TABLE cluster_resource_quota DROP COLUMN scopes`); err != nil {
 		t.Fatal(err)
 	}
 	mustApply(t, s, ctx, store.Batch{ClusterID: "c", Epoch: fence.Epoch, Failovers: fence.Failovers,
 		Nodes: []store.Node{node("n1", 4000, 8<<30)}})
 
-	conn := b.Connect(t)
 	blocker, pid, migrating := migrateCaughtInTheBuild(t, b, conn)
 
 	// Writers go on while it waits.

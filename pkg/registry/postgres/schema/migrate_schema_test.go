@@ -55,7 +55,13 @@ func TestSchemaUpgradeFromReleaseBeforeSources(t *testing.T) {
 		t.Fatalf("before the upgrade: registry_schema_sources %v, %v; want none", sourcesTable, err)
 	}
 
-	// A member with a row in every table its writes reach.
+	// A member with a row in every table its writes reach. This binary's
+	// claim and writer read and write quotas' scopes (migration 030), which
+	// the release before had no column for: one stands in while it claims
+	// and writes, and goes before the upgrade.
+	if _, err := conn.Exec(ctx, `ALTER TABLE cluster_resource_quota ADD COLUMN scopes jsonb`); err != nil {
+		t.Fatal(err)
+	}
 	fence, err := s.ClaimMember(ctx, "c", "replica-a")
 	if err != nil {
 		t.Fatal(err)
@@ -71,12 +77,6 @@ func TestSchemaUpgradeFromReleaseBeforeSources(t *testing.T) {
 		Slices:     []store.ResourceSlice{slice("n1-gpus", "n1", 1, 4)},
 		Claims:     []store.ResourceClaim{claim("a", "train", "n1", "gpu-0", "gpu-1")},
 		Cursors:    map[store.Resource]string{store.ResourceNodes: "17", store.ResourcePods: "42"},
-	}
-	// This binary's writer records quotas' scopes (migration 030), which
-	// the release before had no column for: one stands in while the batch
-	// is written, and goes before the upgrade.
-	if _, err := conn.Exec(ctx, `ALTER TABLE cluster_resource_quota ADD COLUMN scopes jsonb`); err != nil {
-		t.Fatal(err)
 	}
 	mustApply(t, s, ctx, batch)
 	if _, err := conn.Exec(ctx, `ALTER TABLE cluster_resource_quota DROP COLUMN scopes`); err != nil {
