@@ -25,6 +25,7 @@ import (
 	"github.com/example/platform-apiserver/pkg/registry/placementreport"
 	"github.com/example/platform-apiserver/pkg/registry/postgres"
 	"github.com/example/platform-apiserver/pkg/registry/postgres/views"
+	"github.com/example/platform-apiserver/pkg/registry/quotareport"
 	"github.com/example/platform-apiserver/pkg/registry/usagereport"
 )
 
@@ -35,6 +36,8 @@ type Config struct {
 	Watch    FeedConfig
 	// Limits bound what one request may ask of the registry.
 	Limits registry.Limits
+	// QuotaPolicy is the overcommit QuotaReports judge proposed quotas by.
+	QuotaPolicy quotareport.Policy
 	// Discovery mirrors member clusters into the registry; nil serves the
 	// registry as it is. Its Store is the registry (set by New).
 	Discovery *discovery.Config
@@ -100,6 +103,7 @@ type completedConfig struct {
 	registry  RegistryConfig
 	watch     FeedConfig
 	limits    registry.Limits
+	quota     quotareport.Policy
 	discovery *discovery.Config
 }
 
@@ -128,6 +132,7 @@ func (c *Config) Complete() CompletedConfig {
 		registry:  c.Registry,
 		watch:     c.Watch,
 		limits:    c.Limits,
+		quota:     c.QuotaPolicy,
 		discovery: disc,
 	}}
 }
@@ -230,6 +235,10 @@ func (c CompletedConfig) newServer(reg *postgres.Store) (*Server, error) {
 	reports := usagereport.NewREST(reg, postgres.Source(reg, views.ClusterNamespace).Get, c.generic.Authorization.Authorizer, c.registry.UsageRetention).WithLimits(c.limits)
 	storages["usagereports"], storages["localusagereports"] = reports, reports.Local()
 	storages["placementreports"] = placementreport.NewREST(reg, c.generic.Authorization.Authorizer, c.limits, staleness)
+	quotas := quotareport.NewREST(quotareport.Registry{Members: postgres.Source(reg, views.ClusterCapacity),
+		Namespaces: postgres.Source(reg, views.ClusterNamespace), History: reg.UsageHistory},
+		c.generic.Authorization.Authorizer, c.quota, c.limits, c.registry.UsageRetention, staleness)
+	storages["quotareports"], storages["localquotareports"] = quotas, quotas.Local()
 	group.VersionedResourcesStorageMap[v1alpha1.SchemeGroupVersion.Version] = storages
 	if err := generic.InstallAPIGroup(&group); err != nil {
 		return nil, err

@@ -303,7 +303,7 @@ func (e *installEnv) testDryRuns(t *testing.T) {
 		}
 	}
 	for _, kind := range []string{"ClusterRole", "Role"} {
-		for _, name := range []string{"platform-apiserver:discovery", "platform-apiserver:discovery-leases", "platform-apiserver:priority-and-fairness", "platform-viewer", "platform-fleet-viewer"} {
+		for _, name := range []string{"platform-apiserver:discovery", "platform-apiserver:discovery-leases", "platform-apiserver:priority-and-fairness", "platform-viewer", "platform-capacity-viewer", "platform-fleet-viewer"} {
 			b, h := field(base, kind, name, "rules"), field(chartDefault, kind, name, "rules")
 			if fmt.Sprint(b) != fmt.Sprint(h) {
 				t.Errorf("%s %s rules differ between the kustomize base and the chart:\nbase:  %v\nchart: %v", kind, name, b, h)

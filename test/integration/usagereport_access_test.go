@@ -243,7 +243,7 @@ func (e *env) installViewerRoles(t *testing.T) {
 	}
 	var roles []string
 	for _, o := range parseDocs(t, e.kubectl(t, "kustomize", filepath.Join(root, "artifacts/kustomize/base"))) {
-		if o.GetKind() == "ClusterRole" && (o.GetName() == "platform-viewer" || o.GetName() == "platform-fleet-viewer") {
+		if o.GetKind() == "ClusterRole" && (o.GetName() == "platform-viewer" || o.GetName() == "platform-fleet-viewer" || o.GetName() == "platform-capacity-viewer") {
 			b, err := yaml.Marshal(o.Object)
 			if err != nil {
 				t.Fatal(err)
@@ -251,8 +251,8 @@ func (e *env) installViewerRoles(t *testing.T) {
 			roles = append(roles, string(b))
 		}
 	}
-	if len(roles) != 2 {
-		t.Fatalf("the kustomize base has %d of the viewer ClusterRoles, want 2", len(roles))
+	if len(roles) != 3 {
+		t.Fatalf("the kustomize base has %d of the viewer ClusterRoles, want 3", len(roles))
 	}
 	path := filepath.Join(t.TempDir(), "roles.yaml")
 	if err := os.WriteFile(path, []byte(strings.Join(roles, "---\n")), 0o600); err != nil {

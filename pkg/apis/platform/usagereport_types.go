@@ -108,8 +108,9 @@ type UsageRecommendation struct {
 	Covered CoveredShares
 	// CurrentRequests are the requests of the namespace's pods now.
 	CurrentRequests RecommendedAmounts
-	// CurrentQuota is the least hard limit of the namespace's quotas on
-	// requests.cpu (or cpu) and requests.memory (or memory) now; absent
+	// CurrentQuota is what the namespace's quotas promise on requests.cpu
+	// (or cpu) and requests.memory (or memory) now, as ClusterCapacity
+	// counts it: the least hard among its quotas without scopes; absent
 	// without a quota limiting either.
 	CurrentQuota *RecommendedAmounts
 	// Frees is CurrentRequests minus Requests: what right-sizing gives

@@ -2738,7 +2738,7 @@ func schema_pkg_apis_platform_v1alpha1_UsageRecommendation(ref common.ReferenceC
 					},
 					"currentQuota": {
 						SchemaProps: spec.SchemaProps{
-							Description: "CurrentQuota is the least hard limit of the namespace's quotas on requests.cpu (or cpu) and requests.memory (or memory) now; absent without a quota limiting either (a resource no quota limits is 0).",
+							Description: "CurrentQuota is what the namespace's quotas promise on requests.cpu (or cpu) and requests.memory (or memory) now, as ClusterCapacity counts it: the least hard among its quotas without scopes; absent without a quota limiting either (a resource no quota limits is 0).",
 							Ref:         ref(v1alpha1.RecommendedAmounts{}.OpenAPIModelName()),
 						},
 					},

@@ -197,22 +197,14 @@ func LimitedResource(quotaResource string) string {
 }
 
 // allocatableOf is the schedulable allocatable of the node resource the
-// quota resource limits, in the unit of the committed amounts (cores for
-// cpu: millicores / 1000 is kept exact as a rational).
+// quota resource limits, exactly, in the unit of the committed amounts
+// (cores for cpu).
 func allocatableOf(quotaResource string, a store.Quantities) (*big.Rat, bool) {
-	switch r := LimitedResource(quotaResource); r {
-	case "":
+	q, ok := NodeAmount(quotaResource, a)
+	if !ok {
 		return nil, false
-	case "cpu":
-		return big.NewRat(a.CPUMillis, 1000), true
-	case "memory":
-		return big.NewRat(a.MemoryBytes, 1), true
-	case "pods":
-		return big.NewRat(a.Pods, 1), true
-	default:
-		v, ok := a.Other[r]
-		return big.NewRat(v, 1), ok
 	}
+	return new(big.Rat).SetString(q.AsDec().String())
 }
 
 // percent is part in percent of whole, rounded down.
@@ -227,22 +219,16 @@ func percent(part, whole *big.Rat) int64 {
 }
 
 // decimalQuantities parses the registry's decimal amounts in base units
-// into quantities, in binary units for bytes (memory, ephemeral-storage,
-// hugepages); an amount that does not parse is left out.
+// into quantities (Amount); an amount that does not parse is left out.
 func decimalQuantities(in map[string]string) map[string]resource.Quantity {
 	if len(in) == 0 {
 		return nil
 	}
 	out := make(map[string]resource.Quantity, len(in))
 	for name, v := range in {
-		q, err := resource.ParseQuantity(v)
-		if err != nil {
-			continue
+		if _, err := resource.ParseQuantity(v); err == nil {
+			out[name] = Amount(name, v)
 		}
-		if r := LimitedResource(name); r == "memory" || r == "ephemeral-storage" || strings.HasPrefix(r, "hugepages-") {
-			q = *resource.NewDecimalQuantity(*q.AsDec(), resource.BinarySI)
-		}
-		out[name] = q
 	}
 	return out
 }

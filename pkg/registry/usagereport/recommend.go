@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/example/platform-apiserver/pkg/apis/platform"
+	"github.com/example/platform-apiserver/pkg/registry/clustercapacity"
 	"github.com/example/platform-apiserver/pkg/registry/store"
 )
 
@@ -69,34 +70,16 @@ func currentRequests(ns *store.ClusterNamespace) store.UsageAmounts {
 	return store.UsageAmounts{CPU: ns.Requested.CPUMillis * 1_000_000, Memory: ns.Requested.MemoryBytes}
 }
 
-// currentQuota is the least hard limit of quotas on requests.cpu (or cpu,
-// its synonym) and on requests.memory (or memory): a pod must fit every
-// quota of its namespace, so the least is the one that binds. A resource
-// no quota limits is 0; ok is false when neither is limited.
+// currentQuota is what the namespace's quotas promise on requests.cpu
+// (or cpu) and requests.memory (or memory), as ClusterCapacity counts it
+// (clustercapacity.NamespaceCommitment): the least hard among its quotas
+// without scopes, since a pod must fit every quota that matches it. A
+// resource none of them limits is 0; ok is false when neither is.
 func currentQuota(quotas []store.Quota) (q store.UsageAmounts, ok bool) {
-	least := func(names ...string) int64 {
-		v := int64(math.MaxInt64)
-		for _, quota := range quotas {
-			for _, name := range names {
-				if hard, found := quota.Hard[name]; found {
-					if amount, err := resource.ParseQuantity(hard); err == nil {
-						if name == "cpu" || name == "requests.cpu" {
-							v = min(v, amount.ScaledValue(resource.Nano))
-						} else {
-							v = min(v, amount.Value())
-						}
-					}
-				}
-			}
-		}
-		if v == math.MaxInt64 {
-			return -1
-		}
-		ok = true
-		return v
-	}
-	q.CPU, q.Memory = max(least("requests.cpu", "cpu"), 0), max(least("requests.memory", "memory"), 0)
-	return q, ok
+	c := clustercapacity.NamespaceCommitment(clustercapacity.QuotasOf(quotas))
+	cpu, hasCPU := c.Hard["requests.cpu"]
+	mem, hasMem := c.Hard["requests.memory"]
+	return store.UsageAmounts{CPU: cpu.ScaledValue(resource.Nano), Memory: mem.Value()}, hasCPU || hasMem
 }
 
 // amounts are a's CPU in millicores (every amount here is whole

@@ -116,8 +116,9 @@ func TestRecommend(t *testing.T) {
 }
 
 // TestCurrentQuota: the binding quota is the least hard limit over the
-// namespace's quotas, cpu and requests.cpu alike; none limiting either
-// resource is no current quota.
+// namespace's quotas without scopes, cpu and requests.cpu alike (a scoped
+// one bounds only its pods); none limiting either resource is no current
+// quota.
 func TestCurrentQuota(t *testing.T) {
 	for _, tc := range []struct {
 		quotas []store.Quota
@@ -127,8 +128,11 @@ func TestCurrentQuota(t *testing.T) {
 		{nil, store.UsageAmounts{}, false},
 		{[]store.Quota{{Hard: map[string]string{"pods": "10", "count/jobs.batch": "5"}}}, store.UsageAmounts{}, false},
 		{[]store.Quota{{Hard: map[string]string{"requests.cpu": "1500m"}}}, store.UsageAmounts{CPU: 1_500_000_000}, true},
-		{[]store.Quota{{Hard: map[string]string{"requests.memory": "2Gi", "memory": "1Gi"}}, {Hard: map[string]string{"cpu": "2"}}},
+		{[]store.Quota{{Name: "a", Hard: map[string]string{"requests.memory": "2Gi", "memory": "1Gi"}}, {Name: "b", Hard: map[string]string{"cpu": "2"}}},
 			store.UsageAmounts{CPU: 2e9, Memory: 1 << 30}, true},
+		{[]store.Quota{{Name: "a", Hard: map[string]string{"requests.cpu": "8"}}, {Name: "b", Hard: map[string]string{"requests.cpu": "1"}, Scopes: []string{"BestEffort"}}},
+			store.UsageAmounts{CPU: 8e9}, true},
+		{[]store.Quota{{Name: "b", Hard: map[string]string{"requests.cpu": "1"}, Scopes: []string{"NotTerminating"}}}, store.UsageAmounts{}, false},
 	} {
 		got, ok := currentQuota(tc.quotas)
 		if got != tc.want || ok != tc.ok {

@@ -31,6 +31,7 @@ type Options struct {
 	Postgres       *PostgresOptions
 	Watch          *WatchOptions
 	Limits         *LimitsOptions
+	Quota          *QuotaOptions
 	Discovery      *DiscoveryOptions
 }
 
@@ -47,6 +48,7 @@ func NewOptions() *Options {
 		Postgres:       NewPostgresOptions(),
 		Watch:          NewWatchOptions(),
 		Limits:         NewLimitsOptions(),
+		Quota:          NewQuotaOptions(),
 		Discovery:      NewDiscoveryOptions(),
 	}
 	o.SecureServing.BindPort = 6443
@@ -60,6 +62,7 @@ func (o *Options) Flags() (fss cliflag.NamedFlagSets) {
 	o.Postgres.AddFlags(fss.FlagSet("registry database"))
 	o.Watch.AddFlags(fss.FlagSet("watch"))
 	o.Limits.AddFlags(fss.FlagSet("request limits"))
+	o.Quota.AddFlags(fss.FlagSet("quota policy"))
 	o.Discovery.AddFlags(fss.FlagSet("discovery"))
 	o.ServerRun.AddUniversalFlags(fss.FlagSet("generic"))
 	o.SecureServing.AddFlags(fss.FlagSet("secure serving"))
@@ -84,6 +87,7 @@ func (o *Options) Validate() []error {
 	errs = append(errs, o.Postgres.Validate()...)
 	errs = append(errs, o.Watch.Validate()...)
 	errs = append(errs, o.Limits.Validate()...)
+	errs = append(errs, o.Quota.Validate()...)
 	errs = append(errs, o.Discovery.Validate()...)
 	if err := logsapi.ValidateAndApply(o.Logging, nil); err != nil {
 		errs = append(errs, err)
@@ -103,6 +107,7 @@ func (o *Options) Config(ctx context.Context) (*apiserver.Config, error) {
 	c.Registry.UsageRetention = o.Discovery.Config.Metrics.Retention
 	o.Watch.ApplyTo(&c.Watch)
 	o.Limits.ApplyTo(&c.Limits)
+	o.Quota.ApplyTo(&c.QuotaPolicy)
 	if err := o.Discovery.ApplyTo(ctx, &c.Discovery); err != nil {
 		return nil, err
 	}

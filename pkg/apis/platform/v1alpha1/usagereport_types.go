@@ -122,8 +122,9 @@ type UsageRecommendation struct {
 	Covered CoveredShares `json:"covered"`
 	// CurrentRequests are the requests of the namespace's pods now.
 	CurrentRequests RecommendedAmounts `json:"currentRequests"`
-	// CurrentQuota is the least hard limit of the namespace's quotas on
-	// requests.cpu (or cpu) and requests.memory (or memory) now; absent
+	// CurrentQuota is what the namespace's quotas promise on requests.cpu
+	// (or cpu) and requests.memory (or memory) now, as ClusterCapacity
+	// counts it: the least hard among its quotas without scopes; absent
 	// without a quota limiting either (a resource no quota limits is 0).
 	// +optional
 	CurrentQuota *RecommendedAmounts `json:"currentQuota,omitempty"`
