@@ -100,13 +100,10 @@ func (a *answerer) judge(cc *store.ClusterCapacity, ns *store.ClusterNamespace, 
 			ans.Allocatable, ans.Requested, ans.PercentAfter = &alloc, &requested, &pct
 			ans.Fits = !bounded || pct <= bound
 		}
-		if !ans.Fits {
-			switch {
-			case ans.PercentAfter == nil:
-				over = append(over, fmt.Sprintf("%s: no schedulable node has %s", r, clustercapacity.LimitedResource(r)))
-			default:
-				over = append(over, fmt.Sprintf("%s: %d%% of the schedulable allocatable after, more than %d%%", r, *ans.PercentAfter, bound))
-			}
+		if !ans.Fits && ans.PercentAfter == nil {
+			over = append(over, fmt.Sprintf("%s: no schedulable node has %s", r, clustercapacity.LimitedResource(r)))
+		} else if !ans.Fits {
+			over = append(over, fmt.Sprintf("%s: %d%% of the schedulable allocatable after, more than %d%%", r, *ans.PercentAfter, bound))
 		}
 		c.Resources = append(c.Resources, ans)
 	}

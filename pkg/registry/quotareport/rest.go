@@ -115,7 +115,8 @@ func (r *LocalREST) Create(ctx context.Context, obj runtime.Object, createValida
 			fmt.Sprintf("a LocalQuotaReport asks for the namespace it is created in (%q): leave spec.namespace empty or create the report in %q", report.Namespace, ns)))
 	}
 	q.spec.Namespace = report.Namespace
-	q.errs = append(errs, r.validate(&q.spec)...)
+	errs = append(errs, r.validate(&q.spec)...)
+	q.errs = errs
 	status, err := r.answer(ctx, q, func() error { return validateObject(ctx, createValidation, obj) })
 	if err != nil {
 		return nil, err

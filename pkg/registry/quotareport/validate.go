@@ -44,10 +44,9 @@ func (a *answerer) validate(spec *platform.QuotaReportSpec) field.ErrorList {
 	if len(errs) > 0 {
 		return errs
 	}
-	switch {
-	case spec.Namespace == "":
+	if spec.Namespace == "" {
 		errs = append(errs, field.Required(path.Child("namespace"), "the namespace the quota is for (or ask with a LocalQuotaReport in it)"))
-	default:
+	} else {
 		for _, msg := range validation.IsDNS1123Label(spec.Namespace) {
 			errs = append(errs, field.Invalid(path.Child("namespace"), spec.Namespace, msg))
 		}
