@@ -4,11 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/apiserver/pkg/endpoints/request"
+	"k8s.io/apiserver/pkg/registry/rest"
 )
 
 // AuthorizeQuestion asks authz whether the request's user may do attrs,
@@ -71,4 +76,22 @@ func forbidden(attrs authorizer.AttributesRecord) string {
 		s += fmt.Sprintf(" (name %q)", attrs.Name)
 	}
 	return s
+}
+
+// BadQuestion is a query kind's 400 for a question that cannot be
+// answered, with the causes (as for a bad selector or window of a list):
+// the create of a report is a question, not an object that is invalid.
+func BadQuestion(kind schema.GroupKind, name string, errs field.ErrorList) error {
+	err := apierrors.NewInvalid(kind, name, errs)
+	err.ErrStatus.Code, err.ErrStatus.Reason = http.StatusBadRequest, metav1.StatusReasonBadRequest
+	return err
+}
+
+// Admit runs the create's admission check (the generic server's
+// createValidation, if any) on a copy of the report.
+func Admit(ctx context.Context, createValidation rest.ValidateObjectFunc, obj runtime.Object) error {
+	if createValidation == nil {
+		return nil
+	}
+	return createValidation(ctx, obj.DeepCopyObject())
 }

@@ -8,7 +8,6 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"net/http"
 	"slices"
 	"strings"
 
@@ -68,18 +67,14 @@ func (r *REST) Create(ctx context.Context, obj runtime.Object, createValidation 
 	}
 	q, errs := query(&report.Spec, r.limits)
 	if len(errs) > 0 {
-		err := apierrors.NewInvalid(platform.Kind("PlacementReport"), report.Name, errs)
-		err.ErrStatus.Code, err.ErrStatus.Reason = http.StatusBadRequest, metav1.StatusReasonBadRequest
-		return nil, err
+		return nil, registry.BadQuestion(platform.Kind("PlacementReport"), report.Name, errs)
 	}
 	nodes, err := r.authorize(ctx, report)
 	if err != nil {
 		return nil, err
 	}
-	if createValidation != nil {
-		if err := createValidation(ctx, obj.DeepCopyObject()); err != nil {
-			return nil, err
-		}
+	if err := registry.Admit(ctx, createValidation, obj); err != nil {
+		return nil, err
 	}
 	fits, err := r.registry.Placement(ctx, q)
 	if err != nil {

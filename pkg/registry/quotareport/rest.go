@@ -11,7 +11,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -93,7 +92,7 @@ func (r *REST) Create(ctx context.Context, obj runtime.Object, createValidation 
 	}
 	q := question{kind: "QuotaReport", resource: platform.Resource("quotareports"), name: report.Name, spec: report.Spec}
 	q.errs = r.validate(&q.spec)
-	status, err := r.answer(ctx, q, func() error { return validateObject(ctx, createValidation, obj) })
+	status, err := r.answer(ctx, q, func() error { return registry.Admit(ctx, createValidation, obj) })
 	if err != nil {
 		return nil, err
 	}
@@ -117,20 +116,13 @@ func (r *LocalREST) Create(ctx context.Context, obj runtime.Object, createValida
 	q.spec.Namespace = report.Namespace
 	errs = append(errs, r.validate(&q.spec)...)
 	q.errs = errs
-	status, err := r.answer(ctx, q, func() error { return validateObject(ctx, createValidation, obj) })
+	status, err := r.answer(ctx, q, func() error { return registry.Admit(ctx, createValidation, obj) })
 	if err != nil {
 		return nil, err
 	}
 	out := report.DeepCopy()
 	out.Status = status
 	return out, nil
-}
-
-func validateObject(ctx context.Context, createValidation rest.ValidateObjectFunc, obj runtime.Object) error {
-	if createValidation == nil {
-		return nil
-	}
-	return createValidation(ctx, obj.DeepCopyObject())
 }
 
 // question is a report as the answerer sees it, whichever kind asked.
@@ -147,9 +139,7 @@ type question struct {
 // check and answers.
 func (a *answerer) answer(ctx context.Context, q question, admit func() error) (platform.QuotaReportStatus, error) {
 	if len(q.errs) > 0 {
-		err := apierrors.NewInvalid(platform.Kind(q.kind), q.name, q.errs)
-		err.ErrStatus.Code, err.ErrStatus.Reason = http.StatusBadRequest, metav1.StatusReasonBadRequest
-		return platform.QuotaReportStatus{}, err
+		return platform.QuotaReportStatus{}, registry.BadQuestion(platform.Kind(q.kind), q.name, q.errs)
 	}
 	if err := a.authorize(ctx, q); err != nil {
 		return platform.QuotaReportStatus{}, err

@@ -9,7 +9,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -101,7 +100,7 @@ func (r *REST) Create(ctx context.Context, obj runtime.Object, createValidation 
 	}
 	q := question{kind: "UsageReport", resource: platform.Resource("usagereports"), name: report.Name, spec: report.Spec,
 		errs: r.validate(&report.Spec)}
-	status, err := r.answer(ctx, q, func() error { return validateObject(ctx, createValidation, obj) })
+	status, err := r.answer(ctx, q, func() error { return registry.Admit(ctx, createValidation, obj) })
 	if err != nil {
 		return nil, err
 	}
@@ -123,20 +122,13 @@ func (r *LocalREST) Create(ctx context.Context, obj runtime.Object, createValida
 	q := question{kind: "LocalUsageReport", resource: platform.Resource("localusagereports"), name: report.Name, spec: report.Spec}
 	q.spec.Namespace, q.spec.NodeName, q.spec.NodeSelector = report.Namespace, "", ""
 	q.errs = append(validateLocal(&report.Spec, report.Namespace), r.validate(&q.spec)...)
-	status, err := r.answer(ctx, q, func() error { return validateObject(ctx, createValidation, obj) })
+	status, err := r.answer(ctx, q, func() error { return registry.Admit(ctx, createValidation, obj) })
 	if err != nil {
 		return nil, err
 	}
 	out := report.DeepCopy()
 	out.Status = status
 	return out, nil
-}
-
-func validateObject(ctx context.Context, createValidation rest.ValidateObjectFunc, obj runtime.Object) error {
-	if createValidation == nil {
-		return nil
-	}
-	return createValidation(ctx, obj.DeepCopyObject())
 }
 
 // question is a report as the answerer sees it, whichever kind asked.
@@ -155,9 +147,7 @@ type question struct {
 func (a *answerer) answer(ctx context.Context, q question, admit func() error) (platform.UsageReportStatus, error) {
 	if len(q.errs) > 0 {
 		// 400, as for a bad selector or window of a list, with the causes.
-		err := apierrors.NewInvalid(platform.Kind(q.kind), q.name, q.errs)
-		err.ErrStatus.Code, err.ErrStatus.Reason = http.StatusBadRequest, metav1.StatusReasonBadRequest
-		return platform.UsageReportStatus{}, err
+		return platform.UsageReportStatus{}, registry.BadQuestion(platform.Kind(q.kind), q.name, q.errs)
 	}
 	if err := a.authorize(ctx, q); err != nil {
 		return platform.UsageReportStatus{}, err
