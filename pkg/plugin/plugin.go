@@ -8,6 +8,8 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
+
+	"github.com/example/platform-apiserver/pkg/generated/clientset/versioned"
 )
 
 // NewCommand is `kubectl platform` with its subcommands.
@@ -27,4 +29,17 @@ requests from it.`,
 	flags.AddFlags(cmd.PersistentFlags())
 	cmd.AddCommand(newUsageCommand(flags, streams), newRecommendCommand(flags, streams))
 	return cmd
+}
+
+// clientFor is client if set (a test's), else the platform clientset of
+// the user's kubeconfig and flags.
+func clientFor(flags *genericclioptions.ConfigFlags, client versioned.Interface) (versioned.Interface, error) {
+	if client != nil {
+		return client, nil
+	}
+	config, err := flags.ToRESTConfig()
+	if err != nil {
+		return nil, err
+	}
+	return versioned.NewForConfig(config)
 }

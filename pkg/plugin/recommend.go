@@ -74,14 +74,8 @@ func (o *recommendOptions) complete(cmd *cobra.Command, args []string) error {
 		return errors.New("name the namespace with -n: requests are recommended for one namespace")
 	}
 	o.namespace = *o.configFlags.Namespace
-	if o.client != nil {
-		return nil
-	}
-	config, err := o.configFlags.ToRESTConfig()
-	if err != nil {
-		return err
-	}
-	o.client, err = versioned.NewForConfig(config)
+	var err error
+	o.client, err = clientFor(o.configFlags, o.client)
 	return err
 }
 

@@ -89,14 +89,8 @@ func (o *usageOptions) complete(cmd *cobra.Command, args []string) error {
 	case o.namespace != "" && (o.node != "" || o.selector != ""):
 		return errors.New("-n asks a namespace's usage: give no --node or --selector with it")
 	}
-	if o.client != nil {
-		return nil
-	}
-	config, err := o.configFlags.ToRESTConfig()
-	if err != nil {
-		return err
-	}
-	o.client, err = versioned.NewForConfig(config)
+	var err error
+	o.client, err = clientFor(o.configFlags, o.client)
 	return err
 }
 

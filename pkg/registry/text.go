@@ -45,3 +45,20 @@ func CheckRequestText(what, s string) error {
 	}
 	return nil
 }
+
+// ValidateMembers says what is wrong with a report's list of members
+// (spec.clusters): an empty id, or one named twice.
+func ValidateMembers(path *field.Path, clusters []string) field.ErrorList {
+	var errs field.ErrorList
+	seen := map[string]bool{}
+	for i, c := range clusters {
+		switch {
+		case c == "":
+			errs = append(errs, field.Required(path.Index(i), "a member cluster's id"))
+		case seen[c]:
+			errs = append(errs, field.Duplicate(path.Index(i), c))
+		}
+		seen[c] = true
+	}
+	return errs
+}

@@ -273,17 +273,7 @@ func tolerations(q *store.PlacementQuery, ts []platform.Toleration, path *field.
 
 // members are the members to consider: named, selected, or every one.
 func members(q *store.PlacementQuery, spec *platform.PlacementReportSpec, limits registry.Limits, path *field.Path) field.ErrorList {
-	var errs field.ErrorList
-	seen := map[string]bool{}
-	for i, c := range spec.Clusters {
-		switch {
-		case c == "":
-			errs = append(errs, field.Required(path.Child("clusters").Index(i), "a member cluster's id"))
-		case seen[c]:
-			errs = append(errs, field.Duplicate(path.Child("clusters").Index(i), c))
-		}
-		seen[c] = true
-	}
+	errs := registry.ValidateMembers(path.Child("clusters"), spec.Clusters)
 	q.Clusters = spec.Clusters
 	if spec.ClusterSelector == "" {
 		return errs

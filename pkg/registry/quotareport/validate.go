@@ -52,16 +52,7 @@ func (a *answerer) validate(spec *platform.QuotaReportSpec) field.ErrorList {
 		}
 	}
 	errs = append(errs, validateHard(path.Child("hard"), spec.Hard)...)
-	seen := map[string]bool{}
-	for i, c := range spec.Clusters {
-		switch {
-		case c == "":
-			errs = append(errs, field.Required(path.Child("clusters").Index(i), "a member cluster's id"))
-		case seen[c]:
-			errs = append(errs, field.Duplicate(path.Child("clusters").Index(i), c))
-		}
-		seen[c] = true
-	}
+	errs = append(errs, registry.ValidateMembers(path.Child("clusters"), spec.Clusters)...)
 	if w := spec.Window; w != nil {
 		switch d := w.Duration; {
 		case d <= 0:
