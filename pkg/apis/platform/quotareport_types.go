@@ -140,7 +140,7 @@ type QuotaResourceAnswer struct {
 	// +optional
 	PercentAfter *int64
 	// MaxPercent is the policy's bound for the resource in this member
-	// (--quota-max-overcommit or the member's label); absent: unbounded.
+	// (--quota-max-overcommit); absent: unbounded.
 	// +optional
 	MaxPercent *int64
 	// Fits is true when CommittedAfter stays within MaxPercent of

@@ -2355,7 +2355,7 @@ func schema_pkg_apis_platform_v1alpha1_QuotaResourceAnswer(ref common.ReferenceC
 					},
 					"maxPercent": {
 						SchemaProps: spec.SchemaProps{
-							Description: "MaxPercent is the policy's bound for the resource in this member (--quota-max-overcommit or the member's label); absent: unbounded.",
+							Description: "MaxPercent is the policy's bound for the resource in this member (--quota-max-overcommit); absent: unbounded.",
 							Type:        []string{"integer"},
 							Format:      "int64",
 						},

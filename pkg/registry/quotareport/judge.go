@@ -6,7 +6,6 @@ import (
 	"maps"
 	"math"
 	"slices"
-	"strconv"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -22,18 +21,12 @@ import (
 // the resource it limits (--quota-max-overcommit). A resource it does not
 // name is bounded at DefaultMaxPercent when it is pods or requests.<r>
 // (no overcommit of what the scheduler counts) and unbounded when it is
-// limits.<r>. A member's label MemberLabelPrefix+<resource> overrides the
-// bound for that member.
+// limits.<r>. One policy holds for every member: members carry no labels
+// yet (cluster_capacity.labels is always empty) to set their own.
 type Policy map[string]int64
 
 // DefaultMaxPercent bounds requests and pods by default: no overcommit.
 const DefaultMaxPercent = 100
-
-// MemberLabelPrefix starts a member's label that sets its own bound of a
-// resource, e.g. max-overcommit.quota.platform.example.io/requests.cpu: "150"
-// (resources whose names hold a slash, such as requests.nvidia.com/gpu,
-// cannot be label names: the flag bounds those).
-const MemberLabelPrefix = "max-overcommit.quota.platform.example.io/"
 
 // ValidatePolicy says what is wrong with a policy's resources and bounds.
 func ValidatePolicy(p Policy) []error {
@@ -49,13 +42,8 @@ func ValidatePolicy(p Policy) []error {
 	return errs
 }
 
-// bound is the policy's bound of resource r in a member with labels.
-func (p Policy) bound(r string, labels map[string]string) (int64, bool) {
-	if v, ok := labels[MemberLabelPrefix+r]; ok {
-		if b, err := strconv.ParseInt(v, 10, 64); err == nil && b >= 1 && b <= 100_000 {
-			return b, true
-		}
-	}
+// bound is the policy's bound of resource r.
+func (p Policy) bound(r string) (int64, bool) {
 	if b, ok := p[r]; ok {
 		return b, true
 	}
@@ -88,7 +76,7 @@ func (a *answerer) judge(cc *store.ClusterCapacity, ns *store.ClusterNamespace, 
 		}
 		after.Add(proposed[r])
 		ans.CommittedBefore, ans.CommittedAfter = before, after
-		bound, bounded := a.policy.bound(r, cc.Labels)
+		bound, bounded := a.policy.bound(r)
 		if bounded {
 			ans.MaxPercent = &bound
 		}

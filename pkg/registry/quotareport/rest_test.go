@@ -47,7 +47,6 @@ var (
 				Requested: store.Quantities{CPUMillis: 3_000, MemoryBytes: 8 << 30, Pods: 12}},
 			Committed: store.QuotaCommitment{Hard: map[string]string{"requests.cpu": "8", "requests.memory": "32212254720", "pods": "20"}}},
 		"small": {ClusterID: "small", Mirroring: store.MemberSynced, CompleteAsOf: now.Add(-time.Hour),
-			Labels:      map[string]string{MemberLabelPrefix + "requests.cpu": "150"},
 			Schedulable: store.CapacitySums{Allocatable: store.Quantities{CPUMillis: 8_000, MemoryBytes: 16 << 30, Pods: 110}},
 			Committed:   store.QuotaCommitment{Hard: map[string]string{"requests.cpu": "6"}}},
 	}
@@ -102,12 +101,11 @@ func q(s string) resource.Quantity { return resource.MustParse(s) }
 // TestAnswer: the proposal replaces what team-a's quotas promise (its
 // unscoped quota's 2 cores and 20 pods; the scoped one bounds only
 // best-effort pods), judged against each member's allocatable under the
-// policy (requests.memory at 90 %, requests.cpu at the default 100 %, and
-// small's own label of 150 % for it): big's CPU fits at 100 % (8 − 2 + 4 of
-// 10 cores) but its memory would reach 95 %; small, stale, fits. A member
-// where the quota fits comes first, stale or not.
+// policy (requests.memory at 90 %, requests.cpu at 130 %): big's CPU fits at
+// 100 % (8 − 2 + 4 of 10 cores) but its memory would reach 95 %; small,
+// stale, fits. A member where the quota fits comes first, stale or not.
 func TestAnswer(t *testing.T) {
-	r, asked := newTestREST(&fakeAuthorizer{allowed: everything}, Policy{"requests.memory": 90})
+	r, asked := newTestREST(&fakeAuthorizer{allowed: everything}, Policy{"requests.memory": 90, "requests.cpu": 130})
 	ctx := request.WithUser(t.Context(), &user.DefaultInfo{Name: "alice"})
 	out, err := r.Create(ctx, &platform.QuotaReport{Spec: platform.QuotaReportSpec{Namespace: "team-a",
 		Hard: map[string]resource.Quantity{"cpu": q("4"), "requests.memory": q("8Gi"), "pods": q("10")}}}, nil, nil)
@@ -130,8 +128,8 @@ func TestAnswer(t *testing.T) {
 	}
 	cpu := res(big, "requests.cpu")
 	if cpu.Current == nil || cpu.Current.Cmp(q("2")) != 0 || cpu.CommittedBefore.Cmp(q("8")) != 0 || cpu.CommittedAfter.Cmp(q("10")) != 0 ||
-		*cpu.PercentAfter != 100 || *cpu.MaxPercent != 100 || !cpu.Fits || cpu.Allocatable.Cmp(q("10")) != 0 || cpu.Requested.Cmp(q("3")) != 0 {
-		t.Errorf("big requests.cpu %+v: want 2 now, 8 before, 10 after of 10 (100 %% of a 100 %% bound), fits", cpu)
+		*cpu.PercentAfter != 100 || *cpu.MaxPercent != 130 || !cpu.Fits || cpu.Allocatable.Cmp(q("10")) != 0 || cpu.Requested.Cmp(q("3")) != 0 {
+		t.Errorf("big requests.cpu %+v: want 2 now, 8 before, 10 after of 10 (100 %% of a 130 %% bound), fits", cpu)
 	}
 	// 30Gi − 0 (team-a's quota does not limit memory) + 8Gi = 38Gi of 40Gi: 95 %, past 90.
 	mem := res(big, "requests.memory")
@@ -148,11 +146,14 @@ func TestAnswer(t *testing.T) {
 	if big.UsageP95 == nil || big.UsageP95.CPU.Cmp(q("1500m")) != 0 || big.UsageP95.Memory.Cmp(q("3Gi")) != 0 || big.Stale {
 		t.Errorf("big usage %+v, stale %v: want p95 1500m and 3Gi, current", big.UsageP95, big.Stale)
 	}
-	// small: 6 + 4 = 10 cores of 8, 125 % — within its label's 150; 8Gi of
-	// 16Gi memory 50 %; it is stale and has no team-a (no usage).
+	// small: 6 + 4 = 10 cores of 8, 125 % — within 130; 8Gi of 16Gi memory
+	// 50 %; pods under the default 100; it is stale and has no team-a (no usage).
 	scpu := res(small, "requests.cpu")
-	if scpu.Current != nil || scpu.CommittedAfter.Cmp(q("10")) != 0 || *scpu.PercentAfter != 125 || *scpu.MaxPercent != 150 || !scpu.Fits {
-		t.Errorf("small requests.cpu %+v: want 10 after, 125 %% within the member's label 150", scpu)
+	if scpu.Current != nil || scpu.CommittedAfter.Cmp(q("10")) != 0 || *scpu.PercentAfter != 125 || *scpu.MaxPercent != 130 || !scpu.Fits {
+		t.Errorf("small requests.cpu %+v: want 10 after, 125 %% within 130", scpu)
+	}
+	if p := res(small, "pods"); p.MaxPercent == nil || *p.MaxPercent != DefaultMaxPercent || *p.PercentAfter != 10 {
+		t.Errorf("small pods %+v: want 10 of 110 (10 %%) under the default bound", p)
 	}
 	if small.Verdict != platform.QuotaFits || !small.Stale || small.Mirroring != platform.MirroringStale || small.UsageP95 != nil {
 		t.Errorf("small: %s stale %v (%s) usage %+v; want Fits, stale, no usage", small.Verdict, small.Stale, small.Mirroring, small.UsageP95)

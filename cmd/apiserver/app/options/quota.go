@@ -23,8 +23,7 @@ func (o *QuotaOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringToInt64Var(&o.MaxOvercommit, "quota-max-overcommit", o.MaxOvercommit, ""+
 		"The most a member's ResourceQuotas may commit per resource, in percent of its schedulable nodes' allocatable, "+
 		"for a QuotaReport to judge a proposed quota Fits: e.g. requests.cpu=150,requests.memory=100,limits.cpu=400. "+
-		"Resources not named: pods and requests.<resource> at 100 (no overcommit), limits.<resource> unbounded. "+
-		"A member's label "+quotareport.MemberLabelPrefix+"<resource> (e.g. requests.cpu: \"200\") sets its own bound.")
+		"Resources not named: pods and requests.<resource> at 100 (no overcommit), limits.<resource> unbounded.")
 }
 
 // Validate returns every problem with the options.

@@ -145,7 +145,7 @@ type QuotaResourceAnswer struct {
 	// +optional
 	PercentAfter *int64 `json:"percentAfter,omitempty"`
 	// MaxPercent is the policy's bound for the resource in this member
-	// (--quota-max-overcommit or the member's label); absent: unbounded.
+	// (--quota-max-overcommit); absent: unbounded.
 	// +optional
 	MaxPercent *int64 `json:"maxPercent,omitempty"`
 	// Fits is true when CommittedAfter stays within MaxPercent of
