@@ -233,8 +233,9 @@ const seatHolders = 40
 // priority and fairness, that read a 3,000-node initial list (13 MB) at
 // 1 KB/s do not hold platform-apiserver's seats of their priority level
 // (global-default) while they read: each gives its seat back once its first
-// page is read, so another user of the same level lists with a p99 under a
-// second meanwhile (docs/faults.md, "Slow watch client").
+// page is read, so another user of the same level lists meanwhile without
+// waiting for a seat (docs/faults.md, "Slow watch client"): p99 under
+// seatWaitBound.
 func TestSlowWatchersGiveBackSeats(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, framework.Options{PlatformAPIServerBinary: os.Getenv("PLATFORM_APISERVER_BINARY")})
@@ -276,10 +277,18 @@ func TestSlowWatchersGiveBackSeats(t *testing.T) {
 		}
 	}
 	t.Logf("with %d slow watches of another user in its level, the other user's list p99 %s (of 100)", seatHolders, p99(took))
-	if p99(took) >= time.Second {
-		t.Errorf("the other user's list p99 %s with %d slow watches in its level, want under 1 s", p99(took), seatHolders)
+	if p99(took) >= seatWaitBound {
+		t.Errorf("the other user's list p99 %s with %d slow watches in its level, want under %s", p99(took), seatHolders, seatWaitBound)
 	}
 }
+
+// seatWaitBound bounds the other user's list p99 beside the slow watches:
+// a list that waited for a seat they hold would wait in the level's queue
+// for up to 15 s (a quarter of the 60 s request timeout) and then be
+// refused. The lists take 0.2–0.3 s on an idle machine and reached 1.03 s
+// beside the rest of the fast tier's parallel tests (a CI run), hence a
+// bound well above both and well below the queue's wait.
+const seatWaitBound = 5 * time.Second
 
 // listWatchUsers returns the configs of users who may list and watch
 // NodeCapacities and nothing else (not exempt from priority and fairness).
