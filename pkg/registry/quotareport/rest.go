@@ -179,22 +179,20 @@ func isNotFound(err error) bool { return errors.Is(err, store.ErrNotFound) }
 // namespaces reads the namespace's ClusterNamespace in every member that
 // has it, by member.
 func (a *answerer) namespaces(ctx context.Context, namespace string) (map[string]*store.ClusterNamespace, error) {
-	out := map[string]*store.ClusterNamespace{}
-	opts := store.ListOptions{Limit: 500, Fields: []store.FieldRequirement{
-		{Field: clusternamespace.Kind.MustField("metadata.namespace"), Op: selection.Equals, Value: namespace}}}
-	for {
-		page, err := a.reg.Namespaces.List(ctx, opts)
-		if err != nil {
-			return nil, err
-		}
-		for i := range page.Items {
-			out[page.Items[i].ClusterID] = &page.Items[i]
-		}
-		if opts.Continue = page.Continue; opts.Continue == "" {
-			return out, nil
-		}
+	all, err := a.reg.Namespaces.All(ctx, store.ListOptions{Fields: []store.FieldRequirement{
+		{Field: clusternamespace.Kind.MustField("metadata.namespace"), Op: selection.Equals, Value: namespace}}}, listPage)
+	if err != nil {
+		return nil, err
 	}
+	out := make(map[string]*store.ClusterNamespace, len(all))
+	for i := range all {
+		out[all[i].ClusterID] = &all[i]
+	}
+	return out, nil
 }
+
+// listPage is the page size of a report's reads of every member.
+const listPage = 500
 
 // members reads the members named, or every member.
 func (a *answerer) members(ctx context.Context, named []string) ([]store.ClusterCapacity, error) {
@@ -212,16 +210,9 @@ func (a *answerer) members(ctx context.Context, named []string) ([]store.Cluster
 		}
 		return out, nil
 	}
-	var out []store.ClusterCapacity
-	opts := store.ListOptions{Limit: 500}
-	for {
-		page, err := a.reg.Members.List(ctx, opts)
-		if err != nil {
-			return nil, registry.QueryError(err, platform.Resource("clustercapacities"), "")
-		}
-		out = append(out, page.Items...)
-		if opts.Continue = page.Continue; opts.Continue == "" {
-			return out, nil
-		}
+	all, err := a.reg.Members.All(ctx, store.ListOptions{}, listPage)
+	if err != nil {
+		return nil, registry.QueryError(err, platform.Resource("clustercapacities"), "")
 	}
+	return all, nil
 }

@@ -452,6 +452,23 @@ type Source[R any] struct {
 	Key    func(*R) ListKey
 }
 
+// All reads every record opts selects, page after page of pageSize
+// (each page's continue token from the one before).
+func (s Source[R]) All(ctx context.Context, opts ListOptions, pageSize int64) ([]R, error) {
+	opts.Limit = pageSize
+	var out []R
+	for {
+		page, err := s.List(ctx, opts)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, page.Items...)
+		if opts.Continue = page.Continue; opts.Continue == "" {
+			return out, nil
+		}
+	}
+}
+
 // ListKey is a record's place in its kind's list order: the two key
 // columns, compared bytewise (COLLATE "C", as Go compares strings), the
 // first one first.
