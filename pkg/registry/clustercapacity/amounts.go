@@ -1,6 +1,7 @@
 package clustercapacity
 
 import (
+	"math/big"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -32,14 +33,42 @@ func QuotasOf(quotas []store.Quota) []Quota {
 // units for bytes (memory, ephemeral-storage, hugepages); zero for "" and
 // for an amount that does not parse.
 func Amount(quotaResource, decimal string) resource.Quantity {
+	q, _ := amount(quotaResource, decimal)
+	return q
+}
+
+// amount is Amount, and whether decimal parses.
+func amount(quotaResource, decimal string) (resource.Quantity, bool) {
 	q, err := resource.ParseQuantity(decimal)
 	if err != nil {
-		return resource.Quantity{}
+		return resource.Quantity{}, false
 	}
 	if bytesOf(LimitedResource(quotaResource)) {
 		q = *resource.NewDecimalQuantity(*q.AsDec(), resource.BinarySI)
 	}
-	return q
+	return q, true
+}
+
+// Percent is part in percent of a positive whole, computed exactly and
+// rounded down, or up with up (a bound checked against a share rounded up
+// is never passed by a fraction of a percent).
+func Percent(part, whole resource.Quantity, up bool) int64 {
+	v := new(big.Rat).Mul(ratOf(part), big.NewRat(100, 1))
+	v.Quo(v, ratOf(whole))
+	q, r := new(big.Int).QuoRem(v.Num(), v.Denom(), new(big.Int))
+	if up && r.Sign() > 0 {
+		q.Add(q, big.NewInt(1))
+	}
+	if !q.IsInt64() {
+		return 1<<63 - 1
+	}
+	return q.Int64()
+}
+
+// ratOf is a quantity as an exact rational.
+func ratOf(q resource.Quantity) *big.Rat {
+	r, _ := new(big.Rat).SetString(q.AsDec().String())
+	return r
 }
 
 // NodeAmount is the amount of the node resource a quota resource limits

@@ -2,7 +2,6 @@ package clustercapacity
 
 import (
 	"fmt"
-	"math/big"
 	"strings"
 	"time"
 
@@ -168,15 +167,15 @@ func committed(c store.QuotaCommitment, allocatable store.Quantities) *platform.
 		ScopedHard: decimalQuantities(c.ScopedHard), ScopedUsed: decimalQuantities(c.ScopedUsed),
 	}
 	for name, text := range c.Hard {
-		hard, ok := new(big.Rat).SetString(text)
-		alloc, known := allocatableOf(name, allocatable)
+		hard, ok := amount(name, text)
+		alloc, known := NodeAmount(name, allocatable)
 		if !ok || !known || alloc.Sign() <= 0 {
 			continue
 		}
 		if out.PercentOfAllocatable == nil {
 			out.PercentOfAllocatable = map[string]int64{}
 		}
-		out.PercentOfAllocatable[name] = percent(hard, alloc)
+		out.PercentOfAllocatable[name] = Percent(hard, alloc, false)
 	}
 	return out
 }
@@ -196,28 +195,6 @@ func LimitedResource(quotaResource string) string {
 	return ""
 }
 
-// allocatableOf is the schedulable allocatable of the node resource the
-// quota resource limits, exactly, in the unit of the committed amounts
-// (cores for cpu).
-func allocatableOf(quotaResource string, a store.Quantities) (*big.Rat, bool) {
-	q, ok := NodeAmount(quotaResource, a)
-	if !ok {
-		return nil, false
-	}
-	return new(big.Rat).SetString(q.AsDec().String())
-}
-
-// percent is part in percent of whole, rounded down.
-func percent(part, whole *big.Rat) int64 {
-	v := new(big.Rat).Mul(part, big.NewRat(100, 1))
-	v.Quo(v, whole)
-	q := new(big.Int).Quo(v.Num(), v.Denom())
-	if !q.IsInt64() {
-		return 1<<63 - 1
-	}
-	return q.Int64()
-}
-
 // decimalQuantities parses the registry's decimal amounts in base units
 // into quantities (Amount); an amount that does not parse is left out.
 func decimalQuantities(in map[string]string) map[string]resource.Quantity {
@@ -226,8 +203,8 @@ func decimalQuantities(in map[string]string) map[string]resource.Quantity {
 	}
 	out := make(map[string]resource.Quantity, len(in))
 	for name, v := range in {
-		if _, err := resource.ParseQuantity(v); err == nil {
-			out[name] = Amount(name, v)
+		if q, ok := amount(name, v); ok {
+			out[name] = q
 		}
 	}
 	return out

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"fmt"
 	"maps"
-	"math"
 	"slices"
 	"strings"
 
@@ -84,7 +83,7 @@ func (a *answerer) judge(cc *store.ClusterCapacity, ns *store.ClusterNamespace, 
 		ans.Fits = !bounded
 		if ok && alloc.Sign() > 0 {
 			requested, _ := clustercapacity.NodeAmount(r, cc.Schedulable.Requested)
-			pct := int64(math.Ceil(after.AsApproximateFloat64()/alloc.AsApproximateFloat64()*100 - 1e-9))
+			pct := clustercapacity.Percent(after, alloc, true)
 			ans.Allocatable, ans.Requested, ans.PercentAfter = &alloc, &requested, &pct
 			ans.Fits = !bounded || pct <= bound
 		}
