@@ -2,7 +2,9 @@ package registry
 
 import (
 	"errors"
+	"fmt"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -61,4 +63,18 @@ func ValidateMembers(path *field.Path, clusters []string) field.ErrorList {
 		seen[c] = true
 	}
 	return errs
+}
+
+// ValidateHistoryWindow says what is wrong with a window of the usage
+// history: it must be positive and at most retention, the history the
+// server keeps (--metrics-retention).
+func ValidateHistoryWindow(path *field.Path, w, retention time.Duration) field.ErrorList {
+	switch {
+	case w <= 0:
+		return field.ErrorList{field.Invalid(path, w.String(), "must be positive, e.g. 1h or 24h")}
+	case w > retention:
+		return field.ErrorList{field.Invalid(path, w.String(),
+			fmt.Sprintf("longer than the usage history the server keeps (%s, --metrics-retention): ask for %s or less", retention, retention))}
+	}
+	return nil
 }

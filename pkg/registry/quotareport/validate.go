@@ -54,13 +54,7 @@ func (a *answerer) validate(spec *platform.QuotaReportSpec) field.ErrorList {
 	errs = append(errs, validateHard(path.Child("hard"), spec.Hard)...)
 	errs = append(errs, registry.ValidateMembers(path.Child("clusters"), spec.Clusters)...)
 	if w := spec.Window; w != nil {
-		switch d := w.Duration; {
-		case d <= 0:
-			errs = append(errs, field.Invalid(path.Child("window"), d.String(), "must be positive, e.g. 24h or 168h"))
-		case d > a.retention:
-			errs = append(errs, field.Invalid(path.Child("window"), d.String(),
-				fmt.Sprintf("longer than the usage history the server keeps (%s, --metrics-retention): ask for %s or less", a.retention, a.retention)))
-		}
+		errs = append(errs, registry.ValidateHistoryWindow(path.Child("window"), w.Duration, a.retention)...)
 	}
 	return errs
 }
@@ -105,7 +99,7 @@ func (a *answerer) window(spec platform.QuotaReportSpec) time.Duration {
 }
 
 // proposal is spec.hard by the resource each name commits (cpu is
-// requests.cpu), as decimals of the base unit.
+// requests.cpu).
 func proposal(hard map[string]resource.Quantity) map[string]resource.Quantity {
 	out := make(map[string]resource.Quantity, len(hard))
 	for name, q := range hard {

@@ -224,16 +224,11 @@ func (a *answerer) validate(spec *platform.UsageReportSpec) field.ErrorList {
 		errs = append(errs, field.Invalid(path.Child("namespace"), spec.Namespace, "asks a namespace's usage: set no spec.nodeName or spec.nodeSelector with it"))
 	}
 	errs = append(errs, validateRecommend(path.Child("recommend"), spec)...)
-	switch w := a.window(*spec); {
-	case w <= 0:
-		errs = append(errs, field.Invalid(path.Child("window"), spec.Window.Duration.String(), "must be positive, e.g. 1h or 24h"))
-	case w > a.retention:
-		errs = append(errs, field.Invalid(path.Child("window"), spec.Window.Duration.String(),
-			fmt.Sprintf("longer than the usage history the server keeps (%s, --metrics-retention): ask for %s or less", a.retention, a.retention)))
-	default:
-		errs = append(errs, validateStep(path.Child("step"), spec.Step, w)...)
+	w := a.window(*spec)
+	if bad := registry.ValidateHistoryWindow(path.Child("window"), w, a.retention); len(bad) > 0 {
+		return append(errs, bad...)
 	}
-	return errs
+	return append(errs, validateStep(path.Child("step"), spec.Step, w)...)
 }
 
 // window is the spec's window: a recommendation's unset one is
