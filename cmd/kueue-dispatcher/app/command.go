@@ -26,8 +26,8 @@ import (
 	kueueclient "sigs.k8s.io/kueue/client-go/clientset/versioned"
 	kueueinformers "sigs.k8s.io/kueue/client-go/informers/externalversions"
 
-	platformclient "github.com/example/platform-apiserver/pkg/generated/clientset/versioned"
 	"github.com/example/platform-apiserver/pkg/dispatcher"
+	platformclient "github.com/example/platform-apiserver/pkg/generated/clientset/versioned"
 )
 
 // NewCommand returns the platform-kueue-dispatcher command.
