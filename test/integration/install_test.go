@@ -232,12 +232,13 @@ func (e *installEnv) testDryRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	overlays := map[string][]string{
-		"base":           nil,
-		"ha":             {"ha"},
-		"monitoring":     {"monitoring"},
-		"cert-manager":   {"cert-manager"},
-		"network-policy": {"network-policy"},
-		"all":            {"ha", "monitoring", "cert-manager", "network-policy"},
+		"base":             nil,
+		"ha":               {"ha"},
+		"monitoring":       {"monitoring"},
+		"cert-manager":     {"cert-manager"},
+		"network-policy":   {"network-policy"},
+		"kueue-dispatcher": {"kueue-dispatcher"},
+		"all":              {"ha", "monitoring", "cert-manager", "network-policy", "kueue-dispatcher"},
 	}
 	for name, components := range overlays {
 		dir := filepath.Join(e.work, "dry-run", name)
@@ -272,6 +273,7 @@ func (e *installEnv) testDryRuns(t *testing.T) {
 		"default":                 "",
 		"ha":                      "-f " + chart + "/values-ha.yaml --set-file tls.caCert=ca.crt",
 		"cert-manager+monitoring": "--set tls.certManager.enabled=true --set monitoring.serviceMonitor.enabled=true --set monitoring.metricsReader.enabled=true",
+		"kueue-dispatcher":        "--set kueueDispatcher.enabled=true",
 	}
 	for name, args := range helmVariants {
 		file := filepath.Join("dry-run", "helm-"+name+".yaml")
@@ -315,6 +317,23 @@ func (e *installEnv) testDryRuns(t *testing.T) {
 	}
 	if b, h := objectNames(base, "Namespace"), objectNames(chartDefault, "Namespace"); fmt.Sprint(b) != fmt.Sprint(h) {
 		t.Errorf("the kustomize base and the chart make different objects:\nbase:  %v\nchart: %v", b, h)
+	}
+	// The dispatcher's install: the same objects, rules and container.
+	dispatcher := parseDocs(t, e.sh(ctx, t, "kubectl kustomize dry-run/kueue-dispatcher"))
+	chartDispatcher := parseDocs(t, e.sh(ctx, t, "cat dry-run/helm-kueue-dispatcher.yaml"))
+	for _, c := range []struct {
+		kind string
+		path []string
+	}{
+		{"ClusterRole", []string{"rules"}},
+		{"ClusterRoleBinding", []string{"subjects"}},
+		{"Deployment", []string{"spec", "strategy"}},
+		{"Deployment", []string{"spec", "template", "spec", "containers"}},
+	} {
+		b, h := field(dispatcher, c.kind, "platform-kueue-dispatcher", c.path...), field(chartDispatcher, c.kind, "platform-kueue-dispatcher", c.path...)
+		if b, h = dropImage(b), dropImage(h); b == nil || fmt.Sprint(b) != fmt.Sprint(h) {
+			t.Errorf("platform-kueue-dispatcher %s %v differs between the kustomize component and the chart (or is missing):\nkustomize: %v\nchart:     %v", c.kind, c.path, b, h)
+		}
 	}
 	ha := parseDocs(t, e.sh(ctx, t, "kubectl kustomize dry-run/ha"))
 	chartHA := parseDocs(t, e.sh(ctx, t, "cat dry-run/helm-ha.yaml"))
