@@ -842,6 +842,8 @@ var libraryPackages = map[string][]string{
 	"github.com/jackc/pgx/v5": {"pgconn", "pgxpool"},
 	// kubectl's field validation (docs/security.md).
 	"k8s.io/cli-runtime": {"pkg/resource"},
+	// Kueue's Workload and configuration fields docs/dispatcher.md names.
+	"sigs.k8s.io/kueue": {"apis/kueue/v1beta2", "apis/config/v1beta2"},
 }
 
 // libraryWords adds the names of the library packages, and their files
