@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -32,20 +33,49 @@ import (
 // What the image holds and how it runs, shared with the Dockerfile (a test
 // checks that they agree).
 const (
-	Entrypoint = "/usr/local/bin/platform-apiserver"
-	NonrootUID = 65532
-	caBundle   = "/etc/ssl/certs/ca-certificates.crt"
-	source     = "https://github.com/example/platform-apiserver"
+	DefaultBinary = "platform-apiserver"
+	NonrootUID    = 65532
+	binDir        = "/usr/local/bin"
+	caBundle      = "/etc/ssl/certs/ca-certificates.crt"
+	source        = "https://github.com/example/platform-apiserver"
 )
+
+// EntrypointFor is where the image holds the binary named binary, and what
+// its config runs: /usr/local/bin/<binary>.
+func EntrypointFor(binary string) string { return path.Join(binDir, binary) }
+
+// ArchiveFor is the file name of the archive Build and Write store an
+// image of the binary named binary in: <binary>.tar.
+func ArchiveFor(binary string) string { return binary + ".tar" }
+
+// descriptions are the org.opencontainers.image.description labels of the
+// binaries this repository builds; another binary's image has none.
+var descriptions = map[string]string{
+	"platform-apiserver":        "Kubernetes aggregated API server for platform.example.io (NodeCapacity, ClusterNamespace)",
+	"platform-kueue-dispatcher": "External dispatcher for Kueue's MultiKueue that nominates the worker cluster where a PlacementReport says a Workload fits",
+}
+
+var binaryName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
+
+// checkBinary rejects a binary name that is not one plain file name.
+func checkBinary(binary string) error {
+	if !binaryName.MatchString(binary) {
+		return fmt.Errorf("binary name %q: want a file name such as %s (letters, digits, '.', '_', '-')", binary, DefaultBinary)
+	}
+	return nil
+}
 
 // BuildOptions say what Build builds.
 type BuildOptions struct {
 	Image     string   // reference the archive tags the image with
 	Platforms []string // os/arch, e.g. linux/amd64
-	Output    string   // directory for oci/, the archive and digest
+	Output    string   // directory for oci/, the archive (ArchiveFor(Binary)) and digest
 	Package   string   // Go package of the binary (./cmd/apiserver)
-	// Binaries, when set, maps each platform to a prebuilt binary instead of
-	// building Package (tests use it).
+	// Binary names the binary: the image runs EntrypointFor(Binary) and is
+	// archived as ArchiveFor(Binary). Empty means DefaultBinary.
+	Binary string
+	// Binaries, when set, maps each platform to a prebuilt binary file
+	// instead of building Package (tests use it).
 	Binaries        map[string]string
 	CACertificates  string
 	Version         string
@@ -70,6 +100,12 @@ func Build(ctx context.Context, o BuildOptions) (BuildResult, error) {
 	if err != nil {
 		return BuildResult{}, fmt.Errorf("--image %q: %w", o.Image, err)
 	}
+	if o.Binary == "" {
+		o.Binary = DefaultBinary
+	}
+	if err := checkBinary(o.Binary); err != nil {
+		return BuildResult{}, fmt.Errorf("--binary: %w", err)
+	}
 	if o.SourceDateEpoch < 0 {
 		o.SourceDateEpoch = sourceDateEpoch(ctx)
 	}
@@ -83,7 +119,7 @@ func Build(ctx context.Context, o BuildOptions) (BuildResult, error) {
 	if err != nil {
 		return BuildResult{}, fmt.Errorf("CA certificates (install Debian's ca-certificates or pass --ca-certificates): %w", err)
 	}
-	binDir := filepath.Join(o.Output, "bin")
+	buildDir := filepath.Join(o.Output, "bin")
 	var images []PlatformImage
 	for _, p := range o.Platforms {
 		plat, err := v1.ParsePlatform(p)
@@ -92,17 +128,17 @@ func Build(ctx context.Context, o BuildOptions) (BuildResult, error) {
 		}
 		bin := o.Binaries[p]
 		if bin == "" {
-			bin = filepath.Join(binDir, plat.OS+"-"+plat.Architecture, "platform-apiserver")
+			bin = filepath.Join(buildDir, plat.OS+"-"+plat.Architecture, o.Binary)
 			if err := buildBinary(ctx, o.Package, *plat, bin); err != nil {
 				return BuildResult{}, err
 			}
 		}
-		binary, err := os.ReadFile(bin)
+		executable, err := os.ReadFile(bin)
 		if err != nil {
 			return BuildResult{}, err
 		}
 		img, err := Assemble(ImageInputs{
-			Platform: *plat, Binary: binary, CACertificates: certs,
+			Platform: *plat, Binary: o.Binary, Executable: executable, CACertificates: certs,
 			Created: time.Unix(o.SourceDateEpoch, 0).UTC(), Version: o.Version, Revision: o.Revision,
 		})
 		if err != nil {
@@ -110,7 +146,7 @@ func Build(ctx context.Context, o BuildOptions) (BuildResult, error) {
 		}
 		images = append(images, PlatformImage{Platform: *plat, Image: img})
 	}
-	return Write(o.Output, ref, images)
+	return Write(o.Output, o.Binary, ref, images)
 }
 
 // buildBinary compiles pkg for plat: static (no cgo), trimmed paths, no VCS
@@ -134,8 +170,11 @@ func buildBinary(ctx context.Context, pkg string, plat v1.Platform, out string) 
 // ImageInputs are everything an image is made of: the same inputs give the
 // same digest.
 type ImageInputs struct {
-	Platform          v1.Platform
-	Binary            []byte
+	Platform v1.Platform
+	// Binary names the binary: the image holds Executable as, and runs,
+	// EntrypointFor(Binary); the title label and the layer's history name it.
+	Binary            string
+	Executable        []byte
 	CACertificates    []byte
 	Created           time.Time
 	Version, Revision string
@@ -159,6 +198,10 @@ type tarEntry struct {
 // the nonroot user, /tmp, nonroot's home) and the binary's layer, with a
 // config that runs the binary as 65532:65532.
 func Assemble(in ImageInputs) (v1.Image, error) {
+	if err := checkBinary(in.Binary); err != nil {
+		return nil, err
+	}
+	entrypoint := EntrypointFor(in.Binary)
 	passwd := "root:x:0:0:root:/root:/sbin/nologin\n" +
 		"nobody:x:65534:65534:nobody:/nonexistent:/sbin/nologin\n" +
 		"nonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n"
@@ -182,7 +225,7 @@ func Assemble(in ImageInputs) (v1.Image, error) {
 		return nil, err
 	}
 	app, err := layer(in.Created, []tarEntry{
-		{name: strings.TrimPrefix(Entrypoint, "/"), mode: 0o755, body: in.Binary},
+		{name: strings.TrimPrefix(entrypoint, "/"), mode: 0o755, body: in.Executable},
 	})
 	if err != nil {
 		return nil, err
@@ -192,7 +235,7 @@ func Assemble(in ImageInputs) (v1.Image, error) {
 	img = mutate.ConfigMediaType(img, types.OCIConfigJSON)
 	img, err = mutate.Append(img,
 		mutate.Addendum{Layer: base, History: v1.History{Created: created, CreatedBy: "hack/image: CA certificates, nonroot user (65532), /tmp", Comment: "base"}},
-		mutate.Addendum{Layer: app, History: v1.History{Created: created, CreatedBy: "hack/image: " + Entrypoint + " (CGO_ENABLED=0 go build -trimpath)", Comment: "platform-apiserver"}},
+		mutate.Addendum{Layer: app, History: v1.History{Created: created, CreatedBy: "hack/image: " + entrypoint + " (CGO_ENABLED=0 go build -trimpath)", Comment: in.Binary}},
 	)
 	if err != nil {
 		return nil, err
@@ -206,20 +249,22 @@ func Assemble(in ImageInputs) (v1.Image, error) {
 	cf.OS, cf.Architecture, cf.Variant = in.Platform.OS, in.Platform.Architecture, in.Platform.Variant
 	cf.Config = v1.Config{
 		User:       strconv.Itoa(NonrootUID) + ":" + strconv.Itoa(NonrootUID),
-		Entrypoint: []string{Entrypoint},
+		Entrypoint: []string{entrypoint},
 		WorkingDir: "/home/nonroot",
 		Env: []string{
 			"PATH=/usr/local/bin:/usr/bin:/bin",
 			"SSL_CERT_FILE=" + caBundle,
 		},
 		Labels: map[string]string{
-			"org.opencontainers.image.title":       "platform-apiserver",
-			"org.opencontainers.image.description": "Kubernetes aggregated API server for platform.example.io (NodeCapacity, ClusterNamespace)",
-			"org.opencontainers.image.source":      source,
-			"org.opencontainers.image.version":     in.Version,
-			"org.opencontainers.image.revision":    in.Revision,
-			"org.opencontainers.image.created":     in.Created.UTC().Format(time.RFC3339),
+			"org.opencontainers.image.title":    in.Binary,
+			"org.opencontainers.image.source":   source,
+			"org.opencontainers.image.version":  in.Version,
+			"org.opencontainers.image.revision": in.Revision,
+			"org.opencontainers.image.created":  in.Created.UTC().Format(time.RFC3339),
 		},
+	}
+	if d, ok := descriptions[in.Binary]; ok {
+		cf.Config.Labels["org.opencontainers.image.description"] = d
 	}
 	return mutate.ConfigFile(img, cf)
 }
@@ -254,10 +299,17 @@ func layer(created time.Time, entries []tarEntry) (v1.Layer, error) {
 	}, tarball.WithMediaType(types.OCILayer))
 }
 
-// Write stores images under dir as an OCI layout (oci/) and as one archive
-// that is both that layout and a Docker archive (platform-apiserver.tar),
-// tagged ref. One platform is stored as its manifest, several as an index.
-func Write(dir string, ref name.Reference, images []PlatformImage) (BuildResult, error) {
+// Write stores images of the binary named binary under dir as an OCI layout
+// (oci/) and as one archive that is both that layout and a Docker archive
+// (ArchiveFor(binary), e.g. platform-apiserver.tar), tagged ref. One platform
+// is stored as its manifest, several as an index.
+func Write(dir, binary string, ref name.Reference, images []PlatformImage) (BuildResult, error) {
+	if err := checkBinary(binary); err != nil {
+		return BuildResult{}, err
+	}
+	if len(images) == 0 {
+		return BuildResult{}, fmt.Errorf("no image to write")
+	}
 	layoutDir := filepath.Join(dir, "oci")
 	if err := os.RemoveAll(layoutDir); err != nil {
 		return BuildResult{}, err
@@ -324,7 +376,7 @@ func Write(dir string, ref name.Reference, images []PlatformImage) (BuildResult,
 	if err != nil {
 		return BuildResult{}, err
 	}
-	archive := filepath.Join(dir, "platform-apiserver.tar")
+	archive := filepath.Join(dir, ArchiveFor(binary))
 	if err := writeArchive(archive, layoutDir, map[string][]byte{"manifest.json": manifestJSON}); err != nil {
 		return BuildResult{}, err
 	}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"archive/tar"
-	"bytes"
 	"errors"
 	"io"
 	"log"
@@ -23,11 +22,17 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 )
 
-func testInputs(binary string, arch string) ImageInputs {
+// testCACertificates stands for the build machine's CA bundle.
+const testCACertificates = "-----BEGIN CERTIFICATE-----\nfake\n-----END CERTIFICATE-----\n"
+
+// testInputs are the inputs of platform-apiserver's image with executable as
+// the binary's bytes.
+func testInputs(executable string, arch string) ImageInputs {
 	return ImageInputs{
 		Platform:       v1.Platform{OS: "linux", Architecture: arch},
-		Binary:         []byte(binary),
-		CACertificates: []byte("-----BEGIN CERTIFICATE-----\nfake\n-----END CERTIFICATE-----\n"),
+		Binary:         DefaultBinary,
+		Executable:     []byte(executable),
+		CACertificates: []byte(testCACertificates),
 		Created:        time.Unix(1764547200, 0).UTC(),
 		Version:        "v0.1.0", Revision: "0123456789abcdef",
 	}
@@ -48,7 +53,7 @@ func writeImage(t *testing.T, dir, ref string, images ...PlatformImage) BuildRes
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := Write(dir, r, images)
+	res, err := Write(dir, DefaultBinary, r, images)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +61,8 @@ func writeImage(t *testing.T, dir, ref string, images ...PlatformImage) BuildRes
 }
 
 // TestReproducible: the same inputs give the same digest and the same
-// archive bytes; another binary gives another digest.
+// archive bytes; another binary, or the same bytes named otherwise, gives
+// another digest.
 func TestReproducible(t *testing.T) {
 	var digests, archives []string
 	for range 2 {
@@ -77,6 +83,11 @@ func TestReproducible(t *testing.T) {
 	}
 	if other.String() == digests[0] {
 		t.Fatalf("a different binary gave the same digest %s", other)
+	}
+	renamed := testInputs("binary", "amd64")
+	renamed.Binary = "platform-kueue-dispatcher"
+	if d, err := mustAssemble(t, renamed).Digest(); err != nil || d.String() == digests[0] {
+		t.Fatalf("the same binary named otherwise gave digest %s (%v), the same", d, err)
 	}
 }
 
@@ -113,8 +124,8 @@ func TestImageContents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cf.Config.User != "65532:65532" || len(cf.Config.Entrypoint) != 1 || cf.Config.Entrypoint[0] != Entrypoint {
-		t.Errorf("config runs %v as %q, want [%s] as 65532:65532", cf.Config.Entrypoint, cf.Config.User, Entrypoint)
+	if cf.Config.User != "65532:65532" || len(cf.Config.Entrypoint) != 1 || cf.Config.Entrypoint[0] != "/usr/local/bin/platform-apiserver" {
+		t.Errorf("config runs %v as %q, want [/usr/local/bin/platform-apiserver] as 65532:65532", cf.Config.Entrypoint, cf.Config.User)
 	}
 	if cf.OS != "linux" || cf.Architecture != "arm64" || !cf.Created.Equal(time.Unix(1764547200, 0)) {
 		t.Errorf("config platform %s/%s created %v", cf.OS, cf.Architecture, cf.Created)
@@ -311,28 +322,171 @@ func TestPush(t *testing.T) {
 	}
 }
 
+// repoImages are this repository's images: the package, the binary's name
+// (hack/image's --binary) and the Dockerfile's target of each.
+var repoImages = []struct{ pkg, binary, target string }{
+	{"./cmd/apiserver", "platform-apiserver", "apiserver"},
+	{"./cmd/kueue-dispatcher", "platform-kueue-dispatcher", "kueue-dispatcher"},
+}
+
+// TestBuildBinaryName: Build with --binary platform-kueue-dispatcher (a
+// prebuilt stand-in for the binary) makes an image that holds and runs
+// /usr/local/bin/platform-kueue-dispatcher and names it so, archived as
+// platform-kueue-dispatcher.tar, the same twice over.
+func TestBuildBinaryName(t *testing.T) {
+	tmp := t.TempDir()
+	ca, bin := filepath.Join(tmp, "ca.crt"), filepath.Join(tmp, "prebuilt")
+	if err := os.WriteFile(ca, []byte(testCACertificates), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, []byte("dispatcher ELF..."), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	build := func(out string) BuildResult {
+		t.Helper()
+		res, err := Build(t.Context(), BuildOptions{
+			Image: "platform-kueue-dispatcher:dev", Platforms: []string{"linux/amd64"}, Output: out,
+			Package: "./cmd/kueue-dispatcher", Binary: "platform-kueue-dispatcher",
+			Binaries:       map[string]string{"linux/amd64": bin},
+			CACertificates: ca, Version: "v0.1.0", Revision: "0123456789abcdef", SourceDateEpoch: 1764547200,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	out := filepath.Join(tmp, "out")
+	res := build(out)
+	if want := filepath.Join(out, "platform-kueue-dispatcher.tar"); res.Archive != want {
+		t.Errorf("archive %s, want %s", res.Archive, want)
+	}
+	entries, err := os.ReadDir(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	if strings.Join(names, " ") != "digest oci platform-kueue-dispatcher.tar" {
+		t.Errorf("output holds %v, want digest, oci and platform-kueue-dispatcher.tar", names)
+	}
+	if again := build(filepath.Join(tmp, "again")); again.Digest != res.Digest {
+		t.Errorf("same inputs, digests %s and %s", res.Digest, again.Digest)
+	}
+
+	tag, _ := name.NewTag("platform-kueue-dispatcher:dev")
+	img, err := tarball.ImageFromPath(res.Archive, &tag)
+	if err != nil {
+		t.Fatalf("read %s as a Docker archive: %v", res.Archive, err)
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const entrypoint = "/usr/local/bin/platform-kueue-dispatcher"
+	if got := cf.Config.Entrypoint; len(got) != 1 || got[0] != entrypoint || cf.Config.User != "65532:65532" {
+		t.Errorf("config runs %v as %q, want [%s] as 65532:65532", got, cf.Config.User, entrypoint)
+	}
+	if got := cf.Config.Labels["org.opencontainers.image.title"]; got != "platform-kueue-dispatcher" {
+		t.Errorf("title label %q", got)
+	}
+	if got := cf.Config.Labels["org.opencontainers.image.description"]; !strings.Contains(got, "MultiKueue") {
+		t.Errorf("description label %q is not the dispatcher's", got)
+	}
+	if n := len(cf.History); n != 2 || cf.History[1].Comment != "platform-kueue-dispatcher" || !strings.Contains(cf.History[1].CreatedBy, entrypoint) {
+		t.Errorf("history %+v, want the binary's layer named platform-kueue-dispatcher", cf.History)
+	}
+	headers, bodies := files(t, img)
+	if string(bodies["usr/local/bin/platform-kueue-dispatcher"]) != "dispatcher ELF..." || headers["usr/local/bin/platform-kueue-dispatcher"].Mode != 0o755 {
+		t.Errorf("binary missing or not 0755: %+v", headers["usr/local/bin/platform-kueue-dispatcher"])
+	}
+	if _, ok := headers["usr/local/bin/platform-apiserver"]; ok {
+		t.Error("the dispatcher's image holds /usr/local/bin/platform-apiserver")
+	}
+}
+
+// TestBinaryName: --binary is one file name.
+func TestBinaryName(t *testing.T) {
+	for _, bad := range []string{"", "bin/platform", "../platform", ".hidden", "a b"} {
+		in := testInputs("binary", "amd64")
+		in.Binary = bad
+		if _, err := Assemble(in); err == nil {
+			t.Errorf("Assemble took binary name %q", bad)
+		}
+		r, _ := name.ParseReference("platform-apiserver:dev")
+		if _, err := Write(t.TempDir(), bad, r, nil); err == nil {
+			t.Errorf("Write took binary name %q", bad)
+		}
+	}
+}
+
 // TestDockerfileAgrees: the Dockerfile, for those who build with Docker,
-// makes the same kind of image: static binary, distroless nonroot base, same
-// entrypoint and user.
+// makes the same kind of images as hack/image: for each binary, a stage that
+// compiles its package static and a target on the distroless nonroot base
+// that runs it as hack/image does, as 65532:65532. Its last stage, the
+// default target, is platform-apiserver's.
 func TestDockerfileAgrees(t *testing.T) {
 	b, err := os.ReadFile("../../Dockerfile")
 	if err != nil {
 		t.Fatal(err)
 	}
-	df := string(b)
-	for _, re := range []string{
-		`(?m)^FROM gcr\.io/distroless/static-debian\d+:nonroot\b`,
-		`CGO_ENABLED=0`,
-		`-trimpath`,
-		`(?m)^USER 65532:65532$`,
-		`(?m)^ENTRYPOINT \["` + regexp.QuoteMeta(Entrypoint) + `"\]$`,
-		`COPY --from=\w+ \S+ ` + regexp.QuoteMeta(Entrypoint),
-	} {
-		if !regexp.MustCompile(re).MatchString(df) {
-			t.Errorf("Dockerfile lacks %s", re)
+	stages, order := dockerfileStages(string(b))
+	for _, im := range repoImages {
+		stage, ok := stages[im.target]
+		if !ok {
+			t.Errorf("Dockerfile has no target %s (stages %v)", im.target, order)
+			continue
+		}
+		entrypoint := EntrypointFor(im.binary)
+		for _, re := range []string{
+			`^FROM gcr\.io/distroless/static-debian\d+:nonroot AS ` + regexp.QuoteMeta(im.target) + `\n`,
+			`(?m)^USER 65532:65532$`,
+			`(?m)^ENTRYPOINT \["` + regexp.QuoteMeta(entrypoint) + `"\]$`,
+		} {
+			if !regexp.MustCompile(re).MatchString(stage) {
+				t.Errorf("Dockerfile's target %s lacks %s", im.target, re)
+			}
+		}
+		m := regexp.MustCompile(`(?m)^COPY --from=(\S+) (\S+) ` + regexp.QuoteMeta(entrypoint) + `$`).FindStringSubmatch(stage)
+		if m == nil {
+			t.Errorf("Dockerfile's target %s does not copy a binary to %s", im.target, entrypoint)
+			continue
+		}
+		build, ok := stages[m[1]]
+		if !ok {
+			t.Errorf("Dockerfile's target %s copies from %s, not a stage of it", im.target, m[1])
+			continue
+		}
+		for _, re := range []string{
+			`CGO_ENABLED=0`,
+			`-trimpath`,
+			`-o ` + regexp.QuoteMeta(m[2]) + ` ` + regexp.QuoteMeta(im.pkg) + `\n`,
+		} {
+			if !regexp.MustCompile(re).MatchString(build) {
+				t.Errorf("Dockerfile's stage %s (building %s) lacks %s", m[1], im.target, re)
+			}
 		}
 	}
-	if !bytes.Contains(b, []byte("AS build")) {
-		t.Error("Dockerfile is not multi-stage")
+	if len(order) == 0 || order[len(order)-1] != repoImages[0].target {
+		t.Errorf("Dockerfile's last stage, the default target, is %v, want %s", order[len(order)-1:], repoImages[0].target)
 	}
+}
+
+// dockerfileStages splits a Dockerfile at its FROM lines: each stage's text
+// by its name, and the names in order.
+func dockerfileStages(df string) (map[string]string, []string) {
+	stages := map[string]string{}
+	var order []string
+	current := ""
+	for line := range strings.Lines(df) {
+		if f := strings.Fields(line); len(f) >= 4 && f[0] == "FROM" && strings.EqualFold(f[len(f)-2], "AS") {
+			current = f[len(f)-1]
+			order = append(order, current)
+		}
+		if current != "" {
+			stages[current] += line
+		}
+	}
+	return stages, order
 }

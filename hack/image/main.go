@@ -1,9 +1,16 @@
-// Command image builds platform-apiserver's container image without a
-// container engine, and pushes it to a registry. `make image` and
-// `make image-push` run it.
+// Command image builds the container images of this repository's binaries
+// without a container engine, and pushes them to a registry: `make image` and
+// `make image-push` for platform-apiserver, `make image-dispatcher` and
+// `make image-dispatcher-push` for platform-kueue-dispatcher.
 //
 //	go run ./hack/image build --image platform-apiserver:dev --platforms linux/amd64,linux/arm64 --output _output/image
 //	go run ./hack/image push  --from _output/image --image registry.example.com/platform/platform-apiserver:v0.1.0
+//	go run ./hack/image build --binary platform-kueue-dispatcher --package ./cmd/kueue-dispatcher \
+//	    --image platform-kueue-dispatcher:dev --output _output/image/kueue-dispatcher
+//
+// --binary names the binary (default platform-apiserver): the image holds
+// --package's binary as /usr/local/bin/<binary>, its entrypoint, and build
+// archives it as <binary>.tar.
 //
 // The image is static and minimal: the CGO-free binary, the build machine's CA
 // certificates, /etc/passwd and /etc/group with the nonroot user (65532),
@@ -15,11 +22,12 @@
 // build writes, under --output:
 //
 //	oci/                       an OCI image layout (index.json, oci-layout, blobs/)
-//	platform-apiserver.tar     the same layout as one archive, plus a manifest.json
-//	                           (Docker's archive format) for the first platform, so
-//	                           `docker load`, `podman load`, `ctr import` and
-//	                           `skopeo copy oci-archive:` all accept it
+//	<binary>.tar               the same layout as one archive (platform-apiserver.tar),
+//	                           plus a manifest.json (Docker's archive format) for the
+//	                           first platform, so `docker load`, `podman load`,
+//	                           `ctr import` and `skopeo copy oci-archive:` all accept it
 //	digest                     the digest of what push will push (index or manifest)
+//	bin/<os>-<arch>/<binary>   the binaries it compiled
 //
 // push reads oci/ and pushes it with go-containerregistry, using the
 // credentials of `docker login` / `podman login` (~/.docker/config.json,
@@ -57,8 +65,9 @@ func run(ctx context.Context, args []string) error {
 		var platforms string
 		fs.StringVar(&o.Image, "image", "platform-apiserver:dev", "reference the archive names the image by (docker load tags it so)")
 		fs.StringVar(&platforms, "platforms", "linux/amd64,linux/arm64", "comma-separated os/arch list; the first one also goes into the archive's manifest.json for docker load")
-		fs.StringVar(&o.Output, "output", "_output/image", "directory for oci/, platform-apiserver.tar and digest")
+		fs.StringVar(&o.Output, "output", "_output/image", "directory for oci/, <binary>.tar and digest")
 		fs.StringVar(&o.Package, "package", "./cmd/apiserver", "Go package of the binary")
+		fs.StringVar(&o.Binary, "binary", DefaultBinary, "name of the binary: the image runs /usr/local/bin/<binary>, build writes <binary>.tar")
 		fs.StringVar(&o.CACertificates, "ca-certificates", "/etc/ssl/certs/ca-certificates.crt", "PEM bundle installed as /etc/ssl/certs/ca-certificates.crt")
 		fs.StringVar(&o.Version, "version", "", "org.opencontainers.image.version label (default: git describe)")
 		fs.StringVar(&o.Revision, "revision", "", "org.opencontainers.image.revision label (default: git rev-parse HEAD)")
