@@ -6,7 +6,7 @@ BIN       := _output/bin
 FUZZTIME  ?= 10s
 BENCHTIME ?= 5x
 
-.PHONY: all help build deps tools run test test-all test-slow unit integration verify lint generate update-schema bench fuzz clean image image-push
+.PHONY: all help build deps tools run test test-all test-slow unit integration verify lint generate update-schema bench fuzz clean image image-push image-dispatcher image-dispatcher-push
 
 # The linters are Go tools pinned in their own module (hack/lint/go.mod), so
 # their dependencies never enter the server's go.mod.
@@ -17,7 +17,7 @@ all: build
 
 ## help: list the targets with their descriptions
 help:
-	@awk 'match($$0, /^## [A-Za-z0-9_-]+:/) { printf "  %-11s %s\n", substr($$0, 4, RLENGTH - 4), substr($$0, RLENGTH + 2) }' $(firstword $(MAKEFILE_LIST))
+	@awk 'match($$0, /^## [A-Za-z0-9_-]+:/) { printf "  %-21s %s\n", substr($$0, 4, RLENGTH - 4), substr($$0, RLENGTH + 2) }' $(firstword $(MAKEFILE_LIST))
 
 ## build: the platform-apiserver binary and the kubectl plugin kubectl-platform in _output/bin
 ## (put _output/bin on your PATH and kubectl runs it as kubectl platform)
@@ -34,21 +34,35 @@ deps:
 tools:
 	@hack/build-tools.sh all
 
-# The image: IMAGE names it (the archive's tag, the registry reference to push
-# to); PLATFORMS lists os/arch pairs (PLATFORMS=linux/amd64 builds one).
+# The images: IMAGE names the server's, DISPATCHER_IMAGE the dispatcher's (the
+# archive's tag, the registry reference to push to); PLATFORMS lists os/arch
+# pairs (PLATFORMS=linux/amd64 builds one). --binary names the binary in the
+# image: its entrypoint /usr/local/bin/<binary> and the archive <binary>.tar.
 IMAGE     ?= platform-apiserver:dev
 PLATFORMS ?= linux/amd64,linux/arm64
 IMAGE_DIR ?= _output/image
+DISPATCHER_IMAGE     ?= platform-kueue-dispatcher:dev
+DISPATCHER_IMAGE_DIR ?= $(IMAGE_DIR)/kueue-dispatcher
 
 ## image: a static, nonroot OCI image without a container engine: $(IMAGE_DIR)/platform-apiserver.tar
 ## (docker load, podman load, ctr import) and the OCI layout $(IMAGE_DIR)/oci
 image:
-	$(GO) run ./hack/image build --image $(IMAGE) --platforms $(PLATFORMS) --output $(IMAGE_DIR)
+	$(GO) run ./hack/image build --binary platform-apiserver --package ./cmd/apiserver --image $(IMAGE) --platforms $(PLATFORMS) --output $(IMAGE_DIR)
 
 ## image-push: push what make image built to IMAGE (e.g. IMAGE=registry.example.com/platform/platform-apiserver:v0.1.0)
 ## with the credentials of docker login / podman login
 image-push:
 	$(GO) run ./hack/image push --image $(IMAGE) --from $(IMAGE_DIR)
+
+## image-dispatcher: the platform-kueue-dispatcher image, as make image builds the server's: $(DISPATCHER_IMAGE_DIR)/platform-kueue-dispatcher.tar
+## and the OCI layout $(DISPATCHER_IMAGE_DIR)/oci (DISPATCHER_IMAGE_DIR defaults to $(IMAGE_DIR)/kueue-dispatcher), tagged DISPATCHER_IMAGE
+image-dispatcher:
+	$(GO) run ./hack/image build --binary platform-kueue-dispatcher --package ./cmd/kueue-dispatcher --image $(DISPATCHER_IMAGE) --platforms $(PLATFORMS) --output $(DISPATCHER_IMAGE_DIR)
+
+## image-dispatcher-push: push what make image-dispatcher built to DISPATCHER_IMAGE (e.g. DISPATCHER_IMAGE=registry.example.com/platform/platform-kueue-dispatcher:v0.1.0)
+## with the credentials of docker login / podman login
+image-dispatcher-push:
+	$(GO) run ./hack/image push --image $(DISPATCHER_IMAGE) --from $(DISPATCHER_IMAGE_DIR)
 
 ## run: a local control plane, Postgres and platform-apiserver in the foreground (Ctrl-C stops it)
 run: deps build

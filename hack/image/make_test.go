@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strings"
 	"testing"
@@ -75,5 +76,45 @@ func TestMakeImagePush(t *testing.T) {
 	}
 	if cf.Config.User != "65532:65532" || cf.Architecture != runtime.GOARCH {
 		t.Errorf("pushed image runs as %q on %s, want 65532:65532 on %s", cf.Config.User, cf.Architecture, runtime.GOARCH)
+	}
+}
+
+// TestMakeImageTargets: make image and make image-dispatcher build each
+// package of repoImages under the name the Dockerfile gives it, into
+// directories of their own, and make help lists both and their pushes.
+func TestMakeImageTargets(t *testing.T) {
+	if _, err := exec.LookPath("make"); err != nil {
+		t.Fatal("make is needed: it is the README's command")
+	}
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	makeOut := func(args ...string) string {
+		t.Helper()
+		cmd := exec.CommandContext(t.Context(), "make", append([]string{"--no-print-directory"}, args...)...)
+		cmd.Dir = root
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("make %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+	// -n prints the commands without running them: nothing compiles.
+	out := makeOut("-n", "image", "image-dispatcher", "image-dispatcher-push", "IMAGE_DIR=/tmp/img", "GO=go")
+	for _, want := range []string{
+		"go run ./hack/image build --binary " + repoImages[0].binary + " --package " + repoImages[0].pkg + " --image platform-apiserver:dev --platforms linux/amd64,linux/arm64 --output /tmp/img\n",
+		"go run ./hack/image build --binary " + repoImages[1].binary + " --package " + repoImages[1].pkg + " --image platform-kueue-dispatcher:dev --platforms linux/amd64,linux/arm64 --output /tmp/img/kueue-dispatcher\n",
+		"go run ./hack/image push --image platform-kueue-dispatcher:dev --from /tmp/img/kueue-dispatcher\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("make -n runs\n%s\nwithout\n%s", out, want)
+		}
+	}
+	help := makeOut("help")
+	for _, target := range []string{"image", "image-push", "image-dispatcher", "image-dispatcher-push"} {
+		if !regexp.MustCompile(`(?m)^  ` + regexp.QuoteMeta(target) + ` +\S`).MatchString(help) {
+			t.Errorf("make help does not list %s:\n%s", target, help)
+		}
 	}
 }
