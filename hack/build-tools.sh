@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Provides the pinned local stack — etcd, kube-apiserver, kube-controller-manager,
 # kube-scheduler and kubectl (hack/tools), kwok (hack/tools/kwok) and metrics-server
-# (hack/tools/metrics-server), and on request helm (hack/tools/helm) — in a
+# (hack/tools/metrics-server), and on request helm (hack/tools/helm) and Kueue's
+# manager kueue (hack/tools/kueue, for the MultiKueue harness) — in a
 # cache outside the checkout, keyed by the tools modules' content, so every
 # clone on this machine shares it. Prints the directory holding the binaries.
 #
@@ -38,6 +39,7 @@ ldflags="-s -w \
  -X k8s.io/client-go/pkg/version.gitVersion=$k8s_version \
  -X k8s.io/client-go/pkg/version.gitMajor=1 -X k8s.io/client-go/pkg/version.gitMinor=$k8s_minor"
 helm_version=$(pinned "$tools/helm" helm.sh/helm/v3)
+kueue_version=$(pinned "$tools/kueue" sigs.k8s.io/kueue)
 
 # binary → "module dir|package|pinned version|build flags"
 declare -A sources=(
@@ -49,6 +51,7 @@ declare -A sources=(
   [kwok]="$tools/kwok|sigs.k8s.io/kwok/cmd/kwok|$(pinned "$tools/kwok" sigs.k8s.io/kwok)|-s -w"
   [metrics-server]="$tools/metrics-server|sigs.k8s.io/metrics-server/cmd/metrics-server|$(pinned "$tools/metrics-server" sigs.k8s.io/metrics-server)|-s -w"
   [helm]="$tools/helm|helm.sh/helm/v3/cmd/helm|$helm_version|-s -w -X helm.sh/helm/v3/internal/version.version=$helm_version"
+  [kueue]="$tools/kueue|sigs.k8s.io/kueue/cmd/kueue|$kueue_version|-s -w -X sigs.k8s.io/kueue/pkg/version.GitVersion=$kueue_version"
 )
 default=(etcd kube-apiserver kube-controller-manager kubectl kwok metrics-server kube-scheduler)
 wanted=("$@")
@@ -74,6 +77,9 @@ version_of() {
     kubectl) v=$(timeout 10 "$2" version --client -o json 2>/dev/null | sed -n 's/.*"gitVersion": *"\([^"]*\)".*/\1/p' | head -1) ;;
     kwok) v=$(timeout 10 "$2" --version 2>/dev/null | awk '/^kwok version/ {print $3; exit}') ;;
     helm) v=$(timeout 10 "$2" version --template '{{.Version}}' 2>/dev/null) ;;
+    # kueue has no --version: the module it was built from (main module of
+    # a go install, a dependency of a tools module's build).
+    kueue) v=$(go version -m "$2" 2>/dev/null | awk '($1 == "mod" || $1 == "dep") && $2 == "sigs.k8s.io/kueue" {print $3; exit}') ;;
     metrics-server)
       v=$(timeout 10 "$2" --version 2>/dev/null | head -1)
       [[ "$v" =~ ^v[0-9]+\.[0-9]+\.[0-9]+$ ]] || v=$(go version -m "$2" 2>/dev/null | awk '$1 == "mod" && $2 == "sigs.k8s.io/metrics-server" {print $3}') ;;

@@ -40,6 +40,9 @@ func (cp *ControlPlane) startControllerManager(ctx context.Context) error {
 	} else if cp.opts.StartQuotaController {
 		controllers = append(slices.Clone(controllers), "resourcequota-controller")
 	}
+	if cp.opts.StartJobController {
+		controllers = append(slices.Clone(controllers), "job-controller")
+	}
 	p := cp.pki
 	args := append(cp.componentServingArgs(port, p.componentServing),
 		"--leader-elect=false",

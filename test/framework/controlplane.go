@@ -55,11 +55,13 @@ type ControlPlane struct {
 	stopErr  error
 }
 
-// Start starts PostgreSQL (unless a database is given), etcd, kube-apiserver,
-// optionally kube-controller-manager and the simulator (kwok and
-// metrics-server), and the platform-apiserver, registers
+// Start starts etcd, kube-apiserver, optionally kube-controller-manager,
+// kube-scheduler and the simulator (kwok and metrics-server), then
+// PostgreSQL (unless a database is given) and the platform-apiserver, registers
 // the platform API with the aggregator, and returns once kube-apiserver serves
-// platform.example.io/v1alpha1. On error everything started so far is stopped.
+// platform.example.io/v1alpha1. With Options.WithoutPlatform it stops short
+// of PostgreSQL and the platform: a bare cluster. On error everything started
+// so far is stopped.
 func Start(ctx context.Context, opts Options) (_ *ControlPlane, err error) {
 	begin := time.Now()
 	cp := &ControlPlane{opts: opts}
@@ -78,10 +80,11 @@ func Start(ctx context.Context, opts Options) (_ *ControlPlane, err error) {
 			}
 		}
 	}()
-	steps := []struct {
+	type step struct {
 		name string
 		run  func(context.Context) error
-	}{
+	}
+	steps := []step{
 		{"prepare work directory", cp.prepareWorkDir},
 		{"resolve binaries", cp.resolveBinaries},
 		{"generate PKI", func(context.Context) error {
@@ -89,7 +92,6 @@ func Start(ctx context.Context, opts Options) (_ *ControlPlane, err error) {
 			cp.pki = p
 			return err
 		}},
-		{"start database", cp.startDatabase},
 		{"start etcd", cp.startEtcd},
 		{"start kube-apiserver", cp.startKubeAPIServer},
 		{"start kube-controller-manager", func(ctx context.Context) error {
@@ -110,6 +112,9 @@ func Start(ctx context.Context, opts Options) (_ *ControlPlane, err error) {
 			}
 			return cp.startSimulator(ctx)
 		}},
+	}
+	platform := []step{
+		{"start database", cp.startDatabase},
 		{"start platform-apiserver", func(ctx context.Context) error {
 			if err := cp.preparePlatform(); err != nil {
 				return err
@@ -122,6 +127,9 @@ func Start(ctx context.Context, opts Options) (_ *ControlPlane, err error) {
 			defer cp.mu.Unlock()
 			return cp.waitPlatformServed(ctx)
 		}},
+	}
+	if !opts.WithoutPlatform {
+		steps = append(steps, platform...)
 	}
 	for _, s := range steps {
 		stepStart := time.Now()
@@ -168,6 +176,9 @@ func (cp *ControlPlane) resolveBinaries(ctx context.Context) error {
 		return err
 	}
 	cp.binDir = binDir
+	if cp.opts.WithoutPlatform {
+		return nil
+	}
 	cp.platformBinary = cp.opts.PlatformAPIServerBinary
 	if cp.platformBinary == "" {
 		binary, err := sharedPlatformAPIServer(ctx)

@@ -60,6 +60,18 @@ type Options struct {
 	// nodes with StartSimulator).
 	StartScheduler bool
 
+	// StartJobController adds the Job controller to kube-controller-manager
+	// (with StartControllerManager), so a Job's pods are created as in a
+	// real cluster (and run on kwok's nodes with StartSimulator and
+	// StartScheduler): a MultiKueue worker's.
+	StartJobController bool
+
+	// WithoutPlatform starts a bare Kubernetes cluster: etcd, kube-apiserver
+	// and the components asked for, without PostgreSQL or the
+	// platform-apiserver (a member cluster, a MultiKueue worker).
+	// DatabaseURL, PlatformAPIServerBinary and ExtraPlatformArgs are unused.
+	WithoutPlatform bool
+
 	// StartSimulator starts kwok (simulated nodes whose pods run, with
 	// kubelet-style resource metrics) and metrics-server registered as
 	// metrics.k8s.io/v1beta1, so CreateSimulatedNode and `kubectl top` work.

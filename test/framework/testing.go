@@ -15,7 +15,7 @@ import (
 // When the test fails, the work directory and its logs are kept and named.
 func ForTest(t testing.TB, opts Options) *ControlPlane {
 	t.Helper()
-	if opts.DatabaseURL == "" {
+	if opts.DatabaseURL == "" && !opts.WithoutPlatform {
 		opts.DatabaseURL = postgres.NewTestDatabase(t)
 	}
 	cp, err := Start(t.Context(), opts)
