@@ -73,7 +73,7 @@ run: deps build
 # installed in a chroot, hung and failed-over databases, two releases side by
 # side). make test skips them, make test-slow runs only them; CI runs both.
 # hack/verify-test-tiers.sh checks that each names a test of test/integration.
-SLOW_TESTS := TestDiscoveryQuietSoak|TestHungMigratorLetsTheLockGo|TestMonitoring|TestInstall|TestMemberFreshness|TestRegistryHungPrimary|TestRegistryHungStandby|TestRegistryFailover|TestRollingUpgradeSideBySide
+SLOW_TESTS := TestDiscoveryQuietSoak|TestHungMigratorLetsTheLockGo|TestMonitoring|TestInstall|TestMemberFreshness|TestRegistryHungPrimary|TestRegistryHungStandby|TestRegistryFailover|TestRollingUpgradeSideBySide|TestMultiKueueHarness
 # How many parallel integration tests run at once: most of their time is
 # waiting for a condition, not computing, so more than the cores.
 TEST_PARALLEL ?= 4
@@ -88,6 +88,7 @@ test-all: test test-slow
 
 ## test-slow: the slow tier, SLOW_TESTS only (about 12 minutes, most of it a soak and alerts waiting)
 test-slow: deps tools
+	@hack/build-tools.sh kueue >/dev/null
 	$(GO) test -count=1 -timeout 60m -parallel $(TEST_PARALLEL) -run '^($(SLOW_TESTS))$$' ./test/integration/
 
 ## unit: tests that need no control plane (Postgres is still real)

@@ -40,9 +40,10 @@ type ControlPlane struct {
 	scheduler         *process
 	sim               *simulator // nil unless Options.StartSimulator
 
-	mu                 sync.Mutex // guards platform and prometheus
+	mu                 sync.Mutex // guards platform, prometheus and kueue
 	platform           *process
 	prometheus         []*process // StartPrometheus's, stopped first
+	kueue              *Kueue     // StartKueue's, stopped first
 	platformBinary     string
 	platformPort       int
 	platformArgs       []string
@@ -246,7 +247,13 @@ func (cp *ControlPlane) Stop() error {
 		var errs []error
 		cp.mu.Lock()
 		procs := append(append([]*process(nil), cp.prometheus...), cp.platform)
+		kueue := cp.kueue
 		cp.mu.Unlock()
+		if kueue != nil {
+			if err := kueue.Stop(); err != nil {
+				errs = append(errs, err)
+			}
+		}
 		if cp.sim != nil {
 			procs = append(procs, cp.sim.metricsServer, cp.sim.kwok)
 		}
