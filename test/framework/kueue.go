@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,7 +23,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	configv1alpha1 "k8s.io/component-base/config/v1alpha1"
 	"k8s.io/klog/v2"
-	"k8s.io/utils/ptr"
 	configapi "sigs.k8s.io/kueue/apis/config/v1beta2"
 	"sigs.k8s.io/yaml"
 )
@@ -213,25 +213,23 @@ func (k *Kueue) dispatcherName() string {
 // Service or webhook configurations to inject into), Jobs only.
 func (k *Kueue) configuration() ([]byte, error) {
 	gates := map[string]bool{"VisibilityOnDemand": false}
-	for g, on := range k.opts.FeatureGates {
-		gates[g] = on
-	}
+	maps.Copy(gates, k.opts.FeatureGates)
 	addr := func(port int) string { return "127.0.0.1:" + strconv.Itoa(port) }
 	cfg := configapi.Configuration{
 		TypeMeta:  metav1.TypeMeta{APIVersion: configapi.GroupVersion.String(), Kind: "Configuration"},
-		Namespace: ptr.To(KueueNamespace),
+		Namespace: new(KueueNamespace),
 		ControllerManager: configapi.ControllerManager{
-			Webhook:        configapi.ControllerWebhook{Host: "127.0.0.1", Port: ptr.To(k.webhookPort), CertDir: k.dir},
-			LeaderElection: &configv1alpha1.LeaderElectionConfiguration{LeaderElect: ptr.To(false)},
+			Webhook:        configapi.ControllerWebhook{Host: "127.0.0.1", Port: new(k.webhookPort), CertDir: k.dir},
+			LeaderElection: &configv1alpha1.LeaderElectionConfiguration{LeaderElect: new(false)},
 			Metrics:        configapi.ControllerMetrics{BindAddress: addr(k.metricsPort)},
 			Health:         configapi.ControllerHealth{HealthProbeBindAddress: addr(k.healthPort)},
 		},
-		InternalCertManagement: &configapi.InternalCertManagement{Enable: ptr.To(false)},
-		ClientConnection:       &configapi.ClientConnection{QPS: ptr.To[float32](50), Burst: ptr.To[int32](100)},
+		InternalCertManagement: &configapi.InternalCertManagement{Enable: new(false)},
+		ClientConnection:       &configapi.ClientConnection{QPS: new(float32(50)), Burst: new(int32(100))},
 		Integrations:           &configapi.Integrations{Frameworks: []string{"batch/job"}},
 		MultiKueue: &configapi.MultiKueue{
 			GCInterval:     &metav1.Duration{Duration: cmp.Or(k.opts.GCInterval, 5*time.Second)},
-			DispatcherName: ptr.To(k.dispatcherName()),
+			DispatcherName: new(k.dispatcherName()),
 		},
 		FeatureGates: gates,
 	}
@@ -349,7 +347,7 @@ func ensureKueueMetricsCert() error {
 	}
 	parent := filepath.Dir(kueueMetricsCertDir)
 	if err := os.MkdirAll(parent, 0o755); err != nil {
-		return fmt.Errorf("Kueue reads its metrics certificate from %s (with internal cert management off): %w", kueueMetricsCertDir, err)
+		return fmt.Errorf("create %s, where Kueue reads its metrics certificate (internal cert management off): %w", parent, err)
 	}
 	tmp, err := os.MkdirTemp(parent, ".certs-")
 	if err != nil {

@@ -22,7 +22,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
-	"k8s.io/utils/ptr"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 	kueueclient "sigs.k8s.io/kueue/client-go/clientset/versioned"
 )
@@ -309,8 +308,8 @@ func MultiKueueJob(namespace, name, queue string, requests corev1.ResourceList) 
 	return &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: map[string]string{KueueQueueNameLabel: queue}},
 		Spec: batchv1.JobSpec{
-			Suspend:   ptr.To(true),
-			ManagedBy: ptr.To(MultiKueueManagedBy),
+			Suspend:   new(true),
+			ManagedBy: new(MultiKueueManagedBy),
 			Template: corev1.PodTemplateSpec{
 				Spec: corev1.PodSpec{
 					RestartPolicy: corev1.RestartPolicyNever,
@@ -384,7 +383,7 @@ func managedStatusFields(obj *unstructured.Unstructured, manager string) map[str
 			continue
 		}
 		var set map[string]any
-		if json.Unmarshal(e.FieldsV1.Raw, &set) == nil {
+		if json.Unmarshal(e.FieldsV1.GetRawBytes(), &set) == nil {
 			return set
 		}
 	}

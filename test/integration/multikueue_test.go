@@ -75,12 +75,10 @@ func TestMultiKueueHarness(t *testing.T) {
 	waitWorkload(t, mk, ns, wl1, "QuotaReserved on the manager", func(wl *kueue.Workload) bool {
 		return meta.IsStatusConditionTrue(wl.Status.Conditions, kueue.WorkloadQuotaReserved)
 	})
-	reserved := time.Now()
 	eventually(t, "a remote Workload created on both workers", multiKueueTimeout, func(context.Context) (bool, string) {
 		got := remotes.created(wl1)
 		return len(got) == 2, fmt.Sprintf("created on %v", got)
 	})
-	t.Logf("remote Workloads created on both workers %s after QuotaReserved", time.Since(reserved).Round(time.Millisecond))
 	admitted := waitWorkload(t, mk, ns, wl1, "Admitted on the manager with status.clusterName", func(wl *kueue.Workload) bool {
 		return wl.Status.ClusterName != nil && meta.IsStatusConditionTrue(wl.Status.Conditions, kueue.WorkloadAdmitted)
 	})
