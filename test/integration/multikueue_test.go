@@ -38,6 +38,9 @@ const multiKueueTimeout = 2 * time.Minute
 // Job's Workload waits, quota reserved and offered to no worker, until the
 // test does what that dispatcher will do: nominate one worker in
 // status.nominatedClusterNames (framework.NominateWorkers).
+//
+// Not parallel: three stacks and three Kueues keep two cores busy, and the
+// slow tier's tests that bound times run after it.
 func TestMultiKueueHarness(t *testing.T) {
 	ctx := t.Context()
 	const ns = "team-a"
