@@ -83,7 +83,7 @@ func question(name string, ps *kueue.PodSet) (platform.PlacementReportSpec, erro
 	pod := &corev1.Pod{ObjectMeta: ps.Template.ObjectMeta, Spec: ps.Template.Spec}
 	unmodelled := func(reason string) error { return &Unmodelled{PodSet: name, Reason: reason} }
 	switch {
-	case ps.TopologyRequest != nil:
+	case asksTopology(ps.TopologyRequest):
 		return platform.PlacementReportSpec{}, unmodelled("has a topology request (topology-aware scheduling)")
 	case len(pod.Spec.ResourceClaims) > 0:
 		return platform.PlacementReportSpec{}, unmodelled("claims DRA devices through resource claims")
@@ -159,6 +159,13 @@ func topologySpread(pod *corev1.Pod) (*platform.TopologySpread, error) {
 		return nil, fmt.Errorf("sets minDomains or matchLabelKeys on its topology spread")
 	}
 	return &platform.TopologySpread{TopologyKey: c.TopologyKey, MaxSkew: c.MaxSkew}, nil
+}
+
+// asksTopology says the pod set asks topology-aware scheduling: a level
+// required or preferred, or unconstrained. Kueue fills the request's
+// pod index labels for every Job, which ask nothing of placement.
+func asksTopology(r *kueue.PodSetTopologyRequest) bool {
+	return r != nil && (r.Required != nil || r.Preferred != nil || r.Unconstrained != nil)
 }
 
 func hasRequiredPodAffinity(a *corev1.Affinity) bool {

@@ -79,8 +79,10 @@ func TestPodSetsOfUnmodelled(t *testing.T) {
 			s.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{TopologyKey: "x"}}}}
 		}),
 		"resource claims": base(func(s *corev1.PodSpec) { s.ResourceClaims = []corev1.PodResourceClaim{{Name: "gpu"}} }),
-		"host ports":      base(func(s *corev1.PodSpec) { s.Containers[0].Ports = []corev1.ContainerPort{{ContainerPort: 80, HostPort: 80}} }),
-		"spec.nodeName":   base(func(s *corev1.PodSpec) { s.NodeName = "n1" }),
+		"host ports": base(func(s *corev1.PodSpec) {
+			s.Containers[0].Ports = []corev1.ContainerPort{{ContainerPort: 80, HostPort: 80}}
+		}),
+		"spec.nodeName": base(func(s *corev1.PodSpec) { s.NodeName = "n1" }),
 		"topology spread": base(func(s *corev1.PodSpec) {
 			c := corev1.TopologySpreadConstraint{MaxSkew: 1, TopologyKey: "zone", WhenUnsatisfiable: corev1.DoNotSchedule, LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"other": "x"}}}
 			s.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{c}
@@ -93,8 +95,14 @@ func TestPodSetsOfUnmodelled(t *testing.T) {
 			t.Errorf("%s: got %v, want an Unmodelled error", name, err)
 		}
 	}
+	// Kueue sets the pod index label of every Job's pod set: no topology.
+	indexed := base(func(*corev1.PodSpec) {})
+	indexed.TopologyRequest = &kueue.PodSetTopologyRequest{PodIndexLabel: ptr.To("batch.kubernetes.io/job-completion-index")}
+	if _, err := PodSetsOf(workload(indexed)); err != nil {
+		t.Errorf("a pod index label only: %v", err)
+	}
 	tas := base(func(*corev1.PodSpec) {})
-	tas.TopologyRequest = &kueue.PodSetTopologyRequest{}
+	tas.TopologyRequest = &kueue.PodSetTopologyRequest{Required: ptr.To("cloud.provider.com/rack")}
 	if _, err := PodSetsOf(workload(tas)); err == nil || !strings.Contains(err.Error(), "topology request") {
 		t.Errorf("topology request: %v", err)
 	}

@@ -92,7 +92,7 @@ func TestMonitoring(t *testing.T) {
 
 	// east goes away.
 	cut := time.Now()
-	fwd.stop()
+	fwd.Stop()
 	alerts, err := prom.WaitForAlert(ctx, "PlatformMemberUnreachable", map[string]string{"cluster": "east"}, "firing", monitoringTimeout)
 	if err != nil {
 		t.Fatal(err)
@@ -141,7 +141,9 @@ func TestMonitoring(t *testing.T) {
 
 	// east comes back.
 	restored := time.Now()
-	fwd.restart(t)
+	if err := fwd.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := prom.WaitForAlert(ctx, "PlatformMemberUnreachable", map[string]string{"cluster": "east"}, "", monitoringTimeout); err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +163,7 @@ func TestMonitoring(t *testing.T) {
 	// answers such a watch with one that ends at once and no error; a run
 	// of them makes the member unreachable, never silently Synced.
 	dropped := time.Now()
-	fwd.dropConnections()
+	fwd.DropConnections()
 	if _, err := prom.WaitForAlert(ctx, "PlatformMemberUnreachable", map[string]string{"cluster": "east"}, "firing", monitoringTimeout); err != nil {
 		t.Fatal(err)
 	}
@@ -170,7 +172,7 @@ func TestMonitoring(t *testing.T) {
 		state := e.jsonpath(ctx, "{.status.mirroring.state}", "get", "clustercapacity", "east")
 		return state == "Unreachable", state
 	})
-	fwd.relay()
+	fwd.Resume()
 	eventually(t, "east's ClusterCapacity Synced once the proxy relays again", mirrorTimeout, func(ctx context.Context) (bool, string) {
 		state := e.jsonpath(ctx, "{.status.mirroring.state}", "get", "clustercapacity", "east")
 		return state == "Synced", state

@@ -3,13 +3,10 @@ package integration
 import (
 	"context"
 	"fmt"
-	"io"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,7 +15,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 
@@ -233,7 +229,7 @@ func TestPlacementReport(t *testing.T) {
 	// The second member goes away: its answer is what was last mirrored,
 	// flagged stale with its age, after the current one, whose data age
 	// (its mirror heartbeat's) is within the bound.
-	fwd.stop()
+	fwd.Stop()
 	eventually(t, "east unreachable", mirrorTimeout, func(ctx context.Context) (bool, string) {
 		out := e.jsonpath(ctx, `{.status.mirroring.state}`, "get", "clustercapacity", "east")
 		return out == "Unreachable", out
@@ -443,25 +439,10 @@ func (e *env) testPlacementAccess(t *testing.T) {
 	t.Logf("another client's %d lists meanwhile: p99 %s, max %s", len(took), percentile(took, 0.99), slices.Max(took))
 }
 
-// forwarder relays TCP connections to target until stopped, when it
-// closes its listener and every connection (the member's API is gone:
-// connections are refused, as by a stopped API server). restart listens on
-// the same address again (the API is back).
-type forwarder struct {
-	target  string
-	address string
-	mu      sync.Mutex
-	l       net.Listener // nil while stopped
-	conns   []net.Conn
-	// hangUp: accept each connection and close it at once, as a proxy or
-	// load balancer in front of a stopped API server does (dropConnections).
-	hangUp bool
-}
-
 // forwardedMember lists the hosting cluster once more as member name in the
 // member kubeconfig directory dir, reached through a forwarder the test can
 // take away.
-func (e *env) forwardedMember(t *testing.T, dir, name string) *forwarder {
+func (e *env) forwardedMember(t *testing.T, dir, name string) *framework.Relay {
 	t.Helper()
 	fwd := startForwarder(t, strings.TrimPrefix(e.cp.KubeAPIServerURL(), "https://"))
 	cfg, err := clientcmd.LoadFromFile(e.cp.AdminKubeconfig())
@@ -469,7 +450,7 @@ func (e *env) forwardedMember(t *testing.T, dir, name string) *forwarder {
 		t.Fatal(err)
 	}
 	for _, c := range cfg.Clusters {
-		c.Server = "https://" + fwd.addr()
+		c.Server = "https://" + fwd.Addr()
 	}
 	if err := clientcmd.WriteToFile(*cfg, filepath.Join(dir, name)); err != nil {
 		t.Fatal(err)
@@ -477,102 +458,11 @@ func (e *env) forwardedMember(t *testing.T, dir, name string) *forwarder {
 	return fwd
 }
 
-func startForwarder(t *testing.T, target string) *forwarder {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+func startForwarder(t *testing.T, target string) *framework.Relay {
+	r, err := framework.StartRelay(target)
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &forwarder{target: target, address: l.Addr().String()}
-	t.Cleanup(f.stop)
-	f.serve(l)
-	return f
-}
-
-// serve relays the connections l accepts until l is closed.
-func (f *forwarder) serve(l net.Listener) {
-	f.mu.Lock()
-	f.l = l
-	f.mu.Unlock()
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			f.mu.Lock()
-			hangUp := f.hangUp
-			f.mu.Unlock()
-			if hangUp {
-				c.Close()
-				continue
-			}
-			u, err := net.Dial("tcp", f.target)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			f.mu.Lock()
-			if f.l != l { // stopped meanwhile
-				f.mu.Unlock()
-				c.Close()
-				u.Close()
-				continue
-			}
-			f.conns = append(f.conns, c, u)
-			f.mu.Unlock()
-			go func() { _, _ = io.Copy(u, c); u.Close() }()
-			go func() { _, _ = io.Copy(c, u); c.Close() }()
-		}
-	}()
-}
-
-func (f *forwarder) addr() string { return f.address }
-
-// dropConnections closes every relayed connection and, until relay, accepts
-// each new one and closes it at once: the member's address answers, its
-// API does not.
-func (f *forwarder) dropConnections() {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.hangUp = true
-	for _, c := range f.conns {
-		c.Close()
-	}
-	f.conns = nil
-}
-
-// relay relays new connections again after dropConnections.
-func (f *forwarder) relay() {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.hangUp = false
-}
-
-func (f *forwarder) stop() {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.l != nil {
-		f.l.Close()
-		f.l = nil
-	}
-	for _, c := range f.conns {
-		c.Close()
-	}
-	f.conns = nil
-}
-
-// restart listens on the forwarder's address again after stop. The port
-// was free a moment ago; another socket taking it meanwhile fails the test.
-func (f *forwarder) restart(t *testing.T) {
-	t.Helper()
-	var l net.Listener
-	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
-		var err error
-		l, err = net.Listen("tcp", f.address)
-		return err == nil, nil
-	})
-	if err != nil {
-		t.Fatalf("forwarder: listen on %s again: %v", f.address, err)
-	}
-	f.serve(l)
+	t.Cleanup(r.Stop)
+	return r
 }
