@@ -73,7 +73,7 @@ run: deps build
 # installed in a chroot, hung and failed-over databases, two releases side by
 # side). make test skips them, make test-slow runs only them; CI runs both.
 # hack/verify-test-tiers.sh checks that each names a test of test/integration.
-SLOW_TESTS := TestDiscoveryQuietSoak|TestHungMigratorLetsTheLockGo|TestMonitoring|TestInstall|TestMemberFreshness|TestRegistryHungPrimary|TestRegistryHungStandby|TestRegistryFailover|TestRollingUpgradeSideBySide|TestMultiKueueHarness|TestKueueDispatcher
+SLOW_TESTS := TestDiscoveryQuietSoak|TestHungMigratorLetsTheLockGo|TestMonitoring|TestInstall|TestMemberFreshness|TestRegistryHungPrimary|TestRegistryHungStandby|TestRegistryFailover|TestRollingUpgradeSideBySide|TestKueueDispatcher
 # How many parallel integration tests run at once: most of their time is
 # waiting for a condition, not computing, so more than the cores.
 TEST_PARALLEL ?= 4

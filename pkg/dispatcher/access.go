@@ -40,12 +40,21 @@ var ManagerPermissions = []Permission{
 	{"list", "kueue.x-k8s.io", "multikueueclusters", ""},
 	{"watch", "kueue.x-k8s.io", "multikueueclusters", ""},
 	{"create", "", "events", ""},
+	// A pod set's resource claims: their templates and device classes.
+	{"get", "resource.k8s.io", "resourceclaimtemplates", ""},
+	{"get", "resource.k8s.io", "deviceclasses", ""},
 }
 
 // PlatformPermissions are what it asks the platform API.
 var PlatformPermissions = []Permission{
 	{"create", "platform.example.io", "placementreports", ""},
 	{"get", "platform.example.io", "clustercapacities", ""},
+	// Each member's free room, watched.
+	{"list", "platform.example.io", "clustercapacities", ""},
+	{"watch", "platform.example.io", "clustercapacities", ""},
+	// A PlacementReport asking about nodes (selectors, affinity,
+	// tolerations, spread, devices) needs it too (docs/placement.md).
+	{"list", "platform.example.io", "nodecapacities", ""},
 }
 
 // CheckAccess asks, with SelfSubjectAccessReviews, whether the caller may

@@ -96,17 +96,25 @@ type Decision struct {
 	Verdicts []Verdict
 }
 
+// MemberRoom is what Choose knows of a member beside the PlacementReports:
+// its free room (per resource, with pods and DevicePrefix drivers, as its
+// ClusterCapacity sums it; nil when unknown) and the room promised there
+// to Workloads nominated but not yet mirrored (the Ledger's).
+type MemberRoom struct {
+	Free, Promised corev1.ResourceList
+}
+
 // Choose picks the member for a Workload from one PlacementReport answer
 // per pod set (answers[i] is podSets[i]'s, by member). A member fits when
-// every pod set's replicas fit after the room promised to Workloads
-// nominated there but not yet mirrored (inFlight). Order: fitting members
-// before the others, current data before stale, then the most room left
-// after the Workload, then the name. Members without an answer or with
-// data older than MaxDataAge are never nominated.
-func Choose(podSets []PodSet, answers []map[string]platform.PlacementClusterFit, cands []Candidate, inFlight func(member string) corev1.ResourceList, p Policy) Decision {
+// every pod set's replicas fit, counting no more replicas than its free
+// room holds after what was promised there (see left). Order: fitting
+// members before the others, current data before stale, then the most
+// room left after the Workload, then the name. Members without an answer
+// or with data older than MaxDataAge are never nominated.
+func Choose(podSets []PodSet, answers []map[string]platform.PlacementClusterFit, cands []Candidate, room func(member string) MemberRoom, p Policy) Decision {
 	verdicts := make([]Verdict, 0, len(cands))
 	for _, c := range cands {
-		verdicts = append(verdicts, judge(c, podSets, answers, inFlight(c.Member), p))
+		verdicts = append(verdicts, judge(c, podSets, answers, room(c.Member), p))
 	}
 	sort.SliceStable(verdicts, func(i, j int) bool { return better(verdicts[i], verdicts[j]) })
 	d := Decision{Verdicts: verdicts}
@@ -128,7 +136,7 @@ func Choose(podSets []PodSet, answers []map[string]platform.PlacementClusterFit,
 	return d
 }
 
-func judge(c Candidate, podSets []PodSet, answers []map[string]platform.PlacementClusterFit, inFlight corev1.ResourceList, p Policy) Verdict {
+func judge(c Candidate, podSets []PodSet, answers []map[string]platform.PlacementClusterFit, m MemberRoom, p Policy) Verdict {
 	v := Verdict{Candidate: c, Fits: true, Room: math.Inf(1)}
 	for i, ps := range podSets {
 		fit, ok := answers[i][c.Member]
@@ -144,7 +152,10 @@ func judge(c Candidate, podSets []PodSet, answers []map[string]platform.Placemen
 			}
 			v.DataAge = max(v.DataAge, fit.DataAge.Duration)
 		}
-		effective := fit.Fits - displaced(ps, inFlight)
+		effective := fit.Fits
+		if n, ok := left(ps, m); ok {
+			effective = min(effective, n)
+		}
 		room := float64(effective-ps.Count) / float64(max(ps.Count, 1))
 		v.Room = min(v.Room, room)
 		v.Fits = v.Fits && effective >= ps.Count
@@ -158,20 +169,30 @@ func judge(c Candidate, podSets []PodSet, answers []map[string]platform.Placemen
 	return v
 }
 
-// displaced is how many replicas of the pod set the room promised to
-// others takes: for each resource the pod set requests, the promised
-// amount in replicas, rounded up; the most of them.
-func displaced(ps PodSet, inFlight corev1.ResourceList) int64 {
-	var most int64
-	for name, req := range ps.Spec.Requests {
-		promised, ok := inFlight[corev1.ResourceName(name)]
-		if !ok || req.IsZero() || promised.IsZero() {
+// left is how many replicas of the pod set the member's free room holds
+// after the room promised there: for each resource a replica takes,
+// (free - promised) / per replica, rounded down; the least of them. It
+// caps PlacementReport's count, which counts mirrored pods only; false
+// when nothing is promised there (the count stands) or the free room is
+// unknown. Per member, not per node: it assumes the promised pods take
+// room where the new ones would fit (docs/dispatcher.md).
+func left(ps PodSet, m MemberRoom) (int64, bool) {
+	if len(m.Promised) == 0 || m.Free == nil {
+		return 0, false
+	}
+	most := int64(math.MaxInt64)
+	for name, per := range ps.PerReplica() {
+		if per.IsZero() {
 			continue
 		}
-		n := int64(math.Ceil(promised.AsApproximateFloat64() / req.AsApproximateFloat64()))
-		most = max(most, n)
+		free := m.Free[name]
+		room := free.AsApproximateFloat64()
+		if promised, ok := m.Promised[name]; ok {
+			room -= promised.AsApproximateFloat64()
+		}
+		most = min(most, int64(math.Floor(max(room, 0)/per.AsApproximateFloat64())))
 	}
-	return most
+	return most, true
 }
 
 func better(a, b Verdict) bool {

@@ -27,7 +27,7 @@ func staleFit(fits int64, age time.Duration) platform.PlacementClusterFit {
 var (
 	small      = Candidate{Cluster: "small", Member: "worker-small"}
 	large      = Candidate{Cluster: "large", Member: "worker-large"}
-	none       = func(string) corev1.ResourceList { return nil }
+	none       = func(string) MemberRoom { return MemberRoom{} }
 	waitPolicy = Policy{MaxDataAge: 2 * time.Minute, WhenNothingFits: FallbackWait}
 )
 
@@ -93,10 +93,16 @@ func TestChooseWithPromises(t *testing.T) {
 	// The registry still shows the room of before the burst: 20 cores on
 	// large (10 replicas), 12 on small (6).
 	answers := []map[string]platform.PlacementClusterFit{{"worker-small": fit(6), "worker-large": fit(10)}}
+	free := map[string]corev1.ResourceList{
+		"worker-small": {"cpu": resource.MustParse("12"), "pods": resource.MustParse("100")},
+		"worker-large": {"cpu": resource.MustParse("20"), "pods": resource.MustParse("100")},
+	}
 	var got []string
 	for i := range 4 {
 		uid := types.UID(string(rune('a' + i)))
-		d := Choose([]PodSet{ps}, answers, []Candidate{small, large}, func(m string) corev1.ResourceList { return l.InFlight(m, uid, now) }, waitPolicy)
+		d := Choose([]PodSet{ps}, answers, []Candidate{small, large}, func(m string) MemberRoom {
+			return MemberRoom{Free: free[m], Promised: l.InFlight(m, uid, now)}
+		}, waitPolicy)
 		got = append(got, strings.Join(d.Nominate, ""))
 		if d.Member != "" {
 			l.Promise(uid, d.Member, ps.Demand(), now)
@@ -108,21 +114,53 @@ func TestChooseWithPromises(t *testing.T) {
 	}
 }
 
-func TestDisplaced(t *testing.T) {
-	ps := PodSet{Count: 1, Spec: platform.PlacementReportSpec{Requests: map[string]resource.Quantity{
-		"cpu": resource.MustParse("2"), "memory": resource.MustParse("1Gi")}}}
+// Room promised caps a member's count by the free room of each resource
+// a replica takes; a resource the promises do not touch (GPUs here) does
+// not shrink it, and PlacementReport's lower count stands.
+func TestLeft(t *testing.T) {
+	gpu := PodSet{Count: 1, Spec: platform.PlacementReportSpec{Requests: map[string]resource.Quantity{
+		"cpu": resource.MustParse("1"), "memory": resource.MustParse("1Gi"), "nvidia.com/gpu": resource.MustParse("1")},
+		Devices: []platform.DeviceRequest{{Driver: "gpu.example.com", Count: 1}}}}
+	free := corev1.ResourceList{"cpu": resource.MustParse("40"), "memory": resource.MustParse("100Gi"), "pods": resource.MustParse("300"),
+		"nvidia.com/gpu": resource.MustParse("4"), DevicePrefix + "gpu.example.com": resource.MustParse("8")}
 	cases := []struct {
-		inFlight corev1.ResourceList
+		name     string
+		promised corev1.ResourceList
 		want     int64
+		ok       bool
 	}{
-		{nil, 0},
-		{corev1.ResourceList{"cpu": resource.MustParse("3")}, 2},
-		{corev1.ResourceList{"cpu": resource.MustParse("2"), "memory": resource.MustParse("5Gi")}, 5},
-		{corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("4")}, 0},
+		{"nothing promised: the count stands", nil, 0, false},
+		{"CPU promised, GPUs bind", corev1.ResourceList{"cpu": resource.MustParse("30")}, 4, true},
+		{"CPU promised, CPU binds", corev1.ResourceList{"cpu": resource.MustParse("38500m")}, 1, true},
+		{"a GPU promised", corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")}, 3, true},
+		{"devices promised", corev1.ResourceList{DevicePrefix + "gpu.example.com": resource.MustParse("7")}, 1, true},
+		{"more promised than free", corev1.ResourceList{"memory": resource.MustParse("200Gi")}, 0, true},
 	}
 	for _, c := range cases {
-		if got := displaced(ps, c.inFlight); got != c.want {
-			t.Errorf("displaced(%v) = %d, want %d", c.inFlight, got, c.want)
+		got, ok := left(gpu, MemberRoom{Free: free, Promised: c.promised})
+		if got != c.want || ok != c.ok {
+			t.Errorf("%s: left = %d, %v; want %d, %v", c.name, got, ok, c.want, c.ok)
 		}
+	}
+	if _, ok := left(gpu, MemberRoom{Promised: corev1.ResourceList{"cpu": resource.MustParse("1")}}); ok {
+		t.Errorf("left with the free room unknown should leave the count alone")
+	}
+}
+
+// The GPU Jobs of a burst: CPU promised to the big Jobs before them does
+// not make them fit nowhere (the member's GPUs are free).
+func TestChooseGPUsAfterCPUPromises(t *testing.T) {
+	gpu := PodSet{Name: "main", Count: 1, Spec: platform.PlacementReportSpec{Requests: map[string]resource.Quantity{
+		"cpu": resource.MustParse("1"), "nvidia.com/gpu": resource.MustParse("1")}, Replicas: 1}}
+	answers := []map[string]platform.PlacementClusterFit{{"worker-small": fit(0), "worker-large": fit(4)}}
+	room := func(m string) MemberRoom {
+		if m == "worker-small" {
+			return MemberRoom{Free: corev1.ResourceList{"cpu": resource.MustParse("16"), "pods": resource.MustParse("400")}}
+		}
+		return MemberRoom{Free: corev1.ResourceList{"cpu": resource.MustParse("48"), "pods": resource.MustParse("330"), "nvidia.com/gpu": resource.MustParse("4")},
+			Promised: corev1.ResourceList{"cpu": resource.MustParse("15"), "pods": resource.MustParse("3")}}
+	}
+	if d := Choose([]PodSet{gpu}, answers, []Candidate{small, large}, room, waitPolicy); strings.Join(d.Nominate, ",") != "large" {
+		t.Fatalf("got %v: %s", d.Nominate, d.Message)
 	}
 }

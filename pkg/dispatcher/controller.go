@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -24,6 +25,8 @@ import (
 
 	platform "github.com/example/platform-apiserver/pkg/apis/platform/v1alpha1"
 	platformclient "github.com/example/platform-apiserver/pkg/generated/clientset/versioned"
+	platforminformers "github.com/example/platform-apiserver/pkg/generated/informers/externalversions/platform/v1alpha1"
+	platformlisters "github.com/example/platform-apiserver/pkg/generated/listers/platform/v1alpha1"
 )
 
 // Config is the dispatcher's behaviour.
@@ -49,12 +52,14 @@ type Controller struct {
 	kueue    kueueclient.Interface
 	platform platformclient.Interface
 	recorder record.EventRecorder
+	devices  DeviceResolver
 	now      func() time.Time
 
 	workloads kueuelisters.WorkloadLister
 	checks    kueuelisters.AdmissionCheckLister
 	configs   kueuelisters.MultiKueueConfigLister
 	clusters  kueuelisters.MultiKueueClusterLister
+	members   platformlisters.ClusterCapacityLister
 	synced    []cache.InformerSynced
 	queue     workqueue.TypedRateLimitingInterface[string]
 	ledger    *Ledger
@@ -74,13 +79,16 @@ type nomination struct {
 }
 
 // NewController wires the controller to the manager cluster's Kueue
-// informers and the platform API.
-func NewController(cfg Config, kc kueueclient.Interface, pc platformclient.Interface, informers kueueinformers.SharedInformerFactory, recorder record.EventRecorder) (*Controller, error) {
+// informers, the platform API and its ClusterCapacities (each member's
+// free room), and devices for pod sets that claim DRA devices (nil: such
+// pod sets are unmodelled).
+func NewController(cfg Config, kc kueueclient.Interface, pc platformclient.Interface, devices DeviceResolver, informers kueueinformers.SharedInformerFactory, capacities platforminformers.ClusterCapacityInformer, recorder record.EventRecorder) (*Controller, error) {
 	v := informers.Kueue().V1beta2()
 	c := &Controller{
-		cfg: cfg, kueue: kc, platform: pc, recorder: recorder, now: time.Now,
+		cfg: cfg, kueue: kc, platform: pc, devices: devices, recorder: recorder, now: time.Now,
 		workloads: v.Workloads().Lister(), checks: v.AdmissionChecks().Lister(),
 		configs: v.MultiKueueConfigs().Lister(), clusters: v.MultiKueueClusters().Lister(),
+		members: capacities.Lister(),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](500*time.Millisecond, 30*time.Second),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "workloads"}),
@@ -107,7 +115,7 @@ func NewController(cfg Config, kc kueueclient.Interface, pc platformclient.Inter
 		}
 	}
 	c.synced = []cache.InformerSynced{v.Workloads().Informer().HasSynced, v.AdmissionChecks().Informer().HasSynced,
-		v.MultiKueueConfigs().Informer().HasSynced, v.MultiKueueClusters().Informer().HasSynced}
+		v.MultiKueueConfigs().Informer().HasSynced, v.MultiKueueClusters().Informer().HasSynced, capacities.Informer().HasSynced}
 	return c, nil
 }
 
@@ -274,7 +282,7 @@ func (c *Controller) decide(ctx context.Context, wl *kueue.Workload, ac *kueue.A
 	if len(cands) == 0 {
 		return c.wait(ctx, wl, ReasonNoCandidate, fmt.Sprintf("no Active worker cluster to nominate (inactive: %v)", inactive))
 	}
-	podSets, err := PodSetsOf(wl)
+	podSets, err := PodSetsOf(ctx, wl, c.devices)
 	var unmodelled *Unmodelled
 	var d Decision
 	switch {
@@ -346,9 +354,40 @@ func (c *Controller) choose(ctx context.Context, wl *kueue.Workload, podSets []P
 		}
 	}
 	now := c.now()
-	return Choose(podSets, answers, cands, func(member string) corev1.ResourceList {
-		return c.ledger.InFlight(member, wl.UID, now)
+	return Choose(podSets, answers, cands, func(member string) MemberRoom {
+		return MemberRoom{Free: c.freeRoom(member), Promised: c.ledger.InFlight(member, wl.UID, now)}
 	}, c.cfg.Policy), nil
+}
+
+// freeRoom is the member's free room as its ClusterCapacity sums it over
+// schedulable nodes (cpu, memory, pods, extended resources, free devices
+// per driver), nil when the informer has none.
+func (c *Controller) freeRoom(member string) corev1.ResourceList {
+	cc, err := c.members.Get(member)
+	if err != nil {
+		return nil
+	}
+	return FreeRoom(cc)
+}
+
+// FreeRoom is a ClusterCapacity's free room by resource name: its
+// schedulable nodes' available cpu, memory, pods and extended resources,
+// and its free devices per driver under DevicePrefix.
+func FreeRoom(cc *platform.ClusterCapacity) corev1.ResourceList {
+	a := cc.Status.Schedulable.Available
+	out := corev1.ResourceList{
+		corev1.ResourceCPU: a.CPU.DeepCopy(), corev1.ResourceMemory: a.Memory.DeepCopy(),
+		corev1.ResourcePods: *resource.NewQuantity(a.Pods, resource.DecimalSI),
+	}
+	for name, q := range a.Other {
+		out[corev1.ResourceName(name)] = q.DeepCopy()
+	}
+	if d := cc.Status.Devices; d != nil {
+		for _, dr := range d.Drivers {
+			out[corev1.ResourceName(DevicePrefix+dr.Driver)] = *resource.NewQuantity(dr.Free, resource.DecimalSI)
+		}
+	}
+	return out
 }
 
 // unmodelledFallback nominates, for a Workload PlacementReport cannot

@@ -1,6 +1,7 @@
 package dispatcher
 
 import (
+	"context"
 	"fmt"
 	"sort"
 
@@ -23,14 +24,30 @@ type PodSet struct {
 	Spec platform.PlacementReportSpec
 }
 
-// Demand is what the pod set takes from a member in all: each request
-// times the count.
-func (p PodSet) Demand() corev1.ResourceList {
-	out := corev1.ResourceList{}
+// DevicePrefix names a driver's DRA devices among resources: a member's
+// free devices and a pod set's demand of them, as device/<driver>.
+const DevicePrefix = "device/"
+
+// PerReplica is what one replica takes from a member: its requests, one
+// pod, and its devices per driver (DevicePrefix).
+func (p PodSet) PerReplica() corev1.ResourceList {
+	out := corev1.ResourceList{corev1.ResourcePods: *resource.NewQuantity(1, resource.DecimalSI)}
 	for name, q := range p.Spec.Requests {
-		total := q.DeepCopy()
-		total.Mul(p.Count)
-		out[corev1.ResourceName(name)] = total
+		out[corev1.ResourceName(name)] = q.DeepCopy()
+	}
+	for _, d := range p.Spec.Devices {
+		out[corev1.ResourceName(DevicePrefix+d.Driver)] = *resource.NewQuantity(d.Count, resource.DecimalSI)
+	}
+	return out
+}
+
+// Demand is what the pod set takes from a member in all: PerReplica times
+// the count.
+func (p PodSet) Demand() corev1.ResourceList {
+	out := p.PerReplica()
+	for name, q := range out {
+		q.Mul(p.Count)
+		out[name] = q
 	}
 	return out
 }
@@ -49,12 +66,14 @@ func (u *Unmodelled) Error() string {
 // PodSetsOf turns a Workload's pod sets into PlacementReport questions: the
 // pod template's requests (as kube-scheduler sums them: containers, the
 // largest init container, overhead), node selector, required node affinity,
-// tolerations and one DoNotSchedule topology spread over the pod set's own
-// pods. The count is the admitted one where Kueue admitted fewer (partial
-// admission). A pod set asking what PlacementReport does not model (pod
-// affinity, host ports, resource claims, several spread constraints, a
-// topology request) is an *Unmodelled error.
-func PodSetsOf(wl *kueue.Workload) ([]PodSet, error) {
+// tolerations, one DoNotSchedule topology spread over the pod set's own
+// pods, and the DRA devices of its resource claims (through devices; nil
+// leaves claims unmodelled). The count is the admitted one where Kueue
+// admitted fewer (partial admission). A pod set asking what
+// PlacementReport does not model (pod affinity, host ports, several spread
+// constraints, a topology request, claims devices cannot count) is an
+// *Unmodelled error; an error reading the claims is returned as is.
+func PodSetsOf(ctx context.Context, wl *kueue.Workload, devices DeviceResolver) ([]PodSet, error) {
 	admitted := map[kueue.PodSetReference]int32{}
 	if wl.Status.Admission != nil {
 		for _, a := range wl.Status.Admission.PodSetAssignments {
@@ -73,6 +92,14 @@ func PodSetsOf(wl *kueue.Workload) ([]PodSet, error) {
 		if err != nil {
 			return nil, err
 		}
+		if claims := ps.Template.Spec.ResourceClaims; len(claims) > 0 {
+			if devices == nil {
+				return nil, &Unmodelled{PodSet: string(ps.Name), Reason: "claims DRA devices through resource claims"}
+			}
+			if spec.Devices, err = devices.Devices(ctx, wl.Namespace, string(ps.Name), claims); err != nil {
+				return nil, err
+			}
+		}
 		spec.Replicas = int64(count)
 		out = append(out, PodSet{Name: string(ps.Name), Count: int64(count), Spec: spec})
 	}
@@ -85,8 +112,6 @@ func question(name string, ps *kueue.PodSet) (platform.PlacementReportSpec, erro
 	switch {
 	case asksTopology(ps.TopologyRequest):
 		return platform.PlacementReportSpec{}, unmodelled("has a topology request (topology-aware scheduling)")
-	case len(pod.Spec.ResourceClaims) > 0:
-		return platform.PlacementReportSpec{}, unmodelled("claims DRA devices through resource claims")
 	case pod.Spec.NodeName != "":
 		return platform.PlacementReportSpec{}, unmodelled("names a node (spec.nodeName)")
 	case hasRequiredPodAffinity(pod.Spec.Affinity):

@@ -40,7 +40,7 @@ func TestPodSetsOf(t *testing.T) {
 		}}}
 	wl := workload(main, kueue.PodSet{Name: "aux", Count: 5, Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{container("500m", "0")}}}})
 	wl.Status.Admission = &kueue.Admission{PodSetAssignments: []kueue.PodSetAssignment{{Name: "aux", Count: ptr.To[int32](2)}}}
-	got, err := PodSetsOf(wl)
+	got, err := PodSetsOf(t.Context(), wl, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +89,7 @@ func TestPodSetsOfUnmodelled(t *testing.T) {
 		}),
 	}
 	for name, ps := range cases {
-		_, err := PodSetsOf(workload(ps))
+		_, err := PodSetsOf(t.Context(), workload(ps), nil)
 		var u *Unmodelled
 		if !errors.As(err, &u) || u.PodSet != "main" || !strings.Contains(err.Error(), "does not model") {
 			t.Errorf("%s: got %v, want an Unmodelled error", name, err)
@@ -98,12 +98,12 @@ func TestPodSetsOfUnmodelled(t *testing.T) {
 	// Kueue sets the pod index label of every Job's pod set: no topology.
 	indexed := base(func(*corev1.PodSpec) {})
 	indexed.TopologyRequest = &kueue.PodSetTopologyRequest{PodIndexLabel: ptr.To("batch.kubernetes.io/job-completion-index")}
-	if _, err := PodSetsOf(workload(indexed)); err != nil {
+	if _, err := PodSetsOf(t.Context(), workload(indexed), nil); err != nil {
 		t.Errorf("a pod index label only: %v", err)
 	}
 	tas := base(func(*corev1.PodSpec) {})
 	tas.TopologyRequest = &kueue.PodSetTopologyRequest{Required: ptr.To("cloud.provider.com/rack")}
-	if _, err := PodSetsOf(workload(tas)); err == nil || !strings.Contains(err.Error(), "topology request") {
+	if _, err := PodSetsOf(t.Context(), workload(tas), nil); err == nil || !strings.Contains(err.Error(), "topology request") {
 		t.Errorf("topology request: %v", err)
 	}
 }

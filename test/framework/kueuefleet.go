@@ -267,6 +267,18 @@ func (f *KueueFleet) StopDispatcher() error {
 	return p.stop()
 }
 
+// KillDispatcher kills the dispatcher (SIGKILL), as a crash does.
+func (f *KueueFleet) KillDispatcher() error {
+	f.mu.Lock()
+	p := f.dispatcher
+	f.dispatcher = nil
+	f.mu.Unlock()
+	if p == nil {
+		return errors.New("kill the dispatcher: not running")
+	}
+	return p.kill()
+}
+
 // DispatcherLogPath is the dispatcher's log file.
 func (f *KueueFleet) DispatcherLogPath() string {
 	return filepath.Join(f.Manager.workDir, "kueue-dispatcher.log")

@@ -3,24 +3,19 @@ package framework
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
 	"os"
 	"slices"
-	"strings"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 	kueueclient "sigs.k8s.io/kueue/client-go/clientset/versioned"
@@ -321,133 +316,4 @@ func MultiKueueJob(namespace, name, queue string, requests corev1.ResourceList) 
 			},
 		},
 	}
-}
-
-// KueueAdmissionFieldManager is the field manager with which Kueue v0.17
-// server-side applies a Workload's admission status. An external MultiKueue
-// dispatcher must write status.nominatedClusterNames as this manager too
-// (Kueue's release notes say so): Kueue's apply that sets status.clusterName
-// leaves the nominations out to clear them, which removes them only if this
-// manager owns them. Written by any other manager (a plain merge patch), they
-// stay, the API server refuses clusterName beside them (a CEL rule: the two
-// are mutually exclusive), and the Workload is never admitted although its
-// remote copy is.
-const KueueAdmissionFieldManager = "kueue-admission"
-
-var workloadsGVR = kueue.GroupVersion.WithResource("workloads")
-
-// NominateWorkers sets status.nominatedClusterNames of the manager's
-// Workload namespace/name to workers, as an external MultiKueue dispatcher
-// does: a server-side apply as KueueAdmissionFieldManager of the status
-// fields that manager owns already, unchanged, plus the nominations, at the
-// Workload's resourceVersion (retried on a conflict), so Kueue's own writes
-// are neither lost nor overtaken.
-func NominateWorkers(ctx context.Context, cp *ControlPlane, namespace, name string, workers []string) error {
-	dyn, err := dynamic.NewForConfig(cp.adminConfig)
-	if err != nil {
-		return err
-	}
-	client := dyn.Resource(workloadsGVR).Namespace(namespace)
-	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		wl, err := client.Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		status := map[string]any{}
-		if set := managedStatusFields(wl, KueueAdmissionFieldManager); set != nil {
-			owned, _ := ownedFields(wl.Object, set).(map[string]any)
-			if s, ok := owned["status"].(map[string]any); ok {
-				status = s
-			}
-		}
-		status["nominatedClusterNames"] = slices.Clone(workers)
-		apply := &unstructured.Unstructured{Object: map[string]any{
-			"apiVersion": wl.GetAPIVersion(), "kind": wl.GetKind(),
-			"metadata": map[string]any{"name": name, "namespace": namespace, "resourceVersion": wl.GetResourceVersion()},
-			"status":   status,
-		}}
-		_, err = client.ApplyStatus(ctx, name, apply, metav1.ApplyOptions{FieldManager: KueueAdmissionFieldManager, Force: true})
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("nominate %v for Workload %s/%s: %w", workers, namespace, name, err)
-	}
-	return nil
-}
-
-// managedStatusFields returns the fields (a fieldsV1 set) that manager owns
-// through server-side applies to obj's status.
-func managedStatusFields(obj *unstructured.Unstructured, manager string) map[string]any {
-	for _, e := range obj.GetManagedFields() {
-		if e.Manager != manager || e.Operation != metav1.ManagedFieldsOperationApply || e.Subresource != "status" || e.FieldsV1 == nil {
-			continue
-		}
-		var set map[string]any
-		if json.Unmarshal(e.FieldsV1.GetRawBytes(), &set) == nil {
-			return set
-		}
-	}
-	return nil
-}
-
-// ownedFields returns the parts of value that the fieldsV1 set names:
-// "f:<field>" of a map, "k:<keys>" and "v:<value>" of a list; a node
-// without children is taken whole.
-func ownedFields(value any, set map[string]any) any {
-	children := 0
-	for k := range set {
-		if k != "." {
-			children++
-		}
-	}
-	if children == 0 {
-		return value
-	}
-	switch v := value.(type) {
-	case map[string]any:
-		out := map[string]any{}
-		for k, sub := range set {
-			field, ok := strings.CutPrefix(k, "f:")
-			if child, present := v[field]; ok && present {
-				subset, _ := sub.(map[string]any)
-				out[field] = ownedFields(child, subset)
-			}
-		}
-		return out
-	case []any:
-		var out []any
-		for _, item := range v { // in the list's order
-			for k, sub := range set {
-				if listItemNamed(item, k) {
-					subset, _ := sub.(map[string]any)
-					out = append(out, ownedFields(item, subset))
-				}
-			}
-		}
-		return out
-	}
-	return value
-}
-
-// listItemNamed reports whether item is the list element that fieldsV1
-// key k ("k:{...}" by its keys, "v:..." by its value) names.
-func listItemNamed(item any, k string) bool {
-	if keys, ok := strings.CutPrefix(k, "k:"); ok {
-		var want map[string]any
-		m, isMap := item.(map[string]any)
-		if !isMap || json.Unmarshal([]byte(keys), &want) != nil {
-			return false
-		}
-		for key, val := range want {
-			if fmt.Sprint(m[key]) != fmt.Sprint(val) {
-				return false
-			}
-		}
-		return true
-	}
-	if val, ok := strings.CutPrefix(k, "v:"); ok {
-		got, err := json.Marshal(item)
-		return err == nil && string(got) == val
-	}
-	return false
 }

@@ -19,6 +19,7 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 	kueueclientset "sigs.k8s.io/kueue/client-go/clientset/versioned"
 
@@ -62,6 +63,8 @@ func kueueFleet(t *testing.T) *framework.KueueFleet {
 //   - The platform API down: nothing is nominated and the condition says
 //     RegistryUnavailable; back, the Job is nominated.
 //   - The dispatcher without its permissions exits naming them.
+//   - The dispatcher killed (SIGKILL) while a batch is being decided and
+//     started again: every Job is still nominated once, to one worker.
 //   - Side by side: Kueue's AllAtOnce on the same fleet and batch creates a
 //     remote Workload per Job per worker.
 func TestKueueDispatcher(t *testing.T) {
@@ -126,7 +129,8 @@ func TestKueueDispatcher(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := f.StartDispatcher(ctx, saKubeconfig, "--nomination-timeout=45s", "--settle=10s", "--retry-interval=2s"); err != nil {
+	dispatcherArgs := []string{"--nomination-timeout=45s", "--settle=10s", "--retry-interval=2s"}
+	if err := f.StartDispatcher(ctx, saKubeconfig, dispatcherArgs...); err != nil {
 		t.Fatal(err)
 	}
 
@@ -251,6 +255,52 @@ func TestKueueDispatcher(t *testing.T) {
 			c := findCondition(wl, dispatcher.ConditionType)
 			return wl.Status.ClusterName != nil && c != nil && c.Reason == dispatcher.ReasonFits, fmt.Sprintf("%+v", c)
 		})
+	})
+
+	t.Run("the dispatcher crashes mid-batch and restarts", func(t *testing.T) {
+		var jobs []*batchv1.Job
+		for i := range 10 {
+			jobs = append(jobs, framework.MixedJobShapes[2+i%2].Job(ns, fmt.Sprintf("crash-%d", i)))
+		}
+		type result struct {
+			out framework.Batch
+			err error
+		}
+		done := make(chan result, 1)
+		go func() {
+			out, err := f.RunBatch(ctx, jobs, 3*time.Minute)
+			done <- result{out, err}
+		}()
+		// Killed once the first of them is nominated, the others being
+		// decided meanwhile.
+		eventually(t, "a crash-batch Job nominated", time.Minute, func(ctx context.Context) (bool, string) {
+			for _, j := range jobs {
+				if wl := workloadOfJob(ctx, t, kc, ns, j.Name); wl != nil && len(wl.Status.NominatedClusterNames)+len(ptr.Deref(wl.Status.ClusterName, "")) > 0 {
+					return true, ""
+				}
+			}
+			return false, "none yet"
+		})
+		if err := f.KillDispatcher(); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.StartDispatcher(ctx, saKubeconfig, dispatcherArgs...); err != nil {
+			t.Fatal(err)
+		}
+		r := <-done
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		for name, o := range r.out {
+			total := 0
+			for _, n := range o.Remote {
+				total += n
+			}
+			if total != 1 || len(o.Nominations) != 1 || len(o.Nominations[0]) != 1 {
+				t.Errorf("%s: nominated %v, remote Workloads %v; want one nomination, one remote Workload", name, o.Nominations, o.Remote)
+			}
+		}
+		assertPodsBound(ctx, t, f, jobs, r.out)
 	})
 
 	t.Run("AllAtOnce side by side: a remote Workload per Job per worker", func(t *testing.T) {

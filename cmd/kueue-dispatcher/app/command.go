@@ -28,6 +28,7 @@ import (
 
 	"github.com/example/platform-apiserver/pkg/dispatcher"
 	platformclient "github.com/example/platform-apiserver/pkg/generated/clientset/versioned"
+	platforminformers "github.com/example/platform-apiserver/pkg/generated/informers/externalversions"
 )
 
 // NewCommand returns the platform-kueue-dispatcher command.
@@ -124,12 +125,16 @@ func run(ctx context.Context, o *Options) error {
 
 	dispatcher.RegisterMetrics()
 	informers := kueueinformers.NewSharedInformerFactory(kc, 0)
-	c, err := dispatcher.NewController(o.Config(), kc, pc, informers, recorder)
+	platformInformers := platforminformers.NewSharedInformerFactory(pc, 0)
+	c, err := dispatcher.NewController(o.Config(), kc, pc, dispatcher.ClaimTemplates{Kube: kube}, informers,
+		platformInformers.Platform().V1alpha1().ClusterCapacities(), recorder)
 	if err != nil {
 		return err
 	}
 	informers.Start(ctx.Done())
+	platformInformers.Start(ctx.Done())
 	defer informers.Shutdown()
+	defer platformInformers.Shutdown()
 
 	g, ctx := errgroup.WithContext(ctx)
 	if o.BindAddress != "" {
