@@ -101,7 +101,7 @@ func TestChooseWithPromises(t *testing.T) {
 	for i := range 4 {
 		uid := types.UID(string(rune('a' + i)))
 		d := Choose([]PodSet{ps}, answers, []Candidate{small, large}, func(m string) MemberRoom {
-			return MemberRoom{Free: free[m], Promised: l.InFlight(m, uid, now)}
+			return MemberRoom{Free: free[m], Promised: l.InFlight(m, uid, now, time.Time{})}
 		}, waitPolicy)
 		got = append(got, strings.Join(d.Nominate, ""))
 		if d.Member != "" {

@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -18,6 +19,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 	kueueclient "sigs.k8s.io/kueue/client-go/clientset/versioned"
 	kueueinformers "sigs.k8s.io/kueue/client-go/informers/externalversions"
@@ -136,13 +138,64 @@ func (c *Controller) Run(ctx context.Context) error {
 	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
 		return errors.New("the Kueue informers did not sync")
 	}
-	klog.FromContext(ctx).Info("Dispatcher started", "workers", c.cfg.Workers, "whenNothingFits", c.cfg.WhenNothingFits, "maxDataAge", c.cfg.MaxDataAge)
+	klog.FromContext(ctx).Info("Dispatcher started", "workers", c.cfg.Workers, "whenNothingFits", c.cfg.WhenNothingFits, "maxDataAge", c.cfg.MaxDataAge,
+		"promisesRecovered", c.recoverPromises(ctx))
 	for range max(c.cfg.Workers, 1) {
 		go wait.UntilWithContext(ctx, c.work, time.Second)
 	}
 	go wait.UntilWithContext(ctx, func(context.Context) { inFlightPromises.Set(float64(c.ledger.Len(c.now()))) }, 5*time.Second)
 	<-ctx.Done()
 	return nil
+}
+
+// recoverPromises rebuilds the ledger from the Workloads, after a restart
+// or a crash forgot it: every Workload nominated to one worker and not
+// admitted yet (held from its nomination, as this process saw it now or
+// the dispatcher's condition says), and every one admitted by a worker
+// (held from its Admitted condition's time, as an admission). It returns
+// how many it holds.
+func (c *Controller) recoverPromises(ctx context.Context) int {
+	wls, err := c.workloads.List(everything)
+	if err != nil {
+		return 0
+	}
+	now := c.now()
+	n := 0
+	for _, wl := range wls {
+		cluster := ptr.Deref(wl.Status.ClusterName, "")
+		if cluster == "" && len(wl.Status.NominatedClusterNames) == 1 {
+			cluster = wl.Status.NominatedClusterNames[0]
+		}
+		if cluster == "" || finished(wl) {
+			continue
+		}
+		podSets, err := PodSetsOf(ctx, wl, c.devices)
+		if err != nil {
+			continue
+		}
+		at := now
+		if cond := conditionOf(wl); cond != nil && cond.Status == metav1.ConditionTrue {
+			at = cond.LastTransitionTime.Time
+		}
+		c.ledger.Promise(wl.UID, c.memberOf(cluster), totalDemand(podSets), at)
+		if wl.Status.ClusterName != nil {
+			admitted := at
+			if a := apimeta.FindStatusCondition(wl.Status.Conditions, kueue.WorkloadAdmitted); a != nil && a.Status == metav1.ConditionTrue {
+				admitted = a.LastTransitionTime.Time
+			}
+			c.ledger.Admitted(wl.UID, admitted)
+		}
+		n++
+	}
+	return n
+}
+
+// memberOf is the registry member of the MultiKueueCluster named cluster.
+func (c *Controller) memberOf(cluster string) string {
+	if mkc, err := c.clusters.Get(cluster); err == nil {
+		return memberName(mkc)
+	}
+	return cluster
 }
 
 func (c *Controller) enqueue(obj any) {
@@ -355,19 +408,28 @@ func (c *Controller) choose(ctx context.Context, wl *kueue.Workload, podSets []P
 	}
 	now := c.now()
 	return Choose(podSets, answers, cands, func(member string) MemberRoom {
-		return MemberRoom{Free: c.freeRoom(member), Promised: c.ledger.InFlight(member, wl.UID, now)}
+		free, staleSince := c.freeRoom(member, now)
+		return MemberRoom{Free: free, Promised: c.ledger.InFlight(member, wl.UID, now, staleSince)}
 	}, c.cfg.Policy), nil
 }
 
 // freeRoom is the member's free room as its ClusterCapacity sums it over
 // schedulable nodes (cpu, memory, pods, extended resources, free devices
-// per driver), nil when the informer has none.
-func (c *Controller) freeRoom(member string) corev1.ResourceList {
+// per driver), nil when the informer has none, and since when its mirror
+// is not current (zero while Synced; now when unknown).
+func (c *Controller) freeRoom(member string, now time.Time) (corev1.ResourceList, time.Time) {
 	cc, err := c.members.Get(member)
 	if err != nil {
-		return nil
+		return nil, now
 	}
-	return FreeRoom(cc)
+	m := cc.Status.Mirroring
+	switch {
+	case m.State == platform.MirroringSynced:
+		return FreeRoom(cc), time.Time{}
+	case m.Since != nil:
+		return FreeRoom(cc), m.Since.Time
+	}
+	return FreeRoom(cc), now
 }
 
 // FreeRoom is a ClusterCapacity's free room by resource name: its

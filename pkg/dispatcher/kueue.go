@@ -68,13 +68,18 @@ func candidates(ac *kueue.AdmissionCheck, configs kueuelisters.MultiKueueConfigL
 			inactive = append(inactive, name)
 			continue
 		}
-		member := mkc.Labels[MemberLabel]
-		if member == "" {
-			member = name
-		}
-		active = append(active, Candidate{Cluster: name, Member: member})
+		active = append(active, Candidate{Cluster: name, Member: memberName(mkc)})
 	}
 	return active, inactive, nil
+}
+
+// memberName is the registry member that mirrors the MultiKueueCluster:
+// the one its MemberLabel names, else the one of its name.
+func memberName(mkc *kueue.MultiKueueCluster) string {
+	if m := mkc.Labels[MemberLabel]; m != "" {
+		return m
+	}
+	return mkc.Name
 }
 
 func quotaReserved(wl *kueue.Workload) bool {

@@ -12,13 +12,14 @@ import (
 // show yet: a Workload nominated to a member takes its demand there from
 // the nomination until its pods can be in the mirror. That is until the
 // worker admitted it and Settle has passed (the remote Job's pods are
-// created, bound and mirrored within it), or Expiry after the nomination
-// if no worker admitted it by then. Without it a burst of Workloads all
-// see the same free room and all go to the same member.
+// created, bound and mirrored within it) with the member's mirror current
+// meanwhile; or Expiry after the nomination, whatever happened (a worker
+// that never admitted it, a mirror stale all along). Without it a burst
+// of Workloads all see the same free room and all go to the same member.
 type Ledger struct {
 	// Settle is how long an admitted Workload's demand is still held.
 	Settle time.Duration
-	// Expiry is how long a nomination no worker admitted is held.
+	// Expiry is the longest any demand is held.
 	Expiry time.Duration
 
 	mu       sync.Mutex
@@ -61,18 +62,21 @@ func (l *Ledger) Release(uid types.UID) {
 }
 
 // InFlight sums the demand promised to member and still held at now,
-// leaving out the Workload except (being nominated again); promises no
-// longer held are dropped.
-func (l *Ledger) InFlight(member string, except types.UID, now time.Time) corev1.ResourceList {
+// leaving out the Workload except (being nominated again). staleSince is
+// when the member's mirror stopped being current (stale, relisting), zero
+// while it is current: what its workers admitted less than Settle before
+// then is held past Settle, as the mirror may not have their pods.
+// Promises past Expiry are dropped.
+func (l *Ledger) InFlight(member string, except types.UID, now, staleSince time.Time) corev1.ResourceList {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	sum := corev1.ResourceList{}
 	for uid, p := range l.promises {
-		if !l.held(p, now) {
+		if now.Sub(p.nominated) >= l.Expiry {
 			delete(l.promises, uid)
 			continue
 		}
-		if p.member != member || uid == except {
+		if p.member != member || uid == except || !l.held(p, now, staleSince) {
 			continue
 		}
 		for r, q := range p.demand {
@@ -84,22 +88,26 @@ func (l *Ledger) InFlight(member string, except types.UID, now time.Time) corev1
 	return sum
 }
 
-// Len is how many promises are held at now.
+// Len is how many promises are held at now, their members' mirrors
+// current.
 func (l *Ledger) Len(now time.Time) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	n := 0
 	for _, p := range l.promises {
-		if l.held(p, now) {
+		if now.Sub(p.nominated) < l.Expiry && l.held(p, now, time.Time{}) {
 			n++
 		}
 	}
 	return n
 }
 
-func (l *Ledger) held(p *promise, now time.Time) bool {
-	if !p.admittedAt.IsZero() {
-		return now.Sub(p.admittedAt) < l.Settle
+// held says a promise not expired still counts: not admitted yet, admitted
+// less than Settle ago, or too late for the mirror to have seen its pods
+// before it went stale.
+func (l *Ledger) held(p *promise, now, staleSince time.Time) bool {
+	if p.admittedAt.IsZero() || now.Sub(p.admittedAt) < l.Settle {
+		return true
 	}
-	return now.Sub(p.nominated) < l.Expiry
+	return !staleSince.IsZero() && p.admittedAt.Add(l.Settle).After(staleSince)
 }
