@@ -9,7 +9,6 @@ import (
 	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
-	"k8s.io/utils/ptr"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 )
 
@@ -44,7 +43,7 @@ func TestClaimTemplates(t *testing.T) {
 	)
 	r := ClaimTemplates{Kube: kube}
 	claim := func(tmpl string) corev1.PodResourceClaim {
-		return corev1.PodResourceClaim{Name: tmpl, ResourceClaimTemplateName: ptr.To(tmpl)}
+		return corev1.PodResourceClaim{Name: tmpl, ResourceClaimTemplateName: new(tmpl)}
 	}
 	got, err := r.Devices(t.Context(), "team", "main", []corev1.PodResourceClaim{claim("two-gpus"), claim("gpu-and-nic")})
 	if err != nil {
@@ -62,7 +61,7 @@ func TestClaimTemplates(t *testing.T) {
 		{claim("picky"), "selects more than one driver's devices"},
 		{claim("no-class"), "DeviceClass missing, which does not exist"},
 		{claim("nowhere"), "ResourceClaimTemplate nowhere, which does not exist"},
-		{corev1.PodResourceClaim{Name: "shared", ResourceClaimName: ptr.To("shared")}, "ResourceClaim its pods share"},
+		{corev1.PodResourceClaim{Name: "shared", ResourceClaimName: new("shared")}, "ResourceClaim its pods share"},
 	} {
 		_, err := r.Devices(t.Context(), "team", "main", []corev1.PodResourceClaim{c.claim})
 		var u *Unmodelled

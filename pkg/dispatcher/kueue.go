@@ -10,7 +10,6 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/ptr"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 	kueueclient "sigs.k8s.io/kueue/client-go/clientset/versioned"
 	kueuelisters "sigs.k8s.io/kueue/client-go/listers/kueue/v1beta2"
@@ -156,7 +155,7 @@ func nominate(ctx context.Context, c kueueclient.Interface, wl *kueue.Workload, 
 		return err
 	}
 	_, err = c.KueueV1beta2().Workloads(wl.Namespace).Patch(ctx, wl.Name, types.ApplyPatchType, body,
-		metav1.PatchOptions{FieldManager: kueueAdmissionManager, Force: ptr.To(true)}, "status")
+		metav1.PatchOptions{FieldManager: kueueAdmissionManager, Force: new(true)}, "status")
 	return err
 }
 
@@ -184,6 +183,6 @@ func setCondition(ctx context.Context, c kueueclient.Interface, wl *kueue.Worklo
 		return err
 	}
 	_, err = c.KueueV1beta2().Workloads(wl.Namespace).Patch(ctx, wl.Name, types.ApplyPatchType, body,
-		metav1.PatchOptions{FieldManager: conditionManager, Force: ptr.To(true)}, "status")
+		metav1.PatchOptions{FieldManager: conditionManager, Force: new(true)}, "status")
 	return err
 }

@@ -3,7 +3,6 @@ package dispatcher
 import (
 	"context"
 	"fmt"
-	"sort"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -212,14 +211,4 @@ func hasHostPort(spec *corev1.PodSpec) bool {
 		}
 	}
 	return false
-}
-
-// sortedNames returns a resource list's names in order, for messages.
-func sortedNames(l corev1.ResourceList) []string {
-	out := make([]string, 0, len(l))
-	for n := range l {
-		out = append(out, string(n))
-	}
-	sort.Strings(out)
-	return out
 }

@@ -97,12 +97,12 @@ func TestPodSetsOfUnmodelled(t *testing.T) {
 	}
 	// Kueue sets the pod index label of every Job's pod set: no topology.
 	indexed := base(func(*corev1.PodSpec) {})
-	indexed.TopologyRequest = &kueue.PodSetTopologyRequest{PodIndexLabel: ptr.To("batch.kubernetes.io/job-completion-index")}
+	indexed.TopologyRequest = &kueue.PodSetTopologyRequest{PodIndexLabel: new("batch.kubernetes.io/job-completion-index")}
 	if _, err := PodSetsOf(t.Context(), workload(indexed), nil); err != nil {
 		t.Errorf("a pod index label only: %v", err)
 	}
 	tas := base(func(*corev1.PodSpec) {})
-	tas.TopologyRequest = &kueue.PodSetTopologyRequest{Required: ptr.To("cloud.provider.com/rack")}
+	tas.TopologyRequest = &kueue.PodSetTopologyRequest{Required: new("cloud.provider.com/rack")}
 	if _, err := PodSetsOf(t.Context(), workload(tas), nil); err == nil || !strings.Contains(err.Error(), "topology request") {
 		t.Errorf("topology request: %v", err)
 	}

@@ -6,7 +6,6 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	"k8s.io/utils/ptr"
 )
 
 // GPUResource is the extended resource of the scenario's GPU nodes.
@@ -41,7 +40,7 @@ func (s KueueJobShape) Job(namespace, name string) *batchv1.Job {
 		requests[GPUResource] = *resource.NewQuantity(s.GPUs, resource.DecimalSI)
 	}
 	j := MultiKueueJob(namespace, name, "user-queue", requests)
-	j.Spec.Parallelism, j.Spec.Completions = ptr.To(s.Pods), ptr.To(s.Pods)
+	j.Spec.Parallelism, j.Spec.Completions = new(s.Pods), new(s.Pods)
 	return j
 }
 
