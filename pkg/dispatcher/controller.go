@@ -12,6 +12,7 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -148,6 +149,9 @@ func (c *Controller) Run(ctx context.Context) error {
 	return nil
 }
 
+// everything selects every object of a lister.
+var everything = labels.Everything()
+
 // recoverPromises rebuilds the ledger from the Workloads, after a restart
 // or a crash forgot it: every Workload nominated to one worker and not
 // admitted yet (held from its nomination, as this process saw it now or
@@ -174,7 +178,7 @@ func (c *Controller) recoverPromises(ctx context.Context) int {
 			continue
 		}
 		at := now
-		if cond := conditionOf(wl); cond != nil && cond.Status == metav1.ConditionTrue {
+		if cond := apimeta.FindStatusCondition(wl.Status.Conditions, ConditionType); cond != nil && cond.Status == metav1.ConditionTrue {
 			at = cond.LastTransitionTime.Time
 		}
 		c.ledger.Promise(wl.UID, c.memberOf(cluster), totalDemand(podSets), at)
@@ -298,17 +302,15 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 // after it, the clusters tried so far are excluded from the next choice
 // (all of them tried: none is).
 func (c *Controller) nominationPending(wl *kueue.Workload, now time.Time) (map[string]bool, time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := c.nominations[wl.UID]
 	if len(wl.Status.NominatedClusterNames) == 0 {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		if n := c.nominations[wl.UID]; n != nil {
+		if n != nil {
 			return n.tried, 0
 		}
 		return nil, 0
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	n := c.nominations[wl.UID]
 	if n == nil || !sameSet(n.clusters, wl.Status.NominatedClusterNames) {
 		// Nominated before this process knew it (a restart, or another
 		// writer): its time starts now.
@@ -490,7 +492,7 @@ func (c *Controller) unmodelledFallback(ctx context.Context, cands []Candidate, 
 func (c *Controller) wait(ctx context.Context, wl *kueue.Workload, reason, message string) (time.Duration, error) {
 	waits.WithLabelValues(reason).Inc()
 	klog.FromContext(ctx).V(2).Info("Not nominated", "workload", klog.KObj(wl), "reason", reason, "message", message)
-	if old := conditionOf(wl); old == nil || old.Reason != reason {
+	if old := apimeta.FindStatusCondition(wl.Status.Conditions, ConditionType); old == nil || old.Reason != reason {
 		c.recorder.Event(wl, corev1.EventTypeWarning, reason, message)
 	}
 	if err := setCondition(ctx, c.kueue, wl, metav1.ConditionFalse, reason, message); err != nil {
@@ -521,22 +523,13 @@ func (c *Controller) registryError(ctx context.Context, wl *kueue.Workload, err 
 		msg = fmt.Sprintf("the dispatcher may not ask the platform API, nothing nominated: %v (grant it create on placementreports.platform.example.io and get on clustercapacities.platform.example.io: the platform-kueue-dispatcher ClusterRole)", err)
 	}
 	waits.WithLabelValues(reason).Inc()
-	if old := conditionOf(wl); old == nil || old.Reason != reason {
+	if old := apimeta.FindStatusCondition(wl.Status.Conditions, ConditionType); old == nil || old.Reason != reason {
 		c.recorder.Event(wl, corev1.EventTypeWarning, reason, msg)
 	}
 	if cerr := setCondition(ctx, c.kueue, wl, metav1.ConditionFalse, reason, msg); cerr != nil {
 		klog.FromContext(ctx).Error(cerr, "Writing the dispatcher's condition failed", "workload", klog.KObj(wl))
 	}
 	return 0, err
-}
-
-func conditionOf(wl *kueue.Workload) *metav1.Condition {
-	for i := range wl.Status.Conditions {
-		if wl.Status.Conditions[i].Type == ConditionType {
-			return &wl.Status.Conditions[i]
-		}
-	}
-	return nil
 }
 
 func withoutTried(cands []Candidate, tried map[string]bool) []Candidate {

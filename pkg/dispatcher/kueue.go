@@ -165,13 +165,13 @@ func setCondition(ctx context.Context, c kueueclient.Interface, wl *kueue.Worklo
 	if len(message) > 32768 {
 		message = message[:32765] + "..."
 	}
-	if old := apimeta.FindStatusCondition(wl.Status.Conditions, ConditionType); old != nil &&
-		old.Status == status && old.Reason == reason && old.Message == message {
+	old := apimeta.FindStatusCondition(wl.Status.Conditions, ConditionType)
+	if old != nil && old.Status == status && old.Reason == reason && old.Message == message {
 		return nil
 	}
 	cond := metav1.Condition{Type: ConditionType, Status: status, Reason: reason, Message: message,
 		ObservedGeneration: wl.Generation, LastTransitionTime: metav1.Now()}
-	if old := apimeta.FindStatusCondition(wl.Status.Conditions, ConditionType); old != nil && old.Status == status {
+	if old != nil && old.Status == status {
 		cond.LastTransitionTime = old.LastTransitionTime
 	}
 	body, err := json.Marshal(map[string]any{

@@ -3,14 +3,11 @@ package dispatcher
 import (
 	"sync"
 
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/legacyregistry"
 )
 
 const metricsSubsystem = "platform_dispatcher"
-
-var everything = labels.Everything()
 
 var (
 	nominations = metrics.NewCounterVec(&metrics.CounterOpts{

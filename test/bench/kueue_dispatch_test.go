@@ -132,15 +132,7 @@ func mixedJobs(f *framework.KueueFleet) func(string) []*batchv1.Job {
 // (10 s) and counts those no node took.
 func countUnbound(ctx context.Context, b *testing.B, f *framework.KueueFleet) int {
 	time.Sleep(10 * time.Second)
-	pods, err := f.WorkerPods(ctx)
+	unbound, err := f.UnboundPods(ctx)
 	must(b, err)
-	n := 0
-	for _, ps := range pods {
-		for _, p := range ps {
-			if p.Spec.NodeName == "" {
-				n++
-			}
-		}
-	}
-	return n
+	return len(unbound)
 }

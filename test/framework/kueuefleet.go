@@ -230,9 +230,8 @@ func (f *KueueFleet) StartDispatcher(ctx context.Context, kubeconfig string, arg
 		return err
 	}
 	args = append([]string{"--kubeconfig=" + kubeconfig, "--bind-address=127.0.0.1:" + strconv.Itoa(port), "-v=2"}, args...)
-	p, err := f.Manager.startComponent(ctx, "kueue-dispatcher", bin, args, time.Minute, func(ctx context.Context) error {
-		return httpOK(ctx, "http://127.0.0.1:"+strconv.Itoa(port)+"/readyz")
-	})
+	p, err := f.Manager.startComponent(ctx, "kueue-dispatcher", bin, args, time.Minute,
+		httpCheck("http://127.0.0.1:"+strconv.Itoa(port)+"/readyz", nil))
 	if err != nil {
 		return fmt.Errorf("start the dispatcher: %w", err)
 	}
@@ -255,28 +254,30 @@ func (f *KueueFleet) DispatcherBinary(ctx context.Context) (string, error) {
 	return bin, nil
 }
 
-// StopDispatcher stops the dispatcher if it runs.
-func (f *KueueFleet) StopDispatcher() error {
+// takeDispatcher returns the running dispatcher's process, nil if none,
+// and forgets it.
+func (f *KueueFleet) takeDispatcher() *process {
 	f.mu.Lock()
+	defer f.mu.Unlock()
 	p := f.dispatcher
 	f.dispatcher = nil
-	f.mu.Unlock()
-	if p == nil {
-		return nil
+	return p
+}
+
+// StopDispatcher stops the dispatcher if it runs.
+func (f *KueueFleet) StopDispatcher() error {
+	if p := f.takeDispatcher(); p != nil {
+		return p.stop()
 	}
-	return p.stop()
+	return nil
 }
 
 // KillDispatcher kills the dispatcher (SIGKILL), as a crash does.
 func (f *KueueFleet) KillDispatcher() error {
-	f.mu.Lock()
-	p := f.dispatcher
-	f.dispatcher = nil
-	f.mu.Unlock()
-	if p == nil {
-		return errors.New("kill the dispatcher: not running")
+	if p := f.takeDispatcher(); p != nil {
+		return p.kill()
 	}
-	return p.kill()
+	return errors.New("kill the dispatcher: not running")
 }
 
 // DispatcherLogPath is the dispatcher's log file.
@@ -310,11 +311,6 @@ func httpGet(ctx context.Context, url string) (string, error) {
 		return "", fmt.Errorf("GET %s: %s: %s", url, resp.Status, body)
 	}
 	return string(body), nil
-}
-
-func httpOK(ctx context.Context, url string) error {
-	_, err := httpGet(ctx, url)
-	return err
 }
 
 // JobOutcome is what became of one Job's Workload, as watches saw it.
@@ -497,6 +493,25 @@ func (f *KueueFleet) WorkerPods(ctx context.Context) (map[string][]corev1.Pod, e
 		}
 		out[name] = pods.Items
 	}
+	return out, nil
+}
+
+// UnboundPods names the workers' Job pods no node took, as worker/pod,
+// sorted.
+func (f *KueueFleet) UnboundPods(ctx context.Context) ([]string, error) {
+	pods, err := f.WorkerPods(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for worker, ps := range pods {
+		for _, p := range ps {
+			if p.Spec.NodeName == "" {
+				out = append(out, worker+"/"+p.Name)
+			}
+		}
+	}
+	slices.Sort(out)
 	return out, nil
 }
 

@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +14,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	apimeta "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -454,21 +454,11 @@ func unboundPods(ctx context.Context, t *testing.T, f *framework.KueueFleet) []s
 	var out []string
 	// The scheduler's first attempts, and the pods' creation, take a moment.
 	_ = wait.PollUntilContextTimeout(ctx, 2*time.Second, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		pods, err := f.WorkerPods(ctx)
-		if err != nil {
-			return false, nil
-		}
-		out = nil
-		for worker, ps := range pods {
-			for _, p := range ps {
-				if p.Spec.NodeName == "" {
-					out = append(out, worker+"/"+p.Name)
-				}
-			}
+		if unbound, err := f.UnboundPods(ctx); err == nil {
+			out = unbound
 		}
 		return false, nil
 	})
-	sort.Strings(out)
 	return out
 }
 
@@ -502,12 +492,7 @@ func findCondition(wl *kueue.Workload, typ string) *apimeta.Condition {
 	if wl == nil {
 		return nil
 	}
-	for i := range wl.Status.Conditions {
-		if wl.Status.Conditions[i].Type == typ {
-			return &wl.Status.Conditions[i]
-		}
-	}
-	return nil
+	return meta.FindStatusCondition(wl.Status.Conditions, typ)
 }
 
 func assertCondition(ctx context.Context, t *testing.T, kc kueueClient, ns, job string, status apimeta.ConditionStatus, reason, says string) {
